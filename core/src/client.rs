@@ -1,0 +1,341 @@
+//! [`Client`]: one per process and deployment; it owns the connections, the client id and the
+//! watchdog, and hands out the named objects.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::{Conn, Endpoint, Timeouts};
+use crate::error::{Error, Result};
+use crate::lock::Lock;
+use crate::owner::Owner;
+use crate::pubsub::PubSub;
+use crate::watchdog::{self, Holds, LostLock, LostListener};
+
+/// Settings of a [`Client`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ClientOptions {
+    /// How long connecting may take before failing with [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable). Default 5 s.
+    pub connect_timeout: Duration,
+    /// How long one command may take before failing. Default 3 s (Redisson's `timeout`).
+    pub response_timeout: Duration,
+    /// The lease of a lock acquired without one, renewed every third of it. Default 30 s
+    /// (Redisson's `lockWatchdogTimeout`); keep it equal across all clients of a lock.
+    pub watchdog_timeout: Duration,
+    /// How many locks one renewal script renews. Default 100.
+    pub watchdog_batch_size: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connect_timeout: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(3),
+            watchdog_timeout: Duration::from_secs(30),
+            watchdog_batch_size: 100,
+        }
+    }
+}
+
+impl ClientOptions {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`connect_timeout`](Self::connect_timeout).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets [`response_timeout`](Self::response_timeout).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Sets [`watchdog_timeout`](Self::watchdog_timeout).
+    pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.watchdog_timeout = timeout;
+        self
+    }
+
+    /// Sets [`watchdog_batch_size`](Self::watchdog_batch_size).
+    pub fn watchdog_batch_size(mut self, size: usize) -> Self {
+        self.watchdog_batch_size = size;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
+            return Err(Error::invalid("connect_timeout and response_timeout must be positive"));
+        }
+        if self.watchdog_timeout < Duration::from_millis(30) {
+            return Err(Error::invalid(format!(
+                "watchdog_timeout must be at least 30 ms (it is renewed every third of it), got {:?}",
+                self.watchdog_timeout
+            )));
+        }
+        if self.watchdog_batch_size == 0 {
+            return Err(Error::invalid("watchdog_batch_size must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// A connection to one Redis deployment, with its own client id.
+///
+/// Make one per process and share it (it is a cheap handle: clones share everything). It holds a
+/// command connection and one subscription connection shared by every waiter, and runs the
+/// watchdog that renews this client's locks.
+///
+/// After `fork()` the child's first operation transparently builds a fresh client state (new
+/// client id, new connections); the child never renews or releases the parent's locks.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example() -> crosslock::Result<()> {
+/// let client = crosslock::Client::connect("redis://127.0.0.1:6379/0").await?;
+/// let guard = client.lock("orders:42")?.acquire().await?;
+/// guard.release().await?;
+/// client.close().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    endpoint: Endpoint,
+    options: ClientOptions,
+    generation: ArcSwap<Generation>,
+    closed: CancellationToken,
+    listener: Arc<ArcSwapOption<LostListener>>,
+}
+
+/// The client's state in one process: rebuilt in a forked child.
+struct Generation {
+    pid: u32,
+    id: String,
+    state: tokio::sync::OnceCell<Arc<State>>,
+}
+
+impl Generation {
+    fn new() -> Self {
+        Generation {
+            pid: std::process::id(),
+            id: uuid::Uuid::new_v4().to_string(),
+            state: tokio::sync::OnceCell::new(),
+        }
+    }
+}
+
+/// Everything a connected client generation owns.
+pub(crate) struct State {
+    pub(crate) id: String,
+    pub(crate) conn: Conn,
+    pub(crate) pubsub: PubSub,
+    pub(crate) holds: Arc<Holds>,
+    pub(crate) watchdog_timeout: Duration,
+    /// Cancelled when the client closes (or this state is dropped): stops every task.
+    pub(crate) stop: CancellationToken,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl Client {
+    /// Connects with default [`ClientOptions`].
+    ///
+    /// `url` is `redis://[user:password@]host:port/db`, or `rediss://…` for TLS.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a malformed URL or
+    /// refused credentials; [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) when the
+    /// server cannot be reached within the connect timeout (the message names the address).
+    pub async fn connect(url: &str) -> Result<Client> {
+        Self::connect_with(url, ClientOptions::default()).await
+    }
+
+    /// Connects with `options`.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect), and `InvalidArgument` for out-of-range options.
+    pub async fn connect_with(url: &str, options: ClientOptions) -> Result<Client> {
+        options.validate()?;
+        let endpoint = Endpoint::parse(url)?;
+        let client = Client {
+            inner: Arc::new(Inner {
+                endpoint,
+                options,
+                generation: ArcSwap::from_pointee(Generation::new()),
+                closed: CancellationToken::new(),
+                listener: Arc::new(ArcSwapOption::empty()),
+            }),
+        };
+        let connecting = client.clone();
+        // Connect on the runtime, so the connections' driver tasks live there whoever calls.
+        crate::runtime::spawn(async move { connecting.state().await.map(|_| ()) })
+            .await
+            .map_err(|e| Error::new(crate::ErrorKind::Redis, format!("connect failed: {e}")))??;
+        Ok(client)
+    }
+
+    /// A [`Lock`] (Redisson `RLock`) named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name.
+    pub fn lock(&self, name: &str) -> Result<Lock> {
+        Lock::new(self.clone(), name)
+    }
+
+    /// This client's id in the current process: the `<client-uuid>` of its holder strings.
+    pub fn id(&self) -> String {
+        self.generation().id.clone()
+    }
+
+    /// The holder string of `owner`: `<client-uuid>:<n>`.
+    pub fn holder(&self, owner: Owner) -> String {
+        owner.holder(&self.id())
+    }
+
+    /// The address this client connects to (`host:port`), for messages.
+    pub fn address(&self) -> &str {
+        &self.inner.endpoint.address
+    }
+
+    /// The options it was made with.
+    pub fn options(&self) -> &ClientOptions {
+        &self.inner.options
+    }
+
+    /// Calls `listener` (on a runtime thread) for every lock of this client that a renewal found
+    /// gone. Replaces any previous listener. Per-lock, [`LockGuard::lost`](crate::LockGuard::lost)
+    /// is the simpler tool.
+    pub fn on_lock_lost(&self, listener: impl Fn(LostLock) + Send + Sync + 'static) {
+        self.inner.listener.store(Some(Arc::new(Arc::new(listener))));
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.is_cancelled()
+    }
+
+    /// Closes the client: pending acquires fail, held locks are released (best effort, within the
+    /// response timeout), renewal stops and the connections close. Idempotent.
+    pub async fn close(&self) {
+        if self.inner.closed.is_cancelled() {
+            return;
+        }
+        self.inner.closed.cancel();
+        let Some(state) = self.state_now() else { return };
+        let releases = state.holds.drain();
+        let timeout = self.inner.options.response_timeout;
+        let work = async {
+            let futures = releases.iter().map(|(name, holder)| {
+                let channel = crate::lock::prefix_name("redisson_lock__channel", name);
+                let state = &state;
+                async move { crate::lock::release_all_for(state, name, &channel, holder).await }
+            });
+            futures_util::future::join_all(futures).await;
+        };
+        let _ = tokio::time::timeout(timeout, work).await;
+        state.stop.cancel();
+    }
+
+    /// The number of locks the watchdog currently renews (for tests and diagnostics).
+    pub fn watched_locks(&self) -> usize {
+        self.state_now().map_or(0, |s| s.holds.watched_count())
+    }
+
+    /// The number of channels the subscription connection is subscribed to right now.
+    pub fn subscribed_channels(&self) -> usize {
+        self.state_now().map_or(0, |s| s.pubsub.channel_count())
+    }
+
+    fn generation(&self) -> Arc<Generation> {
+        let current = self.inner.generation.load_full();
+        if current.pid == std::process::id() {
+            return current;
+        }
+        // A forked child: the parent's generation (its connections, tasks and id) must never be
+        // used nor dropped here. Leak it and start over.
+        let fresh = Arc::new(Generation::new());
+        let previous = self.inner.generation.compare_and_swap(&current, fresh.clone());
+        if Arc::ptr_eq(&previous, &current) {
+            std::mem::forget(current);
+            fresh
+        } else {
+            self.inner.generation.load_full()
+        }
+    }
+
+    pub(crate) fn state_now(&self) -> Option<Arc<State>> {
+        self.generation().state.get().cloned()
+    }
+
+    pub(crate) fn id_now(&self) -> Option<String> {
+        Some(self.generation().id.clone())
+    }
+
+    /// The connected state of this process, connecting on first use (and after a fork).
+    pub(crate) async fn state(&self) -> Result<Arc<State>> {
+        if self.inner.closed.is_cancelled() {
+            return Err(Error::closed());
+        }
+        let generation = self.generation();
+        let state = generation
+            .state
+            .get_or_try_init(|| self.connect_state(&generation))
+            .await?;
+        Ok(state.clone())
+    }
+
+    async fn connect_state(&self, generation: &Generation) -> Result<Arc<State>> {
+        let options = &self.inner.options;
+        let timeouts = Timeouts { connect: options.connect_timeout, response: options.response_timeout };
+        let stop = self.inner.closed.child_token();
+        let (conn, pubsub) = tokio::try_join!(
+            Conn::connect(&self.inner.endpoint, timeouts),
+            PubSub::connect(&self.inner.endpoint, timeouts, stop.clone()),
+        )?;
+        let holds = Holds::new(options.watchdog_timeout, options.watchdog_batch_size);
+        crate::runtime::spawn(watchdog::run(
+            Arc::downgrade(&holds),
+            conn.clone(),
+            stop.clone(),
+            self.inner.listener.clone(),
+        ));
+        Ok(Arc::new(State {
+            id: generation.id.clone(),
+            conn,
+            pubsub,
+            holds,
+            watchdog_timeout: options.watchdog_timeout,
+            stop,
+        }))
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("address", &self.inner.endpoint.address)
+            .field("id", &self.generation().id)
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}

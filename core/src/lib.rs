@@ -1,0 +1,76 @@
+//! # crosslock
+//!
+//! Distributed locks on a plain Redis server, stored exactly as Java's
+//! [Redisson](https://redisson.org) stores them, so a Rust daemon, a Python worker, a Node server
+//! and a Java service on Redisson can share the very same locks.
+//!
+//! This crate is the core that the Python and Node bindings wrap: everything that is the same in
+//! every language (scripts, waiting, renewal, errors) lives here.
+//!
+//! ## A tour
+//!
+//! ```no_run
+//! # async fn tour() -> crosslock::Result<()> {
+//! use std::time::Duration;
+//! use crosslock::{AcquireOptions, Client};
+//!
+//! let client = Client::connect("redis://127.0.0.1:6379/0").await?;
+//! let lock = client.lock("orders:42")?;
+//!
+//! // Wait as long as it takes; the watchdog keeps the lock while we hold it.
+//! let guard = lock.acquire().await?;
+//! tokio::select! {
+//!     _ = async { /* exclusive work */ } => {}
+//!     _ = guard.lost().cancelled() => eprintln!("lock lost: stop, another holder may run"),
+//! }
+//! guard.release().await?;
+//!
+//! // Wait at most 500 ms; let the lock expire by itself after 10 s.
+//! let options = AcquireOptions::new()
+//!     .wait(Duration::from_millis(500))
+//!     .lease(Duration::from_secs(10));
+//! if let Ok(guard) = lock.acquire_with(options).await {
+//!     guard.release().await?;
+//! }
+//! client.close().await;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Who holds a lock
+//!
+//! A hold belongs to an [`Owner`] of a [`Client`]: Redis stores `<client-uuid>:<n>`, Redisson's
+//! `<client-id>:<thread-id>`. The same owner may re-enter a lock it holds; any other owner waits.
+//! By default the owner is the current tokio task (or thread); [`Owner::scope`] and
+//! [`AcquireOptions::owner`] set it explicitly, for instance to release from another task.
+//!
+//! ## Waiting
+//!
+//! Waiters subscribe to the lock's channel (one subscription per channel per client, shared) and
+//! retry when a release is published or the holder's lease runs out: there is no polling
+//! interval, so a release hands the lock over in about two round trips.
+//!
+//! ## Errors
+//!
+//! Every operation returns [`Result`], whose [`Error`] has a [`kind`](Error::kind), the lock's
+//! name and the holder concerned.
+
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![doc(test(attr(deny(warnings), allow(dead_code))))]
+
+mod client;
+mod connection;
+mod error;
+pub mod lock;
+mod owner;
+mod pubsub;
+pub mod runtime;
+mod scripts;
+mod wait;
+mod watchdog;
+
+pub use client::{Client, ClientOptions};
+pub use error::{Error, ErrorKind, Result};
+pub use lock::{AcquireOptions, Lock, LockGuard};
+pub use owner::Owner;
+pub use tokio_util::sync::CancellationToken;
+pub use watchdog::{LostListener, LostLock};

@@ -1,0 +1,231 @@
+//! Shared subscriptions: one per channel per client, however many local waiters use it.
+//!
+//! A waiter [`subscribe`](PubSub::subscribe)s, gets a [`Subscription`], and awaits
+//! [`Subscription::notified`] between attempts. The first waiter of a channel sends SUBSCRIBE;
+//! the last one to leave sends UNSUBSCRIBE. Subscribe and unsubscribe of one channel are
+//! serialized by the channel's entry, so a waiter arriving while the last one leaves never ends
+//! up unsubscribed.
+//!
+//! An unlock message (`0`) wakes one local waiter, as Redisson's does; [`Wake::All`] channels
+//! (write-lock release, latches) wake them all. When the connection drops every waiter is woken
+//! to retry at once, since messages may have been missed, and again once it is back.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::{Conn, Endpoint, Timeouts};
+use crate::error::Result;
+use crate::runtime;
+
+/// How a message on a channel wakes the local waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// Each message wakes one waiter (lock release).
+    One,
+}
+
+struct Entry {
+    channel: String,
+    wake: Wake,
+    /// Number of live `Subscription`s; guarded by the map's mutex.
+    users: std::sync::atomic::AtomicUsize,
+    notify: Notify,
+    /// Whether SUBSCRIBE is in force; holding this serializes SUBSCRIBE/UNSUBSCRIBE.
+    subscribed: tokio::sync::Mutex<bool>,
+}
+
+struct Shared {
+    conn: Conn,
+    entries: Mutex<HashMap<String, Arc<Entry>>>,
+}
+
+/// The subscription connection of one client and its channel table.
+pub(crate) struct PubSub {
+    shared: Arc<Shared>,
+}
+
+impl PubSub {
+    pub(crate) async fn connect(
+        endpoint: &Endpoint,
+        timeouts: Timeouts,
+        stop: CancellationToken,
+    ) -> Result<Self> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let conn = Conn::connect_subscriber(endpoint, timeouts, tx).await?;
+        let shared = Arc::new(Shared { conn, entries: Mutex::new(HashMap::new()) });
+        runtime::spawn(dispatch(Arc::downgrade(&shared), rx, stop.clone()));
+        runtime::spawn(keepalive(Arc::downgrade(&shared), stop));
+        Ok(PubSub { shared })
+    }
+
+    /// Joins the subscription to `channel`, subscribing if this is its first local user.
+    ///
+    /// Returns once Redis has confirmed the subscription, so a message published after this
+    /// returns is seen.
+    pub(crate) async fn subscribe(&self, channel: &str, wake: Wake) -> Result<Subscription> {
+        let entry = {
+            let mut entries = self.shared.entries.lock().unwrap();
+            let entry = entries
+                .entry(channel.to_owned())
+                .or_insert_with(|| {
+                    Arc::new(Entry {
+                        channel: channel.to_owned(),
+                        wake,
+                        users: 0.into(),
+                        notify: Notify::new(),
+                        subscribed: tokio::sync::Mutex::new(false),
+                    })
+                })
+                .clone();
+            entry.users.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            entry
+        };
+        // From here on the Subscription's Drop undoes the join, even if SUBSCRIBE fails or the
+        // caller is cancelled while waiting for it.
+        let subscription = Subscription { shared: self.shared.clone(), entry };
+        let mut subscribed = subscription.entry.subscribed.lock().await;
+        if !*subscribed {
+            self.shared.conn.subscribe(channel).await?;
+            *subscribed = true;
+        }
+        drop(subscribed);
+        Ok(subscription)
+    }
+
+    /// The number of channels this client is subscribed to (for tests and diagnostics).
+    pub(crate) fn channel_count(&self) -> usize {
+        self.shared.entries.lock().unwrap().len()
+    }
+}
+
+/// One waiter's share of a channel subscription. Dropping it leaves the channel, unsubscribing
+/// when it was the last local user.
+pub(crate) struct Subscription {
+    shared: Arc<Shared>,
+    entry: Arc<Entry>,
+}
+
+impl Subscription {
+    /// A future that completes at the next wake-up meant for this waiter.
+    ///
+    /// Call [`enable`](tokio::sync::futures::Notified::enable) on it *before* the attempt it
+    /// follows, so a message arriving during the attempt is not missed.
+    pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.entry.notify.notified()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering;
+        let last = {
+            let _entries = self.shared.entries.lock().unwrap();
+            self.entry.users.fetch_sub(1, Ordering::Relaxed) == 1
+        };
+        if !last {
+            return;
+        }
+        let shared = self.shared.clone();
+        let entry = self.entry.clone();
+        runtime::spawn(async move {
+            let mut subscribed = entry.subscribed.lock().await;
+            if entry.users.load(Ordering::Relaxed) > 0 {
+                return; // someone joined meanwhile and keeps the subscription
+            }
+            if *subscribed {
+                // Failure means the connection is gone; the reconnect will not resubscribe a
+                // channel that redis-rs saw us leave, so forgetting it is right either way.
+                let _ = shared.conn.unsubscribe(&entry.channel).await;
+                *subscribed = false;
+            }
+            let mut entries = shared.entries.lock().unwrap();
+            if entry.users.load(Ordering::Relaxed) == 0 {
+                if let Some(current) = entries.get(&entry.channel) {
+                    if Arc::ptr_eq(current, &entry) {
+                        entries.remove(&entry.channel);
+                    }
+                }
+            }
+            // Otherwise a waiter joined during UNSUBSCRIBE; it holds the entry and will
+            // resubscribe once we release `subscribed`.
+        });
+    }
+}
+
+async fn dispatch(
+    shared: Weak<Shared>,
+    mut pushes: mpsc::UnboundedReceiver<redis::PushInfo>,
+    stop: CancellationToken,
+) {
+    loop {
+        let push = tokio::select! {
+            push = pushes.recv() => match push { Some(p) => p, None => return },
+            _ = stop.cancelled() => return,
+        };
+        let Some(shared) = shared.upgrade() else { return };
+        match push.kind {
+            redis::PushKind::Message => {
+                let channel = match push.data.first() {
+                    Some(redis::Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+                    _ => continue,
+                };
+                let entry = shared.entries.lock().unwrap().get(&channel).cloned();
+                if let Some(entry) = entry {
+                    match entry.wake {
+                        Wake::One => entry.notify.notify_one(),
+                    }
+                }
+            }
+            redis::PushKind::Disconnection => {
+                wake_all(&shared);
+                // Once the connection is back (and re-subscribed), wake everyone again: a
+                // release during the gap published to nobody.
+                let shared = Arc::downgrade(&shared);
+                let stop = stop.clone();
+                runtime::spawn(async move {
+                    for attempt in 0..200u32 {
+                        let Some(s) = shared.upgrade() else { return };
+                        if stop.is_cancelled() {
+                            return;
+                        }
+                        if s.conn.ping().await.is_ok() {
+                            wake_all(&s);
+                            return;
+                        }
+                        drop(s);
+                        tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt.min(10) + 1))).await;
+                    }
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+fn wake_all(shared: &Shared) {
+    let entries: Vec<_> = shared.entries.lock().unwrap().values().cloned().collect();
+    for entry in entries {
+        entry.notify.notify_waiters();
+        entry.notify.notify_one();
+    }
+}
+
+/// Keeps the subscription connection alive: if Redis was gone for longer than the reconnect
+/// budget, the connection manager only reconnects on the next command, so send one regularly.
+async fn keepalive(shared: Weak<Shared>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = stop.cancelled() => return,
+        }
+        let Some(shared) = shared.upgrade() else { return };
+        if shared.entries.lock().unwrap().is_empty() {
+            continue;
+        }
+        let _ = shared.conn.ping().await;
+    }
+}

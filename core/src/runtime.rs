@@ -1,0 +1,92 @@
+//! The one tokio runtime of the process, created on first use and rebuilt after `fork()`.
+//!
+//! Everything that outlives a call (connections, the pub/sub reader, the watchdog) runs here, so
+//! a binding never needs a runtime of its own. A forked child inherits the parent's memory but not
+//! its threads: the parent's runtime is unusable there and dropping it would wait for threads that
+//! do not exist. So the state is tagged with the pid that built it, and a child that finds a
+//! foreign pid leaks the old runtime on purpose and builds a fresh one.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Mutex;
+
+use tokio::runtime::{Handle, Runtime};
+use tokio::task::JoinHandle;
+
+struct ProcessRuntime {
+    pid: u32,
+    runtime: Runtime,
+}
+
+static CURRENT: AtomicPtr<ProcessRuntime> = AtomicPtr::new(std::ptr::null_mut());
+static BUILD: Mutex<()> = Mutex::new(());
+
+fn current() -> &'static ProcessRuntime {
+    let pid = std::process::id();
+    let ptr = CURRENT.load(Ordering::Acquire);
+    // SAFETY: a non-null pointer in CURRENT came from Box::into_raw below and is never freed
+    // (runtimes are leaked, never dropped), so it is valid for 'static.
+    if let Some(state) = unsafe { ptr.as_ref() } {
+        if state.pid == pid {
+            return state;
+        }
+    }
+    build(pid)
+}
+
+#[cold]
+fn build(pid: u32) -> &'static ProcessRuntime {
+    // A child forked while another thread held BUILD would find it locked forever; building only
+    // happens once per process, so recover from poisoning and accept that narrow window.
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let ptr = CURRENT.load(Ordering::Acquire);
+    // SAFETY: as in `current`.
+    if let Some(state) = unsafe { ptr.as_ref() } {
+        if state.pid == pid {
+            return state;
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("crosslock-rt")
+        .enable_all()
+        .build()
+        .expect("crosslock: cannot start its tokio runtime (out of threads or memory?)");
+    let fresh = Box::into_raw(Box::new(ProcessRuntime { pid, runtime }));
+    // The previous runtime (the parent's, after a fork) is leaked: never dropped.
+    CURRENT.store(fresh, Ordering::Release);
+    // SAFETY: just created from a Box and never freed.
+    unsafe { &*fresh }
+}
+
+/// A handle to the process-wide runtime, building it if needed.
+pub fn handle() -> Handle {
+    current().runtime.handle().clone()
+}
+
+/// Spawns `future` on the process-wide runtime.
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    current().runtime.spawn(future)
+}
+
+/// Runs `future` to completion on the process-wide runtime, blocking the calling thread.
+///
+/// # Panics
+///
+/// When called from inside an asynchronous context (a runtime worker thread), as
+/// [`tokio::runtime::Runtime::block_on`] does.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    current().runtime.block_on(future)
+}
+
+/// Forgets the parent's runtime in a freshly forked child.
+///
+/// Calling it is optional (every entry point notices a foreign pid by itself), but a fork hook
+/// (`os.register_at_fork(after_in_child=...)`) makes the switch eager.
+pub fn reset_after_fork() {
+    let _ = current();
+}

@@ -1,0 +1,14 @@
+-- Watchdog renewal of many locks in one call (§1.7).
+-- KEYS[i] lock hash; ARGV[1] lease in ms; ARGV[i + 1] the holder expected in KEYS[i].
+-- Returns one 1 (renewed) or 0 (gone: expired, deleted or taken over) per key.
+local out = {}
+for i = 1, #KEYS do
+    local held = redis.pcall('hexists', KEYS[i], ARGV[i + 1])
+    if held == 1 then
+        redis.call('pexpire', KEYS[i], ARGV[1])
+        out[i] = 1
+    else
+        out[i] = 0
+    end
+end
+return out

@@ -1,0 +1,244 @@
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Owner};
+use redis::Commands;
+use support::RedisServer;
+
+async fn client(server: &RedisServer) -> Client {
+    Client::connect(&server.url()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_writes_redisson_layout_and_release_publishes() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut raw = server.raw();
+    let mut sub = server.raw();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.subscribe("redisson_lock__channel:{orders:42}").unwrap();
+    pubsub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+
+    let lock = client.lock("orders:42").unwrap();
+    let owner = Owner::new(7);
+    assert!(lock.acquire_as(owner, &AcquireOptions::new()).await.unwrap());
+    let fields: std::collections::HashMap<String, String> = raw.hgetall("orders:42").unwrap();
+    let expected_field = format!("{}:7", client.id());
+    assert_eq!(fields.get(&expected_field).map(String::as_str), Some("1"), "{fields:?}");
+    assert_eq!(fields.len(), 1);
+    let pttl: i64 = raw.pttl("orders:42").unwrap();
+    assert!(pttl > 29_000 && pttl <= 30_000, "pttl {pttl}");
+    uuid_v4(&client.id());
+
+    assert!(lock.release_as(owner).await.unwrap());
+    let exists: bool = raw.exists("orders:42").unwrap();
+    assert!(!exists);
+    let msg = pubsub.get_message().unwrap();
+    assert_eq!(msg.get_channel_name(), "redisson_lock__channel:{orders:42}");
+    assert_eq!(msg.get_payload::<String>().unwrap(), "0");
+}
+
+fn uuid_v4(id: &str) {
+    let parsed = uuid::Uuid::parse_str(id).unwrap();
+    assert_eq!(parsed.get_version_num(), 4);
+    assert_eq!(id, id.to_lowercase());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrancy_counts_holds_and_other_owners_wait() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.lock("re").unwrap();
+    let (a, b) = (Owner::new(1), Owner::new(2));
+    let once = AcquireOptions::new().wait(Duration::ZERO);
+    assert!(lock.acquire_as(a, &once).await.unwrap());
+    assert!(lock.acquire_as(a, &once).await.unwrap());
+    assert_eq!(lock.hold_count_of(a).await.unwrap(), 2);
+    assert!(!lock.acquire_as(b, &once).await.unwrap());
+    assert!(!lock.release_as(a).await.unwrap(), "one hold remains");
+    assert!(lock.is_locked().await.unwrap());
+    assert!(lock.is_held_by(a).await.unwrap());
+    assert!(!lock.is_held_by(b).await.unwrap());
+    assert!(lock.release_as(a).await.unwrap());
+    assert!(!lock.is_locked().await.unwrap());
+    assert!(lock.acquire_as(b, &once).await.unwrap());
+    lock.release_as(b).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_is_woken_by_release_not_by_expiry() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.lock("handoff").unwrap();
+    let holder = Owner::new(1);
+    // Held with a 60 s lease: only a release message can wake the waiter in time.
+    assert!(lock.acquire_as(holder, &AcquireOptions::new().lease(Duration::from_secs(60))).await.unwrap());
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let got = lock.acquire_as(Owner::new(2), &AcquireOptions::new().wait(Duration::from_secs(30))).await.unwrap();
+            (got, Instant::now())
+        })
+    };
+    while client.subscribed_channels() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let released_at = Instant::now();
+    lock.release_as(holder).await.unwrap();
+    let (got, acquired_at) = waiter.await.unwrap();
+    assert!(got);
+    // Woken by the message: far sooner than the 60 s lease (and the 30 s wait limit).
+    assert!(acquired_at.duration_since(released_at) < Duration::from_secs(10));
+    assert!(lock.is_held_by(Owner::new(2)).await.unwrap());
+    lock.release_as(Owner::new(2)).await.unwrap();
+    // The last waiter left: no subscription remains.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while client.subscribed_channels() != 0 {
+        assert!(Instant::now() < deadline, "subscription left behind");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_with_a_non_atomic_counter() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let client = client.clone();
+        let url = server.url();
+        tasks.push(tokio::spawn(async move {
+            let lock = client.lock("counter-lock").unwrap();
+            let mut raw = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap();
+            for _ in 0..50 {
+                let guard = lock.acquire().await.unwrap();
+                let v: Option<i64> = redis::AsyncCommands::get(&mut raw, "counter").await.unwrap();
+                tokio::task::yield_now().await;
+                let _: () = redis::AsyncCommands::set(&mut raw, "counter", v.unwrap_or(0) + 1).await.unwrap();
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let v: i64 = server.raw().get("counter").unwrap();
+    assert_eq!(v, 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_limit_gives_up_with_timeout_error_naming_holder() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.lock("busy").unwrap();
+    let _held = lock.acquire_with(AcquireOptions::new().owner(Owner::new(1))).await.unwrap();
+    let err = lock
+        .acquire_with(AcquireOptions::new().owner(Owner::new(2)).wait(Duration::from_millis(200)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    assert_eq!(err.lock_name(), Some("busy"));
+    assert!(err.to_string().contains(&format!("{}:1", client.id())), "{err}");
+    assert!(err.waited().unwrap() >= Duration::from_millis(200));
+    assert_eq!(client.subscribed_channels(), client.subscribed_channels());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_keeps_lock_past_its_lease_and_reports_loss() {
+    let server = RedisServer::start();
+    let options = ClientOptions::new().watchdog_timeout(Duration::from_millis(600));
+    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let lost = Arc::new(AtomicUsize::new(0));
+    let seen = lost.clone();
+    client.on_lock_lost(move |l| {
+        assert_eq!(l.name, "wd");
+        seen.fetch_add(1, Ordering::SeqCst);
+    });
+    let lock = client.lock("wd").unwrap();
+    let guard = lock.acquire_with(AcquireOptions::new().owner(Owner::new(1))).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await; // 2.5 leases
+    assert!(lock.is_locked().await.unwrap(), "the watchdog renewed it");
+    let pttl: i64 = server.raw().pttl("wd").unwrap();
+    assert!(pttl > 0 && pttl <= 600);
+
+    let _: () = server.raw().del("wd").unwrap();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost().cancelled()).await.expect("loss reported");
+    assert_eq!(lost.load(Ordering::SeqCst), 1);
+    let err = guard.release().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LockLost);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_by_non_holder_changes_nothing() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.lock("mine").unwrap();
+    lock.acquire_as(Owner::new(1), &AcquireOptions::new()).await.unwrap();
+    let before: Vec<(String, String)> = server.raw().hgetall("mine").unwrap();
+    let err = lock.release_as(Owner::new(2)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotHeld);
+    assert_eq!(err.holder(), Some(format!("{}:2", client.id()).as_str()));
+    assert!(err.to_string().contains("mine"));
+    let after: Vec<(String, String)> = server.raw().hgetall("mine").unwrap();
+    assert_eq!(before, after);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_type_key_is_reported_and_untouched() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let _: () = server.raw().set("plain", "data").unwrap();
+    let lock = client.lock("plain").unwrap();
+    for err in [
+        lock.acquire_as(Owner::new(1), &AcquireOptions::new()).await.unwrap_err(),
+        lock.release_as(Owner::new(1)).await.unwrap_err(),
+        lock.force_unlock().await.unwrap_err(),
+        lock.is_locked().await.unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+        assert!(err.to_string().contains("plain"));
+    }
+    let v: String = server.raw().get("plain").unwrap();
+    assert_eq!(v, "data");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_wait_leaves_nothing_behind() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.lock("cancel").unwrap();
+    lock.acquire_as(Owner::new(1), &AcquireOptions::new()).await.unwrap();
+    let token = crosslock::CancellationToken::new();
+    let waiter = {
+        let lock = lock.clone();
+        let options = AcquireOptions::new().cancel(token.clone());
+        tokio::spawn(async move { lock.acquire_as(Owner::new(2), &options).await })
+    };
+    while client.subscribed_channels() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    token.cancel();
+    let err = waiter.await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Cancelled);
+    lock.release_as(Owner::new(1)).await.unwrap();
+    assert!(!lock.is_locked().await.unwrap(), "the cancelled waiter must not take the lock");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while client.subscribed_channels() != 0 {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_server_fails_within_connect_timeout() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let started = Instant::now();
+    let options = ClientOptions::new().connect_timeout(Duration::from_millis(500));
+    let err = Client::connect_with(&format!("redis://127.0.0.1:{port}/0"), options).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert!(err.to_string().contains(&format!("127.0.0.1:{port}")), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
