@@ -74,3 +74,8 @@ pub use lock::{AcquireOptions, Lock, LockGuard};
 pub use owner::Owner;
 pub use tokio_util::sync::CancellationToken;
 pub use watchdog::{LostListener, LostLock};
+
+/// The README's Rust example, compiled as a doctest so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
