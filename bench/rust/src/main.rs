@@ -1,0 +1,310 @@
+//! crosslock-bench: the Rust side of crosslock's benchmarks.
+//!
+//! It uses the core crate directly, with the benchmark loop itself running on crosslock's process
+//! runtime (so an acquire's internal task hop stays on the same worker): the ceiling that the
+//! Python and Node bindings could reach. `bench/harness.py` runs it; each subcommand prints JSON
+//! (one object per line) or speaks the small line protocol the harness uses for multi-process
+//! scenarios.
+//!
+//! ```text
+//! crosslock-bench uncontended URL --name N --seconds S --repeats R --warmup-batch B
+//! crosslock-bench contended   URL --name N --workers W --iters K
+//! crosslock-bench holders     URL --name N --n COUNT --watchdog-ms MS      (line protocol)
+//! crosslock-bench handoff     URL --name N                                 (line protocol)
+//! ```
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crosslock::{AcquireOptions, Client, ClientOptions, Owner};
+
+type Res<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() < 2 {
+        eprintln!("usage: crosslock-bench <uncontended|contended|holders|handoff> URL [--key value]...");
+        std::process::exit(2);
+    }
+    let command = args[0].clone();
+    let url = args[1].clone();
+    let mut opts = HashMap::new();
+    let mut rest = args[2..].iter();
+    while let Some(key) = rest.next() {
+        let Some(key) = key.strip_prefix("--") else {
+            eprintln!("unexpected argument {key}");
+            std::process::exit(2);
+        };
+        let value = rest.next().cloned().unwrap_or_default();
+        opts.insert(key.to_owned(), value);
+    }
+    let opt = |k: &str, d: &str| opts.get(k).cloned().unwrap_or_else(|| d.to_owned());
+    let result = match command.as_str() {
+        "uncontended" => uncontended(
+            url,
+            opt("name", "bench:rust:uncontended"),
+            opt("seconds", "1").parse().unwrap(),
+            opt("repeats", "5").parse().unwrap(),
+            opt("warmup-batch", "1000").parse().unwrap(),
+        ),
+        "contended" => contended(
+            url,
+            opt("name", "bench:rust:contended"),
+            opt("workers", "8").parse().unwrap(),
+            opt("iters", "100").parse().unwrap(),
+        ),
+        "holders" => holders(
+            url,
+            opt("name", "bench:rust:holders"),
+            opt("n", "100").parse().unwrap(),
+            opt("watchdog-ms", "3000").parse().unwrap(),
+        ),
+        "handoff" => handoff(url, opt("name", "bench:rust:handoff")),
+        other => Err(format!("unknown subcommand {other}").into()),
+    };
+    if let Err(e) = result {
+        eprintln!("crosslock-bench {command}: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Runs `fut` as a task on crosslock's runtime and waits for it from this (non-runtime) thread.
+fn run<F, T>(fut: F) -> T
+where
+    F: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    crosslock::runtime::block_on(crosslock::runtime::spawn(fut)).expect("benchmark task panicked")
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// Nearest-rank percentile of sorted nanoseconds, in microseconds.
+fn pct_us(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1] as f64 / 1000.0
+}
+
+fn json_f64s(v: &[f64]) -> String {
+    let items: Vec<String> = v.iter().map(|x| format!("{x:.3}")).collect();
+    format!("[{}]", items.join(","))
+}
+
+fn uncontended(url: String, name: String, seconds: f64, repeats: usize, batch: usize) -> Res<()> {
+    run(async move {
+        let client = Client::connect(&url).await?;
+        let lock = client.lock(&name)?;
+        // Warm up until two consecutive batches run within 5% of each other.
+        let mut rates = Vec::new();
+        let warm_start = Instant::now();
+        loop {
+            let t0 = Instant::now();
+            for _ in 0..batch {
+                lock.acquire().await?.release().await?;
+            }
+            rates.push(batch as f64 / t0.elapsed().as_secs_f64());
+            let n = rates.len();
+            let settled = n >= 3 && (rates[n - 1] - rates[n - 2]).abs() <= 0.05 * rates[n - 2];
+            if settled || n >= 40 || warm_start.elapsed() > Duration::from_secs(30) {
+                break;
+            }
+        }
+        let mut runs = Vec::new();
+        for _ in 0..repeats {
+            let mut lat = Vec::with_capacity(100_000);
+            let start = Instant::now();
+            let limit = Duration::from_secs_f64(seconds);
+            loop {
+                let t0 = Instant::now();
+                let guard = lock.acquire().await?;
+                guard.release().await?;
+                let t1 = Instant::now();
+                lat.push((t1 - t0).as_nanos() as u64);
+                if t1 - start >= limit {
+                    break;
+                }
+            }
+            let elapsed = start.elapsed().as_secs_f64();
+            let pairs = lat.len();
+            lat.sort_unstable();
+            runs.push(format!(
+                "{{\"pairs\":{pairs},\"seconds\":{elapsed:.6},\"pairs_per_s\":{:.3},\"p50_us\":{:.3},\"p99_us\":{:.3}}}",
+                pairs as f64 / elapsed,
+                pct_us(&lat, 0.50),
+                pct_us(&lat, 0.99)
+            ));
+        }
+        client.close().await;
+        println!(
+            "{{\"runs\":[{}],\"warmup\":{{\"batch\":{batch},\"rates\":{}}}}}",
+            runs.join(","),
+            json_f64s(&rates)
+        );
+        Ok(())
+    })
+}
+
+fn contended(url: String, name: String, workers: usize, iters: usize) -> Res<()> {
+    run(async move {
+        let client = Client::connect(&url).await?;
+        let raw = redis::Client::open(url.as_str())?;
+        let mut con = raw.get_multiplexed_async_connection().await?;
+        let counter = format!("{name}:counter");
+        redis::cmd("SET").arg(&counter).arg(0).query_async::<()>(&mut con).await?;
+        // Load the scripts before the clock starts, as every other library's first call does.
+        client.lock(&name)?.acquire().await?.release().await?;
+        let barrier = Arc::new(tokio::sync::Barrier::new(workers + 1));
+        let mut tasks = Vec::new();
+        for _ in 0..workers {
+            let lock = client.lock(&name)?;
+            let mut con = con.clone();
+            let counter = counter.clone();
+            let barrier = barrier.clone();
+            tasks.push(crosslock::runtime::spawn(async move {
+                barrier.wait().await;
+                let mut max_wait = 0u64;
+                let mut done = 0usize;
+                for _ in 0..iters {
+                    let t0 = Instant::now();
+                    let guard = lock.acquire().await?;
+                    max_wait = max_wait.max(t0.elapsed().as_nanos() as u64);
+                    let v: Option<i64> = redis::cmd("GET").arg(&counter).query_async(&mut con).await?;
+                    redis::cmd("SET").arg(&counter).arg(v.unwrap_or(0) + 1).query_async::<()>(&mut con).await?;
+                    guard.release().await?;
+                    done += 1;
+                }
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>((done, max_wait))
+            }));
+        }
+        barrier.wait().await;
+        let start = Instant::now();
+        let mut done = 0;
+        let mut max_wait = 0u64;
+        for task in tasks {
+            let (d, w) = task.await??;
+            done += d;
+            max_wait = max_wait.max(w);
+        }
+        let elapsed = start.elapsed().as_secs_f64();
+        let value: Option<i64> = redis::cmd("GET").arg(&counter).query_async(&mut con).await?;
+        client.close().await;
+        println!(
+            "{{\"ops\":{done},\"seconds\":{elapsed:.6},\"ops_per_s\":{:.3},\"counter\":{},\"expected\":{},\"max_wait_ms\":{:.3}}}",
+            done as f64 / elapsed,
+            value.unwrap_or(0),
+            workers * iters,
+            max_wait as f64 / 1e6
+        );
+        Ok(())
+    })
+}
+
+fn read_command() -> Option<String> {
+    let mut line = String::new();
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line.trim().to_owned()),
+    }
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn holders(url: String, name: String, n: usize, watchdog_ms: u64) -> Res<()> {
+    let options = ClientOptions::new().watchdog_timeout(Duration::from_millis(watchdog_ms));
+    let client = run(async move { Client::connect_with(&url, options).await })?;
+    say(&format!("connected {}", rss_kb()));
+    let c = client.clone();
+    let started = Instant::now();
+    run(async move {
+        let owner = Owner::new(1);
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..n {
+            let lock = c.lock(&format!("{name}:{i}"))?;
+            set.spawn(async move { lock.acquire_as(owner, &AcquireOptions::new()).await });
+            if set.len() >= 256 {
+                if !set.join_next().await.expect("a task")?? {
+                    return Err("an acquire timed out".into());
+                }
+            }
+        }
+        while let Some(r) = set.join_next().await {
+            if !r?? {
+                return Err("an acquire timed out".into());
+            }
+        }
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+    })?;
+    say(&format!("held {n} {} {} {:.3}", client.watched_locks(), rss_kb(), started.elapsed().as_secs_f64()));
+    while let Some(cmd) = read_command() {
+        match cmd.as_str() {
+            "report" => say(&format!("report {} {}", client.watched_locks(), rss_kb())),
+            "quit" => break,
+            _ => say("error unknown command"),
+        }
+    }
+    let c = client.clone();
+    run(async move { c.close().await });
+    say("bye");
+    Ok(())
+}
+
+fn handoff(url: String, name: String) -> Res<()> {
+    let client = run(async move { Client::connect(&url).await })?;
+    let lock = client.lock(&name)?;
+    let owner = Owner::new(1);
+    say("ready");
+    while let Some(cmd) = read_command() {
+        let mut parts = cmd.split_whitespace();
+        match parts.next() {
+            Some("acquire") => {
+                say("waiting");
+                let l = lock.clone();
+                let ok = run(async move { l.acquire_as(owner, &AcquireOptions::new()).await })?;
+                let t = monotonic_ns();
+                if !ok {
+                    return Err("acquire gave up".into());
+                }
+                say(&format!("acquired {t}"));
+            }
+            Some("release") => {
+                let delay_us: u64 = parts.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+                std::thread::sleep(Duration::from_micros(delay_us));
+                let t = monotonic_ns();
+                let l = lock.clone();
+                run(async move { l.release_as(owner).await })?;
+                say(&format!("released {t}"));
+            }
+            Some("quit") => break,
+            _ => say("error unknown command"),
+        }
+    }
+    let c = client.clone();
+    run(async move { c.close().await });
+    say("bye");
+    Ok(())
+}
