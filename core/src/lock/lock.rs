@@ -378,7 +378,28 @@ impl Lock {
         self.holders_now().await
     }
 
-    async fn timeout_error(&self, owner: Owner, waited: Duration) -> Error {
+    /// The [`ErrorKind::Timeout`] error that [`acquire_with`](Self::acquire_with) returns when its
+    /// wait limit passes, for callers of [`acquire_as`](Self::acquire_as) that got `Ok(false)`
+    /// and want to report it the same way. It names the lock, `owner`'s holder string, how long
+    /// it waited and who holds the lock now (one more round trip, best effort).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// use crosslock::{AcquireOptions, Owner};
+    ///
+    /// let lock = client.lock("orders:42")?;
+    /// let owner = Owner::new(7);
+    /// let wait = Duration::from_millis(100);
+    /// if !lock.acquire_as(owner, &AcquireOptions::new().wait(wait)).await? {
+    ///     return Err(lock.timeout_error(owner, wait).await);
+    /// }
+    /// lock.release_as(owner).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn timeout_error(&self, owner: Owner, waited: Duration) -> Error {
         let holder = self.client.id_now().map(|id| owner.holder(&id)).unwrap_or_default();
         let held_by = match self.holders_now().await {
             Ok(h) if !h.is_empty() => format!(", held by {}", h.join(", ")),
