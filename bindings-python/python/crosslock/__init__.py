@@ -1,0 +1,78 @@
+"""crosslock: Redis locks shared with Node, Rust and Java's Redisson, stored exactly as Redisson
+stores them.
+
+Example::
+
+    import crosslock
+
+    client = crosslock.connect("redis://127.0.0.1:6379/0")
+    lock = client.lock("orders:42")
+
+    with lock:                                  # waits as long as it takes; renewed while held
+        ...
+
+    if lock.acquire(timeout=2.0, lease=10.0):   # wait ≤ 2 s; expires after 10 s, no renewal
+        try:
+            ...
+        finally:
+            lock.release()
+
+    async with lock:                            # the asyncio task is the holder
+        ...
+
+    client.close()
+
+Each thread and each asyncio task is its own holder; blocking waits release the GIL and Ctrl-C
+interrupts them, leaving nothing behind in Redis.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import _identity, _native
+from .client import Client, connect, connect_async
+from .client import _reset_clients_after_fork
+from .errors import (
+    CrosslockError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    LockLostError,
+    LockTimeoutError,
+    NotHeldError,
+    RedisError,
+    RedisUnavailableError,
+    WrongTypeError,
+)
+from .lock import Lock
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "connect",
+    "connect_async",
+    "Client",
+    "Lock",
+    "CrosslockError",
+    "NotHeldError",
+    "LockTimeoutError",
+    "LockLostError",
+    "RedisUnavailableError",
+    "WrongTypeError",
+    "InvalidArgumentError",
+    "InvalidArgumentTypeError",
+    "RedisError",
+    "__version__",
+]
+
+
+def _after_fork_in_child() -> None:
+    # Core rebuilds its runtime, and each client its id and connections, on first use in the child
+    # anyway; doing it here makes that eager. Identity caches and internal locks start afresh.
+    _native._after_fork()
+    _identity._reset_after_fork()
+    _reset_clients_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,242 @@
+"""The :class:`Client` and :func:`connect`."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from types import TracebackType
+from typing import Optional
+
+from . import _native
+from ._identity import current_owner
+from .errors import InvalidArgumentTypeError
+from .lock import Lock, LostCallback, _seconds
+
+__all__ = ["Client", "connect", "connect_async"]
+
+# Every live client, so the fork hook can re-create their internal locks in the child.
+_clients: weakref.WeakSet[Client] = weakref.WeakSet()
+
+
+def _check_url(url: object) -> str:
+    if not isinstance(url, str):
+        raise InvalidArgumentTypeError(
+            f"the Redis URL must be a str such as 'redis://127.0.0.1:6379/0', got "
+            f"{type(url).__name__} {url!r}"
+        )
+    return url
+
+
+def _options(connect_timeout: float, response_timeout: float, watchdog_timeout: float) -> tuple[float, float, float]:
+    return (
+        _seconds(connect_timeout, "connect_timeout"),
+        _seconds(response_timeout, "response_timeout"),
+        _seconds(watchdog_timeout, "watchdog_timeout"),
+    )
+
+
+def connect(
+    url: str,
+    *,
+    connect_timeout: float = 5.0,
+    response_timeout: float = 3.0,
+    watchdog_timeout: float = 30.0,
+) -> Client:
+    """Connects to Redis and returns a :class:`Client` (one per process is the usual shape).
+
+    Args:
+        url: ``redis://[user:password@]host:port/db``, or ``rediss://…`` for TLS.
+        connect_timeout: seconds connecting may take.
+        response_timeout: seconds one command may take.
+        watchdog_timeout: the lease, in seconds, of locks acquired without one; renewed every
+            third of it. Keep it equal across every client of a lock (Redisson's
+            ``lockWatchdogTimeout``, 30 s by default).
+
+    Raises:
+        RedisUnavailableError: the server cannot be reached within ``connect_timeout`` (the
+            message names ``host:port``).
+        InvalidArgumentError: a malformed URL, refused credentials or an out-of-range option.
+
+    Blocks with the GIL released. Example::
+
+        import crosslock
+
+        client = crosslock.connect("redis://127.0.0.1:6379/0")
+        with client.lock("orders:42"):
+            ...
+        client.close()
+    """
+    native = _native.Client.connect(
+        _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout)
+    )
+    return Client(native)
+
+
+async def connect_async(
+    url: str,
+    *,
+    connect_timeout: float = 5.0,
+    response_timeout: float = 3.0,
+    watchdog_timeout: float = 30.0,
+) -> Client:
+    """:func:`connect` for asyncio.
+
+    Example::
+
+        async with await crosslock.connect_async("redis://127.0.0.1:6379/0") as client:
+            async with client.lock("orders:42"):
+                ...
+    """
+    native = await _native.Client.connect_async(
+        _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout)
+    )
+    return Client(native)
+
+
+class Client:
+    """A connection to one Redis deployment, with its own client id; made by :func:`connect`.
+
+    It owns a command connection, one subscription connection shared by every waiter of the
+    process, and the watchdog that renews its locks. Share one client between all threads and
+    tasks. After ``os.fork()`` the child's client gets a new id and fresh connections by itself;
+    the child never renews or releases the parent's locks.
+
+    Closing it (``close()``, ``await aclose()``, or leaving ``with``/``async with``) releases the
+    locks it holds, stops renewal and fails pending acquires.
+
+    Example::
+
+        with crosslock.connect("redis://127.0.0.1:6379/0") as client:
+            lock = client.lock("orders:42", on_lost=lambda l: print("lost", l.name))
+            with lock:
+                print("held by", client.holder())
+    """
+
+    def __init__(self, native: _native.Client) -> None:
+        self._native = native
+        self._locks: dict[str, weakref.WeakSet[Lock]] = {}
+        self._locks_guard = threading.Lock()
+        self._purge_at = 64
+        ref = weakref.ref(self)
+
+        def dispatch(name: str, owner: int) -> None:  # holds the client weakly: no cycle via Rust
+            client = ref()
+            if client is not None:
+                client._dispatch_lost(name, owner)
+
+        native.set_lost_listener(dispatch)
+        _clients.add(self)
+
+    @property
+    def id(self) -> str:
+        """This client's id in this process (a UUID v4): the ``<client-uuid>`` of its holder
+        strings. A forked child's client has a different one."""
+        return self._native.id
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the server (never the password)."""
+        return self._native.address
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._native.closed
+
+    def lock(self, name: str, *, on_lost: Optional[LostCallback] = None) -> Lock:
+        """The :class:`Lock` named ``name`` (Redisson's ``getLock(name)``).
+
+        Args:
+            name: the lock's key in Redis; a non-empty ``str``.
+            on_lost: called as ``on_lost(lock)``, on a background thread, when the watchdog finds
+                a hold of this lock by this client gone (expired or force-unlocked).
+
+        Raises:
+            InvalidArgumentError: an empty name (``InvalidArgumentTypeError``, also a
+                ``TypeError``, for a non-``str``).
+        """
+        if not isinstance(name, str):
+            raise InvalidArgumentTypeError(
+                f"a lock name must be a non-empty str such as 'orders:42', got "
+                f"{type(name).__name__} {name!r}"
+            )
+        if on_lost is not None and not callable(on_lost):
+            raise InvalidArgumentTypeError(
+                f"on_lost of lock {name!r} must be callable, got {type(on_lost).__name__}",
+                lock_name=name,
+            )
+        lock = Lock(self, self._native.lock(name), on_lost)
+        with self._locks_guard:
+            self._locks.setdefault(name, weakref.WeakSet()).add(lock)
+            if len(self._locks) >= self._purge_at:  # forget names whose Lock objects are gone
+                self._locks = {n: s for n, s in self._locks.items() if len(s)}
+                self._purge_at = max(64, 2 * len(self._locks))
+        return lock
+
+    def holder(self) -> str:
+        """The holder string (``<client-uuid>:<n>``) of the calling thread or asyncio task: what
+        Redis stores for its holds."""
+        return self._native.holder(current_owner())
+
+    def close(self) -> None:
+        """Releases this client's locks, stops renewal, fails pending acquires and closes the
+        connections. Idempotent."""
+        self._native.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` for asyncio."""
+        await self._native.close_async()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<crosslock.Client {self.address} id={self.id!r} {state}>"
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _dispatch_lost(self, name: str, owner: int) -> None:
+        """Runs on a background thread when the watchdog found (name, owner) gone."""
+        with self._locks_guard:
+            locks = list(self._locks.get(name, ()))
+        for lock in locks:
+            lock._mark_lost(owner)
+        for lock in locks:
+            callback = lock.on_lost
+            if callback is None:
+                continue
+            try:
+                callback(lock)
+            except Exception as exc:  # nobody to catch it on this thread
+                _native._write_unraisable(exc, callback)
+
+    def _reset_after_fork(self) -> None:
+        self._locks_guard = threading.Lock()
+        for locks in self._locks.values():
+            for lock in list(locks):
+                lock._reset_after_fork()
+
+
+def _reset_clients_after_fork() -> None:
+    for client in list(_clients):
+        client._reset_after_fork()

@@ -1,0 +1,45 @@
+//! `crosslock._native`: the private native module under the `crosslock` Python package.
+//!
+//! It only converts arguments, maps errors and blocks or returns an awaitable; identity (which
+//! `<n>` a thread or asyncio task is) and the Python idioms (context managers, `threading.Lock`'s
+//! `blocking`/`timeout` meaning, the lost-lock flag and callback) live in the hand-written package
+//! `bindings-python/python/crosslock/`. Everything else is core's.
+//!
+//! - [`client`]: `Client` (connect, close, the lost-lock listener);
+//! - [`lock`]: `Lock` (acquire/release/queries for an explicit owner number);
+//! - [`error`]: the one core-error → Python-exception conversion;
+//! - [`runtime`]: the one blocking helper (GIL released, Ctrl-C honoured) and the asyncio bridge,
+//!   both on core's process runtime.
+
+use pyo3::prelude::*;
+
+mod client;
+mod error;
+mod lock;
+mod runtime;
+
+/// Makes the forked child's runtime switch eager: called by `os.register_at_fork(after_in_child=…)`.
+///
+/// Core notices a foreign pid by itself on the next operation; this only does it up front.
+#[pyfunction]
+fn _after_fork() {
+    crosslock::runtime::reset_after_fork();
+}
+
+/// Reports `exc` through `sys.unraisablehook`, naming `obj` (used for exceptions raised by
+/// `on_lost` callbacks, which run on a background thread with nobody to catch them).
+#[pyfunction]
+fn _write_unraisable(exc: Bound<'_, PyAny>, obj: Option<Bound<'_, PyAny>>) {
+    let py = exc.py();
+    PyErr::from_value(exc).write_unraisable(py, obj.as_ref());
+}
+
+#[pymodule(gil_used = false)]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<client::PyClient>()?;
+    m.add_class::<lock::PyLock>()?;
+    m.add_function(wrap_pyfunction!(_after_fork, m)?)?;
+    m.add_function(wrap_pyfunction!(_write_unraisable, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

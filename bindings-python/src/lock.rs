@@ -1,0 +1,262 @@
+//! `crosslock._native.Lock`: core's [`crosslock::Lock`] (Redisson's RLock) for Python.
+//!
+//! Every method takes the caller's owner number explicitly: the Python layer
+//! (`crosslock/_identity.py`) decides which thread or asyncio task is calling. Durations are
+//! seconds as floats (`None` = no limit / watchdog).
+
+use std::time::Duration;
+
+use crosslock::lock::duration_from_secs;
+use crosslock::{AcquireOptions, CancellationToken, Lock, Owner};
+use pyo3::prelude::*;
+
+use crate::error::to_py_err;
+use crate::runtime::{self, OnSignal, Undo};
+
+/// A handle on one named lock (core's `Lock`); the public wrapper is `crosslock.Lock`.
+#[pyclass(module = "crosslock._native", name = "Lock", frozen)]
+pub(crate) struct PyLock {
+    lock: Lock,
+}
+
+impl PyLock {
+    pub(crate) fn new(lock: Lock) -> Self {
+        PyLock { lock }
+    }
+
+    fn name(&self) -> &str {
+        self.lock.name()
+    }
+
+    /// The wait limit and lease, validated by core's rules.
+    fn options(&self, wait: Option<f64>, lease: Option<f64>) -> crosslock::Result<AcquireOptions> {
+        let name = self.name();
+        let mut options = AcquireOptions::new();
+        if let Some(wait) = wait {
+            options = options.wait(duration_from_secs(
+                wait,
+                &format!("the timeout for lock '{name}'"),
+            )?);
+        }
+        if let Some(lease) = lease {
+            let lease = duration_from_secs(lease, &format!("the lease of lock '{name}'"))?;
+            // Redis counts leases in whole milliseconds: anything shorter is a zero lease, which
+            // core refuses with its own message.
+            options = options.lease(if lease < Duration::from_millis(1) {
+                Duration::ZERO
+            } else {
+                lease
+            });
+        }
+        Ok(options)
+    }
+
+    fn err(&self, py: Python<'_>, e: crosslock::Error) -> PyErr {
+        to_py_err(py, e, Some(self.name()))
+    }
+
+    /// The future of one acquire: `Ok(false)` when the wait limit passed, or the core timeout
+    /// error if `raise_timeout`.
+    fn acquire_future(
+        &self,
+        owner: Owner,
+        options: AcquireOptions,
+        raise_timeout: bool,
+    ) -> impl std::future::Future<Output = crosslock::Result<bool>> + Send + 'static {
+        let lock = self.lock.clone();
+        async move {
+            let acquired = lock.acquire_as(owner, &options).await?;
+            if !acquired && raise_timeout {
+                return Err(lock
+                    .timeout_error(owner, options.wait.unwrap_or_default())
+                    .await);
+            }
+            Ok(acquired)
+        }
+    }
+}
+
+#[pymethods]
+impl PyLock {
+    /// The lock's name: its key in Redis.
+    #[getter(name)]
+    fn py_name(&self) -> &str {
+        self.name()
+    }
+
+    /// Acquires for `owner` (blocking, GIL released, Ctrl-C honoured). `wait`: seconds, `None`
+    /// waits without limit, `0` tries once. `lease`: seconds, `None` means watchdog renewal.
+    /// Returns `False` when the wait limit passes, or raises `LockTimeoutError` if `raise_timeout`.
+    #[pyo3(signature = (owner, wait = None, lease = None, raise_timeout = false))]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        owner: u64,
+        wait: Option<f64>,
+        lease: Option<f64>,
+        raise_timeout: bool,
+    ) -> PyResult<bool> {
+        let owner = Owner::new(owner);
+        let token = CancellationToken::new();
+        let options = self
+            .options(wait, lease)
+            .map_err(|e| self.err(py, e))?
+            .cancel(token.clone());
+        let lock = self.lock.clone();
+        // If the acquire completed just as Ctrl-C arrived, give that hold back.
+        let undo: Undo<bool> = Box::new(move |acquired| {
+            Box::pin(async move {
+                if acquired {
+                    let _ = lock.release_as(owner).await;
+                }
+            })
+        });
+        runtime::wait(
+            py,
+            self.acquire_future(owner, options, raise_timeout),
+            OnSignal::Cancel { token, undo },
+            Some(self.name()),
+        )
+    }
+
+    /// As `acquire`, as an awaitable; cancelling it leaves nothing behind.
+    #[pyo3(signature = (owner, wait = None, lease = None, raise_timeout = false))]
+    fn acquire_async<'py>(
+        &self,
+        py: Python<'py>,
+        owner: u64,
+        wait: Option<f64>,
+        lease: Option<f64>,
+        raise_timeout: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let options = self.options(wait, lease).map_err(|e| self.err(py, e))?;
+        let future = self.acquire_future(Owner::new(owner), options, raise_timeout);
+        runtime::awaitable(py, future, Some(self.name()))
+    }
+
+    /// Releases one hold of `owner`; `True` when that fully released the lock. Raises
+    /// `NotHeldError` (Redis unchanged) or `LockLostError`.
+    fn release(&self, py: Python<'_>, owner: u64) -> PyResult<bool> {
+        let lock = self.lock.clone();
+        let future = async move { lock.release_as(Owner::new(owner)).await };
+        runtime::wait(py, future, OnSignal::Detach, Some(self.name()))
+    }
+
+    /// As `release`, as an awaitable.
+    fn release_async<'py>(&self, py: Python<'py>, owner: u64) -> PyResult<Bound<'py, PyAny>> {
+        let lock = self.lock.clone();
+        let future = async move { lock.release_as(Owner::new(owner)).await };
+        runtime::awaitable(py, future, Some(self.name()))
+    }
+
+    /// Deletes the lock whoever holds it; `True` if it was locked.
+    fn force_unlock(&self, py: Python<'_>) -> PyResult<bool> {
+        let lock = self.lock.clone();
+        runtime::wait(
+            py,
+            async move { lock.force_unlock().await },
+            OnSignal::Detach,
+            Some(self.name()),
+        )
+    }
+
+    /// As `force_unlock`, as an awaitable.
+    fn force_unlock_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lock = self.lock.clone();
+        runtime::awaitable(
+            py,
+            async move { lock.force_unlock().await },
+            Some(self.name()),
+        )
+    }
+
+    /// Whether anyone holds the lock.
+    fn is_locked(&self, py: Python<'_>) -> PyResult<bool> {
+        let lock = self.lock.clone();
+        runtime::wait(
+            py,
+            async move { lock.is_locked().await },
+            OnSignal::Detach,
+            Some(self.name()),
+        )
+    }
+
+    /// As `is_locked`, as an awaitable.
+    fn is_locked_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lock = self.lock.clone();
+        runtime::awaitable(py, async move { lock.is_locked().await }, Some(self.name()))
+    }
+
+    /// Whether `owner` of this client holds the lock.
+    fn is_held_by(&self, py: Python<'_>, owner: u64) -> PyResult<bool> {
+        let lock = self.lock.clone();
+        let future = async move { lock.is_held_by(Owner::new(owner)).await };
+        runtime::wait(py, future, OnSignal::Detach, Some(self.name()))
+    }
+
+    /// As `is_held_by`, as an awaitable.
+    fn is_held_by_async<'py>(&self, py: Python<'py>, owner: u64) -> PyResult<Bound<'py, PyAny>> {
+        let lock = self.lock.clone();
+        let future = async move { lock.is_held_by(Owner::new(owner)).await };
+        runtime::awaitable(py, future, Some(self.name()))
+    }
+
+    /// How many times `owner` holds the lock (0 when it does not).
+    fn hold_count_of(&self, py: Python<'_>, owner: u64) -> PyResult<u32> {
+        let lock = self.lock.clone();
+        let future = async move { lock.hold_count_of(Owner::new(owner)).await };
+        runtime::wait(py, future, OnSignal::Detach, Some(self.name()))
+    }
+
+    /// As `hold_count_of`, as an awaitable.
+    fn hold_count_of_async<'py>(&self, py: Python<'py>, owner: u64) -> PyResult<Bound<'py, PyAny>> {
+        let lock = self.lock.clone();
+        let future = async move { lock.hold_count_of(Owner::new(owner)).await };
+        runtime::awaitable(py, future, Some(self.name()))
+    }
+
+    /// Seconds before the lock expires: `None` when unlocked, `inf` when it has no expiry.
+    fn remaining_lease(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        let lock = self.lock.clone();
+        let future = async move { lock.remaining_lease().await.map(lease_seconds) };
+        runtime::wait(py, future, OnSignal::Detach, Some(self.name()))
+    }
+
+    /// As `remaining_lease`, as an awaitable.
+    fn remaining_lease_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lock = self.lock.clone();
+        let future = async move { lock.remaining_lease().await.map(lease_seconds) };
+        runtime::awaitable(py, future, Some(self.name()))
+    }
+
+    /// The current holder strings (`<client-uuid>:<n>`); empty when unlocked.
+    fn holders(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let lock = self.lock.clone();
+        runtime::wait(
+            py,
+            async move { lock.holders_now().await },
+            OnSignal::Detach,
+            Some(self.name()),
+        )
+    }
+
+    /// Whether the hold of `owner` was found lost by the watchdog and not released since.
+    fn is_lost(&self, owner: u64) -> bool {
+        self.lock.is_lost(Owner::new(owner))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<crosslock._native.Lock {:?}>", self.name())
+    }
+}
+
+/// Core's remaining lease as Python seconds: `Duration::MAX` (no expiry) becomes `inf`.
+fn lease_seconds(lease: Option<Duration>) -> Option<f64> {
+    lease.map(|d| {
+        if d == Duration::MAX {
+            f64::INFINITY
+        } else {
+            d.as_secs_f64()
+        }
+    })
+}

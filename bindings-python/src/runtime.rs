@@ -1,0 +1,196 @@
+//! How Python waits for core: one blocking helper for the sync methods, one bridge for asyncio.
+//! Both run the work on core's process runtime (`crosslock::runtime`); this crate never makes a
+//! runtime of its own.
+//!
+//! **Sync** ([`wait`]): the core future is spawned on the runtime and the calling thread waits
+//! for its result with the GIL released, waking every [`TICK`] to run Python's signal handlers
+//! (`py.check_signals()`). When a handler raises (Ctrl-C → `KeyboardInterrupt`), a cancellable
+//! operation is cancelled through its token, the helper waits (at most [`CLEANUP_LIMIT`]) for
+//! core to finish its give-up cleanup, undoes a success that raced with the signal, and only
+//! then re-raises: an interrupted `acquire` leaves no lock, no waiter and no subscription.
+//! Waiting on the calling thread (rather than on a helper thread or event loop) keeps the caller's
+//! identity, which the Python layer has already turned into an owner number.
+//!
+//! **asyncio** ([`awaitable`]): `pyo3_async_runtimes::generic::future_into_py` over
+//! [`CoreRuntime`], so the awaitable's future runs on core's runtime. Cancelling the asyncio
+//! future drops the core future, and core's cancel-safety leaves nothing behind.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use crosslock::CancellationToken;
+use pyo3::IntoPyObjectExt;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3_async_runtimes::TaskLocals;
+use pyo3_async_runtimes::generic::{ContextExt, Runtime};
+
+use crate::error::to_py_err;
+
+/// How often a blocked thread wakes to let Python run signal handlers.
+const TICK: Duration = Duration::from_millis(50);
+
+/// How long an interrupted operation may take to clean up before the signal is re-raised anyway.
+const CLEANUP_LIMIT: Duration = Duration::from_secs(2);
+
+/// A boxed future that undoes a result (for instance releases a lock acquired too late).
+pub(crate) type Undo<T> = Box<dyn FnOnce(T) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
+/// What to do with an operation when a signal handler raises while the caller waits for it.
+pub(crate) enum OnSignal<T> {
+    /// Let it run to completion in the background (a release, a query, a connect: all bounded
+    /// by the client's timeouts) and re-raise at once.
+    Detach,
+    /// Cancel `token`, wait for the operation to end, and if it still succeeded (it won the race
+    /// with the signal), run `undo` on its result before re-raising.
+    Cancel {
+        token: CancellationToken,
+        undo: Undo<T>,
+    },
+}
+
+/// Runs `future` on core's runtime and blocks the calling thread until it is done, with the GIL
+/// released and Python signals honoured. `lock_name` names the lock in errors that lack it.
+///
+/// This is the only way a sync method of this module waits.
+pub(crate) fn wait<T, F>(
+    py: Python<'_>,
+    future: F,
+    on_signal: OnSignal<T>,
+    lock_name: Option<&str>,
+) -> PyResult<T>
+where
+    F: Future<Output = crosslock::Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let (sender, mut receiver) = mpsc::sync_channel(1);
+    crosslock::runtime::spawn(async move {
+        let _ = sender.send(future.await);
+    });
+    loop {
+        let (back, received) = py.detach(move || {
+            let received = receiver.recv_timeout(TICK);
+            (receiver, received)
+        });
+        receiver = back;
+        match received {
+            Ok(result) => return result.map_err(|e| to_py_err(py, e, lock_name)),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err(
+                    "crosslock: the operation ended without a result (its runtime task was \
+                     dropped); the process may be shutting down",
+                ));
+            }
+        }
+        if let Err(signal) = py.check_signals() {
+            interrupted(py, receiver, on_signal);
+            return Err(signal);
+        }
+    }
+}
+
+/// The clean-up half of [`wait`] after a signal handler raised.
+fn interrupted<T: Send + 'static>(
+    py: Python<'_>,
+    receiver: Receiver<crosslock::Result<T>>,
+    on_signal: OnSignal<T>,
+) {
+    let OnSignal::Cancel { token, undo } = on_signal else {
+        return;
+    };
+    token.cancel();
+    py.detach(move || {
+        // Core's cancelled acquire gives back a lock it won meanwhile and drops its subscription
+        // before it returns; a success here means it completed before it saw the token.
+        if let Ok(Ok(value)) = receiver.recv_timeout(CLEANUP_LIMIT) {
+            let (done, finished) = mpsc::sync_channel(1);
+            crosslock::runtime::spawn(async move {
+                undo(value).await;
+                let _ = done.send(());
+            });
+            let _ = finished.recv_timeout(CLEANUP_LIMIT);
+        }
+    });
+}
+
+/// Core's runtime, as pyo3-async-runtimes sees a runtime.
+pub(crate) struct CoreRuntime;
+
+tokio::task_local! {
+    static TASK_LOCALS: TaskLocals;
+}
+
+impl Runtime for CoreRuntime {
+    type JoinError = tokio::task::JoinError;
+    type JoinHandle = tokio::task::JoinHandle<()>;
+
+    fn spawn<F>(fut: F) -> Self::JoinHandle
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        crosslock::runtime::spawn(fut)
+    }
+
+    fn spawn_blocking<F>(f: F) -> Self::JoinHandle
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        crosslock::runtime::handle().spawn_blocking(f)
+    }
+}
+
+impl ContextExt for CoreRuntime {
+    fn scope<F, R>(locals: TaskLocals, fut: F) -> Pin<Box<dyn Future<Output = R> + Send>>
+    where
+        F: Future<Output = R> + Send + 'static,
+    {
+        Box::pin(TASK_LOCALS.scope(locals, fut))
+    }
+
+    fn get_task_locals() -> Option<TaskLocals> {
+        TASK_LOCALS.try_with(Clone::clone).ok()
+    }
+}
+
+/// A core result on its way to Python: converted (value or exception) with the GIL held, when
+/// pyo3-async-runtimes sets the asyncio future's result.
+struct Converted<T> {
+    result: crosslock::Result<T>,
+    lock_name: Option<String>,
+}
+
+impl<'py, T: IntoPyObject<'py>> IntoPyObject<'py> for Converted<T> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self.result {
+            Ok(value) => value.into_bound_py_any(py),
+            Err(e) => Err(to_py_err(py, e, self.lock_name.as_deref())),
+        }
+    }
+}
+
+/// Returns an asyncio awaitable for `future`, run on core's runtime. Must be called with a
+/// running event loop (from a coroutine). Cancelling the awaitable drops `future`.
+pub(crate) fn awaitable<'py, T, F>(
+    py: Python<'py>,
+    future: F,
+    lock_name: Option<&str>,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = crosslock::Result<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    let lock_name = lock_name.map(str::to_owned);
+    pyo3_async_runtimes::generic::future_into_py::<CoreRuntime, _, _>(py, async move {
+        Ok(Converted {
+            result: future.await,
+            lock_name,
+        })
+    })
+}
