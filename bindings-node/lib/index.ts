@@ -1,0 +1,63 @@
+/**
+ * crosslock for Node.js: distributed locks on a plain Redis server, stored exactly as Java's
+ * Redisson stores them, so Node, Python, Rust and Java (Redisson) processes share the very same
+ * locks.
+ *
+ * @example
+ * ```js
+ * const { connect } = require('crosslock')
+ *
+ * const client = await connect('redis://127.0.0.1:6379/0')
+ * const lock = client.lock('orders:42')
+ *
+ * const held = await lock.acquire({ wait: 2000 })    // ms; rejects with LockTimeoutError after 2 s
+ * try {
+ *   held.signal.throwIfAborted()                      // aborts if renewal finds the lock gone
+ * } finally {
+ *   await held.release()
+ * }
+ *
+ * await lock.withLock(async () => {
+ *   // exclusive; always released
+ * })
+ * await client.close()
+ * ```
+ *
+ * @module
+ */
+import { Client, type ConnectOptions } from './client'
+
+export { Client, type ConnectOptions } from './client'
+export { Lock, HeldLock, type AcquireOptions, type OwnerOptions } from './lock'
+export { runAsOwner, newOwner, currentOwner } from './identity'
+export {
+  CrosslockError,
+  NotHeldError,
+  LockTimeoutError,
+  LockLostError,
+  RedisUnavailableError,
+  WrongTypeError,
+  InvalidArgumentError,
+  type ErrorCode,
+  type CrosslockErrorOptions,
+} from './errors'
+
+/**
+ * Connects to Redis and resolves to a {@link Client} once the connections are up.
+ *
+ * `url` is `redis://[user:password@]host:port/db`, or `rediss://…` for TLS. Rejects with
+ * `RedisUnavailableError` (naming the address) when the server cannot be reached within
+ * `connectTimeout`, and `InvalidArgumentError` for a malformed URL or options.
+ *
+ * @param url - where Redis is
+ * @param options - `connectTimeout`, `responseTimeout`, `watchdogTimeout` (ms), `watchdogBatchSize`
+ *
+ * @example
+ * ```js
+ * const { connect } = require('crosslock')
+ * const client = await connect('redis://127.0.0.1:6379/0', { connectTimeout: 2000 })
+ * ```
+ */
+export function connect(url: string, options?: ConnectOptions): Promise<Client> {
+  return Client._connect(url, options)
+}

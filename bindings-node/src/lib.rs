@@ -1,0 +1,29 @@
+//! The native half of the npm package `crosslock`: a thin napi-rs layer over the `crosslock` core.
+//!
+//! It only converts arguments, turns core errors into one encoded JavaScript error
+//! ([`error`]), and returns promises settled from crosslock's own runtime ([`runtime`]). Identity
+//! (which owner number a call acts for), `AbortSignal`, `Symbol.asyncDispose` and the error
+//! classes live in the hand-written TypeScript wrapper in `bindings-node/lib/`; this module is
+//! private to it (loaded through the generated `bindings-node/native.js`).
+//!
+//! No napi runtime is started (napi's `async` feature is off): see [`runtime`].
+
+#![deny(clippy::all)]
+
+mod client;
+mod error;
+mod lock;
+mod runtime;
+
+use napi_derive::napi;
+
+/// A fresh owner number, distinct from every other one handed out in this process (by any
+/// worker thread).
+#[napi]
+pub fn next_owner() -> f64 {
+    crosslock::Owner::unique().get() as f64
+}
+
+/// The prefix of every encoded error message (see `error.rs`), for the TypeScript decoder.
+#[napi]
+pub const ERROR_PREFIX: &str = error::PREFIX;
