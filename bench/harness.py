@@ -1,0 +1,681 @@
+"""Runs every benchmark scenario against one redis-server and writes the raw results as JSON.
+
+bench/run.sh starts the server, prepares the environments and calls this with bench/.venv's
+interpreter; bench/report.py then turns the JSON into bench/RESULTS.md.
+
+    harness.py --url redis://127.0.0.1:PORT/0 --out results.json [--smoke] [--only SCENARIO,...]
+
+Every child process runs under a time limit and is killed when it overstays; a crash, a wrong
+counter or a timed-out wait is recorded as a failure, and the exit status is 1 if there was any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import platform
+import queue
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import redis
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+PY = sys.executable
+PY_WORKER = str(BENCH / "py" / "worker.py")
+NODE_WORKER = str(BENCH / "node" / "worker.js")
+
+PY_LIBS = ["crosslock", "crosslock-asyncio", "redis-py", "redis-py-asyncio", "python-redis-lock", "pottery"]
+NODE_LIBS = ["crosslock", "redis-semaphore", "redlock"]
+# The longest sleep between two tries of each polling peer (its default): the handoff test
+# releases at a random moment over that span, so a poller's phase is sampled fairly.
+POLL_SPAN_MS = {"redis-py": 100, "redis-py-asyncio": 100, "pottery": 200, "redlock": 300, "redis-semaphore": 10}
+
+FAILURES: list[str] = []
+CHILDREN: list[subprocess.Popen] = []
+
+
+def log(msg: str):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def fail(msg: str):
+    log(f"FAILURE: {msg}")
+    FAILURES.append(msg)
+
+
+# --------------------------------------------------------------------------------------------
+# Commands of each language's worker
+
+
+class Runner:
+    def __init__(self, url: str, rust_bin: str):
+        self.url = url
+        self.rust_bin = rust_bin
+
+    def cmd(self, lang: str, scenario: str, lib: str, **opts) -> list[str]:
+        flags = []
+        for k, v in opts.items():
+            flags += [f"--{k.replace('_', '-')}", str(v)]
+        if lang == "python":
+            return [PY, PY_WORKER, scenario, lib, self.url, *flags]
+        if lang == "node":
+            return ["node", NODE_WORKER, scenario, lib, self.url, *flags]
+        if lang == "rust":
+            return [self.rust_bin, scenario, self.url, *flags]
+        raise ValueError(lang)
+
+
+def run_json(cmd: list[str], timeout: float, what: str):
+    """Runs a worker that prints one JSON object; None (and a failure) if it does not."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=BENCH)
+    except subprocess.TimeoutExpired:
+        fail(f"{what}: no result within {timeout:.0f}s (killed)")
+        return None
+    if proc.returncode != 0:
+        fail(f"{what}: exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")
+        return None
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        fail(f"{what}: no JSON in output: {proc.stdout[-500:]!r} {proc.stderr[-1000:]!r}")
+        return None
+
+
+class Child:
+    """A worker speaking a line protocol, read by a thread so every wait can time out."""
+
+    def __init__(self, cmd: list[str], what: str):
+        self.what = what
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, bufsize=1, cwd=BENCH,
+        )
+        CHILDREN.append(self.proc)
+        self.lines: queue.Queue = queue.Queue()
+        self.err: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=self._pump_err, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def _pump_err(self):
+        for line in self.proc.stderr:
+            self.err.append(line)
+            del self.err[:-40]
+
+    def send(self, line: str):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def expect(self, word: str, timeout: float) -> list[str]:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise RuntimeError(f"{self.what}: no '{word}' within {timeout:.0f}s") from None
+        if line is None:
+            self.proc.wait(timeout=5)
+            raise RuntimeError(
+                f"{self.what}: exited ({self.proc.returncode}) while waiting for '{word}': "
+                f"{''.join(self.err)[-1500:]}"
+            )
+        parts = line.split()
+        if not parts or parts[0] != word:
+            raise RuntimeError(f"{self.what}: expected '{word}', got {line!r}")
+        return parts[1:]
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def finish(self, timeout: float = 15):
+        try:
+            self.send("quit")
+        except (BrokenPipeError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+def kill_stragglers():
+    for p in CHILDREN:
+        if p.poll() is None:
+            p.kill()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+# --------------------------------------------------------------------------------------------
+# Scenario 5: the floor
+
+
+SCRIPT = "redis.call('hset', KEYS[1], ARGV[1], 1); redis.call('pexpire', KEYS[1], ARGV[2]); return nil"
+
+
+def redis_benchmark(port: int, clients: int, n: int, command: list[str]) -> dict:
+    cmd = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", str(clients), "-n", str(n), "--csv", *command]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout
+    rows = list(csv.DictReader(io.StringIO(out)))
+    if not rows:
+        raise RuntimeError(f"redis-benchmark printed no CSV: {out!r}")
+    row = rows[-1]
+    return {k: float(v) for k, v in row.items() if k != "test"}
+
+
+def floor(cfg, r: redis.Redis, port: int) -> list[dict]:
+    sha = r.script_load(SCRIPT)
+    tests = [
+        ("PING", ["PING"]),
+        ("EVALSHA HSET+PEXPIRE", ["EVALSHA", sha, "1", "bench:floor", "field", "30000"]),
+    ]
+    out = []
+    for name, command in tests:
+        for clients in (1, 8):
+            what = f"floor {name} -c {clients}"
+            try:
+                # Size -n from a short probe so a run lasts about cfg.floor_seconds.
+                probe = redis_benchmark(port, clients, cfg.floor_probe, command)
+                n = int(min(max(probe["rps"] * cfg.floor_seconds, cfg.floor_probe), 5_000_000))
+                runs = [redis_benchmark(port, clients, n, command) for _ in range(cfg.floor_repeats)]
+            except Exception as e:  # noqa: BLE001
+                fail(f"{what}: {e}")
+                continue
+            log(f"{what}: {[round(x['rps']) for x in runs]} ops/s (n={n})")
+            out.append({"test": name, "clients": clients, "n": n, "runs": runs})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Scenario 1: uncontended
+
+
+def uncontended(cfg, runner: Runner) -> list[dict]:
+    out = []
+    plan = [("rust", "crosslock")] + [("python", lib) for lib in PY_LIBS] + [("node", lib) for lib in NODE_LIBS]
+    for lang, lib in plan:
+        what = f"uncontended {lang}/{lib}"
+        if not cfg.want(lang, lib):
+            continue
+        batch = {"python": cfg.py_warmup_batch, "node": cfg.node_warmup_batch, "rust": cfg.node_warmup_batch}[lang]
+        cmd = runner.cmd(lang, "uncontended", lib, name=f"bench:u:{lang}:{lib}",
+                         seconds=cfg.seconds, repeats=cfg.repeats, warmup_batch=batch)
+        res = run_json(cmd, cfg.timeout, what)
+        if res:
+            rates = [round(r["pairs_per_s"]) for r in res["runs"]]
+            log(f"{what}: {rates} pairs/s after {len(res['warmup']['rates'])} warm-up batches")
+            out.append({"lang": lang, "lib": lib, **res})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Scenario 2: handoff
+
+
+def handoff_pair(cfg, cmd_a, cmd_b, what, rounds, repeats, span_ms) -> list[list[float]] | None:
+    a, b = Child(cmd_a, what + " [A]"), Child(cmd_b, what + " [B]")
+    try:
+        a.expect("ready", 60)
+        b.expect("ready", 60)
+        holder, waiter = a, b
+        holder.send("acquire")
+        holder.expect("waiting", 30)
+        holder.expect("acquired", 30)
+        by_repeat = []
+        for _ in range(repeats):
+            lat = []
+            for _ in range(rounds):
+                waiter.send("acquire")
+                waiter.expect("waiting", 30)
+                # Give the waiter time to enter its wait (first try + subscribe), then release at
+                # a random moment: for a poller, a random phase of its sleep.
+                delay_us = random.randint(2000, 2000 + int(span_ms * 1000))
+                holder.send(f"release {delay_us}")
+                (t_rel,) = holder.expect("released", 30)
+                (t_acq,) = waiter.expect("acquired", 30)
+                lat.append((int(t_acq) - int(t_rel)) / 1000)
+                holder, waiter = waiter, holder
+            by_repeat.append(lat)
+        holder.send("release 0")
+        holder.expect("released", 30)
+        return by_repeat
+    except Exception as e:  # noqa: BLE001
+        fail(f"{what}: {e}")
+        return None
+    finally:
+        a.finish()
+        b.finish()
+
+
+def handoff(cfg, runner: Runner) -> list[dict]:
+    out = []
+    plan = [("rust", "crosslock", "rust", "crosslock")]
+    plan += [("python", lib, "python", lib) for lib in PY_LIBS]
+    plan += [("node", lib, "node", lib) for lib in NODE_LIBS]
+    plan += [("python", "crosslock", "node", "crosslock")]  # one lock, two languages
+    for lang_a, lib_a, lang_b, lib_b in plan:
+        if not (cfg.want(lang_a, lib_a) and cfg.want(lang_b, lib_b)):
+            continue
+        cross = lang_a != lang_b
+        what = f"handoff {lang_a}/{lib_a}" + (f" <-> {lang_b}/{lib_b}" if cross else "")
+        name = f"bench:h:{lang_a}:{lang_b}:{lib_a}"
+        span = POLL_SPAN_MS.get(lib_a, 3)
+        slow = span >= 100
+        rounds = cfg.handoff_rounds_slow if slow else cfg.handoff_rounds
+        res = handoff_pair(cfg, runner.cmd(lang_a, "handoff", lib_a, name=name),
+                           runner.cmd(lang_b, "handoff", lib_b, name=name), what, rounds, cfg.repeats, span)
+        if res:
+            pooled = sorted(x for lat in res for x in lat)
+            log(f"{what}: p50 {pct(pooled, .5):.0f} us, p99 {pct(pooled, .99):.0f} us over {len(pooled)}")
+            out.append({"lang": lang_a if not cross else f"{lang_a}->{lang_b}", "lib": lib_a,
+                        "span_ms": span, "latencies_us": res})
+    return out
+
+
+def pct(sorted_vals, q):
+    import math
+
+    if not sorted_vals:
+        return 0.0
+    rank = min(max(math.ceil(q * len(sorted_vals)), 1), len(sorted_vals))
+    return sorted_vals[rank - 1]
+
+
+# --------------------------------------------------------------------------------------------
+# Scenario 3: contended
+
+
+def contended_procs(cfg, runner, r, lang, lib, name, workers, iters, what):
+    counter = f"{name}:counter"
+    r.set(counter, 0)
+    kids = [Child(runner.cmd(lang, "proc", lib, name=name, iters=iters), f"{what} #{i}") for i in range(workers)]
+    try:
+        for k in kids:
+            k.expect("ready", 60)
+        start = time.perf_counter()
+        for k in kids:
+            k.send("go")
+        results = []
+        deadline = start + cfg.timeout
+        for k in kids:
+            try:
+                line = k.lines.get(timeout=max(1.0, deadline - time.perf_counter()))
+            except queue.Empty:
+                raise RuntimeError(f"{k.what}: not done within {cfg.timeout:.0f}s") from None
+            if line is None:
+                raise RuntimeError(f"{k.what}: exited: {''.join(k.err)[-1500:]}")
+            results.append(json.loads(line))
+        elapsed = time.perf_counter() - start
+        done = sum(x["done"] for x in results)
+        return {
+            "ops": done, "seconds": elapsed, "ops_per_s": done / elapsed,
+            "counter": int(r.get(counter) or 0), "expected": workers * iters,
+            "max_wait_ms": max(x["max_wait_ms"] for x in results), "errors": [],
+        }
+    except Exception as e:  # noqa: BLE001
+        fail(f"{what}: {e}")
+        return None
+    finally:
+        for k in kids:
+            k.kill()
+
+
+def contended(cfg, runner: Runner, r: redis.Redis) -> list[dict]:
+    out = []
+    plan = [("rust", "tasks", "crosslock")]
+    plan += [("python", "threads", lib) for lib in ["crosslock", "redis-py", "python-redis-lock", "pottery"]]
+    plan += [("python", "tasks", lib) for lib in ["crosslock-asyncio", "redis-py-asyncio"]]
+    plan += [("python", "processes", lib) for lib in ["crosslock", "redis-py", "python-redis-lock", "pottery"]]
+    plan += [("node", "tasks", lib) for lib in NODE_LIBS]
+    plan += [("node", "processes", lib) for lib in NODE_LIBS]
+    w = cfg.workers
+    for lang, mode, lib in plan:
+        if not cfg.want(lang, lib) or not cfg.want_mode(mode):
+            continue
+        what = f"contended {lang}/{mode}/{lib}"
+        runs = []
+        for rep in range(cfg.contended_repeats):
+            name = f"bench:c:{lang}:{mode}:{lib}:{rep}"
+            if mode == "processes":
+                res = contended_procs(cfg, runner, r, lang, lib, name, w, cfg.iters, what)
+            else:
+                res = run_json(runner.cmd(lang, "contended", lib, name=name, workers=w, iters=cfg.iters),
+                               cfg.timeout, what)
+            if res is None:
+                break
+            actual = int(r.get(f"{name}:counter") or 0)
+            res["exact"] = res["counter"] == res["expected"] == actual == res["ops"] and not res.get("errors")
+            if not res["exact"]:
+                fail(f"{what}: counter {actual} (worker saw {res['counter']}), expected {res['expected']}, "
+                     f"ops {res['ops']}, errors {res.get('errors')}")
+            runs.append(res)
+        if runs:
+            log(f"{what}: {[round(x['ops_per_s']) for x in runs]} ops/s, max wait "
+                f"{max(x['max_wait_ms'] for x in runs):.1f} ms, exact={all(x['exact'] for x in runs)}")
+            out.append({"lang": lang, "mode": mode, "lib": lib, "workers": w, "iters": cfg.iters, "runs": runs})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Scenario 4: many holders
+
+
+class Monitor:
+    """Counts the commands clients send, as MONITOR shows them (commands run inside a Lua script
+    are listed with the source `lua` and are not counted as calls)."""
+
+    def __init__(self, port: int):
+        import socket
+
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.sock.sendall(b"MONITOR\r\n")
+        self.buf = b""
+        first = self._line()
+        if first != b"+OK":
+            raise RuntimeError(f"MONITOR answered {first!r}")
+        self.sock.settimeout(None)
+        self.calls: list[tuple[float, str]] = []  # (server time, command) of client calls
+        self.lua = 0
+        self.lock = threading.Lock()
+        self.stopped = False
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise EOFError
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _run(self):
+        try:
+            while not self.stopped:
+                line = self._line()
+                if not line.startswith(b"+"):
+                    continue
+                sp = line.find(b" ")
+                close = line.find(b"] ", sp)
+                src = line[sp + 2:close]
+                if src.endswith(b" lua"):
+                    self.lua += 1
+                    continue
+                rest = line[close + 3:]
+                cmd = rest[: rest.find(b'"')].decode(errors="replace").lower()
+                with self.lock:
+                    self.calls.append((float(line[1:sp]), cmd))
+        except (EOFError, OSError, ValueError):
+            pass
+
+    def first_after(self, t: float) -> float | None:
+        with self.lock:
+            return next((ts for ts, _ in self.calls if ts > t), None)
+
+    def between(self, t0: float, t1: float) -> dict[str, int]:
+        out: dict[str, int] = {}
+        with self.lock:
+            for ts, cmd in self.calls:
+                if t0 <= ts < t1:
+                    out[cmd] = out.get(cmd, 0) + 1
+        return out
+
+    def close(self):
+        self.stopped = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+KEY_PREFIX = {"crosslock": "", "python-redis-lock": "lock:", "redis-semaphore": "mutex:"}
+
+
+def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
+    watchdog_ms = cfg.watchdog_ms
+    # The renewal period of each library for that lease.
+    if lib == "crosslock":
+        period = watchdog_ms / 3 / 1000
+    elif lib == "python-redis-lock":
+        period = max(1, round(watchdog_ms / 1000)) * 2 / 3
+    elif lib == "redis-semaphore":
+        period = round(watchdog_ms * 0.8) / 1000
+    else:
+        raise ValueError(lib)
+    name = f"bench:m:{lang}:{lib}:{n}"
+    kid = Child(runner.cmd(lang, "holders", lib, name=name, n=n, watchdog_ms=watchdog_ms), what)
+    mon = None
+    try:
+        (rss_connected,) = kid.expect("connected", 60)
+        held_n, watched, rss_held, took = kid.expect("held", cfg.timeout)
+        # Let the acquisitions settle, find the next renewal, then count whole periods starting
+        # half a period after it: the window holds exactly `periods` renewal rounds.
+        mon = Monitor(port)
+        settle = time.time() + min(period, 1.0)
+        time.sleep(min(period, 1.0))
+        deadline = time.monotonic() + 3 * period + 2
+        t_burst = None
+        while time.monotonic() < deadline:
+            t_burst = mon.first_after(settle)
+            if t_burst is not None:
+                break
+            time.sleep(0.01)
+        if t_burst is None:
+            raise RuntimeError(f"no renewal seen within {3 * period + 2:.1f}s")
+        t0 = t_burst + period / 2
+        t1 = t0 + cfg.holder_periods * period
+        while time.time() < t1 + 0.3:
+            time.sleep(0.05)
+        by_command = mon.between(t0, t1)
+        mon.close()
+        kid.send("report")
+        watched_after, rss_after = kid.expect("report", 30)
+        total = sum(by_command.values())
+        if int(watched_after) != n and lib == "crosslock":
+            raise RuntimeError(f"the watchdog renews {watched_after} locks, expected {n}")
+        sample = [f"{KEY_PREFIX[lib]}{name}:{i}" for i in range(0, n, max(1, n // 50))]
+        alive = r.exists(*sample)
+        if alive != len(sample):
+            raise RuntimeError(f"only {alive} of {len(sample)} sampled locks still exist after "
+                               f"{t1 - t_burst:.1f}s with a {watchdog_ms} ms lease: renewal failed")
+        return {
+            "lang": lang, "lib": lib, "n": n, "watchdog_ms": watchdog_ms, "period_s": period,
+            "periods": cfg.holder_periods, "window_s": t1 - t0,
+            "calls": total, "calls_per_period": total / cfg.holder_periods, "calls_per_s": total / (t1 - t0),
+            "by_command": by_command, "acquire_s": float(took), "watched": int(watched_after),
+            "rss_connected_kb": int(rss_connected), "rss_held_kb": int(rss_held), "rss_after_kb": int(rss_after),
+        }
+    except Exception as e:  # noqa: BLE001
+        fail(f"{what}: {e}")
+        return None
+    finally:
+        if mon:
+            mon.close()
+        kid.finish(timeout=30)
+
+
+def holders(cfg, runner: Runner, r: redis.Redis, port: int) -> list[dict]:
+    out = []
+    plan = [(lang, "crosslock") for lang in ("rust", "python", "node")]
+    plan += [("python", "python-redis-lock"), ("node", "redis-semaphore")]
+    for lang, lib in plan:
+        if not cfg.want(lang, lib):
+            continue
+        for n in cfg.holder_counts:
+            if lib == "python-redis-lock" and n > cfg.prl_max_holders:
+                continue  # one renewal thread per lock
+            what = f"holders {lang}/{lib} n={n}"
+            r.flushall()
+            res = holders_one(cfg, runner, r, port, lang, lib, n, what)
+            if res:
+                log(f"{what}: {res['calls_per_period']:.1f} calls/period ({res['by_command']}), "
+                    f"RSS {res['rss_after_kb'] / 1024:.1f} MB")
+                out.append(res)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Machine and versions
+
+
+def sh(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+def meta(r: redis.Redis) -> dict:
+    from importlib import metadata
+
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem_kb = int(next(l for l in f if l.startswith("MemTotal")).split()[1])
+    os_name = "?"
+    if os.path.exists("/etc/os-release"):
+        m = re.search(r'PRETTY_NAME="([^"]*)"', Path("/etc/os-release").read_text())
+        os_name = m.group(1) if m else "?"
+
+    def npm_version(pkg):
+        try:
+            return json.loads((BENCH / "node_modules" / pkg / "package.json").read_text())["version"]
+        except OSError:
+            return "?"
+
+    try:
+        import crosslock
+
+        py_crosslock = getattr(crosslock, "__version__", None) or "?"
+    except ImportError:
+        py_crosslock = "not importable"
+    commit = sh(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
+    dirty = sh(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"])
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu": cpu,
+        "ram_gib": round(mem_kb / 1024 / 1024, 1),
+        "os": os_name,
+        "kernel": platform.release(),
+        "crosslock_commit": commit + (" (with uncommitted changes)" if dirty else ""),
+        "versions": {
+            "redis-server": r.info("server")["redis_version"],
+            "redis-benchmark": sh(["redis-benchmark", "--version"]).replace("redis-benchmark ", ""),
+            "python": platform.python_version(),
+            "crosslock (Python)": py_crosslock,
+            "redis (redis-py)": metadata.version("redis"),
+            "python-redis-lock": metadata.version("python-redis-lock"),
+            "pottery": metadata.version("pottery"),
+            "node": sh(["node", "--version"]),
+            "ioredis": npm_version("ioredis"),
+            "redlock": npm_version("redlock"),
+            "redis-semaphore": npm_version("redis-semaphore"),
+            "rustc": sh(["rustc", "--version"]),
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------
+
+
+class Config:
+    def __init__(self, smoke: bool, only: set[str] | None, libs: set[str] | None):
+        self.smoke = smoke
+        self.only = only
+        self.libs = libs
+        if smoke:
+            self.seconds, self.repeats = 0.2, 2
+            self.py_warmup_batch, self.node_warmup_batch = 20, 50
+            self.handoff_rounds, self.handoff_rounds_slow = 5, 2
+            self.workers, self.iters, self.contended_repeats = 8, 5, 1
+            self.holder_counts, self.prl_max_holders = [100], 100
+            self.watchdog_ms, self.holder_periods = 300, 2
+            self.floor_probe, self.floor_seconds, self.floor_repeats = 500, 0.2, 1
+            self.timeout = 60
+        else:
+            self.seconds, self.repeats = 1.0, 5
+            self.py_warmup_batch, self.node_warmup_batch = 200, 1000
+            self.handoff_rounds, self.handoff_rounds_slow = 200, 20
+            self.workers, self.iters, self.contended_repeats = 8, 200, 3
+            self.holder_counts, self.prl_max_holders = [100, 1000, 10000], 1000
+            self.watchdog_ms, self.holder_periods = 3000, 4
+            self.floor_probe, self.floor_seconds, self.floor_repeats = 5000, 3.0, 3
+            self.timeout = 300
+
+    def want_scenario(self, s):
+        return self.only is None or s in self.only
+
+    def want(self, lang, lib):
+        return self.libs is None or lib in self.libs or f"{lang}/{lib}" in self.libs
+
+    def want_mode(self, mode):
+        return True
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--url", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--rust-bin", required=True)
+    p.add_argument("--smoke", action="store_true")
+    p.add_argument("--only", help="comma-separated scenarios: floor,uncontended,handoff,contended,holders")
+    p.add_argument("--libs", help="comma-separated libraries (or lang/lib) to run; default all")
+    a = p.parse_args()
+    cfg = Config(a.smoke, set(a.only.split(",")) if a.only else None, set(a.libs.split(",")) if a.libs else None)
+    r = redis.Redis.from_url(a.url)
+    port = r.connection_pool.connection_kwargs["port"]
+    runner = Runner(a.url, a.rust_bin)
+    started = time.monotonic()
+    results = {"smoke": a.smoke, "meta": meta(r)}
+    scenarios = [
+        ("floor", lambda: floor(cfg, r, port)),
+        ("uncontended", lambda: uncontended(cfg, runner)),
+        ("handoff", lambda: handoff(cfg, runner)),
+        ("contended", lambda: contended(cfg, runner, r)),
+        ("holders", lambda: holders(cfg, runner, r, port)),
+    ]
+    try:
+        for key, fn in scenarios:
+            if not cfg.want_scenario(key):
+                continue
+            log(f"--- scenario: {key}")
+            r.flushall()
+            t = time.monotonic()
+            results[key] = fn()
+            log(f"--- {key} took {time.monotonic() - t:.0f}s")
+    finally:
+        kill_stragglers()
+    results["failures"] = FAILURES
+    results["seconds"] = time.monotonic() - started
+    Path(a.out).write_text(json.dumps(results, indent=1))
+    log(f"wrote {a.out} ({results['seconds']:.0f}s, {len(FAILURES)} failures)")
+    sys.exit(1 if FAILURES else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,333 @@
+'use strict';
+// The Node side of crosslock's benchmarks: one process, one library, one scenario.
+//
+// bench/harness.py runs it. In-process scenarios print one JSON object; multi-process scenarios
+// speak the same line protocol as bench/py/worker.py (see bench/README.md).
+//
+//   node worker.js uncontended LIB URL --name N --seconds S --repeats R --warmup-batch B
+//   node worker.js contended   LIB URL --name N --workers W --iters K     (async tasks)
+//   node worker.js proc        LIB URL --name N --iters K                 (one of W processes)
+//   node worker.js handoff     LIB URL --name N
+//   node worker.js holders     LIB URL --name N --n COUNT --watchdog-ms MS
+//
+// LIB: crosslock, redlock (v4, with ioredis), redis-semaphore (Mutex, with ioredis). Each runs with
+// its own defaults for waiting; see LIBS below for the two settings we change and why.
+
+const path = require('node:path');
+const fs = require('node:fs');
+const readline = require('node:readline');
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const LEASE_MS = 10000; // redlock has no default lease; redis-semaphore's default lockTimeout is 10 s
+
+function loadIORedis() {
+  const mod = require('ioredis');
+  return mod.default || mod.Redis || mod;
+}
+
+const LIBS = {
+  async crosslock(url, opts = {}) {
+    const { connect } = require(ROOT);
+    const options = opts.watchdogMs ? { watchdogTimeout: opts.watchdogMs } : undefined;
+    const client = await connect(url, options);
+    return {
+      make(name) {
+        const lock = client.lock(name);
+        let held = null;
+        return {
+          async acquire() { held = await lock.acquire(); },
+          async release() { const h = held; held = null; await h.release(); },
+        };
+      },
+      watched: () => (typeof client.watchedLocks === 'function' ? client.watchedLocks() : -1),
+      async close() { await client.close(); },
+    };
+  },
+
+  async redlock(url) {
+    const Redis = loadIORedis();
+    const Redlock = require('redlock');
+    const redis = new Redis(url);
+    await redis.ping();
+    // Defaults (retryDelay 200 ms, retryJitter 100 ms, driftFactor 0.01) except retryCount:
+    // the default 10 makes a waiter give up after ~2 s, which would break the contended runs.
+    const redlock = new Redlock([redis], { retryCount: -1 });
+    redlock.on('clientError', () => {});
+    return {
+      make(name) {
+        let held = null;
+        return {
+          async acquire() { held = await redlock.lock(name, LEASE_MS); },
+          async release() { const h = held; held = null; await h.unlock(); },
+        };
+      },
+      async close() { redis.disconnect(); },
+    };
+  },
+
+  async 'redis-semaphore'(url, opts = {}) {
+    const Redis = loadIORedis();
+    const { Mutex } = require('redis-semaphore');
+    const redis = new Redis(url);
+    await redis.ping();
+    return {
+      make(name, extra = {}) {
+        // Defaults (lockTimeout 10 s, retryInterval 10 ms, refresh every 0.8 x lockTimeout)
+        // except acquireTimeout: its default 10 s would fail a starved waiter in contended runs.
+        const mutex = new Mutex(redis, name, { acquireTimeout: 600000, ...extra });
+        return {
+          mutex,
+          async acquire() { await mutex.acquire(); },
+          async release() { await mutex.release(); },
+        };
+      },
+      async close() { redis.disconnect(); },
+    };
+  },
+};
+
+async function makeLib(name, url, opts) {
+  const factory = LIBS[name];
+  if (!factory) throw new Error(`unknown library ${name}; one of ${Object.keys(LIBS).join(', ')}`);
+  return factory(url, opts);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const now = () => process.hrtime.bigint();
+
+function pctUs(sorted, q) {
+  if (sorted.length === 0) return 0;
+  const rank = Math.min(Math.max(Math.ceil(q * sorted.length), 1), sorted.length);
+  return sorted[rank - 1] / 1000;
+}
+
+function rssKb() {
+  const m = /VmRSS:\s+(\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+  return m ? Number(m[1]) : 0;
+}
+
+function say(line) {
+  fs.writeSync(1, line + '\n');
+}
+
+function settled(rates) {
+  const n = rates.length;
+  return n >= 3 && Math.abs(rates[n - 1] - rates[n - 2]) <= 0.05 * rates[n - 2];
+}
+
+function summarizePairs(lat, elapsed) {
+  const sorted = Float64Array.from(lat).sort();
+  return {
+    pairs: lat.length,
+    seconds: elapsed,
+    pairs_per_s: lat.length / elapsed,
+    p50_us: pctUs(sorted, 0.5),
+    p99_us: pctUs(sorted, 0.99),
+  };
+}
+
+// Scenario 1 -----------------------------------------------------------------------------------
+
+async function uncontended(lib, a) {
+  const lock = lib.make(a.name);
+  const rates = [];
+  const warmStart = Date.now();
+  for (;;) {
+    const t0 = now();
+    for (let i = 0; i < a.warmupBatch; i++) {
+      await lock.acquire();
+      await lock.release();
+    }
+    rates.push(a.warmupBatch / (Number(now() - t0) / 1e9));
+    if (settled(rates) || rates.length >= 40 || Date.now() - warmStart > 30000) break;
+  }
+  const runs = [];
+  const limit = BigInt(Math.round(a.seconds * 1e9));
+  for (let r = 0; r < a.repeats; r++) {
+    const lat = [];
+    const start = now();
+    for (;;) {
+      const t0 = now();
+      await lock.acquire();
+      await lock.release();
+      const t1 = now();
+      lat.push(Number(t1 - t0));
+      if (t1 - start >= limit) break;
+    }
+    runs.push(summarizePairs(lat, Number(now() - start) / 1e9));
+  }
+  return { runs, warmup: { batch: a.warmupBatch, rates } };
+}
+
+// Scenario 3: tasks ----------------------------------------------------------------------------
+
+async function contended(lib, a) {
+  const Redis = loadIORedis();
+  const r = new Redis(a.url);
+  const counter = `${a.name}:counter`;
+  await r.set(counter, 0);
+  const warm = lib.make(a.name);
+  await warm.acquire();
+  await warm.release();
+  const errors = [];
+  let go;
+  const started = new Promise((resolve) => { go = resolve; });
+  const work = async () => {
+    const lock = lib.make(a.name);
+    let maxWait = 0n;
+    let done = 0;
+    await started;
+    try {
+      for (let i = 0; i < a.iters; i++) {
+        const t0 = now();
+        await lock.acquire();
+        const w = now() - t0;
+        if (w > maxWait) maxWait = w;
+        const v = Number((await r.get(counter)) || 0);
+        await r.set(counter, v + 1);
+        await lock.release();
+        done++;
+      }
+    } catch (e) {
+      errors.push(String(e && e.stack || e));
+    }
+    return [done, maxWait];
+  };
+  const tasks = [];
+  for (let i = 0; i < a.workers; i++) tasks.push(work());
+  const start = now();
+  go();
+  const results = await Promise.all(tasks);
+  const elapsed = Number(now() - start) / 1e9;
+  const done = results.reduce((s, [d]) => s + d, 0);
+  const value = Number((await r.get(counter)) || 0);
+  r.disconnect();
+  let maxWait = 0n;
+  for (const [, w] of results) if (w > maxWait) maxWait = w;
+  return {
+    ops: done,
+    seconds: elapsed,
+    ops_per_s: done / elapsed,
+    counter: value,
+    expected: a.workers * a.iters,
+    max_wait_ms: Number(maxWait) / 1e6,
+    errors,
+  };
+}
+
+// Line protocols -------------------------------------------------------------------------------
+
+function lines() {
+  const rl = readline.createInterface({ input: process.stdin, terminal: false });
+  return rl[Symbol.asyncIterator]();
+}
+
+async function proc(lib, a) {
+  const Redis = loadIORedis();
+  const r = new Redis(a.url);
+  const counter = `${a.name}:counter`;
+  const lock = lib.make(a.name);
+  await r.ping();
+  say('ready');
+  const input = lines();
+  const first = await input.next();
+  if (first.done || first.value.trim() !== 'go') return;
+  let maxWait = 0n;
+  let done = 0;
+  const start = now();
+  for (let i = 0; i < a.iters; i++) {
+    const t0 = now();
+    await lock.acquire();
+    const w = now() - t0;
+    if (w > maxWait) maxWait = w;
+    const v = Number((await r.get(counter)) || 0);
+    await r.set(counter, v + 1);
+    await lock.release();
+    done++;
+  }
+  say(JSON.stringify({ done, max_wait_ms: Number(maxWait) / 1e6, seconds: Number(now() - start) / 1e9 }));
+  r.disconnect();
+}
+
+async function handoff(lib, a) {
+  const lock = lib.make(a.name);
+  say('ready');
+  for await (const line of { [Symbol.asyncIterator]: lines }) {
+    const parts = line.trim().split(/\s+/);
+    if (parts[0] === 'acquire') {
+      say('waiting');
+      await lock.acquire();
+      const t = now();
+      say(`acquired ${t}`);
+    } else if (parts[0] === 'release') {
+      await new Promise((resolve) => setTimeout(resolve, Number(parts[1]) / 1000));
+      const t = now();
+      await lock.release();
+      say(`released ${t}`);
+    } else if (parts[0] === 'quit') {
+      break;
+    }
+  }
+  say('bye');
+}
+
+async function holders(libName, a) {
+  const lib = await makeLib(libName, a.url, { watchdogMs: a.watchdogMs });
+  say(`connected ${rssKb()}`);
+  const locks = [];
+  for (let i = 0; i < a.n; i++) {
+    // redis-semaphore refreshes every 0.8 x lockTimeout: give it the watchdog's lease.
+    locks.push(libName === 'redis-semaphore' ? lib.make(`${a.name}:${i}`, { lockTimeout: a.watchdogMs }) : lib.make(`${a.name}:${i}`));
+  }
+  const t0 = now();
+  for (let i = 0; i < locks.length; i += 256) {
+    await Promise.all(locks.slice(i, i + 256).map((l) => l.acquire()));
+  }
+  const took = Number(now() - t0) / 1e9;
+  const watched = () => (lib.watched ? lib.watched() : locks.length);
+  say(`held ${a.n} ${watched()} ${rssKb()} ${took.toFixed(3)}`);
+  for await (const line of { [Symbol.asyncIterator]: lines }) {
+    const cmd = line.trim();
+    if (cmd === 'report') say(`report ${watched()} ${rssKb()}`);
+    else if (cmd === 'quit') break;
+  }
+  say('bye');
+  process.exit(0);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function parseArgs(argv) {
+  const [scenario, lib, url, ...rest] = argv;
+  const a = {
+    scenario, lib, url, name: 'bench:node', seconds: 1, repeats: 5, warmupBatch: 1000,
+    workers: 8, iters: 100, n: 100, watchdogMs: 3000,
+  };
+  for (let i = 0; i < rest.length; i += 2) {
+    const key = rest[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());
+    const v = rest[i + 1];
+    a[key] = key === 'name' ? v : Number(v);
+  }
+  return a;
+}
+
+async function main() {
+  const a = parseArgs(process.argv.slice(2));
+  if (a.scenario === 'holders') return holders(a.lib, a);
+  const lib = await makeLib(a.lib, a.url);
+  let out;
+  if (a.scenario === 'uncontended') out = await uncontended(lib, a);
+  else if (a.scenario === 'contended') out = await contended(lib, a);
+  else if (a.scenario === 'proc') await proc(lib, a);
+  else if (a.scenario === 'handoff') await handoff(lib, a);
+  else throw new Error(`unknown scenario ${a.scenario}`);
+  if (out) say(JSON.stringify(out));
+  await lib.close();
+  process.exit(0);
+}
+
+main().catch((e) => {
+  process.stderr.write(`worker.js: ${e && e.stack || e}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,580 @@
+"""The Python side of crosslock's benchmarks: one process, one library, one scenario.
+
+bench/harness.py runs it (with bench/.venv's interpreter). In-process scenarios print one JSON
+object; multi-process scenarios speak a line protocol on stdin/stdout (see bench/README.md).
+
+    worker.py uncontended LIB URL --name N --seconds S --repeats R --warmup-batch B
+    worker.py contended   LIB URL --name N --workers W --iters K      (threads or asyncio tasks)
+    worker.py proc        LIB URL --name N --iters K                  (one of W processes)
+    worker.py handoff     LIB URL --name N
+    worker.py holders     LIB URL --name N --n COUNT --watchdog-ms MS
+
+LIB is one of: crosslock, crosslock-asyncio, redis-py, redis-py-asyncio, python-redis-lock,
+pottery. Every library runs with its own defaults (wait strategy, retry delays); only where a
+default is "never expires" do we give a 10 s lease, as any real user would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import threading
+import time
+
+LEASE_S = 10  # for peers whose default is no expiry at all; crosslock uses its watchdog instead
+
+
+# --------------------------------------------------------------------------------------------
+# Libraries: a factory per library, giving lock objects with acquire()/release() (sync) or
+# acquire()/release() coroutines (async).
+
+
+class Lib:
+    is_async = False
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def make(self, name: str):
+        raise NotImplementedError
+
+    def close(self):
+        pass
+
+
+class CrosslockSync(Lib):
+    def __init__(self, url, watchdog_ms=None):
+        super().__init__(url)
+        import crosslock
+
+        kwargs = {} if watchdog_ms is None else {"watchdog_timeout": watchdog_ms / 1000}
+        self.client = crosslock.connect(url, **kwargs)
+
+    def make(self, name):
+        return self.client.lock(name)
+
+    def close(self):
+        self.client.close()
+
+
+class _CrosslockAsyncLock:
+    __slots__ = ("lock",)
+
+    def __init__(self, lock):
+        self.lock = lock
+
+    async def acquire(self):
+        return await self.lock.acquire_async()
+
+    async def release(self):
+        await self.lock.release_async()
+
+
+class CrosslockAsync(CrosslockSync):
+    is_async = True
+
+    def make(self, name):
+        return _CrosslockAsyncLock(self.client.lock(name))
+
+
+class RedisPySync(Lib):
+    def __init__(self, url):
+        super().__init__(url)
+        import redis
+
+        self.r = redis.Redis.from_url(url)
+
+    def make(self, name):
+        # Defaults: sleep=0.1 between tries, blocking forever; timeout (lease) defaults to None
+        # (never expires), so give it a lease.
+        return self.r.lock(name, timeout=LEASE_S)
+
+    def close(self):
+        self.r.close()
+
+
+class RedisPyAsync(Lib):
+    is_async = True
+
+    def __init__(self, url):
+        super().__init__(url)
+        import redis.asyncio
+
+        self.r = redis.asyncio.Redis.from_url(url)
+
+    def make(self, name):
+        return self.r.lock(name, timeout=LEASE_S)
+
+    def close(self):
+        pass  # closed by the event loop's end; aclose() needs the loop
+
+
+class PythonRedisLock(Lib):
+    def __init__(self, url):
+        super().__init__(url)
+        import redis
+        import redis_lock
+
+        self.redis_lock = redis_lock
+        self.r = redis.Redis.from_url(url)
+
+    def make(self, name):
+        # Defaults: BLPOP on a signal list; expire defaults to None (never expires).
+        return self.redis_lock.Lock(self.r, name, expire=LEASE_S)
+
+    def close(self):
+        self.r.close()
+
+
+class PotteryLib(Lib):
+    def __init__(self, url):
+        super().__init__(url)
+        import redis
+        from pottery import Redlock
+
+        self.Redlock = Redlock
+        self.r = redis.Redis.from_url(url)
+
+    def make(self, name):
+        # Defaults: auto_release_time=10 s, sleeps random 0-0.2 s between tries, one master.
+        return self.Redlock(key=name, masters={self.r})
+
+    def close(self):
+        self.r.close()
+
+
+LIBS = {
+    "crosslock": CrosslockSync,
+    "crosslock-asyncio": CrosslockAsync,
+    "redis-py": RedisPySync,
+    "redis-py-asyncio": RedisPyAsync,
+    "python-redis-lock": PythonRedisLock,
+    "pottery": PotteryLib,
+}
+
+
+def make_lib(name: str, url: str) -> Lib:
+    try:
+        return LIBS[name](url)
+    except KeyError:
+        raise SystemExit(f"unknown library {name!r}; one of {', '.join(LIBS)}")
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+
+
+def pct_us(sorted_ns, q):
+    """Nearest-rank percentile of sorted nanoseconds, in microseconds."""
+    if not sorted_ns:
+        return 0.0
+    import math
+
+    rank = min(max(math.ceil(q * len(sorted_ns)), 1), len(sorted_ns))
+    return sorted_ns[rank - 1] / 1000
+
+
+def rss_kb() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def say(line: str):
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def settled(rates):
+    n = len(rates)
+    return n >= 3 and abs(rates[-1] - rates[-2]) <= 0.05 * rates[-2]
+
+
+# --------------------------------------------------------------------------------------------
+# Scenario 1: uncontended pairs
+
+
+def uncontended_sync(lib, name, seconds, repeats, batch):
+    lock = lib.make(name)
+    clock = time.perf_counter_ns
+    rates, warm_start = [], time.monotonic()
+    while True:
+        t0 = clock()
+        for _ in range(batch):
+            lock.acquire()
+            lock.release()
+        rates.append(batch / ((clock() - t0) / 1e9))
+        if settled(rates) or len(rates) >= 20 or time.monotonic() - warm_start > 20:
+            break
+    runs = []
+    limit = int(seconds * 1e9)
+    for _ in range(repeats):
+        lat = []
+        start = clock()
+        while True:
+            t0 = clock()
+            lock.acquire()
+            lock.release()
+            t1 = clock()
+            lat.append(t1 - t0)
+            if t1 - start >= limit:
+                break
+        runs.append(summarize_pairs(lat, (clock() - start) / 1e9))
+    return {"runs": runs, "warmup": {"batch": batch, "rates": rates}}
+
+
+async def uncontended_async(lib, name, seconds, repeats, batch):
+    lock = lib.make(name)
+    clock = time.perf_counter_ns
+    rates, warm_start = [], time.monotonic()
+    while True:
+        t0 = clock()
+        for _ in range(batch):
+            await lock.acquire()
+            await lock.release()
+        rates.append(batch / ((clock() - t0) / 1e9))
+        if settled(rates) or len(rates) >= 20 or time.monotonic() - warm_start > 20:
+            break
+    runs = []
+    limit = int(seconds * 1e9)
+    for _ in range(repeats):
+        lat = []
+        start = clock()
+        while True:
+            t0 = clock()
+            await lock.acquire()
+            await lock.release()
+            t1 = clock()
+            lat.append(t1 - t0)
+            if t1 - start >= limit:
+                break
+        runs.append(summarize_pairs(lat, (clock() - start) / 1e9))
+    return {"runs": runs, "warmup": {"batch": batch, "rates": rates}}
+
+
+def summarize_pairs(lat, elapsed):
+    lat.sort()
+    return {
+        "pairs": len(lat),
+        "seconds": elapsed,
+        "pairs_per_s": len(lat) / elapsed,
+        "p50_us": pct_us(lat, 0.50),
+        "p99_us": pct_us(lat, 0.99),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Scenario 3: contended, threads or asyncio tasks in this process
+
+
+def contended_threads(lib, url, name, workers, iters):
+    import redis
+
+    r = redis.Redis.from_url(url)
+    counter = f"{name}:counter"
+    r.set(counter, 0)
+    warm = lib.make(name)  # load scripts / warm connections before the clock starts
+    warm.acquire()
+    warm.release()
+    barrier = threading.Barrier(workers + 1)
+    results, errors = [None] * workers, []
+
+    def work(i):
+        lock = lib.make(name)
+        max_wait = done = 0
+        try:
+            barrier.wait(timeout=60)
+            for _ in range(iters):
+                t0 = time.perf_counter_ns()
+                lock.acquire()
+                max_wait = max(max_wait, time.perf_counter_ns() - t0)
+                v = int(r.get(counter) or 0)
+                r.set(counter, v + 1)
+                lock.release()
+                done += 1
+        except Exception as e:  # noqa: BLE001 - reported, and fails the run
+            errors.append(repr(e))
+        results[i] = (done, max_wait)
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(workers)]
+    for t in threads:
+        t.start()
+    barrier.wait(timeout=60)
+    start = time.perf_counter_ns()
+    for t in threads:
+        t.join()
+    elapsed = (time.perf_counter_ns() - start) / 1e9
+    done = sum(d for d, _ in results)
+    value = int(r.get(counter) or 0)
+    return {
+        "ops": done,
+        "seconds": elapsed,
+        "ops_per_s": done / elapsed,
+        "counter": value,
+        "expected": workers * iters,
+        "max_wait_ms": max(w for _, w in results) / 1e6,
+        "errors": errors,
+    }
+
+
+async def contended_tasks(lib, url, name, workers, iters):
+    import redis.asyncio
+
+    r = redis.asyncio.Redis.from_url(url)
+    counter = f"{name}:counter"
+    await r.set(counter, 0)
+    warm = lib.make(name)
+    await warm.acquire()
+    await warm.release()
+    go = asyncio.Event()
+    errors = []
+
+    async def work():
+        lock = lib.make(name)
+        max_wait = done = 0
+        await go.wait()
+        try:
+            for _ in range(iters):
+                t0 = time.perf_counter_ns()
+                await lock.acquire()
+                max_wait = max(max_wait, time.perf_counter_ns() - t0)
+                v = int(await r.get(counter) or 0)
+                await r.set(counter, v + 1)
+                await lock.release()
+                done += 1
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+        return done, max_wait
+
+    tasks = [asyncio.ensure_future(work()) for _ in range(workers)]
+    await asyncio.sleep(0)
+    start = time.perf_counter_ns()
+    go.set()
+    results = await asyncio.gather(*tasks)
+    elapsed = (time.perf_counter_ns() - start) / 1e9
+    done = sum(d for d, _ in results)
+    value = int(await r.get(counter) or 0)
+    await r.aclose()
+    return {
+        "ops": done,
+        "seconds": elapsed,
+        "ops_per_s": done / elapsed,
+        "counter": value,
+        "expected": workers * iters,
+        "max_wait_ms": max(w for _, w in results) / 1e6,
+        "errors": errors,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Scenario 3: one of W processes (line protocol: ready -> "go" -> one JSON line)
+
+
+def proc_sync(lib, url, name, iters):
+    import redis
+
+    r = redis.Redis.from_url(url)
+    counter = f"{name}:counter"
+    lock = lib.make(name)
+    r.ping()
+    say("ready")
+    if sys.stdin.readline().strip() != "go":
+        return
+    max_wait = done = 0
+    start = time.perf_counter_ns()
+    for _ in range(iters):
+        t0 = time.perf_counter_ns()
+        lock.acquire()
+        max_wait = max(max_wait, time.perf_counter_ns() - t0)
+        v = int(r.get(counter) or 0)
+        r.set(counter, v + 1)
+        lock.release()
+        done += 1
+    say(json.dumps({"done": done, "max_wait_ms": max_wait / 1e6,
+                    "seconds": (time.perf_counter_ns() - start) / 1e9}))
+
+
+async def proc_async(lib, url, name, iters):
+    import redis.asyncio
+
+    r = redis.asyncio.Redis.from_url(url)
+    counter = f"{name}:counter"
+    lock = lib.make(name)
+    await r.ping()
+    say("ready")
+    line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    if line.strip() != "go":
+        return
+    max_wait = done = 0
+    start = time.perf_counter_ns()
+    for _ in range(iters):
+        t0 = time.perf_counter_ns()
+        await lock.acquire()
+        max_wait = max(max_wait, time.perf_counter_ns() - t0)
+        v = int(await r.get(counter) or 0)
+        await r.set(counter, v + 1)
+        await lock.release()
+        done += 1
+    say(json.dumps({"done": done, "max_wait_ms": max_wait / 1e6,
+                    "seconds": (time.perf_counter_ns() - start) / 1e9}))
+    await r.aclose()
+
+
+# --------------------------------------------------------------------------------------------
+# Scenario 2: handoff (line protocol)
+#   -> ready
+#   <- acquire            -> waiting, then acquired <monotonic ns when acquire returned>
+#   <- release <delay_us> -> sleeps delay, released <monotonic ns just before the release call>
+#   <- quit               -> bye
+
+
+def handoff_sync(lib, name):
+    lock = lib.make(name)
+    say("ready")
+    for line in sys.stdin:
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == "acquire":
+            say("waiting")
+            lock.acquire()
+            t = time.monotonic_ns()
+            say(f"acquired {t}")
+        elif parts[0] == "release":
+            time.sleep(int(parts[1]) / 1e6)
+            t = time.monotonic_ns()
+            lock.release()
+            say(f"released {t}")
+        elif parts[0] == "quit":
+            break
+    say("bye")
+
+
+async def handoff_async(lib, name):
+    lock = lib.make(name)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    say("ready")
+    while True:
+        line = await reader.readline()
+        if not line:
+            break
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == b"acquire":
+            say("waiting")
+            await lock.acquire()
+            t = time.monotonic_ns()
+            say(f"acquired {t}")
+        elif parts[0] == b"release":
+            await asyncio.sleep(int(parts[1]) / 1e6)
+            t = time.monotonic_ns()
+            await lock.release()
+            say(f"released {t}")
+        elif parts[0] == b"quit":
+            break
+    say("bye")
+
+
+# --------------------------------------------------------------------------------------------
+# Scenario 4: many holders (line protocol)
+#   -> connected <rss_kb>
+#   -> held <n> <watched> <rss_kb> <seconds to acquire>
+#   <- report             -> report <watched> <rss_kb>
+#   <- quit               -> bye
+
+
+def holders(libname, url, name, n, watchdog_ms):
+    if libname == "crosslock":
+        lib = CrosslockSync(url, watchdog_ms=watchdog_ms)
+        say(f"connected {rss_kb()}")
+        locks = [lib.make(f"{name}:{i}") for i in range(n)]
+        t0 = time.perf_counter()
+        for lock in locks:
+            lock.acquire()
+        took = time.perf_counter() - t0
+        watched = lambda: lib.client._native.watched_locks()  # noqa: E731
+    elif libname == "python-redis-lock":
+        import redis
+        import redis_lock
+
+        r = redis.Redis.from_url(url, max_connections=None)
+        r.ping()
+        say(f"connected {rss_kb()}")
+        expire = max(1, round(watchdog_ms / 1000))  # whole seconds only; renews every 2/3 of it
+        locks = [redis_lock.Lock(r, f"{name}:{i}", expire=expire, auto_renewal=True) for i in range(n)]
+        t0 = time.perf_counter()
+        for lock in locks:
+            lock.acquire()
+        took = time.perf_counter() - t0
+        watched = lambda: sum(1 for l in locks if l._lock_renewal_thread is not None)  # noqa: E731
+    else:
+        raise SystemExit(f"holders: {libname} has no renewal to measure")
+    say(f"held {n} {watched()} {rss_kb()} {took:.3f}")
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd == "report":
+            say(f"report {watched()} {rss_kb()}")
+        elif cmd == "quit":
+            break
+    say("bye")
+    os._exit(0)  # don't wait for 10,000 releases or renewal threads on the way out
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("scenario", choices=["uncontended", "contended", "proc", "handoff", "holders"])
+    p.add_argument("lib")
+    p.add_argument("url")
+    p.add_argument("--name", default="bench:py")
+    p.add_argument("--seconds", type=float, default=1.0)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--warmup-batch", type=int, default=200)
+    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--iters", type=int, default=100)
+    p.add_argument("--n", type=int, default=100)
+    p.add_argument("--watchdog-ms", type=int, default=3000)
+    a = p.parse_args()
+
+    if a.scenario == "holders":
+        return holders(a.lib, a.url, a.name, a.n, a.watchdog_ms)
+
+    lib = make_lib(a.lib, a.url)
+    if a.scenario == "uncontended":
+        if lib.is_async:
+            out = asyncio.run(uncontended_async(lib, a.name, a.seconds, a.repeats, a.warmup_batch))
+        else:
+            out = uncontended_sync(lib, a.name, a.seconds, a.repeats, a.warmup_batch)
+        print(json.dumps(out))
+    elif a.scenario == "contended":
+        if lib.is_async:
+            out = asyncio.run(contended_tasks(lib, a.url, a.name, a.workers, a.iters))
+        else:
+            out = contended_threads(lib, a.url, a.name, a.workers, a.iters)
+        print(json.dumps(out))
+    elif a.scenario == "proc":
+        if lib.is_async:
+            asyncio.run(proc_async(lib, a.url, a.name, a.iters))
+        else:
+            proc_sync(lib, a.url, a.name, a.iters)
+    elif a.scenario == "handoff":
+        if lib.is_async:
+            asyncio.run(handoff_async(lib, a.name))
+        else:
+            handoff_sync(lib, a.name)
+    sys.stdout.flush()
+    lib.close()
+
+
+if __name__ == "__main__":
+    main()
