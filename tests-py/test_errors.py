@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 import pickle
+import socket
 import threading
+import time
 
 import pytest
 
@@ -121,6 +123,20 @@ def test_unavailable_names_the_address_and_keeps_the_cause(client):
         crosslock.connect(f"redis://127.0.0.1:{port}/0", connect_timeout=1.0)
     assert f"127.0.0.1:{port}" in str(info.value)
     assert isinstance(info.value.__cause__, RedisError)
+
+
+def test_a_server_that_never_answers_fails_within_the_connect_timeout():
+    # A listening socket that is never served: TCP connects, Redis never replies.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        with pytest.raises(crosslock.RedisUnavailableError) as info:
+            crosslock.connect(f"redis://127.0.0.1:{port}/0", connect_timeout=0.5)
+        took = time.monotonic() - started
+    assert f"127.0.0.1:{port}" in str(info.value)
+    assert took < 5, f"connect hung for {took:.1f}s with connect_timeout=0.5"
 
 
 def test_wrong_type_on_every_operation_leaves_the_key_alone(client, raw):

@@ -17,12 +17,12 @@ import asyncio
 import itertools
 import threading
 import weakref
-from typing import Optional
+from typing import Any, Optional
 
 _counter = itertools.count(1)
 _counter_lock = threading.Lock()
 _thread = threading.local()
-_tasks: weakref.WeakKeyDictionary[asyncio.Task, int] = weakref.WeakKeyDictionary()
+_tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
 _tasks_lock = threading.Lock()
 
 
@@ -31,7 +31,7 @@ def _next_number() -> int:
         return next(_counter)
 
 
-def _running_task() -> Optional[asyncio.Task]:
+def _running_task() -> Optional[asyncio.Task[Any]]:
     try:
         return asyncio.current_task()
     except RuntimeError:  # no running event loop in this thread

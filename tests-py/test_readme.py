@@ -1,0 +1,36 @@
+"""The README's Python examples run as written (against this test's server)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import crosslock
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def python_blocks() -> list[str]:
+    """The ```python blocks of the README's "## Python" section, in order."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("\n## Python", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+
+
+def test_readme_python_tour_runs(url, raw, capsys):
+    blocks = python_blocks()
+    assert len(blocks) >= 2, "the README's Python section lost its examples"
+    tour, on_lost = blocks[0], blocks[1]
+    assert "redis://127.0.0.1:6379/0" in tour
+    namespace: dict = {}
+    exec(compile(tour.replace("redis://127.0.0.1:6379/0", url), "README.md (tour)", "exec"), namespace)
+    assert namespace["client"].closed
+    assert capsys.readouterr().out.strip() == "False False 0 None"
+    assert raw.command("EXISTS", "orders:42") == 0
+
+    # The lost-lock example continues with a client of its own.
+    with crosslock.connect(url) as client:
+        namespace = {"client": client, "crosslock": crosslock}
+        exec(compile(on_lost, "README.md (on_lost)", "exec"), namespace)
+        assert namespace["lock"].on_lost is not None
+        assert not namespace["lock"].locked()
