@@ -30,7 +30,6 @@ import queue
 import shutil
 import subprocess
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -290,17 +289,5 @@ class JavaDriver:
         self.close()
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.01):
-    """Poll ``predicate`` until it returns a truthy value (returned) or ``timeout`` s pass (fail)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
-
-
-__all__ = ["JavaDriver", "JavaDriverError", "Reply", "ensure_built", "wait_until", "QUICK", "REPO"]
+__all__ = ["JavaDriver", "JavaDriverError", "Reply", "ensure_built", "QUICK", "REPO"]
 

@@ -1,0 +1,37 @@
+"""One Python process of the mixed Java/Python/Node counter test.
+
+    counter_worker.py URL LOCK KEY N
+
+Connects, prints ``READY``, waits for a line on stdin (the start signal), then N times: acquire the
+lock, GET KEY, SET KEY value+1 (deliberately non-atomic), release. Prints ``DONE N``.
+"""
+
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import crosslock  # noqa: E402
+from support import Raw  # noqa: E402
+
+
+def main() -> None:
+    url, name, key, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    client = crosslock.connect(url)
+    raw = Raw(urlparse(url).port)
+    lock = client.lock(name)
+    print("READY", flush=True)
+    if not sys.stdin.readline():
+        sys.exit("no start signal")
+    for _ in range(n):
+        with lock:
+            value = int(raw.command("GET", key) or 0)
+            raw.command("SET", key, value + 1)
+    raw.close()
+    client.close()
+    print(f"DONE {n}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
