@@ -252,13 +252,3 @@ export class JavaDriver {
   }
 }
 
-/** Poll `predicate` (may be async) until truthy (returned) or `timeout` ms pass (throws). */
-export async function waitUntil (predicate, timeout, what, interval = 10) {
-  const deadline = Date.now() + timeout
-  for (;;) {
-    const value = await predicate()
-    if (value) return value
-    if (Date.now() >= deadline) throw new Error(`timed out after ${timeout} ms waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, interval))
-  }
-}
