@@ -20,6 +20,7 @@ import platform
 import queue
 import random
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -535,6 +536,24 @@ def holders(cfg, runner: Runner, r: redis.Redis, port: int) -> list[dict]:
 
 
 # --------------------------------------------------------------------------------------------
+# Breakdown: per-call latency of single operations in each stack
+
+
+def breakdown(cfg, runner: Runner) -> list[dict]:
+    out = []
+    for lang in ("rust", "python", "node"):
+        if not cfg.want(lang, "crosslock"):
+            continue
+        what = f"breakdown {lang}"
+        res = run_json(runner.cmd(lang, "rtt", "crosslock", name=f"bench:b:{lang}", calls=cfg.rtt_calls,
+                                  repeats=cfg.rtt_repeats), cfg.timeout, what)
+        if res:
+            log(f"{what}: " + ", ".join(f"{o['op']} {statistics.median(o['p50_us']):.0f}" for o in res["ops"]) + " (p50 us)")
+            out.append({"lang": lang, **res})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # Machine and versions
 
 
@@ -616,6 +635,7 @@ class Config:
             self.holder_counts, self.prl_max_holders = [100], 100
             self.watchdog_ms, self.holder_periods = 300, 2
             self.floor_probe, self.floor_seconds, self.floor_repeats = 500, 0.2, 1
+            self.rtt_calls, self.rtt_repeats = 20, 1
             self.timeout = 60
         else:
             self.seconds, self.repeats = 1.0, 5
@@ -625,6 +645,7 @@ class Config:
             self.holder_counts, self.prl_max_holders = [100, 1000, 10000], 1000
             self.watchdog_ms, self.holder_periods = 3000, 4
             self.floor_probe, self.floor_seconds, self.floor_repeats = 5000, 3.0, 3
+            self.rtt_calls, self.rtt_repeats = 2000, 3
             self.timeout = 300
 
     def want_scenario(self, s):
@@ -643,7 +664,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--rust-bin", required=True)
     p.add_argument("--smoke", action="store_true")
-    p.add_argument("--only", help="comma-separated scenarios: floor,uncontended,handoff,contended,holders")
+    p.add_argument("--only", help="comma-separated scenarios: floor,uncontended,handoff,contended,holders,breakdown")
     p.add_argument("--libs", help="comma-separated libraries (or lang/lib) to run; default all")
     a = p.parse_args()
     cfg = Config(a.smoke, set(a.only.split(",")) if a.only else None, set(a.libs.split(",")) if a.libs else None)
@@ -658,6 +679,7 @@ def main():
         ("handoff", lambda: handoff(cfg, runner)),
         ("contended", lambda: contended(cfg, runner, r)),
         ("holders", lambda: holders(cfg, runner, r, port)),
+        ("breakdown", lambda: breakdown(cfg, runner)),
     ]
     try:
         for key, fn in scenarios:

@@ -310,6 +310,26 @@ def main():
              "RSS connected (MB)", "RSS holding (MB)", "growth (MB)", "KB per lock", "acquire all (s)"], rows))
     w("")
 
+    # ---- breakdown ----------------------------------------------------------------------------
+    bd = R.get("breakdown", [])
+    if bd:
+        w("## 6. Breakdown: what one call costs in each stack")
+        w("")
+        w("Single operations timed one by one in a loop (interleaved, so every line saw the same "
+          "machine state): the plain client of each language (PING, and an EVALSHA of the floor "
+          "script), crosslock's cheapest one-round-trip call (an is-locked query: one EVALSHA), and "
+          "the two halves of a pair, with the watchdog and with a 10 s lease. p50 and mean per call, "
+          "median over the repeats. The difference between crosslock's query and the plain client's "
+          "EVALSHA is the binding's own cost per call (runtime hand-offs, GIL or event-loop "
+          "wake-ups, argument conversion).")
+        w("")
+        rows = []
+        for b in bd:
+            for o in b["ops"]:
+                rows.append([LANG_NAME[b["lang"]], o["op"], f1(med(o["p50_us"])), f1(med(o["mean_us"]))])
+        w(table(["language", "operation", "p50 (µs)", "mean (µs)"], rows))
+        w("")
+
     # ---- failures and notes -------------------------------------------------------------------
     if R.get("failures"):
         w("## Failures in this run")

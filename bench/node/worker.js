@@ -9,6 +9,7 @@
 //   node worker.js proc        LIB URL --name N --iters K                 (one of W processes)
 //   node worker.js handoff     LIB URL --name N
 //   node worker.js holders     LIB URL --name N --n COUNT --watchdog-ms MS
+//   node worker.js rtt         crosslock URL --name N --calls C --repeats R   (per-call breakdown)
 //
 // LIB: crosslock, redlock (v4, with ioredis), redis-semaphore (Mutex, with ioredis). Each runs with
 // its own defaults for waiting; see LIBS below for the two settings we change and why.
@@ -296,13 +297,60 @@ async function holders(libName, a) {
   process.exit(0);
 }
 
+// Breakdown: per-call latency of single operations ---------------------------------------------
+
+const FLOOR_SCRIPT = "redis.call('hset', KEYS[1], ARGV[1], 1); redis.call('pexpire', KEYS[1], ARGV[2]); return nil";
+
+async function rtt(a) {
+  const { connect } = require(ROOT);
+  const Redis = loadIORedis();
+  const client = await connect(a.url);
+  const lock = client.lock(a.name);
+  const r = new Redis(a.url);
+  const sha = await r.script('LOAD', FLOOR_SCRIPT);
+  const fk = `${a.name}:floor`;
+  const results = {};
+  for (let rep = 0; rep <= a.repeats; rep++) {
+    const lat = {};
+    const add = (k, v) => { (lat[k] = lat[k] || []).push(Number(v)); };
+    for (let i = 0; i < a.calls; i++) {
+      let t = now();
+      await r.ping();
+      add('ioredis PING', now() - t);
+      t = now();
+      await r.evalsha(sha, 1, fk, 'f', 30000);
+      add('ioredis EVALSHA', now() - t);
+      t = now();
+      await lock.isLocked();
+      add('crosslock isLocked()', now() - t);
+      for (const [label, opts] of [['watchdog', undefined], ['lease', { lease: 10000 }]]) {
+        t = now();
+        const held = await lock.acquire(opts);
+        const t1 = now();
+        await held.release();
+        add(`crosslock acquire() (${label})`, t1 - t);
+        add(`crosslock release() (${label})`, now() - t1);
+      }
+    }
+    if (rep > 0) for (const [k, v] of Object.entries(lat)) (results[k] = results[k] || []).push(v);
+  }
+  await client.close();
+  r.disconnect();
+  const ops = Object.entries(results).map(([op, reps]) => ({
+    op,
+    p50_us: reps.map((v) => pctUs(Float64Array.from(v).sort(), 0.5)),
+    mean_us: reps.map((v) => v.reduce((s, x) => s + x, 0) / v.length / 1000),
+  }));
+  return { ops };
+}
+
 // ---------------------------------------------------------------------------------------------
 
 function parseArgs(argv) {
   const [scenario, lib, url, ...rest] = argv;
   const a = {
     scenario, lib, url, name: 'bench:node', seconds: 1, repeats: 5, warmupBatch: 1000,
-    workers: 8, iters: 100, n: 100, watchdogMs: 3000,
+    workers: 8, iters: 100, n: 100, watchdogMs: 3000, calls: 2000,
   };
   for (let i = 0; i < rest.length; i += 2) {
     const key = rest[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());
@@ -315,6 +363,7 @@ function parseArgs(argv) {
 async function main() {
   const a = parseArgs(process.argv.slice(2));
   if (a.scenario === 'holders') return holders(a.lib, a);
+  if (a.scenario === 'rtt') { say(JSON.stringify(await rtt(a))); process.exit(0); }
   const lib = await makeLib(a.lib, a.url);
   let out;
   if (a.scenario === 'uncontended') out = await uncontended(lib, a);

@@ -8,6 +8,7 @@ object; multi-process scenarios speak a line protocol on stdin/stdout (see bench
     worker.py proc        LIB URL --name N --iters K                  (one of W processes)
     worker.py handoff     LIB URL --name N
     worker.py holders     LIB URL --name N --n COUNT --watchdog-ms MS
+    worker.py rtt         crosslock URL --name N --calls C --repeats R  (per-call breakdown)
 
 LIB is one of: crosslock, crosslock-asyncio, redis-py, redis-py-asyncio, python-redis-lock,
 pottery. Every library runs with its own defaults (wait strategy, retry delays); only where a
@@ -529,11 +530,89 @@ def holders(libname, url, name, n, watchdog_ms):
 
 
 # --------------------------------------------------------------------------------------------
+# Breakdown: per-call latency of single operations, to see where a pair's time goes
+
+
+FLOOR_SCRIPT = "redis.call('hset', KEYS[1], ARGV[1], 1); redis.call('pexpire', KEYS[1], ARGV[2]); return nil"
+
+
+def rtt(url, name, calls, repeats):
+    import redis
+    import redis.asyncio
+
+    c = CrosslockSync(url)
+    lock = c.make(name)
+    r = redis.Redis.from_url(url)
+    sha = r.script_load(FLOOR_SCRIPT)
+    fk = f"{name}:floor"
+    clock = time.perf_counter_ns
+
+    def one(fn):
+        t = clock()
+        fn()
+        return clock() - t
+
+    sync_ops = {
+        "redis-py PING": lambda: one(r.ping),
+        "redis-py EVALSHA": lambda: one(lambda: r.evalsha(sha, 1, fk, "f", 30000)),
+        "crosslock locked()": lambda: one(lock.locked),
+    }
+
+    def pair(lease):
+        t0 = clock()
+        lock.acquire(lease=lease)
+        t1 = clock()
+        lock.release()
+        return t1 - t0, clock() - t1
+
+    async def async_round(n):
+        ra = redis.asyncio.Redis.from_url(url)
+        out = {"redis-py asyncio PING": [], "crosslock await locked_async()": [],
+               "crosslock await acquire_async() (watchdog)": [], "crosslock await release_async() (watchdog)": []}
+        for _ in range(n):
+            t = clock()
+            await ra.ping()
+            out["redis-py asyncio PING"].append(clock() - t)
+            t = clock()
+            await lock.locked_async()
+            out["crosslock await locked_async()"].append(clock() - t)
+            t = clock()
+            await lock.acquire_async()
+            t1 = clock()
+            await lock.release_async()
+            out["crosslock await acquire_async() (watchdog)"].append(t1 - t)
+            out["crosslock await release_async() (watchdog)"].append(clock() - t1)
+        await ra.aclose()
+        return out
+
+    results: dict[str, list[list[int]]] = {}
+    for rep in range(repeats + 1):  # round 0 warms up
+        lat: dict[str, list[int]] = {}
+        for _ in range(calls):
+            for k, fn in sync_ops.items():
+                lat.setdefault(k, []).append(fn())
+            for label, lease in (("watchdog", None), ("lease", 10.0)):
+                a, b = pair(lease)
+                lat.setdefault(f"crosslock acquire() ({label})", []).append(a)
+                lat.setdefault(f"crosslock release() ({label})", []).append(b)
+        lat.update(asyncio.run(async_round(calls)))
+        if rep:
+            for k, v in lat.items():
+                results.setdefault(k, []).append(v)
+    c.close()
+    ops = []
+    for k, reps in results.items():
+        ops.append({"op": k, "p50_us": [pct_us(sorted(v), 0.5) for v in reps],
+                    "mean_us": [sum(v) / len(v) / 1000 for v in reps]})
+    return {"ops": ops}
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("scenario", choices=["uncontended", "contended", "proc", "handoff", "holders"])
+    p.add_argument("scenario", choices=["uncontended", "contended", "proc", "handoff", "holders", "rtt"])
     p.add_argument("lib")
     p.add_argument("url")
     p.add_argument("--name", default="bench:py")
@@ -544,7 +623,12 @@ def main():
     p.add_argument("--iters", type=int, default=100)
     p.add_argument("--n", type=int, default=100)
     p.add_argument("--watchdog-ms", type=int, default=3000)
+    p.add_argument("--calls", type=int, default=2000)
     a = p.parse_args()
+
+    if a.scenario == "rtt":
+        print(json.dumps(rtt(a.url, a.name, a.calls, a.repeats)))
+        return
 
     if a.scenario == "holders":
         return holders(a.lib, a.url, a.name, a.n, a.watchdog_ms)

@@ -11,6 +11,7 @@
 //! crosslock-bench contended   URL --name N --workers W --iters K
 //! crosslock-bench holders     URL --name N --n COUNT --watchdog-ms MS      (line protocol)
 //! crosslock-bench handoff     URL --name N                                 (line protocol)
+//! crosslock-bench rtt         URL --name N --calls C --repeats R             (per-call breakdown)
 //! ```
 
 use std::collections::HashMap;
@@ -62,6 +63,12 @@ fn main() {
             opt("watchdog-ms", "3000").parse().unwrap(),
         ),
         "handoff" => handoff(url, opt("name", "bench:rust:handoff")),
+        "rtt" => rtt(
+            url,
+            opt("name", "bench:rust:rtt"),
+            opt("calls", "2000").parse().unwrap(),
+            opt("repeats", "3").parse().unwrap(),
+        ),
         other => Err(format!("unknown subcommand {other}").into()),
     };
     if let Err(e) = result {
@@ -307,4 +314,83 @@ fn handoff(url: String, name: String) -> Res<()> {
     run(async move { c.close().await });
     say("bye");
     Ok(())
+}
+
+/// The floor script of the harness: what one EVALSHA round trip costs through redis-rs.
+const FLOOR_SCRIPT: &str =
+    "redis.call('hset', KEYS[1], ARGV[1], 1); redis.call('pexpire', KEYS[1], ARGV[2]); return nil";
+
+/// Per-call latency of single operations, to see where a pair's time goes.
+fn rtt(url: String, name: String, calls: usize, repeats: usize) -> Res<()> {
+    run(async move {
+        let client = Client::connect(&url).await?;
+        let lock = client.lock(&name)?;
+        let raw = redis::Client::open(url.as_str())?;
+        let mut con = raw.get_multiplexed_async_connection().await?;
+        let script = redis::Script::new(FLOOR_SCRIPT);
+        let floor_key = format!("{name}:floor");
+        let owner = Owner::new(1);
+        let lease = AcquireOptions::new().lease(Duration::from_secs(10));
+        let watchdog = AcquireOptions::new();
+        let mut out: Vec<(String, Vec<Vec<u64>>)> = Vec::new();
+        let names = [
+            "redis-rs PING",
+            "redis-rs EVALSHA",
+            "crosslock is_locked()",
+            "crosslock acquire (watchdog)",
+            "crosslock release (watchdog)",
+            "crosslock acquire (lease)",
+            "crosslock release (lease)",
+        ];
+        for n in names {
+            out.push((n.to_owned(), Vec::new()));
+        }
+        for rep in 0..=repeats {
+            // Round 0 warms up and is thrown away.
+            let mut lat: Vec<Vec<u64>> = vec![Vec::with_capacity(calls); names.len()];
+            for _ in 0..calls {
+                let t = Instant::now();
+                redis::cmd("PING").query_async::<()>(&mut con).await?;
+                lat[0].push(t.elapsed().as_nanos() as u64);
+                let t = Instant::now();
+                script.key(&floor_key).arg("f").arg(30000).invoke_async::<()>(&mut con).await?;
+                lat[1].push(t.elapsed().as_nanos() as u64);
+                let t = Instant::now();
+                lock.is_locked().await?;
+                lat[2].push(t.elapsed().as_nanos() as u64);
+                for (i, opts) in [(3, &watchdog), (5, &lease)] {
+                    let t = Instant::now();
+                    lock.acquire_as(owner, opts).await?;
+                    lat[i].push(t.elapsed().as_nanos() as u64);
+                    let t = Instant::now();
+                    lock.release_as(owner).await?;
+                    lat[i + 1].push(t.elapsed().as_nanos() as u64);
+                }
+            }
+            if rep > 0 {
+                for (i, l) in lat.into_iter().enumerate() {
+                    out[i].1.push(l);
+                }
+            }
+        }
+        client.close().await;
+        let items: Vec<String> = out
+            .into_iter()
+            .map(|(n, reps)| {
+                let p50: Vec<f64> = reps
+                    .iter()
+                    .map(|l| {
+                        let mut l = l.clone();
+                        l.sort_unstable();
+                        pct_us(&l, 0.5)
+                    })
+                    .collect();
+                let mean: Vec<f64> =
+                    reps.iter().map(|l| l.iter().sum::<u64>() as f64 / l.len().max(1) as f64 / 1000.0).collect();
+                format!("{{\"op\":\"{n}\",\"p50_us\":{},\"mean_us\":{}}}", json_f64s(&p50), json_f64s(&mean))
+            })
+            .collect();
+        println!("{{\"ops\":[{}]}}", items.join(","));
+        Ok(())
+    })
 }
