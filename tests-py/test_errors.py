@@ -89,7 +89,7 @@ def test_each_error_kind(client, raw, fast_client, trigger, cls, builtin, code, 
     assert err.code == code
     assert err.lock_name == lock_name
     if lock_name is not None:
-        assert repr(lock_name) in str(err) or lock_name in str(err)
+        assert f"'{lock_name}'" in str(err)  # the message names the lock
     assert text in str(err)
     if code in ("NOT_HELD", "TIMEOUT", "LOCK_LOST"):
         assert err.holder is not None and err.holder.startswith(
