@@ -237,6 +237,28 @@ test('interop: Node re-entry (hold count 2, partial release) is respected by Jav
   await java.ok(`unlock ${name}`)
 })
 
+test('interop: Node re-entry inside withLock (an owner scope) is respected by Java', async (t) => {
+  const { raw, java, client } = await setup(t)
+  const name = 'interop:node-reenters:withLock'
+  const lock = client.lock(name)
+  await lock.withLock(async (outer) => {
+    const ours = `${client.id}:${outer.owner}`
+    const inner = await lock.acquire({ wait: 0 }) // nested in the scope: re-enters, never waits
+    assert.equal(inner.owner, outer.owner)
+    assert.equal(await lock.holdCount(), 2)
+    assert.deepEqual(await raw.hgetall(name), { [ours]: '2' })
+    assert.equal(await java.ok(`holdCount ${name}`), '0')
+    assert.equal(await java.ok(`isLocked ${name}`), 'true')
+    assert.equal(await java.ok(`tryLock ${name}`), 'false')
+    await inner.release()
+    assert.deepEqual(await raw.hgetall(name), { [ours]: '1' })
+    assert.equal(await java.ok(`tryLock ${name}`), 'false')
+  })
+  assert.equal(await raw.command('EXISTS', name), 0)
+  assert.equal(await java.ok(`tryLock ${name}`), 'true')
+  await java.ok(`unlock ${name}`)
+})
+
 // --- forceUnlock, foreign unlock and release -----------------------------------------------------
 
 test('interop: Java forceUnlock -> our holder\'s signal aborts with LockLostError and our waiter gets the lock', async (t) => {

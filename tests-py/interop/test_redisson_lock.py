@@ -9,6 +9,7 @@ CLOCK_MONOTONIC, so the gap between "released" and "acquired" is also checked (<
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -137,6 +138,44 @@ def test_java_holder_wakes_python_waiter_on_unlock(java: JavaDriver, client, raw
     assert raw.command("EXISTS", name) == 0
     assert java.ok(f"tryLock {name}") == "true"
     java.ok(f"unlock {name}")
+
+
+async def test_java_holder_wakes_asyncio_waiter_and_task_reentry_is_respected(java: JavaDriver, client, raw: Raw):
+    """The asyncio twin: a task waits for Java's lock, is woken by Java's unlock, then re-enters."""
+    name = "interop:java-holds:asyncio"
+    java.ok(f"lockLease {name} 60000")
+    lock = client.lock(name)
+    assert await lock.acquire_async(blocking=False) is False
+    java_ok = lambda cmd: asyncio.to_thread(java.ok, cmd)  # noqa: E731 - keep the loop running
+
+    async def task() -> int:
+        assert await lock.acquire_async(timeout=60) is True
+        acquired_ns = time.monotonic_ns()
+        ours = client.holder()  # this task's holder
+        assert raw.hgetall(name) == {ours: "1"}
+        async with lock:  # the task re-enters its own lock
+            assert await lock.hold_count_async() == 2
+            assert raw.hgetall(name) == {ours: "2"}
+            assert await java_ok(f"holdCount {name}") == "0"
+            assert await java_ok(f"isLocked {name}") == "true"
+            assert await java_ok(f"tryLock {name}") == "false"
+        assert raw.hgetall(name) == {ours: "1"}  # partial release keeps it
+        assert await java_ok(f"tryLock {name}") == "false"
+        await lock.release_async()
+        return acquired_ns
+
+    waiter = asyncio.create_task(task())
+    await asyncio.to_thread(subscribed, raw, name, "the asyncio waiter")
+    assert not waiter.done(), "the asyncio waiter got a lock Java holds"
+    before_unlock = time.monotonic_ns()
+    unlocked = await asyncio.to_thread(java.call, f"unlock {name}")
+    java.expect_ok(unlocked)
+    acquired_ns = await asyncio.wait_for(waiter, WOKEN_WITHIN + 10)
+    assert before_unlock <= acquired_ns
+    assert acquired_ns - unlocked.nanos < MAX_GAP_NS
+    assert raw.command("EXISTS", name) == 0
+    assert await java_ok(f"tryLock {name}") == "true"
+    await java_ok(f"unlock {name}")
 
 
 # --- Python holds, Java waits -------------------------------------------------------------------
