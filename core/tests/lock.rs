@@ -242,3 +242,16 @@ async fn unreachable_server_fails_within_connect_timeout() {
     assert!(err.to_string().contains(&format!("127.0.0.1:{port}")), "{err}");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_below_one_millisecond_is_refused_before_touching_redis() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.lock("tiny-lease").unwrap();
+    for lease in [Duration::ZERO, Duration::from_micros(999)] {
+        let err = lock.acquire_with(AcquireOptions::new().lease(lease)).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.to_string().contains("tiny-lease"), "{err}");
+    }
+    assert!(!lock.is_locked().await.unwrap());
+}

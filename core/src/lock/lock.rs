@@ -183,7 +183,7 @@ impl Lock {
     ///
     /// As [`acquire`](Self::acquire).
     pub async fn acquire_as(&self, owner: Owner, options: &AcquireOptions) -> Result<bool> {
-        if options.lease == Some(Duration::ZERO) {
+        if options.lease.is_some_and(|lease| lease.as_millis() == 0) {
             return Err(Error::invalid(format!(
                 "the lease of lock '{}' must be at least 1 ms; leave it out for watchdog renewal",
                 self.name()
