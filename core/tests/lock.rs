@@ -166,6 +166,12 @@ async fn watchdog_keeps_lock_past_its_lease_and_reports_loss() {
 
     let _: () = server.raw().del("wd").unwrap();
     tokio::time::timeout(Duration::from_secs(5), guard.lost().cancelled()).await.expect("loss reported");
+    // The listener runs right after the token is cancelled, on the watchdog's task.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while lost.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the lost-lock listener was not called");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert_eq!(lost.load(Ordering::SeqCst), 1);
     let err = guard.release().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::LockLost);
