@@ -212,20 +212,36 @@ def floor(cfg, r: redis.Redis, port: int) -> list[dict]:
 
 
 def uncontended(cfg, runner: Runner) -> list[dict]:
-    out = []
+    """Every library once per round, the order rotating between rounds: a slow spell of the machine
+    then hits all libraries alike instead of one library's whole series."""
     plan = [("rust", "crosslock")] + [("python", lib) for lib in PY_LIBS] + [("node", lib) for lib in NODE_LIBS]
-    for lang, lib in plan:
-        what = f"uncontended {lang}/{lib}"
-        if not cfg.want(lang, lib):
-            continue
-        batch = {"python": cfg.py_warmup_batch, "node": cfg.node_warmup_batch, "rust": cfg.node_warmup_batch}[lang]
-        cmd = runner.cmd(lang, "uncontended", lib, name=f"bench:u:{lang}:{lib}",
-                         seconds=cfg.seconds, repeats=cfg.repeats, warmup_batch=batch)
-        res = run_json(cmd, cfg.timeout, what)
-        if res:
-            rates = [round(r["pairs_per_s"]) for r in res["runs"]]
-            log(f"{what}: {rates} pairs/s after {len(res['warmup']['rates'])} warm-up batches")
-            out.append({"lang": lang, "lib": lib, **res})
+    plan = [(lang, lib) for lang, lib in plan if cfg.want(lang, lib)]
+    acc: dict[tuple[str, str], dict] = {}
+    broken: set[tuple[str, str]] = set()
+    for rnd in range(cfg.repeats):
+        k = rnd % max(1, len(plan))
+        for lang, lib in plan[k:] + plan[:k]:
+            if (lang, lib) in broken:
+                continue
+            what = f"uncontended {lang}/{lib} (round {rnd + 1})"
+            batch = {"python": cfg.py_warmup_batch, "node": cfg.node_warmup_batch, "rust": cfg.node_warmup_batch}[lang]
+            cmd = runner.cmd(lang, "uncontended", lib, name=f"bench:u:{lang}:{lib}",
+                             seconds=cfg.seconds, repeats=1, warmup_batch=batch)
+            res = run_json(cmd, cfg.timeout, what)
+            if not res:
+                broken.add((lang, lib))
+                continue
+            entry = acc.setdefault((lang, lib), {"lang": lang, "lib": lib, "runs": [], "warmups": []})
+            entry["runs"] += res["runs"]
+            entry["warmups"].append(res["warmup"])
+        log(f"uncontended round {rnd + 1}: " + ", ".join(
+            f"{lang}/{lib} {acc[(lang, lib)]['runs'][-1]['pairs_per_s']:.0f}" for lang, lib in plan if (lang, lib) in acc))
+    out = []
+    for key in plan:
+        if key in acc:
+            entry = acc[key]
+            entry["warmup"] = entry["warmups"][0]
+            out.append(entry)
     return out
 
 
@@ -342,7 +358,6 @@ def contended_procs(cfg, runner, r, lang, lib, name, workers, iters, what):
 
 
 def contended(cfg, runner: Runner, r: redis.Redis) -> list[dict]:
-    out = []
     plan = [("rust", "tasks", "crosslock")]
     plan += [("python", "threads", lib) for lib in ["crosslock", "redis-py", "python-redis-lock", "pottery"]]
     plan += [("python", "tasks", lib) for lib in ["crosslock-asyncio", "redis-py-asyncio"]]
@@ -350,12 +365,15 @@ def contended(cfg, runner: Runner, r: redis.Redis) -> list[dict]:
     plan += [("node", "tasks", lib) for lib in NODE_LIBS]
     plan += [("node", "processes", lib) for lib in NODE_LIBS]
     w = cfg.workers
-    for lang, mode, lib in plan:
-        if not cfg.want(lang, lib) or not cfg.want_mode(mode):
-            continue
-        what = f"contended {lang}/{mode}/{lib}"
-        runs = []
-        for rep in range(cfg.contended_repeats):
+    plan = [(lang, mode, lib) for lang, mode, lib in plan if cfg.want(lang, lib) and cfg.want_mode(mode)]
+    acc: dict[tuple, list] = {}
+    broken: set[tuple] = set()
+    for rep in range(cfg.contended_repeats):  # rounds: every library once per round
+        for key in plan:
+            if key in broken:
+                continue
+            lang, mode, lib = key
+            what = f"contended {lang}/{mode}/{lib}"
             name = f"bench:c:{lang}:{mode}:{lib}:{rep}"
             if mode == "processes":
                 res = contended_procs(cfg, runner, r, lang, lib, name, w, cfg.iters, what)
@@ -363,18 +381,18 @@ def contended(cfg, runner: Runner, r: redis.Redis) -> list[dict]:
                 res = run_json(runner.cmd(lang, "contended", lib, name=name, workers=w, iters=cfg.iters),
                                cfg.timeout, what)
             if res is None:
-                break
+                broken.add(key)
+                continue
             actual = int(r.get(f"{name}:counter") or 0)
             res["exact"] = res["counter"] == res["expected"] == actual == res["ops"] and not res.get("errors")
             if not res["exact"]:
                 fail(f"{what}: counter {actual} (worker saw {res['counter']}), expected {res['expected']}, "
                      f"ops {res['ops']}, errors {res.get('errors')}")
-            runs.append(res)
-        if runs:
-            log(f"{what}: {[round(x['ops_per_s']) for x in runs]} ops/s, max wait "
-                f"{max(x['max_wait_ms'] for x in runs):.1f} ms, exact={all(x['exact'] for x in runs)}")
-            out.append({"lang": lang, "mode": mode, "lib": lib, "workers": w, "iters": cfg.iters, "runs": runs})
-    return out
+            log(f"{what} (round {rep + 1}): {res['ops_per_s']:.0f} ops/s, max wait {res['max_wait_ms']:.1f} ms, "
+                f"exact={res['exact']}")
+            acc.setdefault(key, []).append(res)
+    return [{"lang": lang, "mode": mode, "lib": lib, "workers": w, "iters": cfg.iters, "runs": acc[(lang, mode, lib)]}
+            for lang, mode, lib in plan if (lang, mode, lib) in acc]
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ const path = require('node:path');
 const fs = require('node:fs');
 const readline = require('node:readline');
 
-const ROOT = path.resolve(__dirname, '..', '..');
+// CROSSLOCK_NODE_PACKAGE points at another build of the package (for profiling); default: the repo.
+const ROOT = process.env.CROSSLOCK_NODE_PACKAGE || path.resolve(__dirname, '..', '..');
 const LEASE_MS = 10000; // redlock has no default lease; redis-semaphore's default lockTimeout is 10 s
 
 function loadIORedis() {

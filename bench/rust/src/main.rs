@@ -322,7 +322,7 @@ const FLOOR_SCRIPT: &str =
 
 /// Per-call latency of single operations, to see where a pair's time goes.
 fn rtt(url: String, name: String, calls: usize, repeats: usize) -> Res<()> {
-    run(async move {
+    let (client, lock, out) = run(async move {
         let client = Client::connect(&url).await?;
         let lock = client.lock(&name)?;
         let raw = redis::Client::open(url.as_str())?;
@@ -373,7 +373,36 @@ fn rtt(url: String, name: String, calls: usize, repeats: usize) -> Res<()> {
                 }
             }
         }
-        client.close().await;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>((client, lock, out))
+    })?;
+    // The same one-round-trip query driven from a plain thread, as a binding's sync call is:
+    // spawned on the runtime and waited for (what the Python binding does), or run with
+    // `block_on` on the calling thread (no spawn).
+    let mut spawned = Vec::new();
+    let mut blocked = Vec::new();
+    for rep in 0..=repeats {
+        let mut a = Vec::with_capacity(calls);
+        let mut b = Vec::with_capacity(calls);
+        for _ in 0..calls {
+            let l = lock.clone();
+            let t = Instant::now();
+            run(async move { l.is_locked().await })?;
+            a.push(t.elapsed().as_nanos() as u64);
+            let t = Instant::now();
+            crosslock::runtime::block_on(lock.is_locked())?;
+            b.push(t.elapsed().as_nanos() as u64);
+        }
+        if rep > 0 {
+            spawned.push(a);
+            blocked.push(b);
+        }
+    }
+    let mut out = out;
+    out.push(("crosslock is_locked() from a thread: spawn + wait".to_owned(), spawned));
+    out.push(("crosslock is_locked() from a thread: block_on".to_owned(), blocked));
+    let c = client.clone();
+    run(async move { c.close().await });
+    {
         let items: Vec<String> = out
             .into_iter()
             .map(|(n, reps)| {
@@ -391,6 +420,6 @@ fn rtt(url: String, name: String, calls: usize, repeats: usize) -> Res<()> {
             })
             .collect();
         println!("{{\"ops\":[{}]}}", items.join(","));
-        Ok(())
-    })
+    }
+    Ok(())
 }
