@@ -1,0 +1,87 @@
+// Starts a throwaway redis-server (Debian's /usr/bin/redis-server) on a free loopback port, and
+// stops it. Never port 6379, never a non-loopback address.
+import { spawn } from 'node:child_process'
+import { mkdtemp, rm } from 'node:fs/promises'
+import net from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+const running = new Set()
+process.on('exit', () => {
+  for (const child of running) child.kill('SIGKILL')
+})
+
+/** A port the kernel just gave us on 127.0.0.1 (free right now). */
+export function freePort () {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.unref()
+    server.on('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+function canConnect (port) {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port })
+    socket.once('connect', () => { socket.destroy(); resolve(true) })
+    socket.once('error', () => resolve(false))
+  })
+}
+
+async function startOnce (extraArgs) {
+  const port = await freePort()
+  const dir = await mkdtemp(join(tmpdir(), 'crosslock-redis-'))
+  const child = spawn('redis-server', [
+    '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+    '--dir', dir, '--loglevel', 'warning', ...extraArgs
+  ], { stdio: ['ignore', 'ignore', 'pipe'] })
+  running.add(child)
+  let stderr = ''
+  child.stderr.on('data', (d) => { stderr += d })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  const deadline = Date.now() + 10_000
+  while (true) {
+    if (child.exitCode !== null) {
+      running.delete(child)
+      await rm(dir, { recursive: true, force: true })
+      throw new Error(`redis-server on port ${port} exited: ${stderr}`)
+    }
+    if (await canConnect(port)) break
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL')
+      throw new Error(`redis-server on port ${port} did not start within 10 s: ${stderr}`)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM')
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5000)
+      await exited
+      clearTimeout(timer)
+    }
+    running.delete(child)
+    await rm(dir, { recursive: true, force: true })
+  }
+  return { host: '127.0.0.1', port, url: `redis://127.0.0.1:${port}/0`, stop }
+}
+
+/**
+ * Starts a redis-server; resolves to `{ host, port, url, stop }`. Retries on another port if the
+ * one picked was taken in the meantime.
+ */
+export async function startRedis ({ args = [] } = {}) {
+  let lastError
+  for (let i = 0; i < 3; i++) {
+    try {
+      return await startOnce(args)
+    } catch (e) {
+      lastError = e
+    }
+  }
+  throw lastError
+}

@@ -1,0 +1,68 @@
+// Shared test plumbing: the built package, a redis-server per test file, polling with a deadline.
+import { createRequire } from 'node:module'
+import { after, before } from 'node:test'
+
+import { startRedis } from './redis-server.mjs'
+import { RawRedis } from './resp.mjs'
+
+/** The built package at the repo root (`npm run build` first). */
+export const crosslock = createRequire(import.meta.url)('../../')
+
+/** The channel Redisson (and crosslock) publishes a lock's releases on. */
+export const channelOf = (name) => `redisson_lock__channel:{${name}}`
+
+let counter = 0
+/** A lock name unique within the run. */
+export const unique = (prefix = 'lock') => `${prefix}:${process.pid}:${++counter}`
+
+/**
+ * Polls `condition` (sync or async) until it is truthy, or throws after `ms` naming `what`.
+ */
+export async function waitUntil (condition, what, ms = 10_000, every = 20) {
+  const deadline = Date.now() + ms
+  while (true) {
+    const value = await condition()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, every))
+  }
+}
+
+/**
+ * One redis-server for the calling test file, plus a raw connection and a default client:
+ * `const env = useRedis()`, then `env.url`, `env.raw`, `env.client` inside tests. Clients made
+ * with `env.connect()` are closed after the file.
+ */
+export function useRedis (clientOptions = {}) {
+  const env = { url: '', raw: null, client: null, server: null, clients: [] }
+  env.connect = async (options = clientOptions) => {
+    const c = await crosslock.connect(env.url, options)
+    env.clients.push(c)
+    return c
+  }
+  before(async () => {
+    env.server = await startRedis()
+    env.url = env.server.url
+    env.raw = await RawRedis.connect(env.url)
+    env.client = await env.connect()
+  })
+  after(async () => {
+    for (const c of env.clients) await c.close().catch(() => {})
+    await env.raw?.close()
+    await env.server?.stop()
+  })
+  return env
+}
+
+/** Resolves like `promise`, or rejects after `ms` naming `what` (the timer never outlives it). */
+export async function within (promise, ms, what) {
+  let timer
+  const timeout = new Promise((resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms)
+  })
+  try {
+    return await Promise.race([promise, timeout])
+  } finally {
+    clearTimeout(timer)
+  }
+}
