@@ -97,11 +97,12 @@ export function runAsOwner<T>(fn: () => T, owner?: number): T {
  * Validates an owner number. @internal
  */
 export function checkOwner(value: unknown, lockName?: string): number {
+  const of = lockName === undefined ? '' : ` (lock '${lockName}')`
   if (typeof value !== 'number') {
-    throw invalidArgument('type', `owner must be a number (from newOwner()), got ${typeof value}`, lockName)
+    throw invalidArgument('type', `owner must be a number (from newOwner()), got ${typeof value}${of}`, lockName)
   }
   if (!Number.isSafeInteger(value) || value < 0) {
-    throw invalidArgument('range', `owner must be a non-negative safe integer, got ${value}`, lockName)
+    throw invalidArgument('range', `owner must be a non-negative safe integer (from newOwner()), got ${value}${of}`, lockName)
   }
   return value
 }

@@ -1,0 +1,208 @@
+// Every error kind against a real server: its class (and host class), code, lockName, holder and a
+// message naming the lock; and every bad input.
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+
+import { freePort } from './helpers/redis-server.mjs'
+import { crosslock, unique, useRedis } from './helpers/util.mjs'
+
+const {
+  CrosslockError,
+  NotHeldError,
+  LockTimeoutError,
+  LockLostError,
+  RedisUnavailableError,
+  WrongTypeError,
+  InvalidArgumentError,
+  connect,
+  runAsOwner
+} = crosslock
+
+const env = useRedis()
+
+/** Asserts `promiseOrFn` fails with a crosslock error of `cls`/`code`, returns it. */
+async function failsWith (promiseOrFn, cls, code) {
+  let err
+  try {
+    await (typeof promiseOrFn === 'function' ? promiseOrFn() : promiseOrFn)
+  } catch (e) {
+    err = e
+  }
+  assert.ok(err, `expected a ${cls.name}`)
+  assert.ok(err instanceof cls, `${err} should be a ${cls.name}`)
+  assert.ok(err instanceof CrosslockError, `${err} should be a CrosslockError`)
+  assert.ok(err instanceof Error)
+  assert.equal(err.code, code)
+  return err
+}
+
+describe('bad input', () => {
+  const badNames = [['', 'empty'], [undefined, 'undefined'], [42, 'number'], [null, 'null'], [{}, 'object']]
+  for (const [name, what] of badNames) {
+    test(`client.lock(${what}) throws InvalidArgumentError that is a TypeError`, async () => {
+      const err = await failsWith(() => env.client.lock(name), InvalidArgumentError, 'INVALID_ARGUMENT')
+      assert.ok(err instanceof TypeError)
+      assert.equal(err.name, 'InvalidArgumentError')
+      assert.match(err.message, /non-empty string/)
+    })
+  }
+
+  const rangeCases = [
+    [{ wait: -1 }, /wait/], [{ wait: NaN }, /wait/], [{ lease: 0 }, /lease/], [{ lease: -5 }, /lease/],
+    [{ lease: NaN }, /lease/], [{ lease: Infinity }, /lease/], [{ lease: 0.5 }, /lease/],
+    [{ owner: -1 }, /owner/], [{ owner: 1.5 }, /owner/], [{ owner: 2 ** 53 }, /owner/]
+  ]
+  const typeCases = [
+    [{ wait: '5' }, /wait/], [{ lease: '100' }, /lease/], [{ owner: '1' }, /owner/],
+    [{ signal: {} }, /signal/], [{ signal: 'abort' }, /signal/], ['options', /options/], [7, /options/]
+  ]
+  for (const method of ['acquire', 'tryAcquire', 'withLock']) {
+    for (const [options, pattern] of rangeCases) {
+      test(`${method}(${JSON.stringify(options) ?? String(options)}) rejects with a RangeError InvalidArgumentError`, async () => {
+        const lock = env.client.lock(unique('bad'))
+        const call = method === 'withLock' ? () => lock.withLock(() => {}, options) : () => lock[method](options)
+        const err = await failsWith(call, InvalidArgumentError, 'INVALID_ARGUMENT')
+        assert.ok(err instanceof RangeError, `${err} should be a RangeError`)
+        assert.match(err.message, pattern)
+        assert.ok(err.message.includes(lock.name), err.message)
+        assert.equal(err.lockName, lock.name)
+        assert.equal(await lock.isLocked(), false)
+      })
+    }
+    for (const [options, pattern] of typeCases) {
+      test(`${method}(${JSON.stringify(options)}) rejects with a TypeError InvalidArgumentError`, async () => {
+        const lock = env.client.lock(unique('bad'))
+        const call = method === 'withLock' ? () => lock.withLock(() => {}, options) : () => lock[method](options)
+        const err = await failsWith(call, InvalidArgumentError, 'INVALID_ARGUMENT')
+        assert.ok(err instanceof TypeError, `${err} should be a TypeError`)
+        assert.match(err.message, pattern)
+        assert.equal(await lock.isLocked(), false)
+      })
+    }
+  }
+
+  test('withLock(non-function), runAsOwner(non-function), release/isHeld with a bad owner', async () => {
+    const lock = env.client.lock(unique('bad'))
+    assert.ok((await failsWith(lock.withLock('nope'), InvalidArgumentError, 'INVALID_ARGUMENT')) instanceof TypeError)
+    assert.ok((await failsWith(() => runAsOwner(42), InvalidArgumentError, 'INVALID_ARGUMENT')) instanceof TypeError)
+    assert.ok((await failsWith(() => runAsOwner(() => {}, -3), InvalidArgumentError, 'INVALID_ARGUMENT')) instanceof RangeError)
+    assert.ok((await failsWith(lock.release({ owner: 'me' }), InvalidArgumentError, 'INVALID_ARGUMENT')) instanceof TypeError)
+    assert.ok((await failsWith(lock.isHeld({ owner: -1 }), InvalidArgumentError, 'INVALID_ARGUMENT')) instanceof RangeError)
+    assert.ok((await failsWith(lock.holdCount({ owner: NaN }), InvalidArgumentError, 'INVALID_ARGUMENT')) instanceof RangeError)
+  })
+
+  test('connect() with a bad url or options', async () => {
+    for (const url of ['', 42, undefined]) {
+      assert.ok((await failsWith(connect(url), InvalidArgumentError, 'INVALID_ARGUMENT')) instanceof TypeError)
+    }
+    for (const options of [{ connectTimeout: -1 }, { responseTimeout: 0 }, { watchdogTimeout: NaN }, { watchdogBatchSize: 0 }]) {
+      assert.ok((await failsWith(connect(env.url, options), InvalidArgumentError, 'INVALID_ARGUMENT')) instanceof RangeError)
+    }
+    assert.ok((await failsWith(connect(env.url, { watchdogTimeout: '600' }), InvalidArgumentError, 'INVALID_ARGUMENT')) instanceof TypeError)
+    // Checked by core: a URL that is not Redis's, a watchdog below its 30 ms floor.
+    const notRedis = await failsWith(connect('http://127.0.0.1:1/'), InvalidArgumentError, 'INVALID_ARGUMENT')
+    assert.ok(notRedis.message.length > 0)
+    await failsWith(connect(env.url, { watchdogTimeout: 10 }), InvalidArgumentError, 'INVALID_ARGUMENT')
+  })
+})
+
+describe('error kinds against a real server', () => {
+  test('release by a non-holder: NotHeldError naming lock and caller; Redis unchanged', async () => {
+    const name = unique('notheld')
+    const held = await env.client.lock(name).acquire()
+    const before = await env.raw.hgetall(name)
+    const other = await env.connect()
+    const err = await failsWith(other.lock(name).release(), NotHeldError, 'NOT_HELD')
+    assert.ok(err instanceof NotHeldError)
+    assert.equal(err.lockName, name)
+    assert.ok(err.holder.startsWith(`${other.id}:`), err.holder)
+    assert.ok(err.message.includes(name) && err.message.includes(err.holder), err.message)
+    assert.ok(err.message.includes(held.holder), 'names the current holder')
+    // Another owner of the same client, explicitly.
+    const err2 = await failsWith(env.client.lock(name).release({ owner: crosslock.newOwner() }), NotHeldError, 'NOT_HELD')
+    assert.ok(err2.holder.startsWith(`${env.client.id}:`))
+    assert.deepEqual(await env.raw.hgetall(name), before)
+    const pttl = await env.raw.command('PTTL', name)
+    assert.ok(pttl > 25_000, `TTL untouched: ${pttl}`)
+    await held.release()
+  })
+
+  test('a name colliding with a non-hash key: WrongTypeError, key untouched', async () => {
+    const name = unique('wrongtype')
+    await env.raw.command('SET', name, 'precious')
+    const lock = env.client.lock(name)
+    const err = await failsWith(lock.acquire(), WrongTypeError, 'WRONG_TYPE')
+    assert.equal(err.lockName, name)
+    assert.ok(err.message.includes(name), err.message)
+    await failsWith(lock.tryAcquire(), WrongTypeError, 'WRONG_TYPE')
+    await failsWith(lock.forceUnlock(), WrongTypeError, 'WRONG_TYPE')
+    assert.equal(await env.raw.command('GET', name), 'precious')
+    assert.equal(await env.raw.command('TTL', name), -1)
+  })
+
+  test('a passed wait limit: LockTimeoutError with lockName, holder and waited', async () => {
+    const name = unique('timeout')
+    const held = await env.client.lock(name).acquire()
+    const err = await failsWith(env.client.lock(name).acquire({ wait: 50 }), LockTimeoutError, 'TIMEOUT')
+    assert.equal(err.lockName, name)
+    assert.ok(err.holder.startsWith(`${env.client.id}:`))
+    assert.ok(err.waited >= 49 && err.waited <= 51)
+    assert.ok(err.message.includes(name))
+    await held.release()
+  })
+
+  test('Redis unreachable: RedisUnavailableError naming the address, within the connect timeout', async () => {
+    const port = await freePort()
+    const started = Date.now()
+    const err = await failsWith(connect(`redis://127.0.0.1:${port}/0`, { connectTimeout: 1000 }), RedisUnavailableError, 'UNAVAILABLE')
+    assert.ok(Date.now() - started < 5000, 'no hang')
+    assert.ok(err.message.includes(`127.0.0.1:${port}`), err.message)
+  })
+
+  test('a closed client: RedisUnavailableError', async () => {
+    const client = await crosslock.connect(env.url)
+    const lock = client.lock(unique('closed'))
+    await client.close()
+    await client.close()
+    await failsWith(lock.acquire(), RedisUnavailableError, 'UNAVAILABLE')
+    await failsWith(lock.isLocked(), RedisUnavailableError, 'UNAVAILABLE')
+  })
+
+  test('a lost lock: LockLostError from release()', async () => {
+    const lock = env.client.lock(unique('lost'))
+    const held = await lock.acquire({ lease: 60_000 })
+    await env.raw.command('DEL', lock.name)
+    const err = await failsWith(held.release(), LockLostError, 'LOCK_LOST')
+    assert.equal(err.lockName, lock.name)
+    assert.equal(err.holder, held.holder)
+    assert.ok(err.message.includes(lock.name))
+    assert.equal(held.signal.reason, err)
+  })
+})
+
+describe('the classes', () => {
+  test('instanceof follows the code; names and fields are set', () => {
+    const cases = [
+      [NotHeldError, 'NOT_HELD'], [LockTimeoutError, 'TIMEOUT'], [LockLostError, 'LOCK_LOST'],
+      [RedisUnavailableError, 'UNAVAILABLE'], [WrongTypeError, 'WRONG_TYPE'], [InvalidArgumentError, 'INVALID_ARGUMENT']
+    ]
+    for (const [cls, code] of cases) {
+      const cause = new Error('inner')
+      const e = new cls('message', { lockName: 'x', holder: 'id:1', cause })
+      assert.equal(e.code, code)
+      assert.equal(e.name, cls.name)
+      assert.equal(e.lockName, 'x')
+      assert.equal(e.holder, 'id:1')
+      assert.equal(e.cause, cause)
+      assert.ok(e instanceof cls && e instanceof CrosslockError && e instanceof Error)
+      for (const [other] of cases) if (other !== cls) assert.ok(!(e instanceof other), `${cls.name} is not a ${other.name}`)
+      assert.match(String(e.stack), new RegExp(`^${cls.name}: message`))
+    }
+    const base = new CrosslockError('CANCELLED', 'stopped')
+    assert.equal(base.code, 'CANCELLED')
+    assert.ok(!(base instanceof NotHeldError))
+    assert.ok(!(new Error('plain') instanceof CrosslockError))
+    assert.ok(!(new TypeError('plain') instanceof InvalidArgumentError))
+    assert.ok(!(null instanceof CrosslockError))
+  })
+})
