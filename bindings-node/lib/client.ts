@@ -9,6 +9,11 @@ import { HeldLock, Lock, lostError } from './lock'
 
 /**
  * Client settings. Durations are milliseconds.
+ *
+ * @example
+ * ```js
+ * const client = await connect(url, { connectTimeout: 2000, responseTimeout: 1000, watchdogTimeout: 30_000 })
+ * ```
  */
 export interface ConnectOptions {
   /** How long connecting may take before `connect()` rejects with `RedisUnavailableError` (default 5000). */

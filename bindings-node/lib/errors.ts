@@ -15,7 +15,17 @@
  */
 import native = require('../native')
 
-/** The stable codes of {@link CrosslockError.code}. */
+/**
+ * The stable codes of {@link CrosslockError.code}.
+ *
+ * @example
+ * ```js
+ * try { await lock.acquire({ wait: 100 }) } catch (e) {
+ *   if (e.code === 'TIMEOUT') console.log('busy')
+ *   else throw e
+ * }
+ * ```
+ */
 export type ErrorCode =
   | 'NOT_HELD'
   | 'TIMEOUT'
@@ -26,7 +36,14 @@ export type ErrorCode =
   | 'CANCELLED'
   | 'REDIS'
 
-/** What a {@link CrosslockError} concerns, besides its message. */
+/**
+ * What a {@link CrosslockError} concerns, besides its message.
+ *
+ * @example
+ * ```js
+ * const e = new NotHeldError("lock 'jobs' is not held", { lockName: 'jobs', holder: `${client.id}:7` })
+ * ```
+ */
 export interface CrosslockErrorOptions {
   /** The lock concerned. */
   lockName?: string | undefined

@@ -17,6 +17,12 @@ import { acquiringOwner, checkOwner, currentOwner, inScope, newOwner } from './i
 
 /**
  * How to acquire a lock. Durations are milliseconds, as for `setTimeout`.
+ *
+ * @example
+ * ```js
+ * const options = { wait: 2000, lease: 10_000, signal: AbortSignal.timeout(5000) }
+ * const held = await lock.acquire(options)
+ * ```
  */
 export interface AcquireOptions {
   /**
@@ -43,7 +49,17 @@ export interface AcquireOptions {
   owner?: number | undefined
 }
 
-/** Whose hold a release or a query is about. */
+/**
+ * Whose hold a release or a query is about.
+ *
+ * @example
+ * ```js
+ * const owner = newOwner()
+ * await lock.acquire({ owner })
+ * console.log(await lock.holdCount({ owner })) // 1
+ * await lock.release({ owner })
+ * ```
+ */
 export interface OwnerOptions {
   /** The owner number; by default the enclosing owner scope's (see `runAsOwner`). */
   owner?: number | undefined
