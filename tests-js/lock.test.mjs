@@ -112,6 +112,26 @@ describe('exclusion', () => {
     assert.equal(maxInside, 1)
   })
 
+  test('8 concurrent tasks in the acquire / try-finally lock.release() shape end exact', async () => {
+    const lock = env.client.lock(unique('shape-counter'))
+    const key = `${lock.name}:value`
+    const task = async () => {
+      for (let i = 0; i < 5; i++) {
+        await lock.acquire()
+        try {
+          const n = Number(await env.raw.command('GET', key) ?? 0)
+          await sleep(1)
+          await env.raw.command('SET', key, n + 1)
+        } finally {
+          await lock.release()
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: 8 }, task))
+    assert.equal(Number(await env.raw.command('GET', key)), 40)
+    assert.equal(await lock.isLocked(), false)
+  })
+
   test('a waiter is woken by the release, long before a 60 s lease could expire', async () => {
     const other = await env.connect()
     const name = unique('wake')
@@ -319,6 +339,18 @@ describe('release and disposal', () => {
     await waitUntil(async () => (await env.raw.numsub(channelOf(busy))) === 0, 'the waiter to unsubscribe', 5000)
     await assert.rejects(client.lock(name).acquire(), RedisUnavailableError)
     await blocker.release()
+  })
+
+  test('a process that ends without close() releases its locks on the way out', async () => {
+    const name = unique('exit')
+    const script = fileURLToPath(new URL('./workers/hold-process.mjs', import.meta.url))
+    const child = spawn(process.execPath, [script, env.url, name, '30000', 'exit'], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.on('data', (d) => { out += d })
+    const [code] = await within(once(child, 'exit'), 15_000, 'the child to exit')
+    assert.equal(code, 0)
+    assert.match(out, /^held /)
+    assert.equal(await env.raw.command('EXISTS', name), 0, 'released at exit, not left for its 30 s lease')
   })
 
   test('forceUnlock tells whether it was locked', async () => {

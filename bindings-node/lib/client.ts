@@ -60,7 +60,9 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
  * It holds a command connection and one subscription connection shared by every waiter, and
  * renews the locks it holds (the watchdog). `close()` it when done: that cancels pending
  * acquires and releases the locks it still holds. A client does not keep the process alive by
- * itself; at exit (or when its worker thread terminates) it is closed the same way.
+ * itself (a pending acquire does); when the process ends by itself, or its worker thread is
+ * terminated, its clients are closed the same way. `process.exit()` skips that clean-up: locks
+ * still held then expire after their lease (30 s with the watchdog).
  *
  * @example
  * ```js
