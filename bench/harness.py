@@ -658,11 +658,11 @@ class Config:
         else:
             self.seconds, self.repeats = 1.0, 5
             self.py_warmup_batch, self.node_warmup_batch = 200, 1000
-            self.handoff_rounds, self.handoff_rounds_slow = 200, 20
+            self.handoff_rounds, self.handoff_rounds_slow = 150, 20
             self.workers, self.iters, self.contended_repeats = 8, 200, 3
             self.holder_counts, self.prl_max_holders = [100, 1000, 10000], 1000
-            self.watchdog_ms, self.holder_periods = 3000, 4
-            self.floor_probe, self.floor_seconds, self.floor_repeats = 5000, 3.0, 3
+            self.watchdog_ms, self.holder_periods = 3000, 3
+            self.floor_probe, self.floor_seconds, self.floor_repeats = 5000, 2.0, 3
             self.rtt_calls, self.rtt_repeats = 2000, 3
             self.timeout = 300
 
