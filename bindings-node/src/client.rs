@@ -70,7 +70,10 @@ pub fn connect<'env>(
         async move {
             let client = crosslock::Client::connect_with(&url, options?).await?;
             client.on_lock_lost(move |event| {
-                let event = LostLockEvent { name: event.name, owner: event.owner.get() as f64 };
+                let event = LostLockEvent {
+                    name: event.name,
+                    owner: event.owner.get() as f64,
+                };
                 lost.call(event, ThreadsafeFunctionCallMode::NonBlocking);
             });
             Ok(client)
@@ -113,7 +116,10 @@ impl JsClient {
     /// The lock named `name`.
     #[napi]
     pub fn lock(&self, name: String) -> Result<JsLock> {
-        self.inner.lock(&name).map(JsLock::new).map_err(|e| error::to_napi(&e))
+        self.inner
+            .lock(&name)
+            .map(JsLock::new)
+            .map_err(|e| error::to_napi(&e))
     }
 
     /// Closes the client: pending acquires fail, held locks are released, renewal stops.

@@ -39,7 +39,9 @@ impl JsCancelToken {
     #[napi(constructor)]
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
-        JsCancelToken { token: CancellationToken::new() }
+        JsCancelToken {
+            token: CancellationToken::new(),
+        }
     }
 
     /// Cancels every acquire this token was passed to; they reject with code `CANCELLED` after
@@ -91,9 +93,8 @@ impl JsLock {
     ) -> Result<Object<'env>> {
         let owner = self::owner(owner)?;
         let mut options = AcquireOptions::new().owner(owner);
-        let conv = |ms: f64, what: &str| {
-            duration_from_millis(ms, what).map_err(|e| error::to_napi(&e))
-        };
+        let conv =
+            |ms: f64, what: &str| duration_from_millis(ms, what).map_err(|e| error::to_napi(&e));
         if let Some(ms) = wait {
             options = options.wait(conv(ms, "wait")?);
         }
@@ -109,7 +110,9 @@ impl JsLock {
                 return Ok(true);
             }
             if fail_on_timeout {
-                return Err(lock.timeout_error(owner, options.wait.unwrap_or_default()).await);
+                return Err(lock
+                    .timeout_error(owner, options.wait.unwrap_or_default())
+                    .await);
             }
             Ok(false)
         })
@@ -161,7 +164,11 @@ impl JsLock {
         let lock = self.inner.clone();
         runtime::promise(env, async move {
             Ok(lock.remaining_lease().await?.map(|d| {
-                if d == std::time::Duration::MAX { f64::INFINITY } else { d.as_secs_f64() * 1000.0 }
+                if d == std::time::Duration::MAX {
+                    f64::INFINITY
+                } else {
+                    d.as_secs_f64() * 1000.0
+                }
             }))
         })
     }

@@ -99,7 +99,13 @@ fn env_clients(env: &Env) -> napi::Result<Clients> {
         return Ok(state.clients.clone());
     }
     let clients: Clients = Arc::default();
-    env.set_instance_data(EnvState { clients: clients.clone() }, (), |_| {})?;
+    env.set_instance_data(
+        EnvState {
+            clients: clients.clone(),
+        },
+        (),
+        |_| {},
+    )?;
     env.add_env_cleanup_hook(clients.clone(), close_all)?;
     Ok(clients)
 }
@@ -107,14 +113,21 @@ fn env_clients(env: &Env) -> napi::Result<Clients> {
 /// Records `client` as belonging to `env`; returns the key to [`forget`] it with.
 pub(crate) fn register(env: &Env, client: crosslock::Client) -> napi::Result<u64> {
     let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
-    env_clients(env)?.lock().unwrap_or_else(|e| e.into_inner()).insert(key, client);
+    env_clients(env)?
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, client);
     Ok(key)
 }
 
 /// Stops tracking a client (it is being closed by the program).
 pub(crate) fn forget(env: &Env, key: u64) {
     if let Ok(Some(state)) = env.get_instance_data::<EnvState>() {
-        state.clients.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        state
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
     }
 }
 
@@ -123,7 +136,12 @@ pub(crate) fn forget(env: &Env, key: u64) {
 /// Closes every client it still has, waiting on this thread (never a runtime thread) until each
 /// close is done; core bounds each by the client's response timeout.
 fn close_all(clients: Clients) {
-    let clients: Vec<_> = clients.lock().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, c)| c).collect();
+    let clients: Vec<_> = clients
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain()
+        .map(|(_, c)| c)
+        .collect();
     if clients.is_empty() {
         return;
     }
