@@ -200,8 +200,9 @@ def test_python_holder_wakes_java_waiter_on_release(java: JavaDriver, client, ra
 
     assert java.ok(f"isLocked {name}") == "true"
     assert java.ok(f"tryLock {name}") == "false"
-    assert java.ok(f"tryLockWait {name} 50 -1") == "false"
-    unsubscribed(raw, name, "Redisson")
+    # (no timed tryLock here: Redisson may keep the channel subscribed after a wait limit passes
+    # under load, and the check below needs the channel unsubscribed before Java starts waiting)
+    assert raw.numsub(channel(name)) == 0
 
     java.send(java_cmd.format(name=name))
     subscribed(raw, name, "the Java waiter")
