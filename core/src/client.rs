@@ -19,7 +19,9 @@ use crate::watchdog::{self, Holds, LostLock, LostListener};
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ClientOptions {
-    /// How long connecting may take before failing with [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable). Default 5 s.
+    /// How long connecting may take before failing with
+    /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable), and how long a waiting acquire
+    /// waits out a Redis outage before failing the same way. Default 5 s.
     pub connect_timeout: Duration,
     /// How long one command may take before failing. Default 3 s (Redisson's `timeout`).
     pub response_timeout: Duration,
@@ -144,6 +146,8 @@ pub(crate) struct State {
     pub(crate) pubsub: PubSub,
     pub(crate) holds: Arc<Holds>,
     pub(crate) watchdog_timeout: Duration,
+    /// How long a waiter keeps waiting through a Redis outage (the connect timeout).
+    pub(crate) outage_tolerance: Duration,
     /// Cancelled when the client closes (or this state is dropped): stops every task.
     pub(crate) stop: CancellationToken,
 }
@@ -325,6 +329,7 @@ impl Client {
             pubsub,
             holds,
             watchdog_timeout: options.watchdog_timeout,
+            outage_tolerance: options.connect_timeout,
             stop,
         }))
     }

@@ -8,6 +8,10 @@
 //! the task stop at the next wait; an attempt already sent to Redis is allowed to finish, and if
 //! it acquired the lock, the lock is released again before the task ends. So a cancelled or
 //! timed-out wait leaves nothing behind: no lock, no subscription.
+//!
+//! Once waiting, a Redis outage shorter than the client's connect timeout is waited out (the
+//! attempt is retried with back-off, and every waiter is woken when the subscription connection
+//! comes back); a longer one ends the wait with [`ErrorKind::Unavailable`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -110,6 +114,7 @@ async fn run<K: Acquirable>(
         sub = state.pubsub.subscribe(kind.channel(), kind.wake()) => sub?,
     };
 
+    let mut outage: Option<(Instant, Duration)> = None;
     loop {
         let notified = subscription.notified();
         tokio::pin!(notified);
@@ -117,9 +122,24 @@ async fn run<K: Acquirable>(
         if token.is_cancelled() || stop.is_cancelled() {
             return Err(cancelled());
         }
-        let ttl = match kind.attempt(&state, &holder, lease_ms).await? {
-            None => return acquired().await,
-            Some(ttl) => ttl,
+        let ttl = match kind.attempt(&state, &holder, lease_ms).await {
+            Ok(None) => return acquired().await,
+            Ok(Some(ttl)) => {
+                outage = None;
+                ttl
+            }
+            // Redis went away while we wait (a restart, a failover, a cut connection): keep
+            // waiting through an outage shorter than the connect timeout, retrying with back-off;
+            // report a longer one.
+            Err(e) if e.is_unavailable() => {
+                let (since, backoff) = outage.get_or_insert((Instant::now(), Duration::ZERO));
+                if since.elapsed() >= state.outage_tolerance {
+                    return Err(e);
+                }
+                *backoff = (*backoff * 2).clamp(Duration::from_millis(20), Duration::from_millis(500));
+                backoff.as_millis() as i64
+            }
+            Err(e) => return Err(e),
         };
         let now = Instant::now();
         let remaining = deadline.map(|d| d.saturating_duration_since(now));

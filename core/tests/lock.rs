@@ -261,3 +261,78 @@ async fn lease_below_one_millisecond_is_refused_before_touching_redis() {
     }
     assert!(!lock.is_locked().await.unwrap());
 }
+
+/// Waits (bounded) until `client` has a subscription, i.e. a waiter is parked on a message.
+async fn until_subscribed(client: &Client) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.subscribed_channels() == 0 {
+        assert!(Instant::now() < deadline, "the waiter never subscribed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_survives_a_killed_subscription_connection() {
+    let server = RedisServer::start();
+    let holder_client = client(&server).await;
+    let waiter_client = client(&server).await;
+    let held = holder_client.lock("resub").unwrap();
+    // A 60 s lease: the waiter can only get the lock in time if a release wakes it.
+    held.acquire_as(Owner::new(1), &AcquireOptions::new().lease(Duration::from_secs(60))).await.unwrap();
+    let waiter = {
+        let lock = waiter_client.lock("resub").unwrap();
+        tokio::spawn(async move {
+            lock.acquire_as(Owner::new(2), &AcquireOptions::new().wait(Duration::from_secs(30))).await
+        })
+    };
+    until_subscribed(&waiter_client).await;
+    // Cut every subscriber connection, then release while the waiter may still be reconnecting:
+    // the message can be lost, so the waiter must re-check by itself once it is back.
+    let killed: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query(&mut server.raw()).unwrap();
+    assert!(killed >= 1);
+    held.release_as(Owner::new(1)).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(20), waiter).await.expect("waiter stuck").unwrap().unwrap();
+    assert!(got, "the waiter gave up although the lock was released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_waits_out_a_redis_restart() {
+    let mut server = RedisServer::start();
+    let port = server.port;
+    let holder_client = client(&server).await;
+    let waiter_client = client(&server).await;
+    let lock = holder_client.lock("restart").unwrap();
+    lock.acquire_as(Owner::new(1), &AcquireOptions::new().lease(Duration::from_secs(60))).await.unwrap();
+    let waiter = {
+        let lock = waiter_client.lock("restart").unwrap();
+        tokio::spawn(async move { lock.acquire_as(Owner::new(2), &AcquireOptions::new()).await })
+    };
+    until_subscribed(&waiter_client).await;
+    // Redis goes away for a moment (losing everything: no persistence), then comes back empty.
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _server = RedisServer::start_on(port);
+    // The lock vanished with the restart (no persistence); the waiter, still within its outage
+    // tolerance (the 5 s connect timeout), must notice without any release message.
+    let got = tokio::time::timeout(Duration::from_secs(20), waiter).await.expect("waiter stuck").unwrap();
+    assert!(got.unwrap(), "the waiter gave up although the lock is free again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_reports_an_outage_longer_than_the_connect_timeout() {
+    let mut server = RedisServer::start();
+    let options = ClientOptions::new().connect_timeout(Duration::from_millis(400));
+    let holder_client = client(&server).await;
+    let waiter_client = Client::connect_with(&server.url(), options).await.unwrap();
+    let lock = holder_client.lock("outage").unwrap();
+    lock.acquire_as(Owner::new(1), &AcquireOptions::new().lease(Duration::from_secs(60))).await.unwrap();
+    let waiter = {
+        let lock = waiter_client.lock("outage").unwrap();
+        tokio::spawn(async move { lock.acquire_as(Owner::new(2), &AcquireOptions::new()).await })
+    };
+    until_subscribed(&waiter_client).await;
+    server.kill(); // and it stays down
+    let err = tokio::time::timeout(Duration::from_secs(20), waiter).await.expect("waiter hung").unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert_eq!(err.lock_name(), Some("outage"));
+}
