@@ -19,11 +19,11 @@ export CARGO_TERM_COLOR=never
 step() { printf '\n==> %s\n' "$*"; }
 
 ensure_redis() {
-  if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
-    step "installing redis-server (Debian)"
+  if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null || ! command -v openssl >/dev/null; then
+    step "installing redis-server and openssl (Debian)"
     local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server redis-tools >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server redis-tools openssl >/dev/null
   fi
 }
 

@@ -30,6 +30,9 @@ pub struct ClientOptions {
     pub watchdog_timeout: Duration,
     /// How many locks one renewal script renews. Default 100.
     pub watchdog_batch_size: usize,
+    /// PEM-encoded root certificate(s) to trust for a `rediss://` server, instead of the built-in
+    /// web roots: for a server whose certificate comes from a private CA. Default `None`.
+    pub tls_ca_cert: Option<Vec<u8>>,
 }
 
 impl Default for ClientOptions {
@@ -39,6 +42,7 @@ impl Default for ClientOptions {
             response_timeout: Duration::from_secs(3),
             watchdog_timeout: Duration::from_secs(30),
             watchdog_batch_size: 100,
+            tls_ca_cert: None,
         }
     }
 }
@@ -70,6 +74,12 @@ impl ClientOptions {
     /// Sets [`watchdog_batch_size`](Self::watchdog_batch_size).
     pub fn watchdog_batch_size(mut self, size: usize) -> Self {
         self.watchdog_batch_size = size;
+        self
+    }
+
+    /// Sets [`tls_ca_cert`](Self::tls_ca_cert) (PEM bytes).
+    pub fn tls_ca_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_ca_cert = Some(pem.into());
         self
     }
 
@@ -179,7 +189,7 @@ impl Client {
     /// As [`connect`](Self::connect), and `InvalidArgument` for out-of-range options.
     pub async fn connect_with(url: &str, options: ClientOptions) -> Result<Client> {
         options.validate()?;
-        let endpoint = Endpoint::parse(url)?;
+        let endpoint = Endpoint::parse(url, options.tls_ca_cert.clone())?;
         let client = Client {
             inner: Arc::new(Inner {
                 endpoint,

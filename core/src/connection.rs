@@ -16,12 +16,14 @@ use crate::error::{Error, ErrorKind, Result};
 #[derive(Clone)]
 pub(crate) struct Endpoint {
     info: ConnectionInfo,
+    /// PEM root certificates to trust instead of the built-in roots (`rediss://` only).
+    tls_ca: Option<Vec<u8>>,
     /// `host:port` (or the socket path), safe to print: never contains a password.
     pub(crate) address: String,
 }
 
 impl Endpoint {
-    pub(crate) fn parse(url: &str) -> Result<Self> {
+    pub(crate) fn parse(url: &str, tls_ca: Option<Vec<u8>>) -> Result<Self> {
         let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
             .iter()
             .any(|s| url.starts_with(s));
@@ -44,13 +46,28 @@ impl Endpoint {
             ConnectionAddr::Unix(path) => path.display().to_string(),
             _ => "the configured address".to_owned(),
         };
-        Ok(Endpoint { info, address })
+        if tls_ca.is_some() && !matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
+            return Err(Error::invalid(format!(
+                "a TLS CA certificate was given but '{}' is not a rediss:// URL",
+                redact(url)
+            )));
+        }
+        Ok(Endpoint { info, address, tls_ca })
     }
 
     fn client(&self, protocol: ProtocolVersion) -> Result<redis::Client> {
         let settings = self.info.redis_settings().clone().set_protocol(protocol);
         let info = self.info.clone().set_redis_settings(settings);
-        redis::Client::open(info).map_err(|e| Error::from_redis(e, None))
+        let client = match &self.tls_ca {
+            Some(pem) => redis::Client::build_with_tls(
+                info,
+                redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) },
+            ),
+            None => redis::Client::open(info),
+        };
+        client.map_err(|e| {
+            Error::invalid(format!("cannot set up the connection to {}: {e}", self.address)).with_source(e)
+        })
     }
 }
 
@@ -208,7 +225,7 @@ mod tests {
 
     #[test]
     fn rejects_foreign_scheme() {
-        let err = Endpoint::parse("http://localhost:6379").err().unwrap();
+        let err = Endpoint::parse("http://localhost:6379", None).err().unwrap();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
         assert!(err.to_string().contains("redis://"));
     }
