@@ -27,6 +27,11 @@ export interface ConnectOptions {
   watchdogTimeout?: number | undefined
   /** How many locks one renewal script renews (default 100). */
   watchdogBatchSize?: number | undefined
+  /**
+   * For a `rediss://` server whose certificate comes from a private CA: the CA certificate(s) in
+   * PEM (a string or a Buffer, e.g. `fs.readFileSync('ca.pem')`). Default: the web roots.
+   */
+  tlsCaCert?: string | Buffer | undefined
 }
 
 function checkConnectOptions(options: unknown): native.ConnectOptions {
@@ -48,6 +53,13 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
       throw invalidArgument('range', `watchdogBatchSize must be an integer ≥ 1, got ${batch}`)
     }
     out.watchdogBatchSize = batch
+  }
+  const ca = o.tlsCaCert
+  if (ca !== undefined && ca !== null) {
+    if (typeof ca !== 'string' && !Buffer.isBuffer(ca)) {
+      throw invalidArgument('type', `tlsCaCert must be PEM text (a string or a Buffer), got ${typeof ca}`)
+    }
+    out.tlsCaCert = typeof ca === 'string' ? Buffer.from(ca, 'utf8') : ca
   }
   return out
 }

@@ -20,6 +20,8 @@ pub struct ConnectOptions {
     pub watchdog_timeout: Option<f64>,
     /// How many locks one renewal script renews (default 100).
     pub watchdog_batch_size: Option<u32>,
+    /// PEM root certificate(s) to trust for a `rediss://` server with a private CA.
+    pub tls_ca_cert: Option<napi::bindgen_prelude::Buffer>,
 }
 
 /// A lock of this client that a renewal found gone.
@@ -46,6 +48,9 @@ fn options(options: Option<ConnectOptions>) -> crosslock::Result<crosslock::Clie
     }
     if let Some(n) = o.watchdog_batch_size {
         out = out.watchdog_batch_size(n as usize);
+    }
+    if let Some(pem) = o.tls_ca_cert {
+        out = out.tls_ca_cert(pem.to_vec());
     }
     Ok(out)
 }

@@ -22,11 +22,16 @@ fn options(
     connect_timeout: f64,
     response_timeout: f64,
     watchdog_timeout: f64,
+    tls_ca_cert: Option<Vec<u8>>,
 ) -> crosslock::Result<ClientOptions> {
-    Ok(ClientOptions::new()
+    let mut options = ClientOptions::new()
         .connect_timeout(duration_from_secs(connect_timeout, "connect_timeout")?)
         .response_timeout(duration_from_secs(response_timeout, "response_timeout")?)
-        .watchdog_timeout(duration_from_secs(watchdog_timeout, "watchdog_timeout")?))
+        .watchdog_timeout(duration_from_secs(watchdog_timeout, "watchdog_timeout")?);
+    if let Some(pem) = tls_ca_cert {
+        options = options.tls_ca_cert(pem);
+    }
+    Ok(options)
 }
 
 #[pymethods]
@@ -34,15 +39,16 @@ impl PyClient {
     /// Connects (blocking, GIL released). Raises `RedisUnavailableError` naming `host:port` when
     /// the server cannot be reached within `connect_timeout` seconds.
     #[staticmethod]
-    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0))]
+    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, tls_ca_cert = None))]
     fn connect(
         py: Python<'_>,
         url: String,
         connect_timeout: f64,
         response_timeout: f64,
         watchdog_timeout: f64,
+        tls_ca_cert: Option<Vec<u8>>,
     ) -> PyResult<PyClient> {
-        let options = options(connect_timeout, response_timeout, watchdog_timeout)
+        let options = options(connect_timeout, response_timeout, watchdog_timeout, tls_ca_cert)
             .map_err(|e| to_py_err(py, e, None))?;
         let client = runtime::wait(
             py,
@@ -55,15 +61,16 @@ impl PyClient {
 
     /// As `connect`, as an awaitable.
     #[staticmethod]
-    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0))]
+    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, tls_ca_cert = None))]
     fn connect_async(
         py: Python<'_>,
         url: String,
         connect_timeout: f64,
         response_timeout: f64,
         watchdog_timeout: f64,
+        tls_ca_cert: Option<Vec<u8>>,
     ) -> PyResult<Bound<'_, PyAny>> {
-        let options = options(connect_timeout, response_timeout, watchdog_timeout)
+        let options = options(connect_timeout, response_timeout, watchdog_timeout, tls_ca_cert)
             .map_err(|e| to_py_err(py, e, None))?;
         runtime::awaitable(
             py,

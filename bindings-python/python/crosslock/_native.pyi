@@ -20,6 +20,7 @@ class Client:
         connect_timeout: float = 5.0,
         response_timeout: float = 3.0,
         watchdog_timeout: float = 30.0,
+        tls_ca_cert: bytes | None = None,
     ) -> Client: ...
     @staticmethod
     def connect_async(
@@ -27,6 +28,7 @@ class Client:
         connect_timeout: float = 5.0,
         response_timeout: float = 3.0,
         watchdog_timeout: float = 30.0,
+        tls_ca_cert: bytes | None = None,
     ) -> Awaitable[Client]: ...
     @property
     def id(self) -> str: ...

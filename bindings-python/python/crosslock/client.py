@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from types import TracebackType
-from typing import Optional
+from typing import Optional, Union
 
 from . import _native
 from ._identity import current_owner
-from .errors import InvalidArgumentTypeError
+from .errors import InvalidArgumentError, InvalidArgumentTypeError
 from .lock import Lock, LostCallback, _seconds
 
 __all__ = ["Client", "connect", "connect_async"]
@@ -27,11 +28,32 @@ def _check_url(url: object) -> str:
     return url
 
 
-def _options(connect_timeout: float, response_timeout: float, watchdog_timeout: float) -> tuple[float, float, float]:
+def _options(
+    connect_timeout: float,
+    response_timeout: float,
+    watchdog_timeout: float,
+    tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None],
+) -> tuple[float, float, float, Optional[bytes]]:
     return (
         _seconds(connect_timeout, "connect_timeout"),
         _seconds(response_timeout, "response_timeout"),
         _seconds(watchdog_timeout, "watchdog_timeout"),
+        _pem(tls_ca_cert),
+    )
+
+
+def _pem(value: Union[bytes, str, "os.PathLike[str]", None]) -> Optional[bytes]:
+    """PEM bytes as given, or read from a file path."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        try:
+            with open(value, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise InvalidArgumentError(f"cannot read the TLS CA certificate {value!r}: {e}") from e
+    raise InvalidArgumentTypeError(
+        f"tls_ca_cert must be PEM bytes or a path to a PEM file, got {type(value).__name__}"
     )
 
 
@@ -41,6 +63,7 @@ def connect(
     connect_timeout: float = 5.0,
     response_timeout: float = 3.0,
     watchdog_timeout: float = 30.0,
+    tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None] = None,
 ) -> Client:
     """Connects to Redis and returns a :class:`Client` (one per process is the usual shape).
 
@@ -51,6 +74,8 @@ def connect(
         watchdog_timeout: the lease, in seconds, of locks acquired without one; renewed every
             third of it. Keep it equal across every client of a lock (Redisson's
             ``lockWatchdogTimeout``, 30 s by default).
+        tls_ca_cert: for ``rediss://`` servers whose certificate comes from a private CA: the
+            CA certificate(s), as PEM bytes or a path to a PEM file (default: the web roots).
 
     Raises:
         RedisUnavailableError: the server cannot be reached within ``connect_timeout`` (the
@@ -67,7 +92,7 @@ def connect(
         client.close()
     """
     native = _native.Client.connect(
-        _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout)
+        _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout, tls_ca_cert)
     )
     return Client(native)
 
@@ -78,6 +103,7 @@ async def connect_async(
     connect_timeout: float = 5.0,
     response_timeout: float = 3.0,
     watchdog_timeout: float = 30.0,
+    tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None] = None,
 ) -> Client:
     """:func:`connect` for asyncio.
 
@@ -88,7 +114,7 @@ async def connect_async(
                 ...
     """
     native = await _native.Client.connect_async(
-        _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout)
+        _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout, tls_ca_cert)
     )
     return Client(native)
 
