@@ -451,13 +451,9 @@ class Monitor:
         with self.lock:
             return next((ts for ts, _ in self.calls if ts > t), None)
 
-    def between(self, t0: float, t1: float) -> dict[str, int]:
-        out: dict[str, int] = {}
+    def calls_between(self, t0: float, t1: float) -> list[tuple[float, str]]:
         with self.lock:
-            for ts, cmd in self.calls:
-                if t0 <= ts < t1:
-                    out[cmd] = out.get(cmd, 0) + 1
-        return out
+            return [(ts, cmd) for ts, cmd in self.calls if t0 <= ts < t1]
 
     def close(self):
         self.stopped = True
@@ -487,8 +483,10 @@ def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
     try:
         (rss_connected,) = kid.expect("connected", 60)
         held_n, watched, rss_held, took = kid.expect("held", cfg.timeout)
-        # Let the acquisitions settle, find the next renewal, then count whole periods starting
-        # half a period after it: the window holds exactly `periods` renewal rounds.
+        # Let the acquisitions settle, find the next renewal, then watch a few periods. Calls are
+        # grouped into renewal rounds (bursts separated by quiet gaps); the first and last round
+        # seen may be cut by the window and are dropped. A library whose timers are spread out
+        # (one timer per lock) shows no rounds: then calls per period = calls/s x its period.
         mon = Monitor(port)
         settle = time.time() + min(period, 1.0)
         time.sleep(min(period, 1.0))
@@ -501,12 +499,35 @@ def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
             time.sleep(0.01)
         if t_burst is None:
             raise RuntimeError(f"no renewal seen within {3 * period + 2:.1f}s")
-        t0 = t_burst + period / 2
-        t1 = t0 + cfg.holder_periods * period
-        while time.time() < t1 + 0.3:
+        t0 = t_burst - period / 2
+        t1 = t_burst + (cfg.holder_periods + 2) * period
+        while time.time() < t1 + 0.5:
             time.sleep(0.05)
-        by_command = mon.between(t0, t1)
+        calls = mon.calls_between(t0, t1)
         mon.close()
+        rounds = []
+        for ts, cmd in calls:
+            if rounds and ts - rounds[-1][-1][0] < 0.3 * period:
+                rounds[-1].append((ts, cmd))
+            else:
+                rounds.append([(ts, cmd)])
+        complete = rounds[1:-1]
+        bursty = len(complete) >= 1 and all(r[-1][0] - r[0][0] < 0.5 * period for r in complete)
+        by_command: dict[str, int] = {}
+        if bursty:
+            for rnd in complete:
+                for _, cmd in rnd:
+                    by_command[cmd] = by_command.get(cmd, 0) + 1
+            n_periods = len(complete)
+            starts = [r[0][0] for r in rounds]
+            actual_period = (starts[-1] - starts[0]) / (len(starts) - 1) if len(starts) > 1 else period
+            window = n_periods * actual_period
+        else:
+            for _, cmd in calls:
+                by_command[cmd] = by_command.get(cmd, 0) + 1
+            window = t1 - t0
+            n_periods = window / period
+            actual_period = period
         kid.send("report")
         watched_after, rss_after = kid.expect("report", 30)
         total = sum(by_command.values())
@@ -517,10 +538,11 @@ def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
         if alive != len(sample):
             raise RuntimeError(f"only {alive} of {len(sample)} sampled locks still exist after "
                                f"{t1 - t_burst:.1f}s with a {watchdog_ms} ms lease: renewal failed")
+        by_command = {k: v / n_periods for k, v in by_command.items()}
         return {
             "lang": lang, "lib": lib, "n": n, "watchdog_ms": watchdog_ms, "period_s": period,
-            "periods": cfg.holder_periods, "window_s": t1 - t0,
-            "calls": total, "calls_per_period": total / cfg.holder_periods, "calls_per_s": total / (t1 - t0),
+            "actual_period_s": actual_period, "rounds": n_periods if bursty else None, "window_s": window,
+            "calls_per_period": total / n_periods, "calls_per_s": total / n_periods / actual_period,
             "by_command": by_command, "acquire_s": float(took), "watched": int(watched_after),
             "rss_connected_kb": int(rss_connected), "rss_held_kb": int(rss_held), "rss_after_kb": int(rss_after),
         }
@@ -547,8 +569,8 @@ def holders(cfg, runner: Runner, r: redis.Redis, port: int) -> list[dict]:
             r.flushall()
             res = holders_one(cfg, runner, r, port, lang, lib, n, what)
             if res:
-                log(f"{what}: {res['calls_per_period']:.1f} calls/period ({res['by_command']}), "
-                    f"RSS {res['rss_after_kb'] / 1024:.1f} MB")
+                log(f"{what}: {res['calls_per_period']:.1f} calls/period over {res['rounds'] or 'no'} rounds "
+                    f"({res['by_command']}, period {res['actual_period_s']:.2f}s), RSS {res['rss_after_kb'] / 1024:.1f} MB")
                 out.append(res)
     return out
 

@@ -299,21 +299,25 @@ def main():
     w("## 4. Many holders: N locks held with renewal in one process")
     w("")
     w("One process acquires N locks (no lease: crosslock's watchdog) with a 3 s watchdog timeout, so "
-      "crosslock renews every 1 s. The Redis calls are counted on the server with MONITOR over whole "
-      "renewal periods starting half a period after a renewal (commands run inside a Lua script are "
-      "not calls and are not counted). RSS is the process's VmRSS after the window; *connected* is "
+      "crosslock renews every 1 s. The Redis calls are counted on the server with MONITOR (commands "
+      "run inside a Lua script are not calls and are not counted), grouped into renewal rounds "
+      "(bursts separated by quiet gaps; the first and last round seen are dropped as possibly cut): "
+      "calls/period is the mean per complete round, and the period seen is the spacing of the rounds "
+      "(the set period plus the time a round takes). Libraries with a timer per lock show no rounds "
+      "(*spread*): their calls/period is calls/s × their set period. RSS is the process's VmRSS after the window; *connected* is "
       "the same process before the first acquire. Peers for scale: python-redis-lock with "
       "`auto_renewal=True` (a thread per lock; `expire` is whole seconds, renewal every 2/3 of it) and "
       "redis-semaphore's Mutex (a timer per lock, refresh every 0.8 × lockTimeout).")
     w("")
     rows = []
     for (lang, lib, n), h in sorted(hold.items(), key=lambda kv: (["rust", "python", "node"].index(kv[0][0]), kv[0][1] != "crosslock", kv[0][1], kv[0][2])):
-        per = ", ".join(f"{k} {v / h['periods']:.0f}" for k, v in sorted(h["by_command"].items()))
+        per = ", ".join(f"{k} {v:.1f}" for k, v in sorted(h["by_command"].items()))
         growth = (h["rss_after_kb"] - h["rss_connected_kb"]) / 1024
-        rows.append([LANG_NAME[lang], lib, f"{n:,}", f"{h['period_s']:.2f}", f1(h["calls_per_period"]),
+        rows.append([LANG_NAME[lang], lib, f"{n:,}", f"{h['period_s']:.2f} ({h['actual_period_s']:.2f})",
+                     f"{h['rounds']}" if h.get("rounds") else "spread", f1(h["calls_per_period"]),
                      per or "–", f1(h["rss_connected_kb"] / 1024), f1(h["rss_after_kb"] / 1024), f1(growth),
                      f"{growth * 1024 / n:.2f}", f2(h["acquire_s"])])
-    w(table(["language", "library", "N", "period (s)", "calls/period", "by command (per period)",
+    w(table(["language", "library", "N", "period (s): set (seen)", "rounds", "calls/period", "by command (per period)",
              "RSS connected (MB)", "RSS holding (MB)", "growth (MB)", "KB per lock", "acquire all (s)"], rows))
     w("")
 
@@ -336,6 +340,20 @@ def main():
                 rows.append([LANG_NAME[b["lang"]], o["op"], f1(med(o["p50_us"])), f1(med(o["mean_us"]))])
         w(table(["language", "operation", "p50 (µs)", "mean (µs)"], rows))
         w("")
+        rows = []
+        for b in bd:
+            for o in b.get("costs", []):
+                rows.append([LANG_NAME[b["lang"]], o["op"], f1(o["wall_us"]), f1(o["cpu_us"]), f2(o["cs"])])
+        if rows:
+            w("The same operations again, each in a block of its own, with the process's CPU time (all "
+              "threads: the language's and crosslock's runtime threads) and context switches "
+              "(`getrusage`, Node's `process.resourceUsage()`) per call. A plain client needs about one "
+              "context switch per round trip (it sleeps until the reply); every extra one is a hand-off "
+              "between threads, and each costs wall time on a machine whose other core is busy with "
+              "the server. These counts barely depend on the machine's load, unlike the times.")
+            w("")
+            w(table(["language", "operation (per call)", "wall (µs)", "CPU (µs)", "context switches"], rows))
+            w("")
 
     # ---- failures and notes -------------------------------------------------------------------
     if R.get("failures"):

@@ -142,7 +142,7 @@ async function uncontended(lib, a) {
       await lock.release();
     }
     rates.push(a.warmupBatch / (Number(now() - t0) / 1e9));
-    if (settled(rates) || rates.length >= 40 || Date.now() - warmStart > 30000) break;
+    if (settled(rates) || rates.length >= 20 || Date.now() - warmStart > 10000) break;
   }
   const runs = [];
   const limit = BigInt(Math.round(a.seconds * 1e9));
@@ -335,6 +335,34 @@ async function rtt(a) {
     }
     if (rep > 0) for (const [k, v] of Object.entries(lat)) (results[k] = results[k] || []).push(v);
   }
+  // CPU time and context switches per call, process-wide (the runtime threads too), each
+  // operation in a block of its own.
+  const { Mutex } = require('redis-semaphore');
+  const mutex = new Mutex(r, `${a.name}:sem`, {});
+  const blocks = [
+    ['ioredis PING', () => r.ping()],
+    ['ioredis EVALSHA', () => r.evalsha(sha, 1, fk, 'f', 30000)],
+    ['crosslock isLocked()', () => lock.isLocked()],
+    ['redis-semaphore Mutex pair', async () => { await mutex.acquire(); await mutex.release(); }],
+    ['crosslock pair (watchdog)', async () => { const h = await lock.acquire(); await h.release(); }],
+    ['crosslock pair (lease)', async () => { const h = await lock.acquire({ lease: 10000 }); await h.release(); }],
+  ];
+  const costs = [];
+  for (const [op, fn] of blocks) {
+    for (let i = 0; i < Math.max(10, a.calls / 10); i++) await fn();
+    const u0 = process.resourceUsage();
+    const t0 = now();
+    for (let i = 0; i < a.calls; i++) await fn();
+    const wall = Number(now() - t0);
+    const u1 = process.resourceUsage();
+    costs.push({
+      op,
+      wall_us: wall / 1000 / a.calls,
+      cpu_us: (u1.userCPUTime + u1.systemCPUTime - u0.userCPUTime - u0.systemCPUTime) / a.calls,
+      cs: (u1.voluntaryContextSwitches + u1.involuntaryContextSwitches
+        - u0.voluntaryContextSwitches - u0.involuntaryContextSwitches) / a.calls,
+    });
+  }
   await client.close();
   r.disconnect();
   const ops = Object.entries(results).map(([op, reps]) => ({
@@ -342,7 +370,7 @@ async function rtt(a) {
     p50_us: reps.map((v) => pctUs(Float64Array.from(v).sort(), 0.5)),
     mean_us: reps.map((v) => v.reduce((s, x) => s + x, 0) / v.length / 1000),
   }));
-  return { ops };
+  return { ops, costs };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -210,7 +210,7 @@ def uncontended_sync(lib, name, seconds, repeats, batch):
             lock.acquire()
             lock.release()
         rates.append(batch / ((clock() - t0) / 1e9))
-        if settled(rates) or len(rates) >= 20 or time.monotonic() - warm_start > 20:
+        if settled(rates) or len(rates) >= 20 or time.monotonic() - warm_start > 5:
             break
     runs = []
     limit = int(seconds * 1e9)
@@ -239,7 +239,7 @@ async def uncontended_async(lib, name, seconds, repeats, batch):
             await lock.acquire()
             await lock.release()
         rates.append(batch / ((clock() - t0) / 1e9))
-        if settled(rates) or len(rates) >= 20 or time.monotonic() - warm_start > 20:
+        if settled(rates) or len(rates) >= 20 or time.monotonic() - warm_start > 5:
             break
     runs = []
     limit = int(seconds * 1e9)
@@ -599,12 +599,79 @@ def rtt(url, name, calls, repeats):
         if rep:
             for k, v in lat.items():
                 results.setdefault(k, []).append(v)
+    # CPU time and context switches per call, process-wide (every thread, runtime threads too),
+    # each operation in a block of its own.
+    import resource
+
+    def usage():
+        u = resource.getrusage(resource.RUSAGE_SELF)
+        return u.ru_utime + u.ru_stime, u.ru_nvcsw + u.ru_nivcsw
+
+    def sync_pair(lease):
+        def f():
+            lock.acquire(lease=lease)
+            lock.release()
+        return f
+
+    blocks = [
+        ("redis-py PING", r.ping),
+        ("redis-py EVALSHA", lambda: r.evalsha(sha, 1, fk, "f", 30000)),
+        ("crosslock locked()", lock.locked),
+        ("redis-py Lock pair", None),
+        ("crosslock pair (watchdog)", sync_pair(None)),
+        ("crosslock pair (lease)", sync_pair(10.0)),
+    ]
+    rl = r.lock(f"{name}:rp", timeout=10)
+
+    def rp_pair():
+        rl.acquire()
+        rl.release()
+
+    costs = []
+    for label, fn in blocks:
+        fn = fn or rp_pair
+        for _ in range(max(10, calls // 10)):
+            fn()
+        (c0, s0), t0 = usage(), clock()
+        for _ in range(calls):
+            fn()
+        (c1, s1), t1 = usage(), clock()
+        costs.append({"op": label, "wall_us": (t1 - t0) / 1000 / calls,
+                      "cpu_us": (c1 - c0) * 1e6 / calls, "cs": (s1 - s0) / calls})
+
+    async def async_blocks():
+        ra = redis.asyncio.Redis.from_url(url)
+        rla = ra.lock(f"{name}:rpa", timeout=10)
+
+        async def cl_pair():
+            await lock.acquire_async()
+            await lock.release_async()
+
+        async def rp_pair_a():
+            await rla.acquire()
+            await rla.release()
+
+        out = []
+        for label, fn in [("redis-py asyncio PING", ra.ping), ("crosslock await locked_async()", lock.locked_async),
+                          ("redis-py asyncio Lock pair", rp_pair_a), ("crosslock asyncio pair (watchdog)", cl_pair)]:
+            for _ in range(max(10, calls // 10)):
+                await fn()
+            (c0, s0), t0 = usage(), clock()
+            for _ in range(calls):
+                await fn()
+            (c1, s1), t1 = usage(), clock()
+            out.append({"op": label, "wall_us": (t1 - t0) / 1000 / calls,
+                        "cpu_us": (c1 - c0) * 1e6 / calls, "cs": (s1 - s0) / calls})
+        await ra.aclose()
+        return out
+
+    costs += asyncio.run(async_blocks())
     c.close()
     ops = []
     for k, reps in results.items():
         ops.append({"op": k, "p50_us": [pct_us(sorted(v), 0.5) for v in reps],
                     "mean_us": [sum(v) / len(v) / 1000 for v in reps]})
-    return {"ops": ops}
+    return {"ops": ops, "costs": costs}
 
 
 # --------------------------------------------------------------------------------------------

@@ -133,7 +133,7 @@ fn uncontended(url: String, name: String, seconds: f64, repeats: usize, batch: u
             rates.push(batch as f64 / t0.elapsed().as_secs_f64());
             let n = rates.len();
             let settled = n >= 3 && (rates[n - 1] - rates[n - 2]).abs() <= 0.05 * rates[n - 2];
-            if settled || n >= 40 || warm_start.elapsed() > Duration::from_secs(30) {
+            if settled || n >= 20 || warm_start.elapsed() > Duration::from_secs(5) {
                 break;
             }
         }
@@ -322,7 +322,9 @@ const FLOOR_SCRIPT: &str =
 
 /// Per-call latency of single operations, to see where a pair's time goes.
 fn rtt(url: String, name: String, calls: usize, repeats: usize) -> Res<()> {
+    let u = url.clone();
     let (client, lock, out) = run(async move {
+        let url = u;
         let client = Client::connect(&url).await?;
         let lock = client.lock(&name)?;
         let raw = redis::Client::open(url.as_str())?;
@@ -400,6 +402,7 @@ fn rtt(url: String, name: String, calls: usize, repeats: usize) -> Res<()> {
     let mut out = out;
     out.push(("crosslock is_locked() from a thread: spawn + wait".to_owned(), spawned));
     out.push(("crosslock is_locked() from a thread: block_on".to_owned(), blocked));
+    let costs = costs(&url, &lock, calls)?;
     let c = client.clone();
     run(async move { c.close().await });
     {
@@ -419,7 +422,91 @@ fn rtt(url: String, name: String, calls: usize, repeats: usize) -> Res<()> {
                 format!("{{\"op\":\"{n}\",\"p50_us\":{},\"mean_us\":{}}}", json_f64s(&p50), json_f64s(&mean))
             })
             .collect();
-        println!("{{\"ops\":[{}]}}", items.join(","));
+        println!("{{\"ops\":[{}],\"costs\":[{}]}}", items.join(","), costs.join(","));
     }
     Ok(())
+}
+
+/// (CPU seconds, context switches) of the whole process so far: every thread, runtime included.
+fn usage() -> (f64, i64) {
+    // SAFETY: getrusage fills the struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime) + secs(ru.ru_stime), ru.ru_nvcsw + ru.ru_nivcsw)
+}
+
+/// CPU time and context switches per call, each operation in a block of its own.
+fn costs(url: &str, lock: &crosslock::Lock, calls: usize) -> Res<Vec<String>> {
+    let mut out = Vec::new();
+    let mut record = |op: &str, wall: Duration, (c0, s0): (f64, i64), (c1, s1): (f64, i64)| {
+        out.push(format!(
+            "{{\"op\":\"{op}\",\"wall_us\":{:.3},\"cpu_us\":{:.3},\"cs\":{:.4}}}",
+            wall.as_secs_f64() * 1e6 / calls as f64,
+            (c1 - c0) * 1e6 / calls as f64,
+            (s1 - s0) as f64 / calls as f64
+        ));
+    };
+    // In a task on the runtime (as a Rust program would call it).
+    let (url2, l) = (url.to_owned(), lock.clone());
+    let measured = run(async move {
+        let raw = redis::Client::open(url2.as_str())?;
+        let mut con = raw.get_multiplexed_async_connection().await?;
+        let script = redis::Script::new(FLOOR_SCRIPT);
+        let owner = Owner::new(2);
+        let lease = AcquireOptions::new().lease(Duration::from_secs(10));
+        let mut rows = Vec::new();
+        for op in 0..5 {
+            let warm = (calls / 10).max(10);
+            let mut measured = None;
+            for phase in 0..2 {
+                let n = if phase == 0 { warm } else { calls };
+                let (u0, t0) = (usage(), Instant::now());
+                for _ in 0..n {
+                    match op {
+                        0 => redis::cmd("PING").query_async::<()>(&mut con).await?,
+                        1 => script.key("bench:rust:costs").arg("f").arg(30000).invoke_async::<()>(&mut con).await?,
+                        2 => {
+                            l.is_locked().await?;
+                        }
+                        3 => {
+                            l.acquire_as(owner, &AcquireOptions::new()).await?;
+                            l.release_as(owner).await?;
+                        }
+                        _ => {
+                            l.acquire_as(owner, &lease).await?;
+                            l.release_as(owner).await?;
+                        }
+                    }
+                }
+                measured = Some((t0.elapsed(), u0, usage()));
+            }
+            rows.push(measured.expect("measured"));
+        }
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(rows)
+    })?;
+    let names = ["redis-rs PING", "redis-rs EVALSHA", "crosslock is_locked()", "crosslock pair (watchdog)", "crosslock pair (lease)"];
+    for (name, (wall, u0, u1)) in names.iter().zip(measured) {
+        record(name, wall, u0, u1);
+    }
+    // From a plain thread, as a binding's sync call: spawn + wait, and block_on.
+    for (name, spawn) in [("crosslock is_locked() from a thread: spawn + wait", true), ("crosslock is_locked() from a thread: block_on", false)] {
+        let mut result = None;
+        for phase in 0..2 {
+            let n = if phase == 0 { (calls / 10).max(10) } else { calls };
+            let (u0, t0) = (usage(), Instant::now());
+            for _ in 0..n {
+                if spawn {
+                    let l = lock.clone();
+                    run(async move { l.is_locked().await })?;
+                } else {
+                    crosslock::runtime::block_on(lock.is_locked())?;
+                }
+            }
+            result = Some((t0.elapsed(), u0, usage()));
+        }
+        let (wall, u0, u1) = result.expect("measured");
+        record(name, wall, u0, u1);
+    }
+    Ok(out)
 }
