@@ -301,10 +301,6 @@ impl Client {
         self.generation().state.get().cloned()
     }
 
-    pub(crate) fn id_now(&self) -> Option<String> {
-        Some(self.generation().id.clone())
-    }
-
     /// The connected state of this process, connecting on first use (and after a fork).
     pub(crate) async fn state(&self) -> Result<Arc<State>> {
         if self.inner.closed.is_cancelled() {

@@ -143,13 +143,11 @@ impl Drop for Subscription {
                 *subscribed = false;
             }
             let mut entries = shared.entries.lock().unwrap();
-            if entry.users.load(Ordering::Relaxed) == 0 {
-                if let Some(current) = entries.get(&entry.channel) {
-                    if Arc::ptr_eq(current, &entry) {
+            if entry.users.load(Ordering::Relaxed) == 0
+                && let Some(current) = entries.get(&entry.channel)
+                    && Arc::ptr_eq(current, &entry) {
                         entries.remove(&entry.channel);
                     }
-                }
-            }
             // Otherwise a waiter joined during UNSUBSCRIBE; it holds the entry and will
             // resubscribe once we release `subscribed`.
         });

@@ -26,11 +26,10 @@ fn current() -> &'static ProcessRuntime {
     let ptr = CURRENT.load(Ordering::Acquire);
     // SAFETY: a non-null pointer in CURRENT came from Box::into_raw below and is never freed
     // (runtimes are leaked, never dropped), so it is valid for 'static.
-    if let Some(state) = unsafe { ptr.as_ref() } {
-        if state.pid == pid {
+    if let Some(state) = unsafe { ptr.as_ref() }
+        && state.pid == pid {
             return state;
         }
-    }
     build(pid)
 }
 
@@ -41,11 +40,10 @@ fn build(pid: u32) -> &'static ProcessRuntime {
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     let ptr = CURRENT.load(Ordering::Acquire);
     // SAFETY: as in `current`.
-    if let Some(state) = unsafe { ptr.as_ref() } {
-        if state.pid == pid {
+    if let Some(state) = unsafe { ptr.as_ref() }
+        && state.pid == pid {
             return state;
         }
-    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("crosslock-rt")

@@ -220,11 +220,10 @@ async fn renew_all(holds: &Holds, conn: &Conn, listener: &arc_swap::ArcSwapOptio
         // lock survives if Redis comes back before its lease ends.
         let Ok(flags) = result else { continue };
         for ((key, _), flag) in batch.iter().zip(flags) {
-            if flag == 0 && holds.mark_lost(key) {
-                if let Some(listener) = listener.load_full() {
+            if flag == 0 && holds.mark_lost(key)
+                && let Some(listener) = listener.load_full() {
                     listener(LostLock { name: key.name.to_string(), owner: key.owner });
                 }
-            }
         }
     }
 }

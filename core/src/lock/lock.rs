@@ -237,7 +237,7 @@ impl Lock {
             .with_lock(self.name())
             .with_holder(holder)),
             None => {
-                let current = self.holders(&state).await.unwrap_or_default();
+                let current = self.holders_now().await.unwrap_or_default();
                 let held_by = if current.is_empty() {
                     "it is not locked".to_owned()
                 } else {
@@ -374,10 +374,6 @@ impl Lock {
         })
     }
 
-    async fn holders(&self, _state: &State) -> Result<Vec<String>> {
-        self.holders_now().await
-    }
-
     /// The [`ErrorKind::Timeout`] error that [`acquire_with`](Self::acquire_with) returns when its
     /// wait limit passes, for callers of [`acquire_as`](Self::acquire_as) that got `Ok(false)`
     /// and want to report it the same way. It names the lock, `owner`'s holder string, how long
@@ -400,7 +396,7 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn timeout_error(&self, owner: Owner, waited: Duration) -> Error {
-        let holder = self.client.id_now().map(|id| owner.holder(&id)).unwrap_or_default();
+        let holder = self.client.holder(owner);
         let held_by = match self.holders_now().await {
             Ok(h) if !h.is_empty() => format!(", held by {}", h.join(", ")),
             _ => String::new(),

@@ -5,6 +5,7 @@
 mod lock;
 
 pub use lock::{AcquireOptions, Lock, LockGuard};
+pub(crate) use lock::release_all as release_all_for;
 
 /// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name already has braces.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
@@ -52,5 +53,3 @@ mod tests {
         assert_eq!(duration_from_secs(0.25, "wait").unwrap().as_millis(), 250);
     }
 }
-
-pub(crate) use lock::release_all as release_all_for;
