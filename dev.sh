@@ -76,6 +76,8 @@ run_tests() {
   local failed=()
   step "cargo test (core)"
   cargo test -p crosslock --quiet 2>&1 || failed+=(cargo)
+  step "cargo clippy (core)"
+  cargo clippy -p crosslock --all-targets --quiet -- -D warnings 2>&1 || failed+=(clippy)
   step "pytest"
   "$PY" -m pytest tests-py -q -p no:cacheprovider || failed+=(pytest)
   step "node --test"
