@@ -535,9 +535,15 @@ def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
             raise RuntimeError(f"the watchdog renews {watched_after} locks, expected {n}")
         sample = [f"{KEY_PREFIX[lib]}{name}:{i}" for i in range(0, n, max(1, n // 50))]
         alive = r.exists(*sample)
+        lost = None
         if alive != len(sample):
-            raise RuntimeError(f"only {alive} of {len(sample)} sampled locks still exist after "
-                               f"{t1 - t_burst:.1f}s with a {watchdog_ms} ms lease: renewal failed")
+            lost = (f"only {alive} of {len(sample)} sampled locks still existed after "
+                    f"{t1 - t_burst:.1f}s with a {watchdog_ms} ms lease: renewal failed"
+                    + "".join(f"; its stderr says: {m.strip()[:160]}" for m in
+                              [next((e for e in reversed(kid.err) if "Error:" in e or "Error(" in e), "")] if m))
+            if lib == "crosslock":
+                raise RuntimeError(lost)
+            log(f"{what}: {lost} (a finding about the peer, not a harness failure)")
         by_command = {k: v / n_periods for k, v in by_command.items()}
         return {
             "lang": lang, "lib": lib, "n": n, "watchdog_ms": watchdog_ms, "period_s": period,
@@ -545,6 +551,7 @@ def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
             "calls_per_period": total / n_periods, "calls_per_s": total / n_periods / actual_period,
             "by_command": by_command, "acquire_s": float(took), "watched": int(watched_after),
             "rss_connected_kb": int(rss_connected), "rss_held_kb": int(rss_held), "rss_after_kb": int(rss_after),
+            "renewal_failed": lost,
         }
     except Exception as e:  # noqa: BLE001
         fail(f"{what}: {e}")

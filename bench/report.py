@@ -320,6 +320,12 @@ def main():
     w(table(["language", "library", "N", "period (s): set (seen)", "rounds", "calls/period", "by command (per period)",
              "RSS connected (MB)", "RSS holding (MB)", "growth (MB)", "KB per lock", "acquire all (s)"], rows))
     w("")
+    for (lang, lib, n), h in sorted(hold.items()):
+        if h.get("renewal_failed"):
+            w(f"- **{lib} ({LANG_NAME[lang]}), N = {n:,}: renewal failed**: {h['renewal_failed']}. Its row "
+              f"above counts the calls of the renewals that still ran.")
+    if any(h.get("renewal_failed") for h in hold.values()):
+        w("")
 
     # ---- breakdown ----------------------------------------------------------------------------
     bd = R.get("breakdown", [])

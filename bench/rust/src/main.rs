@@ -291,8 +291,12 @@ fn handoff(url: String, name: String) -> Res<()> {
             Some("acquire") => {
                 say("waiting");
                 let l = lock.clone();
-                let ok = run(async move { l.acquire_as(owner, &AcquireOptions::new()).await })?;
-                let t = monotonic_ns();
+                // Timestamps are taken inside the runtime task, as a Rust program would see them;
+                // this thread only relays the protocol.
+                let (ok, t) = run(async move {
+                    let ok = l.acquire_as(owner, &AcquireOptions::new()).await?;
+                    Ok::<_, crosslock::Error>((ok, monotonic_ns()))
+                })?;
                 if !ok {
                     return Err("acquire gave up".into());
                 }
@@ -300,10 +304,13 @@ fn handoff(url: String, name: String) -> Res<()> {
             }
             Some("release") => {
                 let delay_us: u64 = parts.next().and_then(|v| v.parse().ok()).unwrap_or(0);
-                std::thread::sleep(Duration::from_micros(delay_us));
-                let t = monotonic_ns();
                 let l = lock.clone();
-                run(async move { l.release_as(owner).await })?;
+                let t = run(async move {
+                    tokio::time::sleep(Duration::from_micros(delay_us)).await;
+                    let t = monotonic_ns();
+                    l.release_as(owner).await?;
+                    Ok::<_, crosslock::Error>(t)
+                })?;
                 say(&format!("released {t}"));
             }
             Some("quit") => break,
