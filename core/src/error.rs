@@ -129,6 +129,19 @@ impl Error {
                      modified. Pick a lock name that no other data uses"
                 ),
             )
+        } else if matches!(
+            err.code(),
+            Some("LOADING" | "BUSY" | "READONLY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN")
+        ) {
+            // The server is there but cannot serve writes right now (restarting, busy with a
+            // script, failing over): a transient unavailability, not a refusal.
+            Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "Redis cannot serve {what} right now ({err}); it is loading, busy or failing \
+                     over: retry shortly"
+                ),
+            )
         } else if err.is_io_error()
             || err.is_timeout()
             || err.is_connection_refusal()

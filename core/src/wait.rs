@@ -9,14 +9,22 @@
 //! it acquired the lock, the lock is released again before the task ends. So a cancelled or
 //! timed-out wait leaves nothing behind: no lock, no subscription.
 //!
-//! Once waiting, a Redis outage shorter than the client's connect timeout is waited out (the
-//! attempt is retried with back-off, and every waiter is woken when the subscription connection
-//! comes back); a longer one ends the wait with [`ErrorKind::Unavailable`].
+//! If the caller leaves after the task has already won (a `select!` took another branch, an
+//! asyncio task was cancelled at that very moment), the hold it won is given back as well.
+//! Giving back always returns exactly the one hold this acquire took: a cancelled re-entrant
+//! acquire leaves the caller's outer hold in place.
+//!
+//! An attempt whose reply is lost (the connection dropped, the server restarted) is ambiguous:
+//! it may have acquired. Before trying again the loop asks Redis how many holds the caller has,
+//! so the lock is never counted twice. Such outages are waited out, with back-off, for up to the
+//! client's connect timeout (at least one retry, even for a single-attempt acquire); a longer
+//! one ends the wait with [`ErrorKind::Unavailable`].
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::State;
@@ -41,8 +49,15 @@ pub(crate) trait Acquirable: Send + Sync + 'static {
         holder: &str,
         lease: Duration,
     ) -> impl Future<Output = Result<Option<i64>>> + Send;
-    /// Gives back an acquisition the caller no longer wants.
-    fn undo(&self, state: &State, holder: &str) -> impl Future<Output = Result<()>> + Send;
+    /// How many holds `holder` has in Redis right now (to settle an unanswered attempt).
+    fn held_count(&self, state: &State, holder: &str) -> impl Future<Output = Result<u64>> + Send;
+    /// Gives back one hold of `holder`, keeping the lock alive for `lease` if holds remain.
+    fn give_back(
+        &self,
+        state: &State,
+        holder: &str,
+        lease: Duration,
+    ) -> impl Future<Output = Result<()>> + Send;
 }
 
 /// How an acquire ended, short of an error.
@@ -65,16 +80,47 @@ pub(crate) async fn acquire<K: Acquirable>(
         None => CancellationToken::new(),
     };
     let name = kind.name().clone();
-    let task = runtime::spawn(run(state, kind, owner, wait, lease, token.clone()));
-    // Dropping this future (the caller gave up) cancels the loop; the task still cleans up.
-    let _cancel_on_drop = token.drop_guard();
-    match task.await {
+    let task = runtime::spawn(run(state.clone(), kind.clone(), owner, wait, lease, token.clone()));
+    let mut call = Call { task: Some(task), token, state, kind, owner };
+    let joined = call.task.as_mut().expect("set above").await;
+    // Claimed: from here on the result is the caller's, whatever happens to this future.
+    call.task = None;
+    match joined {
         Ok(result) => result,
         Err(join) => Err(Error::new(
             ErrorKind::Redis,
             format!("the wait for lock '{name}' ended abnormally: {join}"),
         )
         .with_lock(&name)),
+    }
+}
+
+/// The caller's side of an acquire task. Dropped before the result was claimed, it cancels the
+/// task and gives back whatever the task won.
+struct Call<K: Acquirable> {
+    task: Option<JoinHandle<Result<Outcome>>>,
+    token: CancellationToken,
+    state: Arc<State>,
+    kind: Arc<K>,
+    owner: Owner,
+}
+
+impl<K: Acquirable> Drop for Call<K> {
+    fn drop(&mut self) {
+        let Some(task) = self.task.take() else { return };
+        self.token.cancel();
+        let (state, kind, owner) = (self.state.clone(), self.kind.clone(), self.owner);
+        runtime::spawn(async move {
+            if let Ok(Ok(Outcome::Acquired)) = task.await {
+                let key = HoldKey { name: kind.name().clone(), owner };
+                let holder = owner.holder(&state.id);
+                let lease = state.holds.lease_after_release(&key);
+                state.holds.begin_release(&key);
+                let _ = kind.give_back(&state, &holder, lease).await;
+                state.holds.end_release(&key);
+                state.holds.released(&key, false);
+            }
+        });
     }
 }
 
@@ -91,14 +137,19 @@ async fn run<K: Acquirable>(
     let holder = owner.holder(&state.id);
     let lease_ms = lease.unwrap_or(state.watchdog_timeout);
     let stop = state.stop.clone();
+    let key = HoldKey { name: kind.name().clone(), owner };
 
     let cancelled = || cancelled_error(&*kind, &stop, &holder, start);
-    let acquired = || finish(&state, &*kind, owner, &holder, lease, &token, start);
+    let acquired = || finish(&state, &*kind, &key, &holder, lease, &token, start);
+    let attempt = || {
+        let gate = Gate { state: &state, kind: &*kind, key: &key, holder: &holder, token: &token, start, deadline };
+        gate.attempt(lease_ms)
+    };
 
     if token.is_cancelled() || stop.is_cancelled() {
         return Err(cancelled());
     }
-    if kind.attempt(&state, &holder, lease_ms).await?.is_none() {
+    if attempt().await?.is_none() {
         return acquired().await;
     }
     let timed_out = || Outcome::TimedOut;
@@ -114,7 +165,6 @@ async fn run<K: Acquirable>(
         sub = state.pubsub.subscribe(kind.channel(), kind.wake()) => sub?,
     };
 
-    let mut outage: Option<(Instant, Duration)> = None;
     loop {
         let notified = subscription.notified();
         tokio::pin!(notified);
@@ -122,24 +172,9 @@ async fn run<K: Acquirable>(
         if token.is_cancelled() || stop.is_cancelled() {
             return Err(cancelled());
         }
-        let ttl = match kind.attempt(&state, &holder, lease_ms).await {
-            Ok(None) => return acquired().await,
-            Ok(Some(ttl)) => {
-                outage = None;
-                ttl
-            }
-            // Redis went away while we wait (a restart, a failover, a cut connection): keep
-            // waiting through an outage shorter than the connect timeout, retrying with back-off;
-            // report a longer one.
-            Err(e) if e.is_unavailable() => {
-                let (since, backoff) = outage.get_or_insert((Instant::now(), Duration::ZERO));
-                if since.elapsed() >= state.outage_tolerance {
-                    return Err(e);
-                }
-                *backoff = (*backoff * 2).clamp(Duration::from_millis(20), Duration::from_millis(500));
-                backoff.as_millis() as i64
-            }
-            Err(e) => return Err(e),
+        let ttl = match attempt().await? {
+            None => return acquired().await,
+            Some(ttl) => ttl,
         };
         let now = Instant::now();
         let remaining = deadline.map(|d| d.saturating_duration_since(now));
@@ -163,24 +198,71 @@ async fn run<K: Acquirable>(
     }
 }
 
-/// Records the hold, unless the caller left while the winning attempt was in flight: then the
-/// lock is given back.
+/// One attempt that survives a lost reply: see the module docs.
+struct Gate<'a, K: Acquirable> {
+    state: &'a State,
+    kind: &'a K,
+    key: &'a HoldKey,
+    holder: &'a str,
+    token: &'a CancellationToken,
+    start: Instant,
+    deadline: Option<Instant>,
+}
+
+impl<K: Acquirable> Gate<'_, K> {
+    async fn attempt(self, lease_ms: Duration) -> Result<Option<i64>> {
+        let mut outage: Option<(Instant, Duration)> = None;
+        loop {
+            let error = match self.kind.attempt(self.state, self.holder, lease_ms).await {
+                Ok(result) => return Ok(result),
+                Err(e) if e.is_unavailable() => e,
+                Err(e) => return Err(e),
+            };
+            // The attempt may have run without its reply reaching us.
+            let (since, backoff) = outage.get_or_insert((Instant::now(), Duration::ZERO));
+            let first_retry = backoff.is_zero();
+            let out_of_time = since.elapsed() >= self.state.outage_tolerance
+                || self.deadline.is_some_and(|d| Instant::now() >= d);
+            if !first_retry && out_of_time {
+                return Err(error);
+            }
+            *backoff = if first_retry { Duration::from_millis(10) } else { (*backoff * 2).min(Duration::from_millis(500)) };
+            let pause = *backoff;
+            tokio::select! {
+                biased;
+                _ = self.token.cancelled() => return Err(cancelled_error(self.kind, &self.state.stop, self.holder, self.start)),
+                _ = self.state.stop.cancelled() => return Err(Error::closed().with_lock(self.kind.name())),
+                _ = tokio::time::sleep(pause) => {}
+            }
+            // Settle the unanswered attempt: did Redis count a hold we have not recorded?
+            match self.kind.held_count(self.state, self.holder).await {
+                Ok(in_redis) if in_redis > self.state.holds.count(self.key) as u64 => return Ok(None),
+                Ok(_) => {}
+                Err(e) if e.is_unavailable() => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Records the hold, unless the caller left while the winning attempt was in flight (or the
+/// client closed): then the one hold just won is given back.
 async fn finish<K: Acquirable>(
     state: &State,
     kind: &K,
-    owner: Owner,
+    key: &HoldKey,
     holder: &str,
     lease: Option<Duration>,
     token: &CancellationToken,
     start: Instant,
 ) -> Result<Outcome> {
-    if token.is_cancelled() || state.stop.is_cancelled() {
-        let _ = kind.undo(state, holder).await;
-        return Err(cancelled_error(kind, &state.stop, holder, start));
+    let recorded = !(token.is_cancelled() || state.stop.is_cancelled())
+        && state.holds.acquired(key.clone(), holder, lease).is_some();
+    if recorded {
+        return Ok(Outcome::Acquired);
     }
-    let key = HoldKey { name: kind.name().clone(), owner };
-    state.holds.acquired(key, holder, lease);
-    Ok(Outcome::Acquired)
+    let _ = kind.give_back(state, holder, state.holds.current_lease(key)).await;
+    Err(cancelled_error(kind, &state.stop, holder, start))
 }
 
 fn cancelled_error<K: Acquirable>(kind: &K, stop: &CancellationToken, holder: &str, start: Instant) -> Error {

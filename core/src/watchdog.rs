@@ -42,6 +42,12 @@ pub(crate) struct Hold {
     leases: Vec<Option<Duration>>,
     pub(crate) lost: CancellationToken,
     holder: String,
+    /// Which tenure this is: a hold released and taken again is a new tenure, so a renewal that
+    /// ran in the gap between the two is not mistaken for a loss of the new one.
+    tenure: u64,
+    /// Releases of this hold in flight: a renewal that finds the lock gone meanwhile saw our own
+    /// release, not a loss.
+    releasing: u32,
 }
 
 impl Hold {
@@ -52,6 +58,9 @@ impl Hold {
 
 pub(crate) struct Holds {
     map: Mutex<HashMap<HoldKey, Hold>>,
+    /// Set (under `map`'s lock) when the client closes: no new hold may be recorded after.
+    closed: std::sync::atomic::AtomicBool,
+    next_tenure: std::sync::atomic::AtomicU64,
     changed: Notify,
     watchdog_timeout: Duration,
     batch: usize,
@@ -61,24 +70,39 @@ impl Holds {
     pub(crate) fn new(watchdog_timeout: Duration, batch: usize) -> Arc<Self> {
         Arc::new(Holds {
             map: Mutex::new(HashMap::new()),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            next_tenure: std::sync::atomic::AtomicU64::new(1),
             changed: Notify::new(),
             watchdog_timeout,
             batch: batch.max(1),
         })
     }
 
-    /// Records one acquire. Returns the hold's lost-lock token.
-    pub(crate) fn acquired(&self, key: HoldKey, holder: &str, lease: Option<Duration>) -> CancellationToken {
+    /// Records one acquire and returns the hold's lost-lock token, or `None` when the client
+    /// has closed meanwhile (the caller must give the lock back).
+    pub(crate) fn acquired(
+        &self,
+        key: HoldKey,
+        holder: &str,
+        lease: Option<Duration>,
+    ) -> Option<CancellationToken> {
+        use std::sync::atomic::Ordering;
         let mut map = self.map.lock().unwrap();
+        if self.closed.load(Ordering::Relaxed) {
+            return None;
+        }
         let hold = map.entry(key).or_insert_with(|| Hold {
             leases: Vec::new(),
             lost: CancellationToken::new(),
             holder: holder.to_owned(),
+            tenure: self.next_tenure.fetch_add(1, Ordering::Relaxed),
+            releasing: 0,
         });
         if hold.lost.is_cancelled() {
             // Re-acquired after a loss: a new tenure with a fresh token.
             hold.leases.clear();
             hold.lost = CancellationToken::new();
+            hold.tenure = self.next_tenure.fetch_add(1, Ordering::Relaxed);
         }
         hold.leases.push(lease);
         let token = hold.lost.clone();
@@ -87,7 +111,35 @@ impl Holds {
         if start_watching {
             self.changed.notify_one();
         }
-        token
+        Some(token)
+    }
+
+    /// Notes that a release of `key` is in flight (see [`Hold::releasing`]); pair with
+    /// [`end_release`](Self::end_release).
+    pub(crate) fn begin_release(&self, key: &HoldKey) {
+        if let Some(hold) = self.map.lock().unwrap().get_mut(key) {
+            hold.releasing += 1;
+        }
+    }
+
+    /// Ends what [`begin_release`](Self::begin_release) began (a no-op if the hold is gone).
+    pub(crate) fn end_release(&self, key: &HoldKey) {
+        if let Some(hold) = self.map.lock().unwrap().get_mut(key) {
+            hold.releasing = hold.releasing.saturating_sub(1);
+        }
+    }
+
+    /// How many holds this process records for `key` (what Redis should count, too).
+    pub(crate) fn count(&self, key: &HoldKey) -> usize {
+        self.map.lock().unwrap().get(key).map_or(0, |h| h.leases.len())
+    }
+
+    /// The lease the lock should have now: that of the innermost hold, else the watchdog's.
+    pub(crate) fn current_lease(&self, key: &HoldKey) -> Duration {
+        let map = self.map.lock().unwrap();
+        map.get(key)
+            .and_then(|h| h.leases.last().copied().flatten())
+            .unwrap_or(self.watchdog_timeout)
     }
 
     /// The lease to keep on a lock when one re-entrant hold of it is released.
@@ -113,11 +165,12 @@ impl Holds {
     }
 
     /// Marks a hold lost (a renewal found it gone) but keeps it, so a later release reports the
-    /// loss rather than "not held". `true` if it was a live hold.
-    fn mark_lost(&self, key: &HoldKey) -> bool {
+    /// loss rather than "not held". Only the tenure the renewal checked is marked. `true` if it
+    /// was that live hold.
+    fn mark_lost(&self, key: &HoldKey, tenure: u64) -> bool {
         let map = self.map.lock().unwrap();
         match map.get(key) {
-            Some(hold) if !hold.lost.is_cancelled() => {
+            Some(hold) if hold.tenure == tenure && hold.releasing == 0 && !hold.lost.is_cancelled() => {
                 hold.lost.cancel();
                 true
             }
@@ -147,9 +200,11 @@ impl Holds {
         self.map.lock().unwrap().get(key).is_some_and(|h| h.lost.is_cancelled())
     }
 
-    /// Takes every hold away (the client is closing), returning (name, holder) pairs.
+    /// Takes every hold away and refuses new ones (the client is closing), returning
+    /// (name, holder) pairs.
     pub(crate) fn drain(&self) -> Vec<(Arc<str>, String)> {
         let mut map = self.map.lock().unwrap();
+        self.closed.store(true, std::sync::atomic::Ordering::Relaxed);
         map.drain().map(|(k, h)| (k.name, h.holder)).collect()
     }
 
@@ -158,11 +213,11 @@ impl Holds {
         self.map.lock().unwrap().values().filter(|h| h.watched() && !h.lost.is_cancelled()).count()
     }
 
-    fn watched(&self) -> Vec<(HoldKey, String)> {
+    fn watched(&self) -> Vec<(HoldKey, String, u64)> {
         let map = self.map.lock().unwrap();
         map.iter()
             .filter(|(_, h)| h.watched() && !h.lost.is_cancelled())
-            .map(|(k, h)| (k.clone(), h.holder.clone()))
+            .map(|(k, h)| (k.clone(), h.holder.clone(), h.tenure))
             .collect()
     }
 }
@@ -201,10 +256,10 @@ async fn renew_all(holds: &Holds, conn: &Conn, listener: &arc_swap::ArcSwapOptio
     }
     let lease_ms = holds.watchdog_timeout.as_millis() as u64;
     let batches = watched.chunks(holds.batch).map(|batch| {
-        let keys: Vec<&str> = batch.iter().map(|(k, _)| &*k.name).collect();
+        let keys: Vec<&str> = batch.iter().map(|(k, _, _)| &*k.name).collect();
         let mut args: Vec<&dyn crate::connection::ToArg> = Vec::with_capacity(batch.len() + 1);
         args.push(&lease_ms);
-        for (_, holder) in batch {
+        for (_, holder, _) in batch {
             args.push(holder);
         }
         async move {
@@ -219,10 +274,12 @@ async fn renew_all(holds: &Holds, conn: &Conn, listener: &arc_swap::ArcSwapOptio
         // On an error (Redis unreachable) keep the holds: the next period tries again, and the
         // lock survives if Redis comes back before its lease ends.
         let Ok(flags) = result else { continue };
-        for ((key, _), flag) in batch.iter().zip(flags) {
-            if flag == 0 && holds.mark_lost(key)
+        for ((key, _, tenure), flag) in batch.iter().zip(flags) {
+            if flag == 0 && holds.mark_lost(key, *tenure)
                 && let Some(listener) = listener.load_full() {
-                    listener(LostLock { name: key.name.to_string(), owner: key.owner });
+                    let lost = LostLock { name: key.name.to_string(), owner: key.owner };
+                    // A panicking listener must not stop the renewal of every other lock.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener(lost)));
                 }
         }
     }

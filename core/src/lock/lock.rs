@@ -11,6 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
 use crate::pubsub::Wake;
 use crate::scripts;
+use crate::runtime;
 use crate::wait::{self, Acquirable, Outcome};
 use crate::watchdog::HoldKey;
 
@@ -207,25 +208,75 @@ impl Lock {
     /// [`ErrorKind::LockLost`] when it did hold it but the lock expired or was force-unlocked
     /// meanwhile; [`ErrorKind::Unavailable`], [`ErrorKind::WrongType`], [`ErrorKind::Redis`].
     pub async fn release_as(&self, owner: Owner) -> Result<bool> {
+        // The release runs as its own task: once asked for, it completes even if the caller's
+        // future is dropped (an asyncio task cancelled while leaving `async with`), so a hold is
+        // never left renewed by a release that was only half done.
+        let lock = self.clone();
+        runtime::spawn(async move { lock.release_now(owner).await })
+            .await
+            .map_err(|e| {
+                Error::new(ErrorKind::Redis, format!("the release of lock '{}' ended abnormally: {e}", self.name()))
+                    .with_lock(self.name())
+            })?
+    }
+
+    async fn release_now(&self, owner: Owner) -> Result<bool> {
         let state = self.client.state().await.map_err(|e| e.with_lock(self.name()))?;
-        let holder = owner.holder(&state.id);
         let key = HoldKey { name: self.spec.name.clone(), owner };
-        let lease_ms = state.holds.lease_after_release(&key).as_millis() as u64;
-        let reply: Option<i64> = state
-            .conn
-            .eval(
-                &scripts::LOCK_RELEASE,
-                &[self.name(), self.channel()],
-                &[&"0", &lease_ms, &holder, &state.conn.publish_command()],
-                Some(self.name()),
-            )
-            .await?;
+        state.holds.begin_release(&key);
+        let result = self.release_with(&state, &key).await;
+        state.holds.end_release(&key);
+        result
+    }
+
+    async fn release_with(&self, state: &State, key: &HoldKey) -> Result<bool> {
+        let owner = key.owner;
+        let holder = owner.holder(&state.id);
+        let lease_ms = state.holds.lease_after_release(key).as_millis() as u64;
+        let script = |retry_of: Option<usize>| {
+            let holder = &holder;
+            async move {
+                let before = retry_of.map(|n| n.to_string()).unwrap_or_default();
+                state
+                    .conn
+                    .eval::<Option<i64>>(
+                        &scripts::LOCK_RELEASE,
+                        &[self.name(), self.channel()],
+                        &[&"0", &lease_ms, holder, &state.conn.publish_command(), &before],
+                        Some(self.name()),
+                    )
+                    .await
+            }
+        };
+        let mut reply = script(None).await;
+        if reply.as_ref().is_err_and(Error::is_unavailable) {
+            // The reply was lost; the release may or may not have happened. Retry (with back-off,
+            // within the connect timeout) telling the script how many holds we had, so a release
+            // that did happen is not applied twice.
+            let before = state.holds.count(key).max(1);
+            let started = std::time::Instant::now();
+            let mut pause = Duration::from_millis(10);
+            while reply.as_ref().is_err_and(Error::is_unavailable) && started.elapsed() < state.outage_tolerance {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+                reply = script(Some(before)).await;
+            }
+        }
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(e) => {
+                // Whatever happened in Redis, this hold is over for us: stop renewing it (as
+                // Redisson does on any unlock outcome), so at worst it expires after its lease.
+                state.holds.released(key, false);
+                return Err(e.with_holder(holder));
+            }
+        };
         match reply {
             Some(fully) => {
-                state.holds.released(&key, fully == 1);
+                state.holds.released(key, fully == 1);
                 Ok(fully == 1)
             }
-            None if state.holds.forget_lost(&key) => Err(Error::new(
+            None if state.holds.forget_lost(key) => Err(Error::new(
                 ErrorKind::LockLost,
                 format!(
                     "lock '{}' was lost before {holder} released it: it expired or was \
@@ -454,8 +505,29 @@ impl Acquirable for RLock {
             .await
     }
 
-    async fn undo(&self, state: &State, holder: &str) -> Result<()> {
-        release_all(state, &self.spec.name, &self.spec.channel, holder).await.map(|_| ())
+    async fn held_count(&self, state: &State, holder: &str) -> Result<u64> {
+        let reply: Vec<redis::Value> = state
+            .conn
+            .eval(&scripts::LOCK_INFO, &[&self.spec.name], &[&holder], Some(&self.spec.name))
+            .await?;
+        Ok(match reply.get(1) {
+            Some(redis::Value::Int(n)) => (*n).max(0) as u64,
+            _ => 0,
+        })
+    }
+
+    async fn give_back(&self, state: &State, holder: &str, lease: Duration) -> Result<()> {
+        let lease_ms = lease.as_millis() as u64;
+        let _: Option<i64> = state
+            .conn
+            .eval(
+                &scripts::LOCK_RELEASE,
+                &[&self.spec.name, &self.spec.channel],
+                &[&"0", &lease_ms, &holder, &state.conn.publish_command(), &""],
+                Some(&self.spec.name),
+            )
+            .await?;
+        Ok(())
     }
 }
 

@@ -1,0 +1,128 @@
+//! Regressions for failures found in review: cancellation of re-entrant and already-won
+//! acquires, renewal racing re-acquisition, and lost replies.
+
+mod support;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Owner};
+use redis::Commands;
+use support::RedisServer;
+
+async fn until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Holds back every other client's commands for `ms` (CLIENT PAUSE), so a command sent
+/// meanwhile is answered only afterwards.
+fn stall(server: &RedisServer, ms: u64) {
+    let _: () = redis::cmd("CLIENT").arg("PAUSE").arg(ms).arg("ALL").query(&mut server.raw()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_reentrant_acquire_keeps_the_outer_hold() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let lock = client.lock("nested").unwrap();
+    let me = Owner::new(1);
+    assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
+
+    stall(&server, 500);
+    let token = crosslock::CancellationToken::new();
+    let nested = {
+        let lock = lock.clone();
+        let options = AcquireOptions::new().cancel(token.clone());
+        tokio::spawn(async move { lock.acquire_as(me, &options).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    token.cancel(); // while the re-entrant attempt is stuck in the stalled server
+    let err = nested.await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Cancelled);
+
+    // Only the nested hold was given back.
+    assert_eq!(lock.hold_count_of(me).await.unwrap(), 1);
+    let other = lock.acquire_as(Owner::new(2), &AcquireOptions::new().wait(Duration::ZERO)).await.unwrap();
+    assert!(!other, "another owner got the lock while the outer hold was still in force");
+    assert!(lock.release_as(me).await.unwrap(), "the outer release must succeed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_an_acquire_after_it_won_gives_the_lock_back() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let lock = client.lock("won-then-dropped").unwrap();
+    let me = Owner::new(1);
+    let options = AcquireOptions::new();
+    let mut acquiring = Box::pin(lock.acquire_as(me, &options));
+    // Poll once so the acquire task starts, then let it win without ever claiming the result.
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(acquiring.as_mut().poll(cx))).await;
+    assert!(first.is_pending(), "one poll only starts the acquire task");
+    let mut raw = server.raw();
+    let field = client.holder(me);
+    until("the acquire to win", || raw.hexists::<_, _, bool>("won-then-dropped", &field).unwrap()).await;
+    drop(acquiring);
+    until("the won lock to be given back", || !raw.exists::<_, bool>("won-then-dropped").unwrap()).await;
+    until("the hold to leave the watchdog", || client.watched_locks() == 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retaking_a_lock_in_a_loop_is_never_reported_lost() {
+    let server = RedisServer::start();
+    let options = ClientOptions::new().watchdog_timeout(Duration::from_millis(300)).watchdog_batch_size(1);
+    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let lost = Arc::new(AtomicUsize::new(0));
+    let seen = lost.clone();
+    client.on_lock_lost(move |_| {
+        seen.fetch_add(1, Ordering::SeqCst);
+    });
+    let lock = client.lock("loop").unwrap();
+    let me = Owner::new(1);
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut rounds = 0;
+    while Instant::now() < until {
+        assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
+        assert!(lock.release_as(me).await.unwrap(), "round {rounds}: the hold was lost");
+        rounds += 1;
+    }
+    assert!(rounds > 10);
+    assert_eq!(lost.load(Ordering::SeqCst), 0, "a renewal racing a re-acquire was taken for a loss");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_connection_does_not_fail_the_next_acquire_or_release() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let lock = client.lock("killed").unwrap();
+    let me = Owner::new(1);
+    let mut raw = server.raw();
+    // The server drops our idle command connection behind our back.
+    let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("normal").arg("SKIPME").arg("yes").query(&mut raw).unwrap();
+    assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
+    let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("normal").arg("SKIPME").arg("yes").query(&mut raw).unwrap();
+    assert!(lock.release_as(me).await.unwrap());
+    let exists: bool = raw.exists("killed").unwrap();
+    assert!(!exists);
+    assert_eq!(client.watched_locks(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_fails_stops_the_renewal() {
+    let mut server = RedisServer::start();
+    let options = ClientOptions::new().connect_timeout(Duration::from_millis(300)).watchdog_timeout(Duration::from_millis(600));
+    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let lock = client.lock("unreleasable").unwrap();
+    let me = Owner::new(1);
+    assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
+    assert_eq!(client.watched_locks(), 1);
+    server.kill();
+    let err = lock.release_as(me).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert_eq!(client.watched_locks(), 0, "a hold whose release failed must not be renewed forever");
+}
