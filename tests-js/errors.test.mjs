@@ -112,7 +112,7 @@ describe('error kinds against a real server', () => {
     const held = await env.client.lock(name).acquire()
     const before = await env.raw.hgetall(name)
     const other = await env.connect()
-    const err = await failsWith(other.lock(name).release(), NotHeldError, 'NOT_HELD')
+    const err = await failsWith(runAsOwner(() => other.lock(name).release()), NotHeldError, 'NOT_HELD')
     assert.ok(err instanceof NotHeldError)
     assert.equal(err.lockName, name)
     assert.ok(err.holder.startsWith(`${other.id}:`), err.holder)
@@ -121,6 +121,10 @@ describe('error kinds against a real server', () => {
     // Another owner of the same client, explicitly.
     const err2 = await failsWith(env.client.lock(name).release({ owner: crosslock.newOwner() }), NotHeldError, 'NOT_HELD')
     assert.ok(err2.holder.startsWith(`${env.client.id}:`))
+    // No owner at all (outside a scope, no { owner }): refused before Redis, with what to do.
+    const err3 = await failsWith(env.client.lock(name).release(), NotHeldError, 'NOT_HELD')
+    assert.equal(err3.lockName, name)
+    assert.ok(err3.message.includes(name) && err3.message.includes('held.release()'), err3.message)
     assert.deepEqual(await env.raw.hgetall(name), before)
     const pttl = await env.raw.command('PTTL', name)
     assert.ok(pttl > 25_000, `TTL untouched: ${pttl}`)

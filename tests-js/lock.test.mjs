@@ -112,10 +112,10 @@ describe('exclusion', () => {
     assert.equal(maxInside, 1)
   })
 
-  test('8 concurrent tasks in the acquire / try-finally lock.release() shape end exact', async () => {
+  test('8 concurrent runAsOwner tasks in the acquire / try-finally lock.release() shape end exact', async () => {
     const lock = env.client.lock(unique('shape-counter'))
     const key = `${lock.name}:value`
-    const task = async () => {
+    const task = () => runAsOwner(async () => {
       for (let i = 0; i < 5; i++) {
         await lock.acquire()
         try {
@@ -126,7 +126,7 @@ describe('exclusion', () => {
           await lock.release()
         }
       }
-    }
+    })
     await Promise.all(Array.from({ length: 8 }, task))
     assert.equal(Number(await env.raw.command('GET', key)), 40)
     assert.equal(await lock.isLocked(), false)
@@ -196,6 +196,48 @@ describe('watchdog', () => {
     assert.equal(client.watchedLocks(), 0)
   })
 
+  test('re-taking a lock as one owner in a tight loop never reports it lost (300 ms watchdog, batches of 1)', async () => {
+    const client = await env.connect({ watchdogTimeout: 300, watchdogBatchSize: 1 })
+    // Every lost-lock report core makes, including ones the binding would drop as stale: none is
+    // due, since nobody else touches these locks.
+    const reports = []
+    const onLost = client._onLost.bind(client)
+    client._onLost = (name, owner) => { reports.push(`${name} (owner ${owner})`); return onLost(name, owner) }
+    // Many held locks make each renewal round long (one script per lock), so rounds overlap the
+    // loop's release / re-acquire of the same holder.
+    const fillers = []
+    for (let i = 0; i < 50; i++) fillers.push(await client.lock(unique('tenure-fill')).acquire())
+    const lock = client.lock(unique('tenure'))
+    const owner = crosslock.newOwner()
+    const lost = []
+    const watch = (held) => {
+      if (held.lost) lost.push(held.signal.reason)
+      else held.signal.addEventListener('abort', () => lost.push(held.signal.reason), { once: true })
+    }
+    fillers.forEach(watch)
+    let cycles = 0
+    const end = Date.now() + 4000
+    while (Date.now() < end) {
+      const held = await lock.acquire({ owner })
+      watch(held)
+      cycles++
+      for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve))
+      await held.release()
+    }
+    assert.ok(cycles > 10, `only ${cycles} cycles`)
+    // A last tenure kept over several leases: renewed, not flagged lost, still exclusive.
+    const last = await lock.acquire({ owner })
+    watch(last)
+    await sleep(1000)
+    assert.deepEqual(lost.map(String), [], `lost-lock signals after ${cycles} cycles`)
+    assert.deepEqual(reports, [], `lost-lock reports after ${cycles} cycles`)
+    assert.deepEqual(await env.raw.hgetall(lock.name), { [last.holder]: '1' })
+    assert.equal(await env.client.lock(lock.name).tryAcquire(), null)
+    await last.release()
+    for (const f of fillers) await f.release()
+    assert.equal(client.watchedLocks(), 0)
+  })
+
   test('kill -9 of a holding process frees the lock after its lease', async () => {
     const name = unique('kill9')
     const script = fileURLToPath(new URL('./workers/hold-process.mjs', import.meta.url))
@@ -253,6 +295,25 @@ describe('AbortSignal', () => {
     await held.release()
   })
 
+  test('an aborted re-entrant acquire inside withLock gives back only its own hold', async () => {
+    const name = unique('abort-nested')
+    const lock = env.client.lock(name)
+    const other = await env.connect()
+    await lock.withLock(async (outer) => {
+      // Redis holds every write for 2 s, so the nested acquire is still in flight when its
+      // signal fires at 100 ms.
+      assert.equal(await env.raw.command('CLIENT', 'PAUSE', '2000', 'WRITE'), 'OK')
+      await assert.rejects(lock.acquire({ signal: AbortSignal.timeout(100) }), { name: 'TimeoutError' })
+      // A write from another connection waits out the pause: what follows sees Redis after it.
+      await env.raw.command('SET', `${name}:after-pause`, '1')
+      assert.equal(await lock.holdCount(), 1)
+      assert.deepEqual(await env.raw.hgetall(name), { [outer.holder]: '1' })
+      assert.equal(await other.lock(name).tryAcquire(), null, 'another client got the lock inside withLock')
+      assert.equal(outer.lost, false)
+    })
+    assert.equal(await lock.isLocked(), false)
+  })
+
   test('a signal that never fires does not disturb a successful acquire', async () => {
     const controller = new AbortController()
     const held = await env.client.lock(unique('quiet')).acquire({ signal: controller.signal })
@@ -295,13 +356,62 @@ describe('lost lock', () => {
 })
 
 describe('release and disposal', () => {
-  test('lock.release() after acquire() releases that hold (the try/finally shape)', async () => {
+  test('outside a scope, lock.release() without owner is NotHeldError with guidance and releases nothing', async () => {
     const lock = env.client.lock(unique('shape'))
-    await lock.acquire()
-    assert.equal(await lock.isHeld(), true)
-    await lock.release()
+    const held = await lock.acquire()
+    const err = await lock.release().then(() => assert.fail('released without an owner'), (e) => e)
+    assert.ok(err instanceof NotHeldError, String(err))
+    assert.equal(err.code, 'NOT_HELD')
+    assert.equal(err.lockName, lock.name)
+    for (const hint of [lock.name, 'held.release()', 'withLock', 'runAsOwner', '{ owner }']) {
+      assert.ok(err.message.includes(hint), `message mentions ${hint}: ${err.message}`)
+    }
+    assert.deepEqual(await env.raw.hgetall(lock.name), { [held.holder]: '1' })
+    assert.equal(held.released, false)
+    // Queries without an owner answer for nobody, never for the hold taken through this object.
+    assert.equal(await lock.isHeld(), false)
+    assert.equal(await lock.holdCount(), 0)
+    assert.equal(await lock.isHeld({ owner: held.owner }), true)
+    assert.equal(await lock.holdCount({ owner: held.owner }), 1)
+    await held.release()
     assert.equal(await lock.isLocked(), false)
     await assert.rejects(lock.release(), NotHeldError)
+    await assert.rejects(lock.release({ owner: held.owner }), NotHeldError)
+  })
+
+  test('a task that never acquired cannot release another task\'s hold (try / finally after a failed tryAcquire)', async () => {
+    const name = unique('stranger')
+    const lock = env.client.lock(name)
+    const other = await env.connect()
+    const taskA = await lock.acquire()
+    const before = await env.raw.hgetall(name)
+    const pttlBefore = await env.raw.command('PTTL', name)
+    const taskB = async () => {
+      const held = await lock.tryAcquire()
+      try {
+        if (!held) return 'busy'
+        return 'acquired'
+      } finally {
+        await lock.release() // "always release": must not free task A's hold
+      }
+    }
+    const err = await taskB().then((r) => assert.fail(`task B's release resolved (${r})`), (e) => e)
+    assert.ok(err instanceof NotHeldError, String(err))
+    assert.equal(err.code, 'NOT_HELD')
+    assert.equal(err.lockName, name)
+    assert.deepEqual(await env.raw.hgetall(name), before)
+    assert.ok((await env.raw.command('PTTL', name)) > pttlBefore - 5000)
+    assert.equal(taskA.released, false)
+    assert.equal(await other.lock(name).tryAcquire(), null, 'another client got the lock while A holds it')
+    // Task B's queries do not report A's hold as its own either.
+    assert.equal(await lock.isHeld(), false)
+    assert.equal(await lock.holdCount(), 0)
+    // A scope or an explicit owner that never acquired is refused by Redis the same way.
+    await assert.rejects(runAsOwner(() => lock.release()), NotHeldError)
+    await assert.rejects(lock.release({ owner: crosslock.newOwner() }), NotHeldError)
+    assert.deepEqual(await env.raw.hgetall(name), before)
+    await taskA.release()
+    assert.equal(await lock.isLocked(), false)
   })
 
   test('withLock returns the value, and releases when fn throws', async () => {

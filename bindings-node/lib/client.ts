@@ -242,13 +242,6 @@ export class Client implements AsyncDisposable {
     if (list.length === 0) this.#holds.delete(held.lock.name)
   }
 
-  /** @internal The latest live hold taken through `lock` (that very object). */
-  _latest(lock: Lock): HeldLock | undefined {
-    const list = this.#holds.get(lock.name) ?? []
-    for (let i = list.length - 1; i >= 0; i--) if (list[i]!.lock === lock) return list[i]
-    return undefined
-  }
-
   /** @internal The latest live hold of lock `name` by `owner`. */
   _latestOf(name: string, owner: number): HeldLock | undefined {
     const list = this.#holds.get(name) ?? []

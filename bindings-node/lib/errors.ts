@@ -93,7 +93,7 @@ function describe(target: Error & Branded, code: ErrorCode, options: CrosslockEr
  * ```js
  * const { CrosslockError } = require('crosslock')
  * try {
- *   await lock.release()
+ *   await held.release()
  * } catch (e) {
  *   if (e instanceof CrosslockError) console.error(e.code, e.lockName, e.holder, e.message)
  *   else throw e
@@ -127,11 +127,13 @@ export class CrosslockError extends Error {
 }
 
 /**
- * Releasing (or querying as) an owner that does not hold the lock. Redis was not changed.
+ * Releasing as an owner that does not hold the lock (or a `HeldLock` already released), or
+ * calling `lock.release()` outside an owner scope without an `owner` option. Redis was not
+ * changed.
  *
  * @example
  * ```js
- * try { await lock.release() } catch (e) { if (e instanceof NotHeldError) console.warn(e.message) }
+ * try { await lock.release({ owner }) } catch (e) { if (e instanceof NotHeldError) console.warn(e.message) }
  * ```
  */
 export class NotHeldError extends CrosslockError {

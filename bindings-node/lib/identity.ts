@@ -12,7 +12,10 @@
  * - **Outside any scope** each `acquire()` is a holder of its own (a fresh owner number), so
  *   concurrent tasks always exclude each other, even when they were started in the same tick
  *   (`Promise.all([task(), task()])`) on the same `Lock` object. Such a hold is released with
- *   `held.release()` (which always uses the owner it was acquired with) or `lock.release()`.
+ *   `held.release()`, which always uses the owner it was acquired with. `lock.release()` has no
+ *   owner to act as there, so without an `owner` option it rejects with `NotHeldError`, and
+ *   `lock.isHeld()` / `lock.holdCount()` answer `false` / `0`: they never act on, or answer for,
+ *   another task's hold.
  * - **An explicit `owner` option** (a number from {@link newOwner}) overrides both, to hand a lock
  *   over between tasks or to re-enter without a scope.
  *

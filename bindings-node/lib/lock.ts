@@ -13,7 +13,7 @@ import {
   invalidArgument,
   viaNative,
 } from './errors'
-import { acquiringOwner, checkOwner, currentOwner, inScope, newOwner } from './identity'
+import { acquiringOwner, checkOwner, currentOwner, inScope } from './identity'
 
 /**
  * How to acquire a lock. Durations are milliseconds, as for `setTimeout`.
@@ -50,7 +50,9 @@ export interface AcquireOptions {
 }
 
 /**
- * Whose hold a release or a query is about.
+ * Whose hold a release or a query is about. Outside an owner scope `lock.release()` needs it
+ * (it rejects with `NotHeldError` without it) and `lock.isHeld()` / `lock.holdCount()` answer
+ * `false` / `0` without it.
  *
  * @example
  * ```js
@@ -61,7 +63,7 @@ export interface AcquireOptions {
  * ```
  */
 export interface OwnerOptions {
-  /** The owner number; by default the enclosing owner scope's (see `runAsOwner`). */
+  /** The owner number; by default the enclosing owner scope's (see `runAsOwner`), and none outside one. */
   owner?: number | undefined
 }
 
@@ -237,10 +239,14 @@ export class Lock {
   }
 
   /**
-   * Releases one hold of the current owner: the `owner` option, else the enclosing owner scope's,
-   * else the latest hold still taken through this `Lock` object (outside scopes, this lock being
-   * exclusive, that is the one task holding it through this object). To release a particular
-   * acquisition, prefer `held.release()`.
+   * Releases one hold of an owner named explicitly: the `owner` option, else the enclosing owner
+   * scope's (`withLock`, `runAsOwner`). To release one particular acquisition, use
+   * `held.release()` on the {@link HeldLock} that `acquire()` returned: it always releases as the
+   * owner it was acquired with.
+   *
+   * Outside an owner scope and without `owner` there is no caller to release as (there, every
+   * `acquire()` is a holder of its own), so it rejects with `NotHeldError` saying so, and changes
+   * nothing in Redis: it never releases a hold some other task took.
    *
    * Rejects with `NotHeldError` (naming the lock and the caller; Redis is left unchanged) when
    * that owner does not hold the lock, and with `LockLostError` when it held it but the lock
@@ -250,16 +256,27 @@ export class Lock {
    *
    * @example
    * ```js
-   * await lock.acquire()
-   * try { await doWork() } finally { await lock.release() }
+   * // inside an owner scope
+   * await runAsOwner(async () => {
+   *   await lock.acquire()
+   *   try { await doWork() } finally { await lock.release() }
+   * })
+   *
+   * // with an explicit owner
+   * const owner = newOwner()
+   * await lock.acquire({ owner })
+   * try { await doWork() } finally { await lock.release({ owner }) }
+   *
+   * // outside a scope: release the HeldLock instead
+   * const held = await lock.acquire()
+   * try { await doWork() } finally { await held.release() }
    * ```
    */
   async release(options?: OwnerOptions): Promise<void> {
-    const explicit = checkOwnerOption(options, this.name)
-    const owner = explicit ?? currentOwner()
-    const held = owner === undefined ? this.client._latest(this) : this.client._latestOf(this.name, owner)
+    const owner = this.#releasingOwner(options)
+    const held = this.client._latestOf(this.name, owner)
     if (held) return held.release()
-    await viaNative(() => this.#native.release(owner ?? newOwner()))
+    await viaNative(() => this.#native.release(owner))
   }
 
   /**
@@ -316,7 +333,11 @@ export class Lock {
   }
 
   /**
-   * Whether the current owner (as for {@link Lock.release}) holds the lock, asking Redis.
+   * Whether an owner holds the lock, asking Redis: the `owner` option's, else the enclosing
+   * owner scope's. Outside a scope and without `owner` no owner is asking, and it resolves
+   * `false` without asking Redis: it never answers for a hold some other task took (outside
+   * scopes every `acquire()` is a holder of its own). To ask about a {@link HeldLock}, pass
+   * `{ owner: held.owner }`.
    *
    * @param options - `owner`
    *
@@ -325,6 +346,9 @@ export class Lock {
    * await lock.withLock(async () => {
    *   console.log(await lock.isHeld()) // true
    * })
+   * const held = await lock.acquire()
+   * console.log(await lock.isHeld({ owner: held.owner })) // true
+   * console.log(await lock.isHeld())                      // false: outside a scope, no owner asks
    * ```
    */
   async isHeld(options?: OwnerOptions): Promise<boolean> {
@@ -334,8 +358,10 @@ export class Lock {
   }
 
   /**
-   * How many times the current owner (as for {@link Lock.release}) holds the lock: 0 when it does
-   * not, 2 after a nested acquire, and so on.
+   * How many times an owner holds the lock (the `owner` option's, else the enclosing owner
+   * scope's): 0 when it does not, 2 after a nested acquire, and so on. Outside a scope and
+   * without `owner` it resolves `0` without asking Redis, as {@link Lock.isHeld} resolves
+   * `false`: never another task's count.
    *
    * @param options - `owner`
    *
@@ -344,6 +370,8 @@ export class Lock {
    * await lock.withLock(async () => {
    *   await lock.withLock(async () => console.log(await lock.holdCount())) // 2
    * })
+   * const held = await lock.acquire()
+   * console.log(await lock.holdCount({ owner: held.owner })) // 1
    * ```
    */
   async holdCount(options?: OwnerOptions): Promise<number> {
@@ -379,8 +407,27 @@ export class Lock {
     return viaNative(() => this.#native.forceUnlock())
   }
 
+  /** The owner a query is about: the `owner` option, else the scope's, else none. */
   #queryOwner(options: unknown): number | undefined {
-    return checkOwnerOption(options, this.name) ?? currentOwner() ?? this.client._latest(this)?.owner
+    return checkOwnerOption(options, this.name) ?? currentOwner()
+  }
+
+  /**
+   * The owner a release acts as: the `owner` option, else the scope's. Throws `NotHeldError`
+   * when there is neither: never guess (say, the latest hold taken through this object), since
+   * that hold may be another task's.
+   */
+  #releasingOwner(options: unknown): number {
+    const owner = checkOwnerOption(options, this.name) ?? currentOwner()
+    if (owner !== undefined) return owner
+    throw new NotHeldError(
+      `lock.release() of lock '${this.name}' names no owner: it was called outside an owner scope ` +
+        `and without { owner }, where every acquire() is a holder of its own, so it cannot tell ` +
+        `whose hold to release and released none (Redis unchanged). Release through the HeldLock ` +
+        `that acquire() returned (held.release()), inside lock.withLock() or runAsOwner(), or ` +
+        `with an explicit owner: lock.release({ owner })`,
+      { lockName: this.name },
+    )
   }
 
   /** @internal Releases one hold of `owner` in Redis. */
@@ -466,7 +513,8 @@ export class HeldLock implements AsyncDisposable {
   }
 
   /**
-   * Whether this hold was released (by `release()`, disposal, `lock.release()` or `client.close()`).
+   * Whether this hold was released (by `release()`, disposal, `lock.release()` as its owner, or
+   * `client.close()`).
    *
    * @example
    * ```js
@@ -507,7 +555,9 @@ export class HeldLock implements AsyncDisposable {
       }
       if (hasCode(e, 'NOT_HELD') && this.lost) throw this.signal.reason
       if (!hasCode(e, 'NOT_HELD')) {
-        // Redis did not answer: the hold is still ours (and still renewed); let the caller retry.
+        // Redis did not answer (core already retried within the connect timeout): the hold may
+        // still be there, no longer renewed, so it expires after its lease at worst. Keep it
+        // tracked so the caller can retry the release.
         this.#released = false
         this.lock.client._track(this)
       }

@@ -23,7 +23,7 @@ export async function usage (url: string): Promise<number> {
   const value: number = await lock.withLock(async (h: HeldLock) => h.owner + 1, { wait: 10 })
   const n: number = await runAsOwner(async () => (currentOwner() ?? 0) + (await lock.holdCount(who)))
   const remaining: number | null = await lock.remainingLease()
-  const flags: boolean[] = [await lock.isLocked(), await lock.isHeld(), await lock.forceUnlock(), lost, signal.aborted]
+  const flags: boolean[] = [await lock.isLocked(), await lock.isHeld(who), await lock.forceUnlock(), lost, signal.aborted]
   await lock.release({ owner })
   try {
     await lock.acquire()
