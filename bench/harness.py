@@ -554,8 +554,17 @@ def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
             "renewal_failed": lost,
         }
     except Exception as e:  # noqa: BLE001
-        fail(f"{what}: {e}")
-        return None
+        if lib == "crosslock":
+            fail(f"{what}: {e}")
+            return None
+        # A peer that falls over while holding many locks is a finding about the peer.
+        time.sleep(0.2)
+        err = next((l.strip() for l in reversed(kid.err) if "Error" in l), "".join(kid.err)[-300:].strip())
+        exited = kid.proc.poll()
+        msg = f"{e}" + (f"; the process exited with status {exited}" if exited is not None else "") + \
+              (f"; its stderr says: {err[:240]}" if err else "")
+        log(f"{what}: {msg} (a finding about the peer, not a harness failure)")
+        return {"lang": lang, "lib": lib, "n": n, "watchdog_ms": watchdog_ms, "period_s": period, "crashed": msg}
     finally:
         if mon:
             mon.close()
@@ -575,7 +584,9 @@ def holders(cfg, runner: Runner, r: redis.Redis, port: int) -> list[dict]:
             what = f"holders {lang}/{lib} n={n}"
             r.flushall()
             res = holders_one(cfg, runner, r, port, lang, lib, n, what)
-            if res:
+            if res and res.get("crashed"):
+                out.append(res)
+            elif res:
                 log(f"{what}: {res['calls_per_period']:.1f} calls/period over {res['rounds'] or 'no'} rounds "
                     f"({res['by_command']}, period {res['actual_period_s']:.2f}s), RSS {res['rss_after_kb'] / 1024:.1f} MB")
                 out.append(res)
@@ -639,10 +650,12 @@ def meta(r: redis.Redis) -> dict:
         py_crosslock = getattr(crosslock, "__version__", None) or "?"
     except ImportError:
         py_crosslock = "not importable"
-    commit = sh(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
-    dirty = sh(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"])
+    src = os.environ.get("CROSSLOCK_BENCH_SOURCE", str(ROOT))  # another checkout, when measuring one
+    commit = sh(["git", "-C", src, "rev-parse", "--short", "HEAD"])
+    dirty = sh(["git", "-C", src, "status", "--porcelain", "--untracked-files=no"])
     return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "loadavg_start": os.getloadavg(),
         "nproc": len(os.sched_getaffinity(0)),
         "cpu": cpu,
         "ram_gib": round(mem_kb / 1024 / 1024, 1),
@@ -740,6 +753,7 @@ def main():
     finally:
         kill_stragglers()
     results["failures"] = FAILURES
+    results["meta"]["loadavg_end"] = os.getloadavg()
     results["seconds"] = time.monotonic() - started
     Path(a.out).write_text(json.dumps(results, indent=1))
     log(f"wrote {a.out} ({results['seconds']:.0f}s, {len(FAILURES)} failures)")

@@ -89,6 +89,9 @@ def main():
     rows = [
         ["machine", f"{meta['nproc']} CPUs ({meta['cpu']}), {meta['ram_gib']} GiB RAM"],
         ["OS", f"{meta['os']}, Linux {meta['kernel']}"],
+        ["load average (1, 5, 15 min)", "at start " + ", ".join(f"{x:.2f}" for x in meta.get("loadavg_start", [])) +
+         "; at end " + ", ".join(f"{x:.2f}" for x in meta.get("loadavg_end", [])) +
+         " (above ~0.3 something else was using the 2 CPUs: expect noisier numbers)"],
         ["crosslock", f"commit {meta['crosslock_commit']} (Python and Node bindings: release builds)"],
     ]
     rows += [[k, v] for k, v in meta["versions"].items()]
@@ -121,7 +124,8 @@ def main():
     def con_rate(c):
         return med([r["ops_per_s"] for r in c["runs"]])
 
-    hold = {(h["lang"], h["lib"], h["n"]): h for h in R.get("holders", [])}
+    hold = {(h["lang"], h["lib"], h["n"]): h for h in R.get("holders", []) if not h.get("crashed")}
+    crashed = [h for h in R.get("holders", []) if h.get("crashed")]
 
     # ---- verdict ------------------------------------------------------------------------------
     w("## Our bars, in this run")
@@ -324,7 +328,10 @@ def main():
         if h.get("renewal_failed"):
             w(f"- **{lib} ({LANG_NAME[lang]}), N = {n:,}: renewal failed**: {h['renewal_failed']}. Its row "
               f"above counts the calls of the renewals that still ran.")
-    if any(h.get("renewal_failed") for h in hold.values()):
+    for h in crashed:
+        w(f"- **{h['lib']} ({LANG_NAME[h['lang']]}), N = {h['n']:,}: the process fell over** while holding: "
+          f"{h['crashed']}")
+    if any(h.get("renewal_failed") for h in hold.values()) or crashed:
         w("")
 
     # ---- breakdown ----------------------------------------------------------------------------
