@@ -116,7 +116,7 @@ class Child:
     def _pump_err(self):
         for line in self.proc.stderr:
             self.err.append(line)
-            del self.err[:-40]
+            del self.err[:-400]
 
     def send(self, line: str):
         self.proc.stdin.write(line + "\n")
@@ -463,6 +463,16 @@ class Monitor:
             pass
 
 
+def peer_errors(err_lines: list[str]) -> str:
+    """The distinct exceptions named in a worker's stderr (threads may interleave their tracebacks)."""
+    found: dict[str, str] = {}
+    for m in re.finditer(r"\b([A-Z]\w*(?:Error|Exception)|NotAcquired): ([^\n^]{0,100})", "".join(err_lines)):
+        found.setdefault(m.group(1), m.group(2).strip())
+    if not found:
+        return ""
+    return "; its stderr names " + "; ".join(f"{k}: {v}" if v else k for k, v in list(found.items())[:4])
+
+
 KEY_PREFIX = {"crosslock": "", "python-redis-lock": "lock:", "redis-semaphore": "mutex:"}
 
 
@@ -539,8 +549,7 @@ def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
         if alive != len(sample):
             lost = (f"only {alive} of {len(sample)} sampled locks still existed after "
                     f"{t1 - t_burst:.1f}s with a {watchdog_ms} ms lease: renewal failed"
-                    + "".join(f"; its stderr says: {m.strip()[:160]}" for m in
-                              [next((e for e in reversed(kid.err) if "Error:" in e or "Error(" in e), "")] if m))
+                    + peer_errors(kid.err))
             if lib == "crosslock":
                 raise RuntimeError(lost)
             log(f"{what}: {lost} (a finding about the peer, not a harness failure)")
@@ -559,10 +568,8 @@ def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
             return None
         # A peer that falls over while holding many locks is a finding about the peer.
         time.sleep(0.2)
-        err = next((l.strip() for l in reversed(kid.err) if "Error" in l), "".join(kid.err)[-300:].strip())
         exited = kid.proc.poll()
-        msg = f"{e}" + (f"; the process exited with status {exited}" if exited is not None else "") + \
-              (f"; its stderr says: {err[:240]}" if err else "")
+        msg = f"{e}" + (f"; the process exited with status {exited}" if exited is not None else "") + peer_errors(kid.err)
         log(f"{what}: {msg} (a finding about the peer, not a harness failure)")
         return {"lang": lang, "lib": lib, "n": n, "watchdog_ms": watchdog_ms, "period_s": period, "crashed": msg}
     finally:

@@ -320,7 +320,7 @@ def main():
         rows.append([LANG_NAME[lang], lib, f"{n:,}", f"{h['period_s']:.2f} ({h['actual_period_s']:.2f})",
                      f"{h['rounds']}" if h.get("rounds") else "spread", f1(h["calls_per_period"]),
                      per or "–", f1(h["rss_connected_kb"] / 1024), f1(h["rss_after_kb"] / 1024), f1(growth),
-                     f"{growth * 1024 / n:.2f}", f2(h["acquire_s"])])
+                     f"{growth * 1024 / n:.2f}" if growth > 0 else "–", f2(h["acquire_s"])])
     w(table(["language", "library", "N", "period (s): set (seen)", "rounds", "calls/period", "by command (per period)",
              "RSS connected (MB)", "RSS holding (MB)", "growth (MB)", "KB per lock", "acquire all (s)"], rows))
     w("")
