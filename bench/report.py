@@ -240,13 +240,14 @@ def main():
             nb = [len(x["rates"]) for x in u.get("warmups", [u["warmup"]])]
             rows.append([lib, f0(rate), f"{f0(min(rates))}–{f0(max(rates))}",
                          ms(med([r["p50_us"] for r in u["runs"]])), ms(med([r["p99_us"] for r in u["runs"]])),
-                         "" if lib == "crosslock" else fr(ratio(mine, rate)),
+                         "" if lib.startswith("crosslock") else
+                         fr(ratio(unc_rate(lang, "crosslock-asyncio") if lib.endswith("-asyncio") else mine, rate)),
                          f"{rate / floor_pairs * 100:.0f}%" if floor_pairs else "–",
                          f"{min(nb)}–{max(nb)} × {u['warmup']['batch']}"])
         if rows:
             w(f"**{LANG_NAME[lang]}**")
             w("")
-            w(table(["library", "pairs/s (median)", "min–max", "p50 (ms)", "p99 (ms)", "crosslock ÷ this",
+            w(table(["library", "pairs/s (median)", "min–max", "p50 (ms)", "p99 (ms)", "crosslock ÷ this (asyncio: ÷ crosslock-asyncio)" if lang == "python" else "crosslock ÷ this",
                      "of the floor", "warm-up batches"], rows))
             w("")
 
@@ -268,13 +269,13 @@ def main():
     rows = []
     for (lang, lib), h in hand.items():
         s = hand_stats(h)
-        mine = hand.get((lang, "crosslock" if lib != "crosslock-asyncio" else lib))
-        best = hand_stats(hand[(lang, "crosslock")])["p50"] if (lang, "crosslock") in hand else None
+        ref = (lang, "crosslock-asyncio" if lib.endswith("-asyncio") else "crosslock")
+        best = hand_stats(hand[ref])["p50"] if ref in hand else None
         rows.append([LANG_NAME.get(lang, lang), lib, ms(s["p50"]), ms(s["p90"]), ms(s["p99"]), ms(s["max"]),
                      f"{ms(s['p50_min'])}–{ms(s['p50_max'])}", s["n"],
                      "" if lib.startswith("crosslock") or best is None else fr(ratio(s["p50"], best))])
     w(table(["language", "library", "p50 (ms)", "p90 (ms)", "p99 (ms)", "max (ms)", "p50 spread", "rounds",
-             "this p50 ÷ crosslock p50"], rows))
+             "this p50 ÷ crosslock p50 (asyncio: ÷ crosslock-asyncio)"], rows))
     w("")
 
     # ---- contended ----------------------------------------------------------------------------
