@@ -48,8 +48,13 @@ impl PyClient {
         watchdog_timeout: f64,
         tls_ca_cert: Option<Vec<u8>>,
     ) -> PyResult<PyClient> {
-        let options = options(connect_timeout, response_timeout, watchdog_timeout, tls_ca_cert)
-            .map_err(|e| to_py_err(py, e, None))?;
+        let options = options(
+            connect_timeout,
+            response_timeout,
+            watchdog_timeout,
+            tls_ca_cert,
+        )
+        .map_err(|e| to_py_err(py, e, None))?;
         let client = runtime::wait(
             py,
             async move { Client::connect_with(&url, options).await },
@@ -70,8 +75,13 @@ impl PyClient {
         watchdog_timeout: f64,
         tls_ca_cert: Option<Vec<u8>>,
     ) -> PyResult<Bound<'_, PyAny>> {
-        let options = options(connect_timeout, response_timeout, watchdog_timeout, tls_ca_cert)
-            .map_err(|e| to_py_err(py, e, None))?;
+        let options = options(
+            connect_timeout,
+            response_timeout,
+            watchdog_timeout,
+            tls_ca_cert,
+        )
+        .map_err(|e| to_py_err(py, e, None))?;
         runtime::awaitable(
             py,
             async move {

@@ -6,7 +6,8 @@
 //! `bindings-python/python/crosslock/`. Everything else is core's.
 //!
 //! - [`client`]: `Client` (connect, close, the lost-lock listener);
-//! - [`lock`]: `Lock` (acquire/release/queries for an explicit owner number);
+//! - [`lock`]: `Lock` (acquire/release/queries for an explicit owner number) and `PendingHold`
+//!   (what `acquire_async` resolves to: a won hold given back unless the caller claims it);
 //! - [`error`]: the one core-error → Python-exception conversion;
 //! - [`runtime`]: the one blocking helper (GIL released, Ctrl-C honoured) and the asyncio bridge,
 //!   both on core's process runtime.
@@ -38,6 +39,7 @@ fn _write_unraisable(exc: Bound<'_, PyAny>, obj: Option<Bound<'_, PyAny>>) {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::PyClient>()?;
     m.add_class::<lock::PyLock>()?;
+    m.add_class::<lock::PyPendingHold>()?;
     m.add_function(wrap_pyfunction!(_after_fork, m)?)?;
     m.add_function(wrap_pyfunction!(_write_unraisable, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

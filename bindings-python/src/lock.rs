@@ -4,6 +4,7 @@
 //! (`crosslock/_identity.py`) decides which thread or asyncio task is calling. Durations are
 //! seconds as floats (`None` = no limit / watchdog).
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crosslock::lock::duration_from_secs;
@@ -11,7 +12,7 @@ use crosslock::{AcquireOptions, CancellationToken, Lock, Owner};
 use pyo3::prelude::*;
 
 use crate::error::to_py_err;
-use crate::runtime::{self, OnSignal, Undo};
+use crate::runtime::{self, OnSignal, Unclaimed, Undo};
 
 /// A handle on one named lock (core's `Lock`); the public wrapper is `crosslock.Lock`.
 #[pyclass(module = "crosslock._native", name = "Lock", frozen)]
@@ -119,7 +120,10 @@ impl PyLock {
         )
     }
 
-    /// As `acquire`, as an awaitable; cancelling it leaves nothing behind.
+    /// As `acquire`, as an awaitable (an `asyncio.Future`) of a [`PyPendingHold`]: the caller
+    /// must `claim()` it to keep a won hold. If it is dropped unclaimed (the awaiting task was
+    /// cancelled just as the acquire completed), that hold is given back. Cancelling it while it
+    /// waits leaves nothing behind (core's cancel-safety).
     #[pyo3(signature = (owner, wait = None, lease = None, raise_timeout = false))]
     fn acquire_async<'py>(
         &self,
@@ -130,7 +134,15 @@ impl PyLock {
         raise_timeout: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let options = self.options(wait, lease).map_err(|e| self.err(py, e))?;
-        let future = self.acquire_future(Owner::new(owner), options, raise_timeout);
+        let owner = Owner::new(owner);
+        let acquire = self.acquire_future(owner, options, raise_timeout);
+        let lock = self.lock.clone();
+        let future = async move {
+            // No await between the acquire's success and the guard: from here on, a hold that
+            // never reaches the caller is given back.
+            let acquired = acquire.await?;
+            Ok(PyPendingHold::new(acquired, lock, owner))
+        };
         runtime::awaitable(py, future, Some(self.name()))
     }
 
@@ -247,6 +259,71 @@ impl PyLock {
 
     fn __repr__(&self) -> String {
         format!("<crosslock._native.Lock {:?}>", self.name())
+    }
+}
+
+/// What `Lock.acquire_async` resolves to: whether the lock was acquired and, if it was, the one
+/// hold it won, given back (one `release_as(owner)`, in the background) unless claimed.
+///
+/// The Python layer claims it as soon as its `await` returns; any other fate (dropped by
+/// pyo3-async-runtimes or asyncio because the awaiting task was cancelled at that moment, or
+/// `abandon()`ed) gives the hold back, so a cancelled `acquire_async` never leaves a hold that
+/// nobody knows about (and that the watchdog would renew forever).
+#[pyclass(module = "crosslock._native", name = "PendingHold", frozen)]
+pub(crate) struct PyPendingHold {
+    acquired: bool,
+    hold: Mutex<Option<Unclaimed>>,
+}
+
+impl PyPendingHold {
+    fn new(acquired: bool, lock: Lock, owner: Owner) -> Self {
+        let hold = acquired.then(|| {
+            Unclaimed::new(async move {
+                // NotHeld / LockLost: nothing left to give back.
+                let _ = lock.release_as(owner).await;
+            })
+        });
+        PyPendingHold {
+            acquired,
+            hold: Mutex::new(hold),
+        }
+    }
+
+    fn take(&self) -> Option<Unclaimed> {
+        self.hold.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    fn is_unclaimed(&self) -> bool {
+        self.hold
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+}
+
+#[pymethods]
+impl PyPendingHold {
+    /// Takes the hold over (it is the caller's to release from now on); returns whether the lock
+    /// was acquired. Later calls return the same and do nothing else.
+    fn claim(&self) -> bool {
+        if let Some(hold) = self.take() {
+            hold.claim();
+        }
+        self.acquired
+    }
+
+    /// Gives a won, unclaimed hold back now (in the background); does nothing otherwise.
+    fn abandon(&self) {
+        drop(self.take());
+    }
+
+    fn __repr__(&self) -> String {
+        let state = match (self.acquired, self.is_unclaimed()) {
+            (false, _) => "not acquired",
+            (true, true) => "acquired, unclaimed",
+            (true, false) => "acquired, claimed or abandoned",
+        };
+        format!("<crosslock._native.PendingHold {state}>")
     }
 }
 

@@ -13,7 +13,13 @@
 //!
 //! **asyncio** ([`awaitable`]): `pyo3_async_runtimes::generic::future_into_py` over
 //! [`CoreRuntime`], so the awaitable's future runs on core's runtime. Cancelling the asyncio
-//! future drops the core future, and core's cancel-safety leaves nothing behind.
+//! future while the core future still runs drops the core future, and core's cancel-safety
+//! leaves nothing behind. A cancel that comes *after* the core future finished is another matter:
+//! pyo3-async-runtimes then drops the finished result (unconverted if the asyncio future was
+//! already cancelled when it looked, converted if the cancel came while the result waited for the
+//! event loop), and asyncio itself drops a result that arrives for a task cancelled before it
+//! resumed. A result that must not be lost that way (a won hold) carries an [`Unclaimed`] guard:
+//! whoever drops it unclaimed runs its undo.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -116,6 +122,43 @@ fn interrupted<T: Send + 'static>(
     });
 }
 
+/// The undo of a result that nobody has claimed yet: run (spawned on core's runtime) when the
+/// guard is dropped unclaimed, skipped once [`claim`](Self::claim)ed.
+///
+/// It travels with a result on its way to an asyncio awaiter, which can be dropped unseen at
+/// three points: by pyo3-async-runtimes before conversion (`generic.rs`,
+/// `future_into_py_with_locals`: it checks `cancelled()` and returns, dropping the result), by its
+/// `CheckedCompletor` after conversion (the future was cancelled while the result waited in the
+/// event loop's queue), or by asyncio when the awaiting task was cancelled after the result was
+/// set (the Python layer calls `PendingHold.abandon()` for that one). The first is this guard's
+/// own drop; the other two are the drop of the Python object holding it.
+pub(crate) struct Unclaimed {
+    undo: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl Unclaimed {
+    /// A guard that runs `undo` unless claimed. `undo` does nothing until it is dropped unclaimed.
+    pub(crate) fn new(undo: impl Future<Output = ()> + Send + 'static) -> Self {
+        Unclaimed {
+            undo: Some(Box::pin(undo)),
+        }
+    }
+
+    /// The result reached its caller: never run the undo.
+    pub(crate) fn claim(mut self) {
+        self.undo = None;
+    }
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        if let Some(undo) = self.undo.take() {
+            // Never blocks: this can run with the GIL held, on any thread.
+            crosslock::runtime::spawn(undo);
+        }
+    }
+}
+
 /// Core's runtime, as pyo3-async-runtimes sees a runtime.
 pub(crate) struct CoreRuntime;
 
@@ -176,7 +219,9 @@ impl<'py, T: IntoPyObject<'py>> IntoPyObject<'py> for Converted<T> {
 }
 
 /// Returns an asyncio awaitable for `future`, run on core's runtime. Must be called with a
-/// running event loop (from a coroutine). Cancelling the awaitable drops `future`.
+/// running event loop (from a coroutine). Cancelling the awaitable drops `future` if it is still
+/// running; if it has finished, its result is dropped unconverted or, once converted, as a Python
+/// object (see [`Unclaimed`] for results that must be undone then).
 pub(crate) fn awaitable<'py, T, F>(
     py: Python<'py>,
     future: F,

@@ -50,6 +50,27 @@ def _lease(lease: object, lock_name: str) -> Optional[float]:
     return None if lease is None else _seconds(lease, "lease", lock_name)
 
 
+async def _acquire_async(
+    native: _native.Lock, owner: int, wait: Optional[float], lease: Optional[float], raise_timeout: bool
+) -> bool:
+    """Awaits the native acquire and claims the hold it won.
+
+    The native awaitable resolves to a ``PendingHold`` that gives its hold back unless claimed, so
+    a cancellation that races the acquire's success leaves no hold behind: if the future was
+    cancelled first, the native side drops (and so gives back) the hold; if the result was already
+    set but asyncio throws ``CancelledError`` into this task instead (``task.cancel()`` came before
+    the task resumed), it is abandoned here.
+    """
+    pending = native.acquire_async(owner, wait, lease, raise_timeout)
+    try:
+        outcome = await pending
+    except BaseException:
+        if pending.done() and not pending.cancelled() and pending.exception() is None:
+            pending.result().abandon()
+        raise
+    return outcome.claim()
+
+
 class Lock:
     """A reentrant lock shared by every process (Python, Node, Rust, Java on Redisson) that uses
     the same name on the same Redis.
@@ -146,8 +167,10 @@ class Lock:
     async def acquire_async(
         self, blocking: bool = True, timeout: float = -1, *, lease: Optional[float] = None
     ) -> bool:
-        """:meth:`acquire` for asyncio: the calling task is the holder. Cancelling the wait
-        (``task.cancel()``, ``asyncio.wait_for``) leaves nothing behind.
+        """:meth:`acquire` for asyncio: the calling task is the holder. Cancelling it
+        (``task.cancel()``, ``asyncio.timeout``) leaves nothing behind, even when the cancel
+        races the acquire's success: a hold that never reached the caller is given back (in the
+        background, within a round trip to Redis).
 
         Example::
 
@@ -159,7 +182,7 @@ class Lock:
         """
         wait = _wait_limit(blocking, timeout, self.name)
         owner = current_owner()
-        acquired = await self._native.acquire_async(owner, wait, _lease(lease, self.name))
+        acquired = await _acquire_async(self._native, owner, wait, _lease(lease, self.name), False)
         if acquired:
             self._forget_lost(owner)
         return acquired
@@ -314,7 +337,7 @@ class _Acquired:
 
     async def __aenter__(self) -> Lock:
         owner = current_owner()
-        await self._lock._native.acquire_async(owner, self._wait, self._lease, True)
+        await _acquire_async(self._lock._native, owner, self._wait, self._lease, True)
         self._lock._forget_lost(owner)
         return self._lock
 

@@ -1,0 +1,366 @@
+"""asyncio cancellation at the awkward moments: it never leaves a hold nobody knows about, never
+takes away a hold the caller still has, and never half-releases.
+
+* An ``acquire_async`` cancelled just as it succeeds (the acquire completed on Redis, but the
+  caller gets ``CancelledError``) gives that one hold back, at each of the three points where the
+  result can be lost on its way to the task: before pyo3-async-runtimes looks at it, while it
+  waits in the event loop's queue, and after it was set but before the task resumed.
+* A cancelled nested ``acquire_async`` gives back only the hold it won, never the outer one.
+* A cancelled ``release_async`` still releases (Redis and the client's bookkeeping agree).
+
+The races are made deterministic rather than timed: Redis writes are held up with
+``CLIENT PAUSE … WRITE`` until the client's script is seen waiting in Redis (``blocked_clients``),
+and the event loop is kept busy (plain blocking calls in the test coroutine) while the native
+side finishes, exactly as a busy loop would in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import contextmanager
+from typing import Any, Awaitable, Callable, Iterator
+
+import pytest
+
+import crosslock
+from crosslock._identity import current_owner
+from support import Raw, RedisServer, channel, wait_until
+
+PAUSE_MS = 10_000  # a safety net only: every test lifts the pause itself
+
+
+def blocked_clients(raw: Raw) -> int:
+    """How many clients wait in Redis for their command to run (here: held up by CLIENT PAUSE)."""
+    for line in raw.command("INFO", "clients").splitlines():
+        if line.startswith("blocked_clients:"):
+            return int(line.split(":", 1)[1])
+    raise AssertionError("INFO clients has no blocked_clients line")
+
+
+def a_script_is_held_up(raw: Raw) -> bool:
+    return blocked_clients(raw) >= 1
+
+
+@contextmanager
+def writes_paused(raw: Raw) -> Iterator[None]:
+    """Holds every write (scripts included) until the block ends; reads still run."""
+    assert raw.command("CLIENT", "PAUSE", PAUSE_MS, "WRITE") == "OK"
+    try:
+        yield
+    finally:
+        raw.command("CLIENT", "UNPAUSE")
+
+
+async def poll(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
+    """Polls ``predicate`` without blocking the event loop until it is truthy (returned)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+class HashWrites:
+    """Keyspace notifications for one key's hash writes (HINCRBY, HSET, HDEL): one per change of a
+    hold count that does not delete the lock."""
+
+    def __init__(self, server: RedisServer, raw: Raw, key: str) -> None:
+        assert raw.command("CONFIG", "SET", "notify-keyspace-events", "Kh") == "OK"
+        self.sub = server.raw()
+        self.sub.subscribe(f"__keyspace@0__:{key}")
+        self.seen: list[str] = []
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[str]:
+        """Blocks until ``count`` hash writes were seen in all; returns their names."""
+        deadline = time.monotonic() + timeout
+        while len(self.seen) < count:
+            left = deadline - time.monotonic()
+            message = self.sub.next_message(timeout=max(left, 0.001)) if left > 0 else None
+            if message is None:
+                raise AssertionError(f"saw only the hash writes {self.seen}, expected {count}")
+            self.seen.append(message[2])
+        return self.seen
+
+    def close(self) -> None:
+        self.sub.close()
+
+
+@contextmanager
+def hash_writes(server: RedisServer, raw: Raw, key: str) -> Iterator[HashWrites]:
+    writes = HashWrites(server, raw, key)
+    try:
+        yield writes
+    finally:
+        writes.close()
+
+
+def result_queued(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether a native result waits in the event loop's queue (pyo3-async-runtimes' completor,
+    scheduled with ``call_soon_threadsafe``). Reads asyncio's private ready queue: the only way to
+    see that moment, which these tests must hit exactly."""
+    ready = getattr(loop, "_ready", None)
+    if ready is None:
+        pytest.fail(f"{type(loop).__name__} has no _ready queue to look at")
+    return any(type(getattr(h, "_callback", None)).__name__ == "CheckedCompletor" for h in list(ready))
+
+
+async def cancelled_when(awaitable: Awaitable[Any], condition: Callable[[], Any], what: str) -> None:
+    """Awaits ``awaitable`` in the calling task and cancels that task as soon as ``condition``
+    holds (like ``asyncio.timeout`` firing at that moment); returns once the cancellation
+    surfaced, with the task able to go on."""
+    me = asyncio.current_task()
+    assert me is not None
+
+    async def cancel_me() -> None:
+        await poll(condition, what)
+        me.cancel()
+
+    canceller = asyncio.ensure_future(cancel_me())
+    try:
+        await awaitable
+    except asyncio.CancelledError:
+        uncancel = getattr(me, "uncancel", None)  # Python ≥ 3.11 counts cancellations
+        if uncancel is not None:
+            uncancel()
+    else:
+        pytest.fail(f"{awaitable!r} completed although it should have been cancelled")
+    finally:
+        if not canceller.done():
+            canceller.cancel()
+    assert not canceller.cancelled()
+    canceller.result()  # re-raises a poll timeout
+
+
+async def released(client: crosslock.Client, raw: Raw, name: str) -> None:
+    """Waits until the lock is gone from Redis and the client watches nothing any more."""
+    await poll(lambda: not raw.command("EXISTS", name), f"lock {name!r} to be released in Redis")
+    await poll(lambda: client._native.watched_locks() == 0, "the watchdog to forget the lock")
+
+
+def others_cannot_take(url: str, name: str) -> None:
+    with crosslock.connect(url) as other:
+        assert other.lock(name).acquire(blocking=False) is False
+
+
+def others_can_take(url: str, name: str) -> None:
+    with crosslock.connect(url) as other:
+        lock = other.lock(name)
+        assert lock.acquire(blocking=False) is True
+        lock.release()
+
+
+# -- #4: an acquire_async cancelled just as it succeeds ----------------------------------------
+
+
+async def test_cancel_before_the_native_result_is_looked_at_gives_the_hold_back(client, raw, redis_server, url):
+    """The asyncio future is cancelled while the acquire's script waits in Redis, and the event
+    loop stays busy until Redis ran it: pyo3-async-runtimes finds the future cancelled and drops
+    the finished result unconverted."""
+    name = "race-unconverted"
+    lock = client.lock(name)
+    with redis_server.raw() as sub:
+        sub.subscribe(channel(name))
+        with writes_paused(raw):
+            task = asyncio.ensure_future(lock.acquire_async())
+            await asyncio.sleep(0)  # the task starts the native acquire and awaits it
+            wait_until(lambda: a_script_is_held_up(raw), what="the acquire script to wait in Redis")
+            # Cancels the native future at once; the done-callback that would stop the Rust
+            # future needs the event loop, which stays blocked below.
+            task.cancel()
+        # Still without yielding to the loop: the acquire wins in Redis, finds its future
+        # cancelled, and its hold is given back (the release publishes the unlock message).
+        message = sub.next_message(timeout=10)
+        assert message is not None, "the hold won by the cancelled acquire was never given back"
+        assert message[:2] == ["message", channel(name)]
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await released(client, raw, name)
+    others_can_take(url, name)
+
+
+async def test_cancel_while_the_result_waits_in_the_event_loop_gives_the_hold_back(client, raw, url):
+    """The acquire completed and its result is queued for the event loop (the loop was busy, as in
+    a ``time.sleep`` inside a coroutine) when the task is cancelled: the queued result is dropped."""
+    name = "race-queued"
+    lock = client.lock(name)
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(lock.acquire_async())
+    await asyncio.sleep(0)
+    wait_until(lambda: result_queued(loop), what="the acquire's result to be queued for the loop")
+    assert raw.hgetall(name), "the acquire completed, so Redis holds the lock"
+    task.cancel()  # e.g. asyncio.timeout firing now
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await released(client, raw, name)
+    others_can_take(url, name)
+
+
+async def test_cancel_after_the_result_was_set_but_before_the_task_resumed_gives_the_hold_back(client, raw, url):
+    """The result reached the asyncio future, but the task is cancelled before it resumes: asyncio
+    throws CancelledError into it instead of the result."""
+    name = "race-set"
+    lock = client.lock(name)
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(lock.acquire_async())
+    await asyncio.sleep(0)
+    wait_until(lambda: result_queued(loop), what="the acquire's result to be queued for the loop")
+    # Queue: [result setter, this test]. The setter runs first and queues the task's wake-up
+    # behind this test, so the cancel below finds the future done and the task not yet resumed.
+    await asyncio.sleep(0)
+    assert not result_queued(loop) and not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await released(client, raw, name)
+    others_can_take(url, name)
+
+
+@pytest.mark.parametrize("moment", ["before-conversion", "queued-in-loop"])
+async def test_a_dropped_nested_result_gives_back_one_hold_only(client, raw, redis_server, url, moment):
+    """The same races for a re-entrant acquire (at the native level, where the outer holder's
+    task can drive the inner future itself): only the hold the inner acquire won is given back."""
+    name = f"race-nested-{moment}"
+    lock = client.lock(name)
+    await lock.acquire_async()
+    owner = current_owner()
+    loop = asyncio.get_running_loop()
+    with hash_writes(redis_server, raw, name) as writes:
+        if moment == "before-conversion":
+            with writes_paused(raw):
+                inner = lock._native.acquire_async(owner)
+                wait_until(lambda: a_script_is_held_up(raw), what="the nested acquire to wait in Redis")
+                inner.cancel()
+            # Loop still blocked: the acquire wins (count 2), sees its future cancelled, gives one back.
+            assert writes.wait_for(2) == ["hincrby", "hincrby"]
+        else:
+            inner = lock._native.acquire_async(owner)
+            wait_until(lambda: result_queued(loop), what="the nested result to be queued for the loop")
+            assert raw.hgetall(name) == {client.holder(): "2"}
+            inner.cancel()
+            await asyncio.sleep(0)  # the queued result finds its future cancelled and is dropped
+            assert await asyncio.to_thread(writes.wait_for, 2) == ["hincrby", "hincrby"]
+    assert inner.cancelled()
+    assert raw.hgetall(name) == {client.holder(): "1"}
+    assert await lock.hold_count_async() == 1
+    others_cannot_take(url, name)
+    await lock.release_async()
+    await released(client, raw, name)
+
+
+async def test_a_claimed_result_is_kept(client, raw):
+    """The ordinary path: the awaited hold is claimed, so nothing gives it back later."""
+    name = "claimed"
+    lock = client.lock(name)
+    assert await lock.acquire_async() is True
+    async with lock.acquired(timeout=1):
+        assert await lock.hold_count_async() == 2
+    pending = lock._native.acquire_async(current_owner())
+    outcome = await pending
+    assert outcome.claim() is True and outcome.claim() is True
+    del outcome, pending  # dropping a claimed outcome gives nothing back
+    await lock.release_async()
+    assert raw.hgetall(name) == {client.holder(): "1"}
+    await lock.release_async()
+    await released(client, raw, name)
+
+
+async def test_an_abandoned_or_dropped_result_gives_its_hold_back(client, raw, redis_server):
+    name = "abandoned"
+    lock = client.lock(name)
+    await lock.acquire_async()
+    owner = current_owner()
+    with hash_writes(redis_server, raw, name) as writes:
+        outcome = await lock._native.acquire_async(owner)
+        assert raw.hgetall(name) == {client.holder(): "2"}
+        outcome.abandon()
+        outcome.abandon()  # once only
+        assert outcome.claim() is True  # it did acquire; the hold is just no longer there to take
+        assert await asyncio.to_thread(writes.wait_for, 2) == ["hincrby", "hincrby"]
+        assert raw.hgetall(name) == {client.holder(): "1"}
+        await lock._native.acquire_async(owner)  # dropped unclaimed at once
+        assert await asyncio.to_thread(writes.wait_for, 4) == ["hincrby"] * 4
+    assert raw.hgetall(name) == {client.holder(): "1"}
+    not_acquired = await lock._native.acquire_async(owner + 10_000, 0.0)  # another owner, one try
+    assert repr(not_acquired) == "<crosslock._native.PendingHold not acquired>"
+    assert not_acquired.claim() is False
+    await lock.release_async()
+    await released(client, raw, name)
+
+
+# -- #1: a cancelled nested acquire keeps the outer hold --------------------------------------
+
+
+async def test_cancelling_a_nested_acquire_keeps_the_outer_hold(client, raw, redis_server, url):
+    """The task holds the lock; its nested acquire is cancelled (as by ``asyncio.timeout``) while
+    the acquire script is in flight. Once Redis ran it, the nested hold is given back and the
+    outer one stays: counted once, exclusive, and released without ``LockLostError``."""
+    name = "nested-cancel"
+    lock = client.lock(name)
+    await lock.acquire_async()
+    with hash_writes(redis_server, raw, name) as writes:
+        with writes_paused(raw):
+            await cancelled_when(
+                lock.acquire_async(), lambda: a_script_is_held_up(raw), "the nested acquire to wait in Redis"
+            )
+        # The script runs now (count 2); the cancelled acquire gives exactly that hold back.
+        assert await asyncio.to_thread(writes.wait_for, 2) == ["hincrby", "hincrby"]
+    assert raw.hgetall(name) == {client.holder(): "1"}
+    assert await lock.hold_count_async() == 1
+    assert await lock.is_held_async()
+    others_cannot_take(url, name)
+    await lock.release_async()  # no LockLostError, no NotHeldError
+    await released(client, raw, name)
+    assert not lock.lost
+
+
+# -- #5: a cancelled release_async still releases ---------------------------------------------
+
+
+async def test_a_release_cancelled_in_flight_still_releases(client, raw, url):
+    """Like a second cancellation arriving during ``async with lock:``'s exit: the release that was
+    sent completes, and the client's bookkeeping agrees (no renewal, no lost-lock report)."""
+    name = "release-cancel"
+    lost: list[str] = []
+    lock = client.lock(name, on_lost=lambda lk: lost.append(lk.name))
+    releasing = asyncio.Event()
+    owners: list[int] = []
+
+    async def worker() -> None:
+        async with lock:
+            owners.append(current_owner())
+            raw.command("CLIENT", "PAUSE", PAUSE_MS, "WRITE")
+            releasing.set()
+        # (the exit's release_async is what gets cancelled)
+
+    task = asyncio.ensure_future(worker())
+    try:
+        await releasing.wait()
+        await poll(lambda: a_script_is_held_up(raw), "the release script to wait in Redis")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        raw.command("CLIENT", "UNPAUSE")
+    await released(client, raw, name)
+    assert not lock._native.is_lost(owners[0]) and lost == []
+    others_can_take(url, name)
+    assert lost == []
+
+
+async def test_a_cancelled_nested_release_releases_one_hold(client, raw, url):
+    name = "release-cancel-nested"
+    lock = client.lock(name)
+    await lock.acquire_async()
+    await lock.acquire_async()
+    with writes_paused(raw):
+        await cancelled_when(lock.release_async(), lambda: a_script_is_held_up(raw), "the release to wait in Redis")
+    await poll(lambda: raw.hgetall(name) == {client.holder(): "1"}, "the cancelled release to take one hold")
+    assert await lock.hold_count_async() == 1
+    others_cannot_take(url, name)
+    await lock.release_async()
+    await released(client, raw, name)
+    assert not lock.lost
