@@ -669,6 +669,7 @@ def meta(r: redis.Redis) -> dict:
         "os": os_name,
         "kernel": platform.release(),
         "crosslock_commit": commit + (" (with uncommitted changes)" if dirty else ""),
+        **({"source": src} if src != str(ROOT) else {}),
         "versions": {
             "redis-server": r.info("server")["redis_version"],
             "redis-benchmark": sh(["redis-benchmark", "--version"]).replace("redis-benchmark ", ""),
