@@ -91,7 +91,8 @@ def main():
         ["OS", f"{meta['os']}, Linux {meta['kernel']}"],
         ["load average (1, 5, 15 min)", "at start " + ", ".join(f"{x:.2f}" for x in meta.get("loadavg_start", [])) +
          "; at end " + ", ".join(f"{x:.2f}" for x in meta.get("loadavg_end", [])) +
-         " (above ~0.3 something else was using the 2 CPUs: expect noisier numbers)"],
+         " (the 1-minute figure includes what ran just before, such as the build; a 5-minute figure "
+         "well above 0.5 means other work shared the 2 CPUs during the run: expect noisier numbers)"],
         ["crosslock", f"commit {meta['crosslock_commit']} (Python and Node bindings: release builds)"
          + (f"; measured from {meta['source']}" if meta.get("source") else "")],
     ]
