@@ -3,7 +3,8 @@
 #
 #   ./dev.sh demo    start a throwaway redis-server, run a Python and a Node process contending on one lock
 #   ./dev.sh test    install what is missing, build once, run every suite (cargo, pytest, node --test;
-#                    the Java/Redisson interop cases run inside pytest and node --test)
+#                    the Java/Redisson interop cases run inside pytest and node --test) and a smoke
+#                    run of the benchmarks
 #   ./dev.sh bench   run the benchmarks against the peers and regenerate bench/RESULTS.md
 #   ./dev.sh build   only install what is missing and build the bindings
 #
@@ -82,6 +83,8 @@ run_tests() {
   "$PY" -m pytest tests-py -q -p no:cacheprovider || failed+=(pytest)
   step "node --test"
   npm test --silent || failed+=(node)
+  step "bench smoke run (tiny counts: every scenario runs, counters must be exact)"
+  bash bench/run.sh --smoke || failed+=(bench-smoke)
   if [ ${#failed[@]} -gt 0 ]; then
     echo; echo "FAILED suites: ${failed[*]}"; exit 1
   fi
@@ -116,5 +119,5 @@ case "${1:-}" in
   build) build ;;
   demo) demo ;;
   bench) shift; build; exec bash bench/run.sh "$@" ;;
-  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
