@@ -4,10 +4,12 @@
 //! message }. Lock types describe only what differs ([`Acquirable`]): their acquire script,
 //! channel, wake policy and how to undo an acquisition nobody wants any more.
 //!
-//! The loop runs as its own task. Dropping the caller's future, or cancelling its token, makes
-//! the task stop at the next wait; an attempt already sent to Redis is allowed to finish, and if
-//! it acquired the lock, the lock is released again before the task ends. So a cancelled or
-//! timed-out wait leaves nothing behind: no lock, no subscription.
+//! The first attempt runs inline (most acquires end there); the rest of the loop runs as its own
+//! task. Dropping the caller's future, or cancelling its token, makes the task stop at the next
+//! wait; an attempt already sent to Redis is allowed to finish, and if it acquired the lock, the
+//! lock is released again before the task ends. An inline attempt whose caller left leaves a
+//! guard that asks Redis once the attempt has run and gives back what it won. So a cancelled
+//! or timed-out wait leaves nothing behind: no lock, no subscription.
 //!
 //! If the caller leaves after the task has already won (a `select!` took another branch, an
 //! asyncio task was cancelled at that very moment), the hold it won is given back as well.
@@ -80,7 +82,28 @@ pub(crate) async fn acquire<K: Acquirable>(
         None => CancellationToken::new(),
     };
     let name = kind.name().clone();
-    let task = runtime::spawn(run(state.clone(), kind.clone(), owner, wait, lease, token.clone()));
+    let start = Instant::now();
+
+    // Fast path: the first attempt runs inline; most acquires end here. A caller that leaves
+    // while it is in flight leaves a guard behind that settles it with Redis.
+    let mut skip_first = false;
+    if !token.is_cancelled() && !state.stop.is_cancelled() {
+        let key = HoldKey { name: name.clone(), owner };
+        let holder = owner.holder(&state.id);
+        let lease_ms = lease.unwrap_or(state.watchdog_timeout);
+        let mut unanswered = Unanswered { state: state.clone(), kind: kind.clone(), key: key.clone(), armed: true };
+        let first = kind.attempt(&state, &holder, lease_ms).await;
+        unanswered.armed = false;
+        match first {
+            Ok(None) => return finish(&state, &*kind, &key, &holder, lease, &token, start).await,
+            Ok(Some(_)) if wait == Some(Duration::ZERO) => return Ok(Outcome::TimedOut),
+            Ok(Some(_)) => skip_first = true,
+            Err(e) if e.is_unavailable() => {} // the loop's retries settle it
+            Err(e) => return Err(e),
+        }
+    }
+
+    let task = runtime::spawn(run(state.clone(), kind.clone(), owner, wait, lease, token.clone(), start, skip_first));
     let mut call = Call { task: Some(task), token, state, kind, owner };
     let joined = call.task.as_mut().expect("set above").await;
     // Claimed: from here on the result is the caller's, whatever happens to this future.
@@ -92,6 +115,32 @@ pub(crate) async fn acquire<K: Acquirable>(
             format!("the wait for lock '{name}' ended abnormally: {join}"),
         )
         .with_lock(&name)),
+    }
+}
+
+/// An inline first attempt whose caller left before its reply: once Redis has run it, give back
+/// the hold it may have won (Redis counting more holds than this process recorded).
+struct Unanswered<K: Acquirable> {
+    state: Arc<State>,
+    kind: Arc<K>,
+    key: HoldKey,
+    armed: bool,
+}
+
+impl<K: Acquirable> Drop for Unanswered<K> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (state, kind, key) = (self.state.clone(), self.kind.clone(), self.key.clone());
+        runtime::spawn(async move {
+            let holder = key.owner.holder(&state.id);
+            // Sent after the attempt on the same connection, so it sees the attempt's effect.
+            let in_redis = kind.held_count(&state, &holder).await.unwrap_or(0);
+            if in_redis > state.holds.count(&key) as u64 {
+                let _ = kind.give_back(&state, &holder, state.holds.current_lease(&key)).await;
+            }
+        });
     }
 }
 
@@ -124,6 +173,7 @@ impl<K: Acquirable> Drop for Call<K> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run<K: Acquirable>(
     state: Arc<State>,
     kind: Arc<K>,
@@ -131,8 +181,9 @@ async fn run<K: Acquirable>(
     wait: Option<Duration>,
     lease: Option<Duration>,
     token: CancellationToken,
+    start: Instant,
+    skip_first: bool,
 ) -> Result<Outcome> {
-    let start = Instant::now();
     let deadline = wait.map(|w| start + w);
     let holder = owner.holder(&state.id);
     let lease_ms = lease.unwrap_or(state.watchdog_timeout);
@@ -149,7 +200,7 @@ async fn run<K: Acquirable>(
     if token.is_cancelled() || stop.is_cancelled() {
         return Err(cancelled());
     }
-    if attempt().await?.is_none() {
+    if !skip_first && attempt().await?.is_none() {
         return acquired().await;
     }
     let timed_out = || Outcome::TimedOut;

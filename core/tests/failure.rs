@@ -54,14 +54,18 @@ async fn cancelling_a_reentrant_acquire_keeps_the_outer_hold() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dropping_an_acquire_after_it_won_gives_the_lock_back() {
+async fn dropping_an_acquire_whose_first_attempt_is_in_flight_gives_the_lock_back() {
     let server = RedisServer::start();
     let client = Client::connect(&server.url()).await.unwrap();
+    // Load the scripts first, so the one poll below sends an EVALSHA that runs as it is.
+    let warm = client.lock("warm-up").unwrap();
+    assert!(warm.acquire_as(Owner::new(9), &AcquireOptions::new()).await.unwrap());
+    warm.release_as(Owner::new(9)).await.unwrap();
     let lock = client.lock("won-then-dropped").unwrap();
     let me = Owner::new(1);
     let options = AcquireOptions::new();
     let mut acquiring = Box::pin(lock.acquire_as(me, &options));
-    // Poll once so the acquire task starts, then let it win without ever claiming the result.
+    // Poll once so the attempt is sent, then let it win without ever claiming the result.
     let first = std::future::poll_fn(|cx| std::task::Poll::Ready(acquiring.as_mut().poll(cx))).await;
     assert!(first.is_pending(), "one poll only starts the acquire task");
     let mut raw = server.raw();
@@ -125,4 +129,30 @@ async fn a_release_that_fails_stops_the_renewal() {
     let err = lock.release_as(me).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
     assert_eq!(client.watched_locks(), 0, "a hold whose release failed must not be renewed forever");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_waiting_acquire_after_its_loop_won_gives_the_lock_back() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let lock = client.lock("waited-won-dropped").unwrap();
+    let (holder, waiter) = (Owner::new(1), Owner::new(2));
+    assert!(lock.acquire_as(holder, &AcquireOptions::new().lease(Duration::from_secs(60))).await.unwrap());
+    let options = AcquireOptions::new();
+    let mut acquiring = Box::pin(lock.acquire_as(waiter, &options));
+    // Poll until the waiter is parked in its background loop (subscribed), never claiming.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.subscribed_channels() == 0 {
+        assert!(Instant::now() < deadline, "the waiter never subscribed");
+        let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(acquiring.as_mut().poll(cx))).await;
+        assert!(polled.is_pending());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    lock.release_as(holder).await.unwrap();
+    let mut raw = server.raw();
+    let field = client.holder(waiter);
+    until("the waiter's loop to win", || raw.hexists::<_, _, bool>("waited-won-dropped", &field).unwrap()).await;
+    drop(acquiring);
+    until("the won lock to be given back", || !raw.exists::<_, bool>("waited-won-dropped").unwrap()).await;
+    until("the hold to leave the watchdog", || client.watched_locks() == 0).await;
 }

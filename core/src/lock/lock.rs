@@ -208,28 +208,23 @@ impl Lock {
     /// [`ErrorKind::LockLost`] when it did hold it but the lock expired or was force-unlocked
     /// meanwhile; [`ErrorKind::Unavailable`], [`ErrorKind::WrongType`], [`ErrorKind::Redis`].
     pub async fn release_as(&self, owner: Owner) -> Result<bool> {
-        // The release runs as its own task: once asked for, it completes even if the caller's
-        // future is dropped (an asyncio task cancelled while leaving `async with`), so a hold is
-        // never left renewed by a release that was only half done.
-        let lock = self.clone();
-        runtime::spawn(async move { lock.release_now(owner).await })
-            .await
-            .map_err(|e| {
-                Error::new(ErrorKind::Redis, format!("the release of lock '{}' ended abnormally: {e}", self.name()))
-                    .with_lock(self.name())
-            })?
-    }
-
-    async fn release_now(&self, owner: Owner) -> Result<bool> {
         let state = self.client.state().await.map_err(|e| e.with_lock(self.name()))?;
         let key = HoldKey { name: self.spec.name.clone(), owner };
+        let before = state.holds.count(&key);
         state.holds.begin_release(&key);
-        let result = self.release_with(&state, &key).await;
+        // Once asked for, a release completes even if the caller's future is dropped midway (an
+        // asyncio task cancelled while leaving `async with`): the guard then settles it in the
+        // background, telling the script how many holds we had so it is never applied twice.
+        let mut settle = Settle { lock: self.clone(), state: state.clone(), key: key.clone(), before, armed: true };
+        let result = self.release_with(&state, &key, None).await;
+        settle.armed = false;
         state.holds.end_release(&key);
         result
     }
 
-    async fn release_with(&self, state: &State, key: &HoldKey) -> Result<bool> {
+    /// Runs the release script for `key`; `retry_of` is the hold count before an earlier attempt
+    /// whose reply was lost (see lock_release.lua).
+    async fn release_with(&self, state: &State, key: &HoldKey, retry_of: Option<usize>) -> Result<bool> {
         let owner = key.owner;
         let holder = owner.holder(&state.id);
         let lease_ms = state.holds.lease_after_release(key).as_millis() as u64;
@@ -248,12 +243,12 @@ impl Lock {
                     .await
             }
         };
-        let mut reply = script(None).await;
+        let mut reply = script(retry_of).await;
         if reply.as_ref().is_err_and(Error::is_unavailable) {
             // The reply was lost; the release may or may not have happened. Retry (with back-off,
             // within the connect timeout) telling the script how many holds we had, so a release
             // that did happen is not applied twice.
-            let before = state.holds.count(key).max(1);
+            let before = retry_of.unwrap_or_else(|| state.holds.count(key)).max(1);
             let started = std::time::Instant::now();
             let mut pause = Duration::from_millis(10);
             while reply.as_ref().is_err_and(Error::is_unavailable) && started.elapsed() < state.outage_tolerance {
@@ -602,5 +597,27 @@ impl fmt::Debug for LockGuard {
             .field("owner", &self.owner)
             .field("lost", &self.is_lost())
             .finish()
+    }
+}
+
+/// Finishes a release whose caller left before it completed (see [`Lock::release_as`]).
+struct Settle {
+    lock: Lock,
+    state: Arc<State>,
+    key: HoldKey,
+    before: usize,
+    armed: bool,
+}
+
+impl Drop for Settle {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (lock, state, key, before) = (self.lock.clone(), self.state.clone(), self.key.clone(), self.before);
+        runtime::spawn(async move {
+            let _ = lock.release_with(&state, &key, Some(before.max(1))).await;
+            state.holds.end_release(&key);
+        });
     }
 }
