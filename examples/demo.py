@@ -14,8 +14,9 @@ for turn in range(3):
     asked = time.monotonic()
     with lock:
         waited = (time.monotonic() - asked) * 1000
+        now = time.time()
         print(
-            f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d}  python (pid {os.getpid()}) "
+            f"{time.strftime('%H:%M:%S', time.gmtime(now))}.{int(now * 1000) % 1000:03d}  python (pid {os.getpid()}) "
             f"holds demo:orders as {client.holder()}  (waited {waited:.0f} ms)",
             flush=True,
         )
