@@ -6,8 +6,8 @@
 #                                writes bench/results-raw/RESULTS-smoke.md, never RESULTS.md
 #   extra options go to bench/harness.py, e.g. --only uncontended,handoff  --libs crosslock,redis-py
 #
-# ./dev.sh bench builds the bindings first and then calls this. This script needs them built
-# (./dev.sh build); it installs the peers itself: bench/.venv (bench/requirements.txt) and
+# ./dev bench builds the bindings first and then calls this. This script needs them built
+# (./dev build); it installs the peers itself: bench/.venv (bench/requirements.txt) and
 # bench/node_modules (bench/package.json, npm install), and builds bench/rust (crosslock-bench).
 # Raw results: bench/results-raw/<date>.json (git-ignored). Exit status 1 if any scenario crashed,
 # timed out or ended with a wrong counter.
@@ -23,13 +23,13 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 die() { echo "bench/run.sh: $*" >&2; exit 1; }
 
 for tool in redis-server redis-benchmark redis-cli node npm cargo; do
-  command -v "$tool" >/dev/null || die "$tool not found (./dev.sh build installs redis-server and redis-tools)"
+  command -v "$tool" >/dev/null || die "$tool not found (./dev build installs redis-server and redis-tools)"
 done
 ROOT_PY=$ROOT/.venv/bin/python
 [ -x "$ROOT_PY" ] && "$ROOT_PY" -c 'import crosslock; crosslock.connect' 2>/dev/null \
-  || die "the Python binding is not built in $ROOT/.venv: run ./dev.sh build (./dev.sh bench does it)"
+  || die "the Python binding is not built in $ROOT/.venv: run ./dev build (./dev bench does it)"
 node -e "require('$ROOT')" 2>/dev/null \
-  || die "the Node binding is not built: run ./dev.sh build (./dev.sh bench does it)"
+  || die "the Node binding is not built: run ./dev build (./dev bench does it)"
 
 # Python peers in bench/.venv; crosslock itself comes from the repo's one build (a .pth file points
 # at the package the root venv imports), so there is never a second build to keep in sync.

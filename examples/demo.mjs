@@ -1,4 +1,4 @@
-// A Node server taking turns on one lock with a Python process (run by `./dev.sh demo`).
+// A Node server taking turns on one lock with a Python process (run by `./dev demo`).
 import { createRequire } from 'node:module'
 import { setTimeout as sleep } from 'node:timers/promises'
 

@@ -1,4 +1,4 @@
-"""A Python worker taking turns on one lock with a Node process (run by `./dev.sh demo`)."""
+"""A Python worker taking turns on one lock with a Node process (run by `./dev demo`)."""
 
 import os
 import sys

@@ -62,7 +62,7 @@ export function ensureBuilt () {
     }
     if (missing.length) {
       throw new JavaDriverError(`${missing.join(' and ')} not found on PATH: the Redisson interop tests need a JDK 17+ ` +
-        'and Maven to build tests-java (Debian: apt-get install openjdk-17-jdk-headless maven), then run ./dev.sh test again')
+        'and Maven to build tests-java (Debian: apt-get install openjdk-17-jdk-headless maven), then run ./dev test again')
     }
     const res = await run('bash', [path.join(JAVA_DIR, 'build.sh')], { timeout: 900000 })
     if (res.code !== 0) {

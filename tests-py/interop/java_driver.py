@@ -68,7 +68,7 @@ def ensure_built() -> None:
             raise JavaDriverError(
                 f"{' and '.join(missing)} not found on PATH: the Redisson interop tests need a JDK 17+ and "
                 "Maven to build tests-java (Debian: apt-get install openjdk-17-jdk-headless maven), "
-                "then run ./dev.sh test again"
+                "then run ./dev test again"
             )
         try:
             done = subprocess.run(
