@@ -4,7 +4,7 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 
-import { crosslock, unique, useRedis, waitUntil } from './helpers/util.mjs'
+import { channelOf, crosslock, unique, useRedis, waitUntil } from './helpers/util.mjs'
 
 const { runAsOwner, currentOwner, newOwner, NotHeldError } = crosslock
 
@@ -145,7 +145,8 @@ describe('explicit owner', () => {
       acquiredAt = Date.now()
       await lock.release()
     })
-    await sleep(100)
+    // The second scope has tried once and subscribed: it is parked, waiting for the release.
+    await waitUntil(async () => (await env.raw.numsub(channelOf(lock.name))) === 1, 'the second task to wait')
     assert.equal(acquiredAt, 0)
     const releasedAt = Date.now()
     await first.release()
