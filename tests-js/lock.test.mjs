@@ -201,8 +201,11 @@ describe('watchdog', () => {
     // Every lost-lock report core makes, including ones the binding would drop as stale: none is
     // due, since nobody else touches these locks.
     const reports = []
-    const onLost = client._onLost.bind(client)
-    client._onLost = (name, owner) => { reports.push(`${name} (owner ${owner})`); return onLost(name, owner) }
+    const onLost = client._holds.onLost.bind(client._holds)
+    client._holds.onLost = (id, name, owner, kind) => {
+      reports.push(`${name} (owner ${owner})`)
+      return onLost(id, name, owner, kind)
+    }
     // Many held locks make each renewal round long (one script per lock), so rounds overlap the
     // loop's release / re-acquire of the same holder.
     const fillers = []

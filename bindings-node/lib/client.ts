@@ -5,7 +5,13 @@
  */
 import native = require('../native')
 import { invalidArgument, viaNative } from './errors'
-import { HeldLock, Lock, lostError } from './lock'
+import { FairLock } from './fair_lock'
+import { FencedLock } from './fenced_lock'
+import { Holds } from './held'
+import { Lock } from './lock'
+import { NonReentrantLock } from './non_reentrant_lock'
+import { ReadLock, ReadWriteLock, WriteLock } from './read_write_lock'
+import { SpinLock, type SpinLockOptions } from './spin_lock'
 
 /**
  * Client settings. Durations are milliseconds.
@@ -28,6 +34,12 @@ export interface ConnectOptions {
   /** How many locks one renewal script renews (default 100). */
   watchdogBatchSize?: number | undefined
   /**
+   * How long a `FairLock` waiter that gave no `wait` may take to come back before the others skip
+   * it as dead (default 300000, Redisson's `fairLockWaitTimeout`). Keep it equal across all
+   * clients of a lock.
+   */
+  fairLockWaitTimeout?: number | undefined
+  /**
    * For a `rediss://` server whose certificate comes from a private CA: the CA certificate(s) in
    * PEM (a string or a Buffer, e.g. `fs.readFileSync('ca.pem')`). Default: the web roots.
    */
@@ -39,7 +51,7 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
   if (typeof options !== 'object') throw invalidArgument('type', `connect options must be an object, got ${typeof options}`)
   const o = options as Record<string, unknown>
   const out: native.ConnectOptions = {}
-  for (const key of ['connectTimeout', 'responseTimeout', 'watchdogTimeout'] as const) {
+  for (const key of ['connectTimeout', 'responseTimeout', 'watchdogTimeout', 'fairLockWaitTimeout'] as const) {
     const v = o[key]
     if (v === undefined || v === null) continue
     if (typeof v !== 'number') throw invalidArgument('type', `${key} must be a number of milliseconds, got ${typeof v}`)
@@ -91,8 +103,8 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
  */
 export class Client implements AsyncDisposable {
   readonly #native: native.Client
-  /** Live holds by lock name, oldest first: for lost-lock signals and owner look-ups. */
-  readonly #holds = new Map<string, HeldLock[]>()
+  /** @internal Live holds, for lost-lock signals, owner look-ups and `close()`. */
+  readonly _holds = new Holds()
 
   /** @internal Clients come from `connect()`. */
   constructor(nativeClient: native.Client) {
@@ -106,7 +118,10 @@ export class Client implements AsyncDisposable {
     }
     const opts = checkConnectOptions(options)
     let self: WeakRef<Client> | undefined
-    const onLost = (event: native.LostLockEvent) => self?.deref()?._onLost(event.name, event.owner)
+    const onLost = (event: native.LostLockEvent) => {
+      const client = self?.deref()
+      client?._holds.onLost(client.id, event.name, event.owner, event.kind)
+    }
     const client = new Client(await viaNative(() => native.connect(url, opts, onLost)))
     self = new WeakRef(client)
     return client
@@ -151,7 +166,8 @@ export class Client implements AsyncDisposable {
 
   /**
    * The {@link Lock} named `name` (Redisson's `RLock` of the same name). Cheap: no Redis call.
-   * Throws `InvalidArgumentError` (also a `TypeError`) for a non-string or empty name.
+   * Throws `InvalidArgumentError` (also a `TypeError`) for a non-string or empty name, or one
+   * with a lone surrogate (it could not be stored as given).
    *
    * @param name - the lock's key in Redis, e.g. `'orders:42'`
    *
@@ -161,13 +177,83 @@ export class Client implements AsyncDisposable {
    * ```
    */
   lock(name: string): Lock {
-    if (typeof name !== 'string' || name === '') {
-      throw invalidArgument(
-        'type',
-        `a lock name must be a non-empty string, such as 'orders:42'; got ${name === '' ? 'an empty string' : typeof name}`,
-      )
-    }
+    checkName(name)
     return new Lock(this, viaNative(() => this.#native.lock(name)))
+  }
+
+  /**
+   * The {@link FairLock} named `name` (Redisson's `RFairLock`): handed over in the order its
+   * waiters asked. Name rules as for {@link Client.lock}.
+   *
+   * @example
+   * ```js
+   * const lock = client.fairLock('printer')
+   * ```
+   */
+  fairLock(name: string): FairLock {
+    checkName(name)
+    return new FairLock(this, viaNative(() => this.#native.fairLock(name)))
+  }
+
+  /**
+   * The {@link SpinLock} named `name` (Redisson's `RSpinLock`): its waiters retry with a
+   * back-off (Redisson's by default) instead of subscribing. Name rules as for {@link Client.lock}.
+   *
+   * @example
+   * ```js
+   * const lock = client.spinLock('jobs', { backoff: { kind: 'constant', initial: 64 } })
+   * ```
+   */
+  spinLock(name: string, options?: SpinLockOptions): SpinLock {
+    checkName(name)
+    const backoff = checkBackoff(options, name)
+    return new SpinLock(this, viaNative(() => this.#native.spinLock(name, backoff)))
+  }
+
+  /**
+   * The {@link FencedLock} named `name` (Redisson's `RFencedLock`): every acquisition gets a
+   * strictly increasing `held.token`. Name rules as for {@link Client.lock}.
+   *
+   * @example
+   * ```js
+   * const held = await client.fencedLock('ledger').acquire()
+   * console.log(held.token) // e.g. 42n
+   * await held.release()
+   * ```
+   */
+  fencedLock(name: string): FencedLock {
+    checkName(name)
+    return new FencedLock(this, viaNative(() => this.#native.fencedLock(name)))
+  }
+
+  /**
+   * The {@link NonReentrantLock} named `name`: a second acquire by its owner rejects with
+   * `NonReentrantError`. Name rules as for {@link Client.lock}.
+   *
+   * @example
+   * ```js
+   * const lock = client.nonReentrantLock('payments:7')
+   * ```
+   */
+  nonReentrantLock(name: string): NonReentrantLock {
+    checkName(name)
+    return new NonReentrantLock(this, viaNative(() => this.#native.nonReentrantLock(name)))
+  }
+
+  /**
+   * The {@link ReadWriteLock} named `name` (Redisson's `RReadWriteLock`): `readLock()` for many
+   * readers, `writeLock()` for one writer. Name rules as for {@link Client.lock}.
+   *
+   * @example
+   * ```js
+   * const rw = client.readWriteLock('catalog')
+   * await rw.readLock().withLock(async () => readCatalog())
+   * ```
+   */
+  readWriteLock(name: string): ReadWriteLock {
+    checkName(name)
+    const [read, write] = viaNative(() => this.#native.readWriteLock(name))
+    return new ReadWriteLock(new ReadLock(this, read), new WriteLock(this, write))
   }
 
   /**
@@ -180,9 +266,7 @@ export class Client implements AsyncDisposable {
    * ```
    */
   async close(): Promise<void> {
-    const holds = [...this.#holds.values()].flat()
-    this.#holds.clear()
-    for (const held of holds) held._closed()
+    this._holds.closeAll()
     await viaNative(() => this.#native.close())
   }
 
@@ -225,41 +309,42 @@ export class Client implements AsyncDisposable {
   watchedLocks(): number {
     return viaNative(() => this.#native.watchedLocks())
   }
+}
 
-  /** @internal */
-  _track(held: HeldLock): void {
-    const list = this.#holds.get(held.lock.name)
-    if (list) list.push(held)
-    else this.#holds.set(held.lock.name, [held])
+/** Throws the invalid-argument error a bad lock name deserves. */
+function checkName(name: unknown): asserts name is string {
+  if (typeof name !== 'string' || name === '') {
+    throw invalidArgument(
+      'type',
+      `a lock name must be a non-empty string, such as 'orders:42'; got ${name === '' ? 'an empty string' : typeof name}`,
+    )
   }
+  if (!name.isWellFormed()) {
+    throw invalidArgument(
+      'type',
+      `a lock name must be well-formed Unicode, but ${JSON.stringify(name)} has a lone surrogate; Redis keys ` +
+        `are UTF-8, so it would be stored as U+FFFD and collide with other names`,
+      name,
+    )
+  }
+}
 
-  /** @internal */
-  _untrack(held: HeldLock): void {
-    const list = this.#holds.get(held.lock.name)
-    if (!list) return
-    const i = list.lastIndexOf(held)
-    if (i >= 0) list.splice(i, 1)
-    if (list.length === 0) this.#holds.delete(held.lock.name)
+function checkBackoff(options: unknown, name: string): native.BackoffOptions | undefined {
+  if (options === undefined || options === null) return undefined
+  if (typeof options !== 'object') throw invalidArgument('type', `spin lock options must be an object, got ${typeof options}`, name)
+  const b = (options as Record<string, unknown>).backoff
+  if (b === undefined || b === null) return undefined
+  const o = b as Record<string, unknown>
+  if (typeof b !== 'object' || (o.kind !== 'exponential' && o.kind !== 'constant')) {
+    throw invalidArgument('type', `backoff of spin lock '${name}' must be { kind: 'exponential', initial, max } or { kind: 'constant', initial }`, name)
   }
-
-  /** @internal The latest live hold of lock `name` by `owner`. */
-  _latestOf(name: string, owner: number): HeldLock | undefined {
-    const list = this.#holds.get(name) ?? []
-    for (let i = list.length - 1; i >= 0; i--) if (list[i]!.owner === owner) return list[i]
-    return undefined
+  for (const key of o.kind === 'exponential' ? ['initial', 'max'] : ['initial']) {
+    const v = o[key]
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) {
+      throw invalidArgument('range', `backoff.${key} of spin lock '${name}' must be a number of milliseconds > 0, got ${String(v)}`, name)
+    }
   }
-
-  /** @internal Aborts every live hold of `name` by `owner`. */
-  _lostAll(name: string, owner: number, reason: ReturnType<typeof lostError>): void {
-    for (const held of this.#holds.get(name) ?? []) if (held.owner === owner) held._lost(reason)
-  }
-
-  /** @internal Called (on this thread) when a renewal found lock `name` of `owner` gone. */
-  _onLost(name: string, owner: number): void {
-    const holds = (this.#holds.get(name) ?? []).filter((h) => h.owner === owner)
-    // Skip a stale report about an earlier tenure that was released since.
-    if (holds.length === 0 || !holds[0]!.lock._isLost(owner)) return
-    const reason = lostError(name, `${this.id}:${owner}`)
-    for (const held of holds) held._lost(reason)
-  }
+  return o.kind === 'exponential'
+    ? { kind: 'exponential', initial: o.initial as number, max: o.max as number }
+    : { kind: 'constant', initial: o.initial as number }
 }

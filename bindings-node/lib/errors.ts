@@ -26,15 +26,30 @@ import native = require('../native')
  * }
  * ```
  */
-export type ErrorCode =
-  | 'NOT_HELD'
-  | 'TIMEOUT'
-  | 'LOCK_LOST'
-  | 'UNAVAILABLE'
-  | 'WRONG_TYPE'
-  | 'INVALID_ARGUMENT'
-  | 'CANCELLED'
-  | 'REDIS'
+export type ErrorCode = (typeof ERROR_CODES)[number]
+
+/**
+ * Every code, in the order of core's `ErrorKind::ALL` (the one table the codes come from).
+ *
+ * @example
+ * ```js
+ * const { ERROR_CODES } = require('crosslock')
+ * console.log(ERROR_CODES.includes('AUTH')) // true
+ * ```
+ */
+export const ERROR_CODES = [
+  'NOT_HELD',
+  'TIMEOUT',
+  'LOCK_LOST',
+  'UNAVAILABLE',
+  'WRONG_TYPE',
+  'INVALID_ARGUMENT',
+  'CANCELLED',
+  'AUTH',
+  'NON_REENTRANT',
+  'UPGRADE_REFUSED',
+  'REDIS',
+] as const
 
 /**
  * What a {@link CrosslockError} concerns, besides its message.
@@ -238,38 +253,86 @@ export class InvalidArgumentError extends CrosslockError {
   }
 }
 
-CODE_OF.set(NotHeldError, 'NOT_HELD')
-CODE_OF.set(LockTimeoutError, 'TIMEOUT')
-CODE_OF.set(LockLostError, 'LOCK_LOST')
-CODE_OF.set(RedisUnavailableError, 'UNAVAILABLE')
-CODE_OF.set(WrongTypeError, 'WRONG_TYPE')
-CODE_OF.set(InvalidArgumentError, 'INVALID_ARGUMENT')
-
-for (const cls of [
-  CrosslockError,
-  NotHeldError,
-  LockTimeoutError,
-  LockLostError,
-  RedisUnavailableError,
-  WrongTypeError,
-  InvalidArgumentError,
-]) {
-  Object.defineProperty(cls.prototype, 'name', { value: cls.name, writable: true, configurable: true })
+/**
+ * Redis refused the credentials (a wrong password or user in the URL, or none where the server
+ * needs one). Retrying does not help, so it is deliberately not a `RedisUnavailableError`.
+ *
+ * @example
+ * ```js
+ * try { await connect('redis://default:wrong@127.0.0.1:6379/0') }
+ * catch (e) { if (e instanceof AuthenticationError) console.error('fix the Redis password:', e.message) }
+ * ```
+ */
+export class AuthenticationError extends CrosslockError {
+  /** @param message - what happened @param options - cause */
+  constructor(message: string, options: CrosslockErrorOptions = {}) {
+    super('AUTH', message, options)
+  }
 }
 
-/** The class of each code (codes without their own class use the base class). */
-const CLASS_OF: Partial<Record<ErrorCode, new (message: string, options?: CrosslockErrorOptions) => CrosslockError>> = {
-  NOT_HELD: NotHeldError,
-  TIMEOUT: LockTimeoutError,
-  LOCK_LOST: LockLostError,
-  UNAVAILABLE: RedisUnavailableError,
-  WRONG_TYPE: WrongTypeError,
-  INVALID_ARGUMENT: InvalidArgumentError,
+/**
+ * The owner already holds a `NonReentrantLock` and asked for it again: that would wait for
+ * itself forever. Nothing changed in Redis.
+ *
+ * @example
+ * ```js
+ * await lock.withLock(async () => {
+ *   await lock.acquire().catch((e) => console.log(e instanceof NonReentrantError)) // true
+ * })
+ * ```
+ */
+export class NonReentrantError extends CrosslockError {
+  /** @param message - what happened @param options - lock name, holder */
+  constructor(message: string, options: CrosslockErrorOptions = {}) {
+    super('NON_REENTRANT', message, options)
+  }
+}
+
+/**
+ * The owner holds the read lock of a `ReadWriteLock` and asked for its write lock: an upgrade
+ * would wait for itself forever, so it is refused at once. Release the read lock first.
+ *
+ * @example
+ * ```js
+ * await rw.readLock().withLock(async () => {
+ *   await rw.writeLock().acquire().catch((e) => console.log(e.code)) // 'UPGRADE_REFUSED'
+ * })
+ * ```
+ */
+export class UpgradeRefusedError extends CrosslockError {
+  /** @param message - what happened @param options - lock name, holder */
+  constructor(message: string, options: CrosslockErrorOptions = {}) {
+    super('UPGRADE_REFUSED', message, options)
+  }
+}
+
+type ErrorClass = new (message: string, options?: CrosslockErrorOptions) => CrosslockError
+
+/** The one table of subclasses: each code's class (codes without one use the base class). */
+const CLASSES: ReadonlyArray<readonly [ErrorClass, ErrorCode]> = [
+  [NotHeldError, 'NOT_HELD'],
+  [LockTimeoutError, 'TIMEOUT'],
+  [LockLostError, 'LOCK_LOST'],
+  [RedisUnavailableError, 'UNAVAILABLE'],
+  [WrongTypeError, 'WRONG_TYPE'],
+  [InvalidArgumentError, 'INVALID_ARGUMENT'],
+  [AuthenticationError, 'AUTH'],
+  [NonReentrantError, 'NON_REENTRANT'],
+  [UpgradeRefusedError, 'UPGRADE_REFUSED'],
+]
+
+const CLASS_OF = new Map<ErrorCode, ErrorClass>()
+for (const [cls, code] of CLASSES) {
+  CODE_OF.set(cls, code)
+  CLASS_OF.set(code, cls)
+}
+for (const cls of [CrosslockError, ...CLASSES.map(([c]) => c)]) {
+  Object.defineProperty(cls.prototype, 'name', { value: cls.name, writable: true, configurable: true })
 }
 
 /** Makes the error of `code`: its subclass, or the base class for `CANCELLED` and `REDIS`. */
 export function makeError(code: ErrorCode, message: string, options: CrosslockErrorOptions = {}): CrosslockError {
-  const cls = CLASS_OF[code]
+  const cls = CLASS_OF.get(code)
   return cls ? new cls(message, options) : new CrosslockError(code, message, options)
 }
 

@@ -28,7 +28,14 @@
 import { Client, type ConnectOptions } from './client'
 
 export { Client, type ConnectOptions } from './client'
-export { Lock, HeldLock, type AcquireOptions, type OwnerOptions } from './lock'
+export { Lockable, type AcquireOptions, type OwnerOptions } from './lockable'
+export { HeldLock } from './held'
+export { Lock } from './lock'
+export { FairLock } from './fair_lock'
+export { SpinLock, type Backoff, type SpinLockOptions } from './spin_lock'
+export { FencedLock, type FencedHeldLock } from './fenced_lock'
+export { NonReentrantLock } from './non_reentrant_lock'
+export { ReadWriteLock, ReadLock, WriteLock } from './read_write_lock'
 export { runAsOwner, newOwner, currentOwner } from './identity'
 export {
   CrosslockError,
@@ -38,6 +45,10 @@ export {
   RedisUnavailableError,
   WrongTypeError,
   InvalidArgumentError,
+  AuthenticationError,
+  NonReentrantError,
+  UpgradeRefusedError,
+  ERROR_CODES,
   type ErrorCode,
   type CrosslockErrorOptions,
 } from './errors'

@@ -20,6 +20,9 @@ pub struct ConnectOptions {
     pub watchdog_timeout: Option<f64>,
     /// How many locks one renewal script renews (default 100).
     pub watchdog_batch_size: Option<u32>,
+    /// How long a fair-lock waiter that gave no wait limit may take to come back before the others
+    /// skip it as dead (default 300000, Redisson's `fairLockWaitTimeout`).
+    pub fair_lock_wait_timeout: Option<f64>,
     /// PEM root certificate(s) to trust for a `rediss://` server with a private CA.
     pub tls_ca_cert: Option<napi::bindgen_prelude::Buffer>,
 }
@@ -31,10 +34,24 @@ pub struct LostLockEvent {
     pub name: String,
     /// The owner number that held it.
     pub owner: f64,
+    /// The kind of lock (`'lock'`, `'write_lock'`, …).
+    pub kind: String,
+}
+
+/// A spin lock's back-off: `kind` `'exponential'` (`initial`, `max`) or `'constant'` (`initial`),
+/// in milliseconds.
+#[napi(object)]
+pub struct BackoffOptions {
+    /// `'exponential'` or `'constant'`.
+    pub kind: String,
+    /// The first (or every) pause, ms.
+    pub initial: f64,
+    /// The longest pause, ms (exponential only).
+    pub max: Option<f64>,
 }
 
 fn options(options: Option<ConnectOptions>) -> crosslock::Result<crosslock::ClientOptions> {
-    use crosslock::lock::duration_from_millis;
+    let duration_from_millis = |ms: f64, what: &str| crosslock::ffi::duration(ms, 0.001, what);
     let mut out = crosslock::ClientOptions::new();
     let Some(o) = options else { return Ok(out) };
     if let Some(ms) = o.connect_timeout {
@@ -45,6 +62,9 @@ fn options(options: Option<ConnectOptions>) -> crosslock::Result<crosslock::Clie
     }
     if let Some(ms) = o.watchdog_timeout {
         out = out.watchdog_timeout(duration_from_millis(ms, "watchdogTimeout")?);
+    }
+    if let Some(ms) = o.fair_lock_wait_timeout {
+        out = out.fair_lock_wait_timeout(duration_from_millis(ms, "fairLockWaitTimeout")?);
     }
     if let Some(n) = o.watchdog_batch_size {
         out = out.watchdog_batch_size(n as usize);
@@ -78,6 +98,7 @@ pub fn connect<'env>(
                 let event = LostLockEvent {
                     name: event.name,
                     owner: event.owner.get() as f64,
+                    kind: event.kind.as_str().to_owned(),
                 };
                 lost.call(event, ThreadsafeFunctionCallMode::NonBlocking);
             });
@@ -88,6 +109,31 @@ pub fn connect<'env>(
             Ok(JsClient { inner: client, key })
         },
     )
+}
+
+fn erased(lock: crosslock::Result<std::sync::Arc<dyn crosslock::AnyLock>>) -> Result<JsLock> {
+    lock.map(JsLock::new).map_err(|e| error::to_napi(&e))
+}
+
+fn backoff_of(name: &str, b: &BackoffOptions) -> crosslock::Result<crosslock::Backoff> {
+    let ms = |v: f64, w: &str| {
+        crosslock::ffi::duration(
+            v,
+            0.001,
+            &format!("the {w} back-off pause of spin lock '{name}'"),
+        )
+    };
+    match (b.kind.as_str(), b.max) {
+        ("constant", _) => Ok(crosslock::Backoff::constant(ms(b.initial, "constant")?)),
+        ("exponential", Some(max)) => Ok(crosslock::Backoff::exponential(
+            ms(b.initial, "initial")?,
+            ms(max, "maximum")?,
+        )),
+        _ => Err(crosslock::ffi::invalid(format!(
+            "spin lock '{name}': a back-off is {{ kind: 'constant', initial }} or {{ kind: 'exponential', initial, max }}, got kind '{}'",
+            b.kind
+        ))),
+    }
 }
 
 /// A connected client (see core's `Client`). Made by `connect()`.
@@ -118,13 +164,56 @@ impl JsClient {
         self.inner.is_closed()
     }
 
-    /// The lock named `name`.
+    /// The `Lock` (Redisson `RLock`) named `name`.
     #[napi]
     pub fn lock(&self, name: String) -> Result<JsLock> {
-        self.inner
-            .lock(&name)
-            .map(JsLock::new)
-            .map_err(|e| error::to_napi(&e))
+        erased(self.inner.lock(&name).map(|l| l.erased()))
+    }
+
+    /// The `FairLock` (Redisson `RFairLock`) named `name`.
+    #[napi]
+    pub fn fair_lock(&self, name: String) -> Result<JsLock> {
+        erased(self.inner.fair_lock(&name).map(|l| l.erased()))
+    }
+
+    /// The `SpinLock` (Redisson `RSpinLock`) named `name`, with Redisson's back-off unless one is
+    /// given.
+    #[napi]
+    pub fn spin_lock(&self, name: String, backoff: Option<BackoffOptions>) -> Result<JsLock> {
+        let backoff = match backoff {
+            None => Ok(crosslock::Backoff::default()),
+            Some(b) => backoff_of(&name, &b),
+        };
+        erased(
+            backoff
+                .and_then(|b| self.inner.spin_lock_with(&name, b))
+                .map(|l| l.erased()),
+        )
+    }
+
+    /// The `FencedLock` (Redisson `RFencedLock`) named `name`.
+    #[napi]
+    pub fn fenced_lock(&self, name: String) -> Result<JsLock> {
+        erased(self.inner.fenced_lock(&name).map(|l| l.erased()))
+    }
+
+    /// The `NonReentrantLock` named `name`.
+    #[napi]
+    pub fn non_reentrant_lock(&self, name: String) -> Result<JsLock> {
+        erased(self.inner.non_reentrant_lock(&name).map(|l| l.erased()))
+    }
+
+    /// The read and the write lock of the `ReadWriteLock` named `name`.
+    #[napi(ts_return_type = "[Lock, Lock]")]
+    pub fn read_write_lock(&self, name: String) -> Result<Vec<JsLock>> {
+        let rw = self
+            .inner
+            .read_write_lock(&name)
+            .map_err(|e| error::to_napi(&e))?;
+        Ok(vec![
+            JsLock::new(rw.read().erased()),
+            JsLock::new(rw.write().erased()),
+        ])
     }
 
     /// Closes the client: pending acquires fail, held locks are released, renewal stops.

@@ -1,14 +1,17 @@
-//! The native `Lock` (core's [`crosslock::Lock`]) and `CancelToken`.
+//! The native `Lock` (any lock of the RLock family: core's [`AnyLock`]) and `CancelToken`.
 //!
-//! Every method takes the owner number explicitly: the TypeScript layer decides it
-//! (`lib/identity.ts`). Durations are milliseconds.
+//! One native class serves every lock type; the client's factories hand out the type-erased
+//! lock and the TypeScript layer wraps it in the type's own class (`lib/lockable.ts` and the
+//! per-type files). Every method takes the owner number explicitly: the TypeScript layer decides
+//! it (`lib/identity.ts`). Durations are milliseconds.
 
-use napi::bindgen_prelude::Object;
+use std::sync::Arc;
+
+use napi::bindgen_prelude::{BigInt, Object};
 use napi::{Env, Result};
 use napi_derive::napi;
 
-use crosslock::lock::duration_from_millis;
-use crosslock::{AcquireOptions, CancellationToken, Owner};
+use crosslock::{AcquireOptions, AnyLock, CancellationToken, Owner, ffi};
 
 use crate::error;
 use crate::runtime;
@@ -58,14 +61,14 @@ impl JsCancelToken {
     }
 }
 
-/// A reentrant lock stored as Redisson's RLock (see core's `Lock`). Made by `Client.lock()`.
+/// A lock of any kind of the RLock family (see core's `AnyLock`). Made by the client's factories.
 #[napi(js_name = "Lock")]
 pub struct JsLock {
-    inner: crosslock::Lock,
+    inner: Arc<dyn AnyLock>,
 }
 
 impl JsLock {
-    pub(crate) fn new(inner: crosslock::Lock) -> Self {
+    pub(crate) fn new(inner: Arc<dyn AnyLock>) -> Self {
         JsLock { inner }
     }
 }
@@ -78,10 +81,18 @@ impl JsLock {
         self.inner.name().to_owned()
     }
 
+    /// The kind of lock: `'lock'`, `'fair_lock'`, `'spin_lock'`, `'fenced_lock'`,
+    /// `'non_reentrant_lock'`, `'read_lock'` or `'write_lock'`.
+    #[napi(getter)]
+    pub fn kind(&self) -> &'static str {
+        self.inner.kind().as_str()
+    }
+
     /// Acquires for `owner`. `wait`: `null` waits as long as it takes, `0` tries once; `lease`:
-    /// `null` means watchdog renewal. Resolves `true` when acquired; when the wait limit passes,
-    /// resolves `false`, or rejects with code `TIMEOUT` if `failOnTimeout`.
-    #[napi(ts_return_type = "Promise<boolean>")]
+    /// `null` means watchdog renewal. Resolves the fencing token when acquired (`0n` for kinds
+    /// without one); when the wait limit passes, resolves `null`, or rejects with code `TIMEOUT`
+    /// if `failOnTimeout`.
+    #[napi(ts_return_type = "Promise<bigint | null>")]
     pub fn acquire<'env>(
         &self,
         env: &'env Env,
@@ -92,29 +103,24 @@ impl JsLock {
         fail_on_timeout: bool,
     ) -> Result<Object<'env>> {
         let owner = self::owner(owner)?;
+        let name = self.inner.name();
         let mut options = AcquireOptions::new().owner(owner);
-        let conv =
-            |ms: f64, what: &str| duration_from_millis(ms, what).map_err(|e| error::to_napi(&e));
         if let Some(ms) = wait {
-            options = options.wait(conv(ms, "wait")?);
+            let what = format!("wait for lock '{name}'");
+            options =
+                options.wait(ffi::duration(ms, 0.001, &what).map_err(|e| error::to_napi(&e))?);
         }
         if let Some(ms) = lease {
-            options = options.lease(conv(ms, "lease")?);
+            let what = format!("the lease of lock '{name}'");
+            options = options.lease(ffi::lease(ms, 0.001, &what).map_err(|e| error::to_napi(&e))?);
         }
         if let Some(cancel) = cancel {
             options = options.cancel(cancel.token.clone());
         }
         let lock = self.inner.clone();
         runtime::promise(env, async move {
-            if lock.acquire_as(owner, &options).await? {
-                return Ok(true);
-            }
-            if fail_on_timeout {
-                return Err(lock
-                    .timeout_error(owner, options.wait.unwrap_or_default())
-                    .await);
-            }
-            Ok(false)
+            let acquired = ffi::acquire(&lock, owner, &options, fail_on_timeout).await?;
+            Ok(acquired.map(|a| BigInt::from(a.token.unwrap_or(0))))
         })
     }
 
@@ -146,7 +152,7 @@ impl JsLock {
     pub fn is_held_by<'env>(&self, env: &'env Env, owner: f64) -> Result<Object<'env>> {
         let owner = self::owner(owner)?;
         let lock = self.inner.clone();
-        runtime::promise(env, async move { lock.is_held_by(owner).await })
+        runtime::promise(env, async move { Ok(lock.hold_count_of(owner).await? > 0) })
     }
 
     /// How many times `owner` of this client holds the lock.

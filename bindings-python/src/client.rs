@@ -1,14 +1,29 @@
 //! `crosslock._native.Client`: core's [`crosslock::Client`] for Python.
 
 use std::sync::Arc;
+use std::sync::mpsc;
 
-use crosslock::lock::duration_from_secs;
-use crosslock::{Client, ClientOptions, LostLock};
+use crosslock::{Backoff, Client, ClientOptions, LostLock, ffi};
 use pyo3::prelude::*;
 
 use crate::error::to_py_err;
 use crate::lock::PyLock;
 use crate::runtime::{self, OnSignal};
+
+/// A back-off from the Python layer's tuple form.
+fn backoff_of(name: &str, kind: &str, a: f64, b: Option<f64>) -> crosslock::Result<Backoff> {
+    let what = |w: &str| format!("the {w} back-off pause of spin lock '{name}'");
+    match (kind, b) {
+        ("constant", None) => Ok(Backoff::constant(ffi::duration(a, 1.0, &what("constant"))?)),
+        ("exponential", Some(b)) => Ok(Backoff::exponential(
+            ffi::duration(a, 1.0, &what("initial"))?,
+            ffi::duration(b, 1.0, &what("maximum"))?,
+        )),
+        _ => Err(ffi::invalid(format!(
+            "spin lock '{name}': a back-off is ('constant', pause) or ('exponential', initial, max), got {kind:?}"
+        ))),
+    }
+}
 
 /// A connection to one Redis deployment with its own client id (core's `Client`).
 ///
@@ -22,12 +37,15 @@ fn options(
     connect_timeout: f64,
     response_timeout: f64,
     watchdog_timeout: f64,
+    fair_lock_wait_timeout: f64,
     tls_ca_cert: Option<Vec<u8>>,
 ) -> crosslock::Result<ClientOptions> {
+    let secs = |value: f64, what: &str| ffi::duration(value, 1.0, what);
     let mut options = ClientOptions::new()
-        .connect_timeout(duration_from_secs(connect_timeout, "connect_timeout")?)
-        .response_timeout(duration_from_secs(response_timeout, "response_timeout")?)
-        .watchdog_timeout(duration_from_secs(watchdog_timeout, "watchdog_timeout")?);
+        .connect_timeout(secs(connect_timeout, "connect_timeout")?)
+        .response_timeout(secs(response_timeout, "response_timeout")?)
+        .watchdog_timeout(secs(watchdog_timeout, "watchdog_timeout")?)
+        .fair_lock_wait_timeout(secs(fair_lock_wait_timeout, "fair_lock_wait_timeout")?);
     if let Some(pem) = tls_ca_cert {
         options = options.tls_ca_cert(pem);
     }
@@ -39,19 +57,21 @@ impl PyClient {
     /// Connects (blocking, GIL released). Raises `RedisUnavailableError` naming `host:port` when
     /// the server cannot be reached within `connect_timeout` seconds.
     #[staticmethod]
-    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, tls_ca_cert = None))]
+    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None))]
     fn connect(
         py: Python<'_>,
         url: String,
         connect_timeout: f64,
         response_timeout: f64,
         watchdog_timeout: f64,
+        fair_lock_wait_timeout: f64,
         tls_ca_cert: Option<Vec<u8>>,
     ) -> PyResult<PyClient> {
         let options = options(
             connect_timeout,
             response_timeout,
             watchdog_timeout,
+            fair_lock_wait_timeout,
             tls_ca_cert,
         )
         .map_err(|e| to_py_err(py, e, None))?;
@@ -66,19 +86,21 @@ impl PyClient {
 
     /// As `connect`, as an awaitable.
     #[staticmethod]
-    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, tls_ca_cert = None))]
+    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None))]
     fn connect_async(
         py: Python<'_>,
         url: String,
         connect_timeout: f64,
         response_timeout: f64,
         watchdog_timeout: f64,
+        fair_lock_wait_timeout: f64,
         tls_ca_cert: Option<Vec<u8>>,
     ) -> PyResult<Bound<'_, PyAny>> {
         let options = options(
             connect_timeout,
             response_timeout,
             watchdog_timeout,
+            fair_lock_wait_timeout,
             tls_ca_cert,
         )
         .map_err(|e| to_py_err(py, e, None))?;
@@ -116,13 +138,59 @@ impl PyClient {
         self.client.holder(crosslock::Owner::new(owner))
     }
 
-    /// A handle on the lock `name`. Raises `InvalidArgumentError` for an empty name.
+    /// A `Lock` (Redisson `RLock`) named `name`. Raises `InvalidArgumentError` for an empty name.
     fn lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
-        let lock = self
+        self.erased(py, name, self.client.lock(name).map(|l| l.erased()))
+    }
+
+    /// A `FairLock` (Redisson `RFairLock`) named `name`.
+    fn fair_lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
+        self.erased(py, name, self.client.fair_lock(name).map(|l| l.erased()))
+    }
+
+    /// A `SpinLock` (Redisson `RSpinLock`) named `name`; `backoff` is `None` (Redisson's default,
+    /// 1 ms doubling to 128 ms), `("exponential", initial, max)` or `("constant", pause)`, seconds.
+    #[pyo3(signature = (name, backoff = None))]
+    fn spin_lock(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        backoff: Option<(String, f64, Option<f64>)>,
+    ) -> PyResult<PyLock> {
+        let backoff = match backoff {
+            None => Ok(Backoff::default()),
+            Some((kind, a, b)) => backoff_of(name, &kind, a, b),
+        };
+        let lock = backoff
+            .and_then(|b| self.client.spin_lock_with(name, b))
+            .map(|l| l.erased());
+        self.erased(py, name, lock)
+    }
+
+    /// A `FencedLock` (Redisson `RFencedLock`) named `name`.
+    fn fenced_lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
+        self.erased(py, name, self.client.fenced_lock(name).map(|l| l.erased()))
+    }
+
+    /// A `NonReentrantLock` named `name`.
+    fn non_reentrant_lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
+        self.erased(
+            py,
+            name,
+            self.client.non_reentrant_lock(name).map(|l| l.erased()),
+        )
+    }
+
+    /// The read and the write lock of the `ReadWriteLock` (Redisson `RReadWriteLock`) `name`.
+    fn read_write_lock(&self, py: Python<'_>, name: &str) -> PyResult<(PyLock, PyLock)> {
+        let rw = self
             .client
-            .lock(name)
+            .read_write_lock(name)
             .map_err(|e| to_py_err(py, e, Some(name)))?;
-        Ok(PyLock::new(lock))
+        Ok((
+            PyLock::new(rw.read().erased()),
+            PyLock::new(rw.write().erased()),
+        ))
     }
 
     /// Closes: pending acquires fail, held locks are released, renewal stops. Idempotent.
@@ -152,25 +220,41 @@ impl PyClient {
         )
     }
 
-    /// Sets the function called as `listener(name, owner)` on a background thread whenever the
-    /// watchdog finds a lock of this client gone. Replaces any previous listener.
-    fn set_lost_listener(&self, listener: Py<PyAny>) {
-        let listener = Arc::new(listener);
-        self.client.on_lock_lost(move |lost: LostLock| {
-            // Core calls this on a runtime thread: never wait for the GIL there.
-            let listener = listener.clone();
-            let _ = std::thread::Builder::new()
-                .name("crosslock-lost".into())
-                .spawn(move || {
+    /// Sets the function called as `listener(name, owner, kind)` on a background thread whenever
+    /// a hold of this client is found lost. Replaces any previous listener. Call it again in a
+    /// forked child (the dispatcher thread does not survive a fork).
+    fn set_lost_listener(&self, listener: Py<PyAny>) -> PyResult<()> {
+        // Core calls the listener on a runtime thread, which must never wait for the GIL: events
+        // go through a channel to one dispatcher thread per client, which calls Python.
+        let (sender, receiver) = mpsc::channel::<LostLock>();
+        std::thread::Builder::new()
+            .name("crosslock-lost".into())
+            .spawn(move || {
+                // Ends when the client (and with it the sender) is dropped or replaced.
+                while let Ok(lost) = receiver.recv() {
                     // `try_attach`: nothing to tell once the interpreter is shutting down.
-                    Python::try_attach(|py| {
+                    let done = Python::try_attach(|py| {
                         let listener = listener.bind(py);
-                        if let Err(e) = listener.call1((lost.name.as_str(), lost.owner.get())) {
+                        let args = (lost.name.as_str(), lost.owner.get(), lost.kind.as_str());
+                        if let Err(e) = listener.call1(args) {
                             e.write_unraisable(py, Some(listener));
                         }
                     });
-                });
+                    if done.is_none() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| {
+                pyo3::exceptions::PyRuntimeError::new_err(format!(
+                    "crosslock: cannot start the lost-lock dispatcher thread: {e}"
+                ))
+            })?;
+        let sender = std::sync::Mutex::new(sender);
+        self.client.on_lock_lost(move |lost: LostLock| {
+            let _ = sender.lock().unwrap_or_else(|e| e.into_inner()).send(lost);
         });
+        Ok(())
     }
 
     /// How many channels the shared subscription connection listens to (diagnostics, tests).
@@ -185,5 +269,17 @@ impl PyClient {
 
     fn __repr__(&self) -> String {
         format!("<crosslock._native.Client {:?}>", self.client)
+    }
+}
+
+impl PyClient {
+    fn erased(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        lock: crosslock::Result<Arc<dyn crosslock::AnyLock>>,
+    ) -> PyResult<PyLock> {
+        lock.map(PyLock::new)
+            .map_err(|e| to_py_err(py, e, Some(name)))
     }
 }

@@ -11,14 +11,11 @@ use pyo3::types::{PyDict, PyType};
 
 use crosslock::{Error, ErrorKind};
 
+/// The classes of `crosslock.errors`, imported once: `by_code` maps each kind's code to its
+/// class (`errors.py` builds it from the `CrosslockError` subclasses, the one table in Python).
 struct Classes {
     base: Py<PyType>,
-    not_held: Py<PyType>,
-    timeout: Py<PyType>,
-    lock_lost: Py<PyType>,
-    unavailable: Py<PyType>,
-    wrong_type: Py<PyType>,
-    invalid_argument: Py<PyType>,
+    by_code: Py<PyDict>,
     redis_cause: Py<PyType>,
 }
 
@@ -32,12 +29,7 @@ fn classes(py: Python<'_>) -> PyResult<&Classes> {
         };
         Ok(Classes {
             base: class("CrosslockError")?,
-            not_held: class("NotHeldError")?,
-            timeout: class("LockTimeoutError")?,
-            lock_lost: class("LockLostError")?,
-            unavailable: class("RedisUnavailableError")?,
-            wrong_type: class("WrongTypeError")?,
-            invalid_argument: class("InvalidArgumentError")?,
+            by_code: module.getattr("_BY_CODE")?.cast_into::<PyDict>()?.unbind(),
             redis_cause: class("RedisError")?,
         })
     })
@@ -54,24 +46,22 @@ pub(crate) fn to_py_err(py: Python<'_>, err: Error, lock_name: Option<&str>) -> 
 }
 
 fn build(py: Python<'_>, err: &Error, lock_name: Option<&str>) -> PyResult<PyErr> {
+    if err.kind() == ErrorKind::Cancelled {
+        return Ok(CancelledError::new_err(err.to_string()));
+    }
     let classes = classes(py)?;
-    let class = match err.kind() {
-        ErrorKind::NotHeld => &classes.not_held,
-        ErrorKind::Timeout => &classes.timeout,
-        ErrorKind::LockLost => &classes.lock_lost,
-        ErrorKind::Unavailable => &classes.unavailable,
-        ErrorKind::WrongType => &classes.wrong_type,
-        ErrorKind::InvalidArgument => &classes.invalid_argument,
-        ErrorKind::Cancelled => return Ok(CancelledError::new_err(err.to_string())),
-        // `Redis` and any kind core adds later: the base class, with the kind's code.
-        _ => &classes.base,
+    let code = err.kind().code();
+    // A kind core adds later and Python does not know yet: the base class, with the kind's code.
+    let class = match classes.by_code.bind(py).get_item(code)? {
+        Some(class) => class,
+        None => classes.base.bind(py).clone().into_any(),
     };
     let kwargs = PyDict::new(py);
     kwargs.set_item("lock_name", err.lock_name().or(lock_name))?;
     kwargs.set_item("holder", err.holder())?;
-    kwargs.set_item("code", err.kind().code())?;
+    kwargs.set_item("code", code)?;
     kwargs.set_item("waited", err.waited().map(|w| w.as_secs_f64()))?;
-    let exception = class.bind(py).call((err.to_string(),), Some(&kwargs))?;
+    let exception = class.call((err.to_string(),), Some(&kwargs))?;
     let converted = PyErr::from_value(exception);
     if let Some(cause) = cause_chain(py, classes, std::error::Error::source(err))? {
         converted.set_cause(py, Some(cause));

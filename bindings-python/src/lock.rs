@@ -1,27 +1,37 @@
-//! `crosslock._native.Lock`: core's [`crosslock::Lock`] (Redisson's RLock) for Python.
+//! `crosslock._native.Lock`: any lock of the RLock family (core's [`AnyLock`]) for Python.
+//!
+//! One native class serves every lock type (`Lock`, `FairLock`, `SpinLock`, `FencedLock`,
+//! `NonReentrantLock`, and the read and write locks of a `ReadWriteLock`): the client's factories
+//! hand out the type-erased lock, and the Python package wraps it in the type's own class.
 //!
 //! Every method takes the caller's owner number explicitly: the Python layer
 //! (`crosslock/_identity.py`) decides which thread or asyncio task is calling. Durations are
-//! seconds as floats (`None` = no limit / watchdog).
+//! seconds as floats (`None` = no limit / watchdog). An acquire answers `None` when the wait limit
+//! passed, else the fencing token (0 for kinds without one).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crosslock::lock::duration_from_secs;
-use crosslock::{AcquireOptions, CancellationToken, Lock, Owner};
+use crosslock::{AcquireOptions, AnyLock, CancellationToken, Owner, ffi};
 use pyo3::prelude::*;
 
 use crate::error::to_py_err;
 use crate::runtime::{self, OnSignal, Unclaimed, Undo};
 
-/// A handle on one named lock (core's `Lock`); the public wrapper is `crosslock.Lock`.
+/// A handle on one named lock of any kind; the public wrappers are `crosslock.Lock`,
+/// `crosslock.FairLock`, …
 #[pyclass(module = "crosslock._native", name = "Lock", frozen)]
 pub(crate) struct PyLock {
-    lock: Lock,
+    lock: Arc<dyn AnyLock>,
+}
+
+/// What an acquire answers Python: `None` (not acquired) or the token (0 when the kind has none).
+fn token_of(acquired: Option<crosslock::Acquisition>) -> Option<u64> {
+    acquired.map(|a| a.token.unwrap_or(0))
 }
 
 impl PyLock {
-    pub(crate) fn new(lock: Lock) -> Self {
+    pub(crate) fn new(lock: Arc<dyn AnyLock>) -> Self {
         PyLock { lock }
     }
 
@@ -34,20 +44,18 @@ impl PyLock {
         let name = self.name();
         let mut options = AcquireOptions::new();
         if let Some(wait) = wait {
-            options = options.wait(duration_from_secs(
+            options = options.wait(ffi::duration(
                 wait,
+                1.0,
                 &format!("the timeout for lock '{name}'"),
             )?);
         }
         if let Some(lease) = lease {
-            let lease = duration_from_secs(lease, &format!("the lease of lock '{name}'"))?;
-            // Redis counts leases in whole milliseconds: anything shorter is a zero lease, which
-            // core refuses with its own message.
-            options = options.lease(if lease < Duration::from_millis(1) {
-                Duration::ZERO
-            } else {
-                lease
-            });
+            options = options.lease(ffi::lease(
+                lease,
+                1.0,
+                &format!("the lease of lock '{name}'"),
+            )?);
         }
         Ok(options)
     }
@@ -56,23 +64,19 @@ impl PyLock {
         to_py_err(py, e, Some(self.name()))
     }
 
-    /// The future of one acquire: `Ok(false)` when the wait limit passed, or the core timeout
-    /// error if `raise_timeout`.
+    /// The future of one acquire: `Ok(None)` when the wait limit passed (or the core timeout
+    /// error if `raise_timeout`).
     fn acquire_future(
         &self,
         owner: Owner,
         options: AcquireOptions,
         raise_timeout: bool,
-    ) -> impl std::future::Future<Output = crosslock::Result<bool>> + Send + 'static {
+    ) -> impl std::future::Future<Output = crosslock::Result<Option<u64>>> + Send + 'static {
         let lock = self.lock.clone();
         async move {
-            let acquired = lock.acquire_as(owner, &options).await?;
-            if !acquired && raise_timeout {
-                return Err(lock
-                    .timeout_error(owner, options.wait.unwrap_or_default())
-                    .await);
-            }
-            Ok(acquired)
+            ffi::acquire(&lock, owner, &options, raise_timeout)
+                .await
+                .map(token_of)
         }
     }
 }
@@ -85,9 +89,16 @@ impl PyLock {
         self.name()
     }
 
+    /// The kind of lock (`"lock"`, `"fair_lock"`, `"read_lock"`, …).
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.lock.kind().as_str()
+    }
+
     /// Acquires for `owner` (blocking, GIL released, Ctrl-C honoured). `wait`: seconds, `None`
     /// waits without limit, `0` tries once. `lease`: seconds, `None` means watchdog renewal.
-    /// Returns `False` when the wait limit passes, or raises `LockTimeoutError` if `raise_timeout`.
+    /// Returns `None` when the wait limit passes (or raises `LockTimeoutError` if
+    /// `raise_timeout`), else the fencing token (0 for kinds without one).
     #[pyo3(signature = (owner, wait = None, lease = None, raise_timeout = false))]
     fn acquire(
         &self,
@@ -96,7 +107,7 @@ impl PyLock {
         wait: Option<f64>,
         lease: Option<f64>,
         raise_timeout: bool,
-    ) -> PyResult<bool> {
+    ) -> PyResult<Option<u64>> {
         let owner = Owner::new(owner);
         let token = CancellationToken::new();
         let options = self
@@ -105,9 +116,9 @@ impl PyLock {
             .cancel(token.clone());
         let lock = self.lock.clone();
         // If the acquire completed just as Ctrl-C arrived, give that hold back.
-        let undo: Undo<bool> = Box::new(move |acquired| {
+        let undo: Undo<Option<u64>> = Box::new(move |acquired| {
             Box::pin(async move {
-                if acquired {
+                if acquired.is_some() {
                     let _ = lock.release_as(owner).await;
                 }
             })
@@ -202,14 +213,14 @@ impl PyLock {
     /// Whether `owner` of this client holds the lock.
     fn is_held_by(&self, py: Python<'_>, owner: u64) -> PyResult<bool> {
         let lock = self.lock.clone();
-        let future = async move { lock.is_held_by(Owner::new(owner)).await };
+        let future = async move { Ok(lock.hold_count_of(Owner::new(owner)).await? > 0) };
         runtime::wait(py, future, OnSignal::Detach, Some(self.name()))
     }
 
     /// As `is_held_by`, as an awaitable.
     fn is_held_by_async<'py>(&self, py: Python<'py>, owner: u64) -> PyResult<Bound<'py, PyAny>> {
         let lock = self.lock.clone();
-        let future = async move { lock.is_held_by(Owner::new(owner)).await };
+        let future = async move { Ok(lock.hold_count_of(Owner::new(owner)).await? > 0) };
         runtime::awaitable(py, future, Some(self.name()))
     }
 
@@ -241,7 +252,7 @@ impl PyLock {
         runtime::awaitable(py, future, Some(self.name()))
     }
 
-    /// The current holder strings (`<client-uuid>:<n>`); empty when unlocked.
+    /// The current holder strings (`<client-uuid>:<n>`, `…:write`); empty when unlocked.
     fn holders(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         let lock = self.lock.clone();
         runtime::wait(
@@ -252,13 +263,23 @@ impl PyLock {
         )
     }
 
+    /// As `holders`, as an awaitable.
+    fn holders_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lock = self.lock.clone();
+        runtime::awaitable(
+            py,
+            async move { lock.holders_now().await },
+            Some(self.name()),
+        )
+    }
+
     /// Whether the hold of `owner` was found lost by the watchdog and not released since.
     fn is_lost(&self, owner: u64) -> bool {
         self.lock.is_lost(Owner::new(owner))
     }
 
     fn __repr__(&self) -> String {
-        format!("<crosslock._native.Lock {:?}>", self.name())
+        format!("<crosslock._native.Lock {} {:?}>", self.kind(), self.name())
     }
 }
 
@@ -271,13 +292,13 @@ impl PyLock {
 /// nobody knows about (and that the watchdog would renew forever).
 #[pyclass(module = "crosslock._native", name = "PendingHold", frozen)]
 pub(crate) struct PyPendingHold {
-    acquired: bool,
+    acquired: Option<u64>,
     hold: Mutex<Option<Unclaimed>>,
 }
 
 impl PyPendingHold {
-    fn new(acquired: bool, lock: Lock, owner: Owner) -> Self {
-        let hold = acquired.then(|| {
+    fn new(acquired: Option<u64>, lock: Arc<dyn AnyLock>, owner: Owner) -> Self {
+        let hold = acquired.is_some().then(|| {
             Unclaimed::new(async move {
                 // NotHeld / LockLost: nothing left to give back.
                 let _ = lock.release_as(owner).await;
@@ -303,9 +324,10 @@ impl PyPendingHold {
 
 #[pymethods]
 impl PyPendingHold {
-    /// Takes the hold over (it is the caller's to release from now on); returns whether the lock
-    /// was acquired. Later calls return the same and do nothing else.
-    fn claim(&self) -> bool {
+    /// Takes the hold over (it is the caller's to release from now on); returns what the acquire
+    /// answered (`None`: not acquired; else the token, 0 for kinds without one). Later calls
+    /// return the same and do nothing else.
+    fn claim(&self) -> Option<u64> {
         if let Some(hold) = self.take() {
             hold.claim();
         }
@@ -318,7 +340,7 @@ impl PyPendingHold {
     }
 
     fn __repr__(&self) -> String {
-        let state = match (self.acquired, self.is_unclaimed()) {
+        let state = match (self.acquired.is_some(), self.is_unclaimed()) {
             (false, _) => "not acquired",
             (true, true) => "acquired, unclaimed",
             (true, false) => "acquired, claimed or abandoned",

@@ -9,11 +9,12 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::{Conn, Endpoint, Timeouts};
+use crate::context::Ctx;
+use crate::engine::holds::{Holds, LostListener, LostLock};
+use crate::engine::renewal;
 use crate::error::{Error, Result};
-use crate::lock::Lock;
 use crate::owner::Owner;
 use crate::pubsub::PubSub;
-use crate::watchdog::{self, Holds, LostLock, LostListener};
 
 /// Settings of a [`Client`].
 #[derive(Debug, Clone)]
@@ -30,6 +31,11 @@ pub struct ClientOptions {
     pub watchdog_timeout: Duration,
     /// How many locks one renewal script renews. Default 100.
     pub watchdog_batch_size: usize,
+    /// How long a [`FairLock`](crate::FairLock) waiter that gave no wait limit may take to come
+    /// back before the others consider it dead and skip it. Default 300 s (Redisson's
+    /// `fairLockWaitTimeout`); live crosslock waiters refresh their place, so this only bounds
+    /// how long a crashed waiter holds up the line. Keep it equal across all clients of a lock.
+    pub fair_lock_wait_timeout: Duration,
     /// PEM-encoded root certificate(s) to trust for a `rediss://` server, instead of the built-in
     /// web roots: for a server whose certificate comes from a private CA. Default `None`.
     pub tls_ca_cert: Option<Vec<u8>>,
@@ -42,6 +48,7 @@ impl Default for ClientOptions {
             response_timeout: Duration::from_secs(3),
             watchdog_timeout: Duration::from_secs(30),
             watchdog_batch_size: 100,
+            fair_lock_wait_timeout: Duration::from_secs(300),
             tls_ca_cert: None,
         }
     }
@@ -77,6 +84,12 @@ impl ClientOptions {
         self
     }
 
+    /// Sets [`fair_lock_wait_timeout`](Self::fair_lock_wait_timeout).
+    pub fn fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.fair_lock_wait_timeout = timeout;
+        self
+    }
+
     /// Sets [`tls_ca_cert`](Self::tls_ca_cert) (PEM bytes).
     pub fn tls_ca_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls_ca_cert = Some(pem.into());
@@ -84,13 +97,32 @@ impl ClientOptions {
     }
 
     fn validate(&self) -> Result<()> {
-        if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
-            return Err(Error::invalid("connect_timeout and response_timeout must be positive"));
+        let day = Duration::from_secs(86_400);
+        for (what, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("response_timeout", self.response_timeout),
+        ] {
+            if value < Duration::from_millis(1) || value > day {
+                return Err(Error::invalid(format!(
+                    "{what} must be between 1 ms and 1 day, got {value:?}"
+                )));
+            }
         }
-        if self.watchdog_timeout < Duration::from_millis(30) {
+        if self.watchdog_timeout < Duration::from_millis(30)
+            || self.watchdog_timeout > crate::MAX_DURATION
+        {
             return Err(Error::invalid(format!(
-                "watchdog_timeout must be at least 30 ms (it is renewed every third of it), got {:?}",
+                "watchdog_timeout must be at least 30 ms (it is renewed every third of it) and at most \
+                 2^53-1 ms, got {:?}",
                 self.watchdog_timeout
+            )));
+        }
+        if self.fair_lock_wait_timeout < Duration::from_millis(1)
+            || self.fair_lock_wait_timeout > crate::MAX_DURATION
+        {
+            return Err(Error::invalid(format!(
+                "fair_lock_wait_timeout must be between 1 ms and 2^53-1 ms, got {:?}",
+                self.fair_lock_wait_timeout
             )));
         }
         if self.watchdog_batch_size == 0 {
@@ -136,7 +168,7 @@ struct Inner {
 struct Generation {
     pid: u32,
     id: String,
-    state: tokio::sync::OnceCell<Arc<State>>,
+    state: tokio::sync::OnceCell<Arc<Ctx>>,
 }
 
 impl Generation {
@@ -146,25 +178,6 @@ impl Generation {
             id: uuid::Uuid::new_v4().to_string(),
             state: tokio::sync::OnceCell::new(),
         }
-    }
-}
-
-/// Everything a connected client generation owns.
-pub(crate) struct State {
-    pub(crate) id: String,
-    pub(crate) conn: Conn,
-    pub(crate) pubsub: PubSub,
-    pub(crate) holds: Arc<Holds>,
-    pub(crate) watchdog_timeout: Duration,
-    /// How long a waiter keeps waiting through a Redis outage (the connect timeout).
-    pub(crate) outage_tolerance: Duration,
-    /// Cancelled when the client closes (or this state is dropped): stops every task.
-    pub(crate) stop: CancellationToken,
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        self.stop.cancel();
     }
 }
 
@@ -207,15 +220,6 @@ impl Client {
         Ok(client)
     }
 
-    /// A [`Lock`] (Redisson `RLock`) named `name`.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name.
-    pub fn lock(&self, name: &str) -> Result<Lock> {
-        Lock::new(self.clone(), name)
-    }
-
     /// This client's id in the current process: the `<client-uuid>` of its holder strings.
     pub fn id(&self) -> String {
         self.generation().id.clone()
@@ -236,11 +240,13 @@ impl Client {
         &self.inner.options
     }
 
-    /// Calls `listener` (on a runtime thread) for every lock of this client that a renewal found
-    /// gone. Replaces any previous listener. Per-lock, [`LockGuard::lost`](crate::LockGuard::lost)
-    /// is the simpler tool.
+    /// Calls `listener` (on a runtime thread) for every hold of this client found lost: a renewal
+    /// found it gone, or its last confirmed lease ran out unrenewed. Replaces any previous
+    /// listener. Per hold, [`LockGuard::lost`](crate::LockGuard::lost) is the simpler tool.
     pub fn on_lock_lost(&self, listener: impl Fn(LostLock) + Send + Sync + 'static) {
-        self.inner.listener.store(Some(Arc::new(Arc::new(listener))));
+        self.inner
+            .listener
+            .store(Some(Arc::new(Arc::new(listener))));
     }
 
     /// Whether [`close`](Self::close) was called.
@@ -250,24 +256,25 @@ impl Client {
 
     /// Closes the client: pending acquires fail, held locks are released (best effort, within the
     /// response timeout), renewal stops and the connections close. Idempotent.
+    ///
+    /// # Cancel safety
+    ///
+    /// Once called, the client is closed; dropping the future only stops waiting for the releases.
     pub async fn close(&self) {
         if self.inner.closed.is_cancelled() {
             return;
         }
         self.inner.closed.cancel();
-        let Some(state) = self.state_now() else { return };
-        let releases = state.holds.drain();
+        let Some(cx) = self.state_now() else { return };
+        let releases = cx.holds.drain();
         let timeout = self.inner.options.response_timeout;
-        let work = async {
-            let futures = releases.iter().map(|(name, holder)| {
-                let channel = crate::lock::prefix_name("redisson_lock__channel", name);
-                let state = &state;
-                async move { crate::lock::release_all_for(state, name, &channel, holder).await }
-            });
-            futures_util::future::join_all(futures).await;
-        };
+        let work = futures_util::future::join_all(
+            releases
+                .into_iter()
+                .map(|(holder, releaser)| releaser.release_all(cx.clone(), holder)),
+        );
         let _ = tokio::time::timeout(timeout, work).await;
-        state.stop.cancel();
+        cx.stop.cancel();
     }
 
     /// The number of locks the watchdog currently renews (for tests and diagnostics).
@@ -288,7 +295,10 @@ impl Client {
         // A forked child: the parent's generation (its connections, tasks and id) must never be
         // used nor dropped here. Leak it and start over.
         let fresh = Arc::new(Generation::new());
-        let previous = self.inner.generation.compare_and_swap(&current, fresh.clone());
+        let previous = self
+            .inner
+            .generation
+            .compare_and_swap(&current, fresh.clone());
         if Arc::ptr_eq(&previous, &current) {
             std::mem::forget(current);
             fresh
@@ -297,12 +307,12 @@ impl Client {
         }
     }
 
-    pub(crate) fn state_now(&self) -> Option<Arc<State>> {
+    pub(crate) fn state_now(&self) -> Option<Arc<Ctx>> {
         self.generation().state.get().cloned()
     }
 
     /// The connected state of this process, connecting on first use (and after a fork).
-    pub(crate) async fn state(&self) -> Result<Arc<State>> {
+    pub(crate) async fn state(&self) -> Result<Arc<Ctx>> {
         if self.inner.closed.is_cancelled() {
             return Err(Error::closed());
         }
@@ -314,27 +324,31 @@ impl Client {
         Ok(state.clone())
     }
 
-    async fn connect_state(&self, generation: &Generation) -> Result<Arc<State>> {
+    async fn connect_state(&self, generation: &Generation) -> Result<Arc<Ctx>> {
         let options = &self.inner.options;
-        let timeouts = Timeouts { connect: options.connect_timeout, response: options.response_timeout };
+        let timeouts = Timeouts {
+            connect: options.connect_timeout,
+            response: options.response_timeout,
+        };
         let stop = self.inner.closed.child_token();
         let (conn, pubsub) = tokio::try_join!(
-            Conn::connect(&self.inner.endpoint, timeouts),
+            Conn::connect(&self.inner.endpoint, timeouts, stop.clone()),
             PubSub::connect(&self.inner.endpoint, timeouts, stop.clone()),
         )?;
         let holds = Holds::new(options.watchdog_timeout, options.watchdog_batch_size);
-        crate::runtime::spawn(watchdog::run(
+        crate::runtime::spawn(renewal::run(
             Arc::downgrade(&holds),
             conn.clone(),
             stop.clone(),
             self.inner.listener.clone(),
         ));
-        Ok(Arc::new(State {
+        Ok(Arc::new(Ctx {
             id: generation.id.clone(),
             conn,
             pubsub,
             holds,
             watchdog_timeout: options.watchdog_timeout,
+            fair_lock_wait_timeout: options.fair_lock_wait_timeout,
             outage_tolerance: options.connect_timeout,
             stop,
         }))

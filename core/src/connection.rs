@@ -4,11 +4,14 @@
 //! operations (run a script on the node owning a key, publish command to use, subscribe), so
 //! Sentinel and Cluster slot in here without touching the lock types.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion, Script};
 use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -52,7 +55,11 @@ impl Endpoint {
                 redact(url)
             )));
         }
-        Ok(Endpoint { info, address, tls_ca })
+        Ok(Endpoint {
+            info,
+            address,
+            tls_ca,
+        })
     }
 
     fn client(&self, protocol: ProtocolVersion) -> Result<redis::Client> {
@@ -61,12 +68,19 @@ impl Endpoint {
         let client = match &self.tls_ca {
             Some(pem) => redis::Client::build_with_tls(
                 info,
-                redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) },
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
             ),
             None => redis::Client::open(info),
         };
         client.map_err(|e| {
-            Error::invalid(format!("cannot set up the connection to {}: {e}", self.address)).with_source(e)
+            Error::invalid(format!(
+                "cannot set up the connection to {}: {e}",
+                self.address
+            ))
+            .with_source(e)
         })
     }
 }
@@ -91,18 +105,43 @@ pub(crate) struct Timeouts {
 }
 
 /// A connection to the deployment: commands and scripts.
+///
+/// A RESP3 connection manager: when the server closes the connection (an idle `timeout`, a
+/// `CLIENT KILL`, a restart) the manager hears it at once and reconnects before the next command
+/// needs it, and a keepalive `PING` keeps an otherwise idle connection from being closed at all.
+/// Every command is bounded by the response timeout, whatever the manager is doing underneath
+/// (reconnecting included).
 #[derive(Clone)]
 pub(crate) struct Conn {
     manager: ConnectionManager,
+    response_timeout: Duration,
+    /// When a command was last sent (ms since `epoch`), for the keepalive.
+    last_used: Arc<AtomicU64>,
+    epoch: Instant,
 }
 
+/// How long a connection may stay idle before the keepalive pings it. Well under the smallest
+/// idle `timeout` a server can be configured with (1 s is the smallest non-zero value).
+const KEEPALIVE_IDLE: Duration = Duration::from_millis(400);
+
 impl Conn {
-    /// Connects the command connection.
-    pub(crate) async fn connect(endpoint: &Endpoint, timeouts: Timeouts) -> Result<Self> {
-        let client = endpoint.client(ProtocolVersion::RESP2)?;
+    /// Connects the command connection; its keepalive runs until `stop` is cancelled.
+    pub(crate) async fn connect(
+        endpoint: &Endpoint,
+        timeouts: Timeouts,
+        stop: CancellationToken,
+    ) -> Result<Self> {
+        let client = endpoint.client(ProtocolVersion::RESP3)?;
         let config = manager_config(timeouts);
-        let manager = connect_within(endpoint, timeouts, client.get_connection_manager_with_config(config)).await?;
-        Ok(Conn { manager })
+        let manager = connect_within(
+            endpoint,
+            timeouts,
+            client.get_connection_manager_with_config(config),
+        )
+        .await?;
+        let conn = Conn::new(manager, timeouts);
+        crate::runtime::spawn(keepalive(conn.clone(), stop));
+        Ok(conn)
     }
 
     /// Connects a RESP3 connection whose pushes (messages, disconnections) go to `pushes`, and
@@ -116,8 +155,37 @@ impl Conn {
         let config = manager_config(timeouts)
             .set_push_sender(pushes)
             .set_automatic_resubscription();
-        let manager = connect_within(endpoint, timeouts, client.get_connection_manager_with_config(config)).await?;
-        Ok(Conn { manager })
+        let manager = connect_within(
+            endpoint,
+            timeouts,
+            client.get_connection_manager_with_config(config),
+        )
+        .await?;
+        Ok(Conn::new(manager, timeouts))
+    }
+
+    fn new(manager: ConnectionManager, timeouts: Timeouts) -> Self {
+        Conn {
+            manager,
+            response_timeout: timeouts.response,
+            last_used: Arc::new(AtomicU64::new(0)),
+            epoch: Instant::now(),
+        }
+    }
+
+    fn touch(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        self.last_used.store(now, Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Duration {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        Duration::from_millis(now.saturating_sub(self.last_used.load(Ordering::Relaxed)))
+    }
+
+    /// The response timeout every command of this connection is bounded by.
+    pub(crate) fn response_timeout(&self) -> Duration {
+        self.response_timeout
     }
 
     /// The command a script uses to notify waiters of `channel` (`publish`; `spublish` once
@@ -126,7 +194,8 @@ impl Conn {
         "publish"
     }
 
-    /// Runs `script` with `keys` and `args`; errors are attributed to `lock_name`.
+    /// Runs `script` with `keys` and `args`; errors are attributed to `lock_name`. Fails with
+    /// [`ErrorKind::Unavailable`] when no answer comes within the response timeout.
     pub(crate) async fn eval<T: redis::FromRedisValue>(
         &self,
         script: &Script,
@@ -142,28 +211,68 @@ impl Conn {
             arg.push(&mut invocation);
         }
         let mut manager = self.manager.clone();
-        invocation
-            .invoke_async(&mut manager)
+        self.touch();
+        match tokio::time::timeout(self.response_timeout, invocation.invoke_async(&mut manager))
             .await
-            .map_err(|e| Error::from_redis(e, lock_name))
+        {
+            Ok(reply) => reply.map_err(|e| Error::from_redis(e, lock_name)),
+            Err(_) => Err(Error::no_answer(lock_name, self.response_timeout)),
+        }
+    }
+
+    /// Runs one plain command, bounded by the response timeout.
+    pub(crate) async fn query<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+        lock_name: Option<&str>,
+    ) -> Result<T> {
+        let mut manager = self.manager.clone();
+        self.touch();
+        match tokio::time::timeout(self.response_timeout, cmd.query_async(&mut manager)).await {
+            Ok(reply) => reply.map_err(|e| Error::from_redis(e, lock_name)),
+            Err(_) => Err(Error::no_answer(lock_name, self.response_timeout)),
+        }
     }
 
     pub(crate) async fn subscribe(&self, channel: &str) -> Result<()> {
         let mut manager = self.manager.clone();
-        manager.subscribe(channel).await.map_err(|e| Error::from_redis(e, None))
+        self.touch();
+        match tokio::time::timeout(self.response_timeout, manager.subscribe(channel)).await {
+            Ok(reply) => reply.map_err(|e| Error::from_redis(e, None)),
+            Err(_) => Err(Error::no_answer(None, self.response_timeout)),
+        }
     }
 
     pub(crate) async fn unsubscribe(&self, channel: &str) -> Result<()> {
         let mut manager = self.manager.clone();
-        manager.unsubscribe(channel).await.map_err(|e| Error::from_redis(e, None))
+        self.touch();
+        match tokio::time::timeout(self.response_timeout, manager.unsubscribe(channel)).await {
+            Ok(reply) => reply.map_err(|e| Error::from_redis(e, None)),
+            Err(_) => Err(Error::no_answer(None, self.response_timeout)),
+        }
     }
 
     pub(crate) async fn ping(&self) -> Result<()> {
-        let mut manager = self.manager.clone();
-        redis::cmd("PING")
-            .query_async::<()>(&mut manager)
-            .await
-            .map_err(|e| Error::from_redis(e, None))
+        self.query::<()>(&redis::cmd("PING"), None).await
+    }
+}
+
+/// Pings `conn` whenever it has been idle for [`KEEPALIVE_IDLE`], so a server with an idle
+/// `timeout` never closes it, and a connection the server dropped is noticed (and replaced)
+/// before a renewal needs it.
+async fn keepalive(conn: Conn, stop: CancellationToken) {
+    loop {
+        let idle = conn.idle_for();
+        let pause = KEEPALIVE_IDLE
+            .saturating_sub(idle)
+            .max(Duration::from_millis(50));
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = stop.cancelled() => return,
+        }
+        if conn.idle_for() >= KEEPALIVE_IDLE {
+            let _ = conn.ping().await;
+        }
     }
 }
 
@@ -187,30 +296,60 @@ fn manager_config(timeouts: Timeouts) -> ConnectionManagerConfig {
         .set_max_delay(Duration::from_millis(500))
 }
 
-async fn connect_within<F>(endpoint: &Endpoint, timeouts: Timeouts, connecting: F) -> Result<ConnectionManager>
+async fn connect_within<F>(
+    endpoint: &Endpoint,
+    timeouts: Timeouts,
+    connecting: F,
+) -> Result<ConnectionManager>
 where
     F: std::future::Future<Output = redis::RedisResult<ConnectionManager>>,
 {
+    let address = &endpoint.address;
     let unreachable = |detail: String| {
         Error::new(
             ErrorKind::Unavailable,
             format!(
-                "cannot connect to Redis at {} within {:?}: {detail}; check that redis-server \
-                 runs there and the URL is right",
-                endpoint.address, timeouts.connect
+                "cannot connect to Redis at {address} within {:?}: {detail}; check that \
+                 redis-server runs there and the URL is right",
+                timeouts.connect
             ),
         )
     };
-    match tokio::time::timeout(timeouts.connect, connecting).await {
-        Ok(Ok(manager)) => Ok(manager),
-        Ok(Err(e)) if e.code() == Some("WRONGPASS") || e.code() == Some("NOAUTH") => Err(Error::new(
-            ErrorKind::InvalidArgument,
-            format!("Redis at {} refused the credentials in the URL: {e}", endpoint.address),
+    let e = match tokio::time::timeout(timeouts.connect, connecting).await {
+        Ok(Ok(manager)) => return Ok(manager),
+        Ok(Err(e)) => e,
+        Err(_) => return Err(unreachable("no answer".to_owned())),
+    };
+    let text = e.to_string();
+    let error = if matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+        || text.contains("invalid username-password")
+        || text.contains("Authentication required")
+    {
+        Error::new(
+            ErrorKind::Auth,
+            format!(
+                "Redis at {address} refused the credentials in the URL ({e}); fix the user and \
+                 password (redis://user:password@host:port/db). Retrying will not help"
+            ),
         )
-        .with_source(e)),
-        Ok(Err(e)) => Err(unreachable(e.to_string()).with_source(e)),
-        Err(_) => Err(unreachable("no answer".to_owned())),
-    }
+    } else if text.contains("DB index is out of range") || text.contains("invalid DB index") {
+        Error::invalid(format!(
+            "Redis at {address} has no database {} ({e}); use a database index below the \
+             server's `databases` setting (16 by default) in the URL's path",
+            endpoint.info.redis_settings().db()
+        ))
+    } else if text.contains("max number of clients") {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "Redis at {address} refused the connection: it has reached its maximum number of \
+                 clients (maxclients); close idle clients or raise maxclients, then retry"
+            ),
+        )
+    } else {
+        unreachable(text)
+    };
+    Err(error.with_source(e))
 }
 
 #[cfg(test)]
@@ -225,7 +364,9 @@ mod tests {
 
     #[test]
     fn rejects_foreign_scheme() {
-        let err = Endpoint::parse("http://localhost:6379", None).err().unwrap();
+        let err = Endpoint::parse("http://localhost:6379", None)
+            .err()
+            .unwrap();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
         assert!(err.to_string().contains("redis://"));
     }

@@ -25,6 +25,16 @@ pub enum ErrorKind {
     InvalidArgument,
     /// The wait was cancelled by the caller (an abort signal, Ctrl-C, a dropped future).
     Cancelled,
+    /// Redis refused the credentials (a wrong password or user, or none given where one is
+    /// needed). Retrying does not help: fix the URL.
+    Auth,
+    /// The caller already holds a lock that does not re-enter ([`NonReentrantLock`](crate::NonReentrantLock)):
+    /// acquiring it again would wait for itself forever. Redis is unchanged.
+    NonReentrant,
+    /// The caller holds the read lock of a [`ReadWriteLock`](crate::ReadWriteLock) and asked
+    /// for its write lock: an upgrade would wait for itself forever (Redisson refuses it too).
+    /// Release the read lock first. Redis is unchanged.
+    UpgradeRefused,
     /// Any other error reported by Redis; [`std::error::Error::source`] has the details.
     Redis,
 }
@@ -41,9 +51,27 @@ impl ErrorKind {
             ErrorKind::WrongType => "WRONG_TYPE",
             ErrorKind::InvalidArgument => "INVALID_ARGUMENT",
             ErrorKind::Cancelled => "CANCELLED",
+            ErrorKind::Auth => "AUTH",
+            ErrorKind::NonReentrant => "NON_REENTRANT",
+            ErrorKind::UpgradeRefused => "UPGRADE_REFUSED",
             ErrorKind::Redis => "REDIS",
         }
     }
+
+    /// Every kind, in a stable order: the one table the bindings build their error maps from.
+    pub const ALL: [ErrorKind; 11] = [
+        ErrorKind::NotHeld,
+        ErrorKind::Timeout,
+        ErrorKind::LockLost,
+        ErrorKind::Unavailable,
+        ErrorKind::WrongType,
+        ErrorKind::InvalidArgument,
+        ErrorKind::Cancelled,
+        ErrorKind::Auth,
+        ErrorKind::NonReentrant,
+        ErrorKind::UpgradeRefused,
+        ErrorKind::Redis,
+    ];
 }
 
 /// The error of every fallible crosslock operation.
@@ -121,44 +149,108 @@ impl Error {
             Some(name) => format!("lock '{name}'"),
             None => "the connection".to_owned(),
         };
-        let this = if err.code() == Some("WRONGTYPE") {
-            Error::new(
+        let detail = err.detail().unwrap_or("").trim().to_owned();
+        let detail = if detail.starts_with("Operation against") {
+            String::new()
+        } else {
+            detail
+        };
+        let this = match err.code() {
+            Some("ERR_ARG") => Error::invalid(format!(
+                "a script refused an argument for {what}: {detail}; this is a crosslock bug, please \
+                 report it (nothing was changed)"
+            )),
+            Some("WRONGTYPE") => Error::new(
                 ErrorKind::WrongType,
                 format!(
-                    "the key of {what} holds another type of value, not a lock hash; nothing was \
-                     modified. Pick a lock name that no other data uses"
+                    "the key of {what} holds {}, not a lock of this kind; nothing was modified. \
+                     Pick a lock name that no other data (and no other kind of lock) uses",
+                    if detail.is_empty() {
+                        "another type of value".to_owned()
+                    } else {
+                        detail
+                    }
                 ),
-            )
-        } else if matches!(
-            err.code(),
-            Some("LOADING" | "BUSY" | "READONLY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN")
-        ) {
+            ),
+            Some("NON_REENTRANT_REACQUIRE") => Error::new(
+                ErrorKind::NonReentrant,
+                format!(
+                    "{what} does not re-enter and this holder already holds it: acquiring it \
+                     again would wait for itself forever; release it first (Redis is unchanged)"
+                ),
+            ),
+            Some("UPGRADE_REFUSED") => Error::new(
+                ErrorKind::UpgradeRefused,
+                format!(
+                    "the write lock of {what} was refused: this holder holds its read lock, and \
+                     an upgrade would wait for itself forever; release the read lock first, then \
+                     acquire the write lock (Redis is unchanged)"
+                ),
+            ),
+            Some("WRONGPASS" | "NOAUTH" | "NOPERM") => Error::new(
+                ErrorKind::Auth,
+                format!(
+                    "Redis refused the credentials working on {what}: {err}; fix the user and password in the URL"
+                ),
+            ),
+            Some("OOM") => Error::new(
+                ErrorKind::Redis,
+                format!(
+                    "Redis is out of memory and refused to write {what} (maxmemory reached with a \
+                     noeviction policy); nothing was changed. Free memory or raise maxmemory"
+                ),
+            ),
             // The server is there but cannot serve writes right now (restarting, busy with a
             // script, failing over): a transient unavailability, not a refusal.
-            Error::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "Redis cannot serve {what} right now ({err}); it is loading, busy or failing \
-                     over: retry shortly"
-                ),
-            )
-        } else if err.is_io_error()
-            || err.is_timeout()
-            || err.is_connection_refusal()
-            || err.is_connection_dropped()
-            || matches!(err.kind(), redis::ErrorKind::Io)
-        {
-            Error::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "Redis did not answer while working on {what} ({err}); check that the server \
-                     is up and reachable, then retry"
-                ),
-            )
-        } else {
-            Error::new(ErrorKind::Redis, format!("Redis refused an operation on {what}: {err}"))
+            Some("LOADING" | "BUSY" | "READONLY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN") => {
+                Error::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "Redis cannot serve {what} right now ({err}); it is loading, busy or \
+                         failing over: retry shortly"
+                    ),
+                )
+            }
+            _ if err.is_io_error()
+                || err.is_timeout()
+                || err.is_connection_refusal()
+                || err.is_connection_dropped()
+                || matches!(err.kind(), redis::ErrorKind::Io) =>
+            {
+                Error::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "Redis did not answer while working on {what} ({err}); check that the \
+                         server is up and reachable, then retry"
+                    ),
+                )
+            }
+            _ => Error::new(
+                ErrorKind::Redis,
+                format!("Redis refused an operation on {what}: {err}"),
+            ),
         };
         let this = this.with_source(err);
+        match lock_name {
+            Some(name) => this.with_lock(name),
+            None => this,
+        }
+    }
+
+    /// The error of a command that got no answer within `timeout`.
+    pub(crate) fn no_answer(lock_name: Option<&str>, timeout: Duration) -> Self {
+        let what = match lock_name {
+            Some(name) => format!("lock '{name}'"),
+            None => "the connection".to_owned(),
+        };
+        let this = Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "Redis did not answer within the response timeout ({:.3}s) while working on {what}; \
+                 check that the server is up, reachable and not paused, then retry",
+                timeout.as_secs_f64()
+            ),
+        );
         match lock_name {
             Some(name) => this.with_lock(name),
             None => this,
@@ -211,6 +303,11 @@ impl Error {
         self.kind() == ErrorKind::Unavailable
     }
 
+    /// `true` for [`ErrorKind::Auth`].
+    pub fn is_auth(&self) -> bool {
+        self.kind() == ErrorKind::Auth
+    }
+
     /// `true` for [`ErrorKind::Cancelled`].
     pub fn is_cancelled(&self) -> bool {
         self.kind() == ErrorKind::Cancelled
@@ -226,7 +323,8 @@ impl fmt::Display for Error {
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Error");
-        d.field("kind", &self.repr.kind).field("message", &self.repr.message);
+        d.field("kind", &self.repr.kind)
+            .field("message", &self.repr.message);
         if let Some(name) = &self.repr.lock_name {
             d.field("lock_name", name);
         }
@@ -242,6 +340,9 @@ impl fmt::Debug for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.repr.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+        self.repr
+            .source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }

@@ -55,25 +55,35 @@
 //! name and the holder concerned.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![deny(unused_must_use)]
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod client;
 mod connection;
+mod context;
+mod engine;
 mod error;
-pub mod lock;
+#[doc(hidden)]
+pub mod ffi;
+mod objects;
 mod owner;
 mod pubsub;
 pub mod runtime;
 mod scripts;
-mod wait;
-mod watchdog;
 
 pub use client::{Client, ClientOptions};
+pub use engine::family::{AcquireOptions, Acquisition, AnyLock, LockGuard};
+pub use engine::holds::{LockKind, LostListener, LostLock, LostReason};
+pub use engine::{Backoff, MAX_DURATION};
 pub use error::{Error, ErrorKind, Result};
-pub use lock::{AcquireOptions, Lock, LockGuard};
+pub use objects::fair_lock::FairLock;
+pub use objects::fenced_lock::FencedLock;
+pub use objects::lock::Lock;
+pub use objects::non_reentrant_lock::NonReentrantLock;
+pub use objects::read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
+pub use objects::spin_lock::SpinLock;
 pub use owner::Owner;
 pub use tokio_util::sync::CancellationToken;
-pub use watchdog::{LostListener, LostLock};
 
 /// The README's Rust example, compiled as a doctest so it cannot rot.
 #[cfg(doctest)]

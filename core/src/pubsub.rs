@@ -6,9 +6,13 @@
 //! serialized by the channel's entry, so a waiter arriving while the last one leaves never ends
 //! up unsubscribed.
 //!
-//! An unlock message (`0`) wakes one local waiter, as Redisson's does; [`Wake::All`] channels
-//! (write-lock release, latches) wake them all. When the connection drops every waiter is woken
-//! to retry at once, since messages may have been missed, and again once it is back.
+//! What a message does is the channel's [`WakePolicy`], applied to the payload as Redisson's
+//! `LockPubSub` does: an unlock (`0`) wakes one local waiter, a write unlock (`1`) wakes them
+//! all; a fair lock's per-waiter channel wakes its waiter. When the connection drops every waiter is woken to retry at once, since messages may have
+//! been missed, and again once it is back.
+//!
+//! [`PubSub::channel_count`] counts channels that have local users: the client's own view
+//! settles when the last waiter leaves, before Redis has processed the UNSUBSCRIBE.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -23,14 +27,16 @@ use crate::runtime;
 
 /// How a message on a channel wakes the local waiters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wake {
-    /// Each message wakes one waiter (lock release).
-    One,
+pub(crate) enum WakePolicy {
+    /// Lock channels: `1` (a write-lock release) wakes every waiter, anything else (`0`) one.
+    Lock,
+    /// Every message wakes every waiter (a fair lock's per-waiter channel).
+    All,
 }
 
 struct Entry {
     channel: String,
-    wake: Wake,
+    wake: WakePolicy,
     /// Number of live `Subscription`s; guarded by the map's mutex.
     users: std::sync::atomic::AtomicUsize,
     notify: Notify,
@@ -56,7 +62,10 @@ impl PubSub {
     ) -> Result<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
         let conn = Conn::connect_subscriber(endpoint, timeouts, tx).await?;
-        let shared = Arc::new(Shared { conn, entries: Mutex::new(HashMap::new()) });
+        let shared = Arc::new(Shared {
+            conn,
+            entries: Mutex::new(HashMap::new()),
+        });
         runtime::spawn(dispatch(Arc::downgrade(&shared), rx, stop.clone()));
         runtime::spawn(keepalive(Arc::downgrade(&shared), stop));
         Ok(PubSub { shared })
@@ -66,9 +75,9 @@ impl PubSub {
     ///
     /// Returns once Redis has confirmed the subscription, so a message published after this
     /// returns is seen.
-    pub(crate) async fn subscribe(&self, channel: &str, wake: Wake) -> Result<Subscription> {
+    pub(crate) async fn subscribe(&self, channel: &str, wake: WakePolicy) -> Result<Subscription> {
         let entry = {
-            let mut entries = self.shared.entries.lock().unwrap();
+            let mut entries = lock(&self.shared.entries);
             let entry = entries
                 .entry(channel.to_owned())
                 .or_insert_with(|| {
@@ -81,12 +90,17 @@ impl PubSub {
                     })
                 })
                 .clone();
-            entry.users.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            entry
+                .users
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             entry
         };
         // From here on the Subscription's Drop undoes the join, even if SUBSCRIBE fails or the
         // caller is cancelled while waiting for it.
-        let subscription = Subscription { shared: self.shared.clone(), entry };
+        let subscription = Subscription {
+            shared: self.shared.clone(),
+            entry,
+        };
         let mut subscribed = subscription.entry.subscribed.lock().await;
         if !*subscribed {
             self.shared.conn.subscribe(channel).await?;
@@ -96,9 +110,14 @@ impl PubSub {
         Ok(subscription)
     }
 
-    /// The number of channels this client is subscribed to (for tests and diagnostics).
+    /// The number of channels some local waiter uses (for tests and diagnostics). A channel
+    /// whose last waiter left counts no more, even before its UNSUBSCRIBE reached Redis.
     pub(crate) fn channel_count(&self) -> usize {
-        self.shared.entries.lock().unwrap().len()
+        use std::sync::atomic::Ordering;
+        lock(&self.shared.entries)
+            .values()
+            .filter(|e| e.users.load(Ordering::Relaxed) > 0)
+            .count()
     }
 }
 
@@ -123,7 +142,7 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         use std::sync::atomic::Ordering;
         let last = {
-            let _entries = self.shared.entries.lock().unwrap();
+            let _entries = lock(&self.shared.entries);
             self.entry.users.fetch_sub(1, Ordering::Relaxed) == 1
         };
         if !last {
@@ -142,12 +161,13 @@ impl Drop for Subscription {
                 let _ = shared.conn.unsubscribe(&entry.channel).await;
                 *subscribed = false;
             }
-            let mut entries = shared.entries.lock().unwrap();
+            let mut entries = lock(&shared.entries);
             if entry.users.load(Ordering::Relaxed) == 0
                 && let Some(current) = entries.get(&entry.channel)
-                    && Arc::ptr_eq(current, &entry) {
-                        entries.remove(&entry.channel);
-                    }
+                && Arc::ptr_eq(current, &entry)
+            {
+                entries.remove(&entry.channel);
+            }
             // Otherwise a waiter joined during UNSUBSCRIBE; it holds the entry and will
             // resubscribe once we release `subscribed`.
         });
@@ -164,18 +184,20 @@ async fn dispatch(
             push = pushes.recv() => match push { Some(p) => p, None => return },
             _ = stop.cancelled() => return,
         };
-        let Some(shared) = shared.upgrade() else { return };
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
         match push.kind {
             redis::PushKind::Message => {
                 let channel = match push.data.first() {
-                    Some(redis::Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+                    Some(redis::Value::BulkString(bytes)) => {
+                        String::from_utf8_lossy(bytes).into_owned()
+                    }
                     _ => continue,
                 };
-                let entry = shared.entries.lock().unwrap().get(&channel).cloned();
+                let entry = lock(&shared.entries).get(&channel).cloned();
                 if let Some(entry) = entry {
-                    match entry.wake {
-                        Wake::One => entry.notify.notify_one(),
-                    }
+                    wake(&entry, push.data.get(1));
                 }
             }
             redis::PushKind::Disconnection => {
@@ -195,7 +217,10 @@ async fn dispatch(
                             return;
                         }
                         drop(s);
-                        tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt.min(10) + 1))).await;
+                        tokio::time::sleep(Duration::from_millis(
+                            50 * u64::from(attempt.min(10) + 1),
+                        ))
+                        .await;
                     }
                 });
             }
@@ -204,8 +229,35 @@ async fn dispatch(
     }
 }
 
+/// Applies the entry's policy to one message's payload.
+fn wake(entry: &Entry, payload: Option<&redis::Value>) {
+    let payload: Option<i64> = match payload {
+        Some(redis::Value::BulkString(b)) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.trim().parse().ok()),
+        Some(redis::Value::Int(n)) => Some(*n),
+        _ => None,
+    };
+    let all = |entry: &Entry| {
+        entry.notify.notify_waiters();
+        entry.notify.notify_one();
+    };
+    match entry.wake {
+        WakePolicy::Lock if payload == Some(1) => all(entry),
+        WakePolicy::Lock => entry.notify.notify_one(),
+        WakePolicy::All => all(entry),
+    }
+}
+
+/// Locks a std mutex, recovering it if a panic poisoned it: the maps it guards stay consistent
+/// (every update is a single insert or remove), so a panic elsewhere must not stop every later
+/// operation.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn wake_all(shared: &Shared) {
-    let entries: Vec<_> = shared.entries.lock().unwrap().values().cloned().collect();
+    let entries: Vec<_> = lock(&shared.entries).values().cloned().collect();
     for entry in entries {
         entry.notify.notify_waiters();
         entry.notify.notify_one();
@@ -220,8 +272,10 @@ async fn keepalive(shared: Weak<Shared>, stop: CancellationToken) {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = stop.cancelled() => return,
         }
-        let Some(shared) = shared.upgrade() else { return };
-        if shared.entries.lock().unwrap().is_empty() {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        if lock(&shared.entries).is_empty() {
             continue;
         }
         let _ = shared.conn.ping().await;

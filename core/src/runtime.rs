@@ -7,8 +7,8 @@
 //! foreign pid leaks the old runtime on purpose and builds a fresh one.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use tokio::runtime::{Handle, Runtime};
 use tokio::task::JoinHandle;
@@ -27,9 +27,10 @@ fn current() -> &'static ProcessRuntime {
     // SAFETY: a non-null pointer in CURRENT came from Box::into_raw below and is never freed
     // (runtimes are leaked, never dropped), so it is valid for 'static.
     if let Some(state) = unsafe { ptr.as_ref() }
-        && state.pid == pid {
-            return state;
-        }
+        && state.pid == pid
+    {
+        return state;
+    }
     build(pid)
 }
 
@@ -41,9 +42,10 @@ fn build(pid: u32) -> &'static ProcessRuntime {
     let ptr = CURRENT.load(Ordering::Acquire);
     // SAFETY: as in `current`.
     if let Some(state) = unsafe { ptr.as_ref() }
-        && state.pid == pid {
-            return state;
-        }
+        && state.pid == pid
+    {
+        return state;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("crosslock-rt")

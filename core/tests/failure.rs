@@ -23,7 +23,12 @@ async fn until(what: &str, mut condition: impl FnMut() -> bool) {
 /// Holds back every other client's commands for `ms` (CLIENT PAUSE), so a command sent
 /// meanwhile is answered only afterwards.
 fn stall(server: &RedisServer, ms: u64) {
-    let _: () = redis::cmd("CLIENT").arg("PAUSE").arg(ms).arg("ALL").query(&mut server.raw()).unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("ALL")
+        .query(&mut server.raw())
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,9 +53,18 @@ async fn cancelling_a_reentrant_acquire_keeps_the_outer_hold() {
 
     // Only the nested hold was given back.
     assert_eq!(lock.hold_count_of(me).await.unwrap(), 1);
-    let other = lock.acquire_as(Owner::new(2), &AcquireOptions::new().wait(Duration::ZERO)).await.unwrap();
-    assert!(!other, "another owner got the lock while the outer hold was still in force");
-    assert!(lock.release_as(me).await.unwrap(), "the outer release must succeed");
+    let other = lock
+        .acquire_as(Owner::new(2), &AcquireOptions::new().wait(Duration::ZERO))
+        .await
+        .unwrap();
+    assert!(
+        !other,
+        "another owner got the lock while the outer hold was still in force"
+    );
+    assert!(
+        lock.release_as(me).await.unwrap(),
+        "the outer release must succeed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,27 +73,44 @@ async fn dropping_an_acquire_whose_first_attempt_is_in_flight_gives_the_lock_bac
     let client = Client::connect(&server.url()).await.unwrap();
     // Load the scripts first, so the one poll below sends an EVALSHA that runs as it is.
     let warm = client.lock("warm-up").unwrap();
-    assert!(warm.acquire_as(Owner::new(9), &AcquireOptions::new()).await.unwrap());
+    assert!(
+        warm.acquire_as(Owner::new(9), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
     warm.release_as(Owner::new(9)).await.unwrap();
     let lock = client.lock("won-then-dropped").unwrap();
     let me = Owner::new(1);
     let options = AcquireOptions::new();
     let mut acquiring = Box::pin(lock.acquire_as(me, &options));
     // Poll once so the attempt is sent, then let it win without ever claiming the result.
-    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(acquiring.as_mut().poll(cx))).await;
+    let first =
+        std::future::poll_fn(|cx| std::task::Poll::Ready(acquiring.as_mut().poll(cx))).await;
     assert!(first.is_pending(), "one poll only starts the acquire task");
     let mut raw = server.raw();
     let field = client.holder(me);
-    until("the acquire to win", || raw.hexists::<_, _, bool>("won-then-dropped", &field).unwrap()).await;
+    until("the acquire to win", || {
+        raw.hexists::<_, _, bool>("won-then-dropped", &field)
+            .unwrap()
+    })
+    .await;
     drop(acquiring);
-    until("the won lock to be given back", || !raw.exists::<_, bool>("won-then-dropped").unwrap()).await;
-    until("the hold to leave the watchdog", || client.watched_locks() == 0).await;
+    until("the won lock to be given back", || {
+        !raw.exists::<_, bool>("won-then-dropped").unwrap()
+    })
+    .await;
+    until("the hold to leave the watchdog", || {
+        client.watched_locks() == 0
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retaking_a_lock_in_a_loop_is_never_reported_lost() {
     let server = RedisServer::start();
-    let options = ClientOptions::new().watchdog_timeout(Duration::from_millis(300)).watchdog_batch_size(1);
+    let options = ClientOptions::new()
+        .watchdog_timeout(Duration::from_millis(300))
+        .watchdog_batch_size(1);
     let client = Client::connect_with(&server.url(), options).await.unwrap();
     let lost = Arc::new(AtomicUsize::new(0));
     let seen = lost.clone();
@@ -92,11 +123,18 @@ async fn retaking_a_lock_in_a_loop_is_never_reported_lost() {
     let mut rounds = 0;
     while Instant::now() < until {
         assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
-        assert!(lock.release_as(me).await.unwrap(), "round {rounds}: the hold was lost");
+        assert!(
+            lock.release_as(me).await.unwrap(),
+            "round {rounds}: the hold was lost"
+        );
         rounds += 1;
     }
     assert!(rounds > 10);
-    assert_eq!(lost.load(Ordering::SeqCst), 0, "a renewal racing a re-acquire was taken for a loss");
+    assert_eq!(
+        lost.load(Ordering::SeqCst),
+        0,
+        "a renewal racing a re-acquire was taken for a loss"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,9 +145,23 @@ async fn a_killed_connection_does_not_fail_the_next_acquire_or_release() {
     let me = Owner::new(1);
     let mut raw = server.raw();
     // The server drops our idle command connection behind our back.
-    let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("normal").arg("SKIPME").arg("yes").query(&mut raw).unwrap();
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut raw)
+        .unwrap();
     assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
-    let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("normal").arg("SKIPME").arg("yes").query(&mut raw).unwrap();
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut raw)
+        .unwrap();
     assert!(lock.release_as(me).await.unwrap());
     let exists: bool = raw.exists("killed").unwrap();
     assert!(!exists);
@@ -119,7 +171,9 @@ async fn a_killed_connection_does_not_fail_the_next_acquire_or_release() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_that_fails_stops_the_renewal() {
     let mut server = RedisServer::start();
-    let options = ClientOptions::new().connect_timeout(Duration::from_millis(300)).watchdog_timeout(Duration::from_millis(600));
+    let options = ClientOptions::new()
+        .connect_timeout(Duration::from_millis(300))
+        .watchdog_timeout(Duration::from_millis(600));
     let client = Client::connect_with(&server.url(), options).await.unwrap();
     let lock = client.lock("unreleasable").unwrap();
     let me = Owner::new(1);
@@ -128,7 +182,11 @@ async fn a_release_that_fails_stops_the_renewal() {
     server.kill();
     let err = lock.release_as(me).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
-    assert_eq!(client.watched_locks(), 0, "a hold whose release failed must not be renewed forever");
+    assert_eq!(
+        client.watched_locks(),
+        0,
+        "a hold whose release failed must not be renewed forever"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,22 +195,40 @@ async fn dropping_a_waiting_acquire_after_its_loop_won_gives_the_lock_back() {
     let client = Client::connect(&server.url()).await.unwrap();
     let lock = client.lock("waited-won-dropped").unwrap();
     let (holder, waiter) = (Owner::new(1), Owner::new(2));
-    assert!(lock.acquire_as(holder, &AcquireOptions::new().lease(Duration::from_secs(60))).await.unwrap());
+    assert!(
+        lock.acquire_as(
+            holder,
+            &AcquireOptions::new().lease(Duration::from_secs(60))
+        )
+        .await
+        .unwrap()
+    );
     let options = AcquireOptions::new();
     let mut acquiring = Box::pin(lock.acquire_as(waiter, &options));
     // Poll until the waiter is parked in its background loop (subscribed), never claiming.
     let deadline = Instant::now() + Duration::from_secs(10);
     while client.subscribed_channels() == 0 {
         assert!(Instant::now() < deadline, "the waiter never subscribed");
-        let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(acquiring.as_mut().poll(cx))).await;
+        let polled =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(acquiring.as_mut().poll(cx))).await;
         assert!(polled.is_pending());
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     lock.release_as(holder).await.unwrap();
     let mut raw = server.raw();
     let field = client.holder(waiter);
-    until("the waiter's loop to win", || raw.hexists::<_, _, bool>("waited-won-dropped", &field).unwrap()).await;
+    until("the waiter's loop to win", || {
+        raw.hexists::<_, _, bool>("waited-won-dropped", &field)
+            .unwrap()
+    })
+    .await;
     drop(acquiring);
-    until("the won lock to be given back", || !raw.exists::<_, bool>("waited-won-dropped").unwrap()).await;
-    until("the hold to leave the watchdog", || client.watched_locks() == 0).await;
+    until("the won lock to be given back", || {
+        !raw.exists::<_, bool>("waited-won-dropped").unwrap()
+    })
+    .await;
+    until("the hold to leave the watchdog", || {
+        client.watched_locks() == 0
+    })
+    .await;
 }

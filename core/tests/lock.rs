@@ -19,15 +19,27 @@ async fn acquire_writes_redisson_layout_and_release_publishes() {
     let mut raw = server.raw();
     let mut sub = server.raw();
     let mut pubsub = sub.as_pubsub();
-    pubsub.subscribe("redisson_lock__channel:{orders:42}").unwrap();
-    pubsub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    pubsub
+        .subscribe("redisson_lock__channel:{orders:42}")
+        .unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
 
     let lock = client.lock("orders:42").unwrap();
     let owner = Owner::new(7);
-    assert!(lock.acquire_as(owner, &AcquireOptions::new()).await.unwrap());
+    assert!(
+        lock.acquire_as(owner, &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
     let fields: std::collections::HashMap<String, String> = raw.hgetall("orders:42").unwrap();
     let expected_field = format!("{}:7", client.id());
-    assert_eq!(fields.get(&expected_field).map(String::as_str), Some("1"), "{fields:?}");
+    assert_eq!(
+        fields.get(&expected_field).map(String::as_str),
+        Some("1"),
+        "{fields:?}"
+    );
     assert_eq!(fields.len(), 1);
     let pttl: i64 = raw.pttl("orders:42").unwrap();
     assert!(pttl > 29_000 && pttl <= 30_000, "pttl {pttl}");
@@ -75,11 +87,24 @@ async fn waiter_is_woken_by_release_not_by_expiry() {
     let lock = client.lock("handoff").unwrap();
     let holder = Owner::new(1);
     // Held with a 60 s lease: only a release message can wake the waiter in time.
-    assert!(lock.acquire_as(holder, &AcquireOptions::new().lease(Duration::from_secs(60))).await.unwrap());
+    assert!(
+        lock.acquire_as(
+            holder,
+            &AcquireOptions::new().lease(Duration::from_secs(60))
+        )
+        .await
+        .unwrap()
+    );
     let waiter = {
         let lock = lock.clone();
         tokio::spawn(async move {
-            let got = lock.acquire_as(Owner::new(2), &AcquireOptions::new().wait(Duration::from_secs(30))).await.unwrap();
+            let got = lock
+                .acquire_as(
+                    Owner::new(2),
+                    &AcquireOptions::new().wait(Duration::from_secs(30)),
+                )
+                .await
+                .unwrap();
             (got, Instant::now())
         })
     };
@@ -112,12 +137,20 @@ async fn mutual_exclusion_with_a_non_atomic_counter() {
         let url = server.url();
         tasks.push(tokio::spawn(async move {
             let lock = client.lock("counter-lock").unwrap();
-            let mut raw = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap();
+            let mut raw = redis::Client::open(url)
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
             for _ in 0..50 {
                 let guard = lock.acquire().await.unwrap();
-                let v: Option<i64> = redis::AsyncCommands::get(&mut raw, "counter").await.unwrap();
+                let v: Option<i64> = redis::AsyncCommands::get(&mut raw, "counter")
+                    .await
+                    .unwrap();
                 tokio::task::yield_now().await;
-                let _: () = redis::AsyncCommands::set(&mut raw, "counter", v.unwrap_or(0) + 1).await.unwrap();
+                let _: () = redis::AsyncCommands::set(&mut raw, "counter", v.unwrap_or(0) + 1)
+                    .await
+                    .unwrap();
                 guard.release().await.unwrap();
             }
         }));
@@ -134,19 +167,32 @@ async fn wait_limit_gives_up_with_timeout_error_naming_holder() {
     let server = RedisServer::start();
     let client = client(&server).await;
     let lock = client.lock("busy").unwrap();
-    let _held = lock.acquire_with(AcquireOptions::new().owner(Owner::new(1))).await.unwrap();
+    let _held = lock
+        .acquire_with(AcquireOptions::new().owner(Owner::new(1)))
+        .await
+        .unwrap();
     let err = lock
-        .acquire_with(AcquireOptions::new().owner(Owner::new(2)).wait(Duration::from_millis(200)))
+        .acquire_with(
+            AcquireOptions::new()
+                .owner(Owner::new(2))
+                .wait(Duration::from_millis(200)),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Timeout);
     assert_eq!(err.lock_name(), Some("busy"));
-    assert!(err.to_string().contains(&format!("{}:1", client.id())), "{err}");
+    assert!(
+        err.to_string().contains(&format!("{}:1", client.id())),
+        "{err}"
+    );
     assert!(err.waited().unwrap() >= Duration::from_millis(200));
     // The timed-out wait left no subscription behind.
     let deadline = Instant::now() + Duration::from_secs(5);
     while client.subscribed_channels() != 0 {
-        assert!(Instant::now() < deadline, "a timed-out wait left its subscription behind");
+        assert!(
+            Instant::now() < deadline,
+            "a timed-out wait left its subscription behind"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -163,18 +209,26 @@ async fn watchdog_keeps_lock_past_its_lease_and_reports_loss() {
         seen.fetch_add(1, Ordering::SeqCst);
     });
     let lock = client.lock("wd").unwrap();
-    let guard = lock.acquire_with(AcquireOptions::new().owner(Owner::new(1))).await.unwrap();
+    let guard = lock
+        .acquire_with(AcquireOptions::new().owner(Owner::new(1)))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await; // 2.5 leases
     assert!(lock.is_locked().await.unwrap(), "the watchdog renewed it");
     let pttl: i64 = server.raw().pttl("wd").unwrap();
     assert!(pttl > 0 && pttl <= 600);
 
     let _: () = server.raw().del("wd").unwrap();
-    tokio::time::timeout(Duration::from_secs(5), guard.lost().cancelled()).await.expect("loss reported");
+    tokio::time::timeout(Duration::from_secs(5), guard.lost().cancelled())
+        .await
+        .expect("loss reported");
     // The listener runs right after the token is cancelled, on the watchdog's task.
     let deadline = Instant::now() + Duration::from_secs(5);
     while lost.load(Ordering::SeqCst) == 0 {
-        assert!(Instant::now() < deadline, "the lost-lock listener was not called");
+        assert!(
+            Instant::now() < deadline,
+            "the lost-lock listener was not called"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(lost.load(Ordering::SeqCst), 1);
@@ -187,7 +241,9 @@ async fn release_by_non_holder_changes_nothing() {
     let server = RedisServer::start();
     let client = client(&server).await;
     let lock = client.lock("mine").unwrap();
-    lock.acquire_as(Owner::new(1), &AcquireOptions::new()).await.unwrap();
+    lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+        .await
+        .unwrap();
     let before: Vec<(String, String)> = server.raw().hgetall("mine").unwrap();
     let err = lock.release_as(Owner::new(2)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotHeld);
@@ -204,7 +260,9 @@ async fn wrong_type_key_is_reported_and_untouched() {
     let _: () = server.raw().set("plain", "data").unwrap();
     let lock = client.lock("plain").unwrap();
     for err in [
-        lock.acquire_as(Owner::new(1), &AcquireOptions::new()).await.unwrap_err(),
+        lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+            .await
+            .unwrap_err(),
         lock.release_as(Owner::new(1)).await.unwrap_err(),
         lock.force_unlock().await.unwrap_err(),
         lock.is_locked().await.unwrap_err(),
@@ -221,7 +279,9 @@ async fn cancelled_wait_leaves_nothing_behind() {
     let server = RedisServer::start();
     let client = client(&server).await;
     let lock = client.lock("cancel").unwrap();
-    lock.acquire_as(Owner::new(1), &AcquireOptions::new()).await.unwrap();
+    lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+        .await
+        .unwrap();
     let token = crosslock::CancellationToken::new();
     let waiter = {
         let lock = lock.clone();
@@ -235,7 +295,10 @@ async fn cancelled_wait_leaves_nothing_behind() {
     let err = waiter.await.unwrap().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Cancelled);
     lock.release_as(Owner::new(1)).await.unwrap();
-    assert!(!lock.is_locked().await.unwrap(), "the cancelled waiter must not take the lock");
+    assert!(
+        !lock.is_locked().await.unwrap(),
+        "the cancelled waiter must not take the lock"
+    );
     let deadline = Instant::now() + Duration::from_secs(5);
     while client.subscribed_channels() != 0 {
         assert!(Instant::now() < deadline);
@@ -245,12 +308,21 @@ async fn cancelled_wait_leaves_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_server_fails_within_connect_timeout() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let started = Instant::now();
     let options = ClientOptions::new().connect_timeout(Duration::from_millis(500));
-    let err = Client::connect_with(&format!("redis://127.0.0.1:{port}/0"), options).await.unwrap_err();
+    let err = Client::connect_with(&format!("redis://127.0.0.1:{port}/0"), options)
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable);
-    assert!(err.to_string().contains(&format!("127.0.0.1:{port}")), "{err}");
+    assert!(
+        err.to_string().contains(&format!("127.0.0.1:{port}")),
+        "{err}"
+    );
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
@@ -260,7 +332,10 @@ async fn lease_below_one_millisecond_is_refused_before_touching_redis() {
     let client = client(&server).await;
     let lock = client.lock("tiny-lease").unwrap();
     for lease in [Duration::ZERO, Duration::from_micros(999)] {
-        let err = lock.acquire_with(AcquireOptions::new().lease(lease)).await.unwrap_err();
+        let err = lock
+            .acquire_with(AcquireOptions::new().lease(lease))
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
         assert!(err.to_string().contains("tiny-lease"), "{err}");
     }
@@ -283,20 +358,38 @@ async fn waiter_survives_a_killed_subscription_connection() {
     let waiter_client = client(&server).await;
     let held = holder_client.lock("resub").unwrap();
     // A 60 s lease: the waiter can only get the lock in time if a release wakes it.
-    held.acquire_as(Owner::new(1), &AcquireOptions::new().lease(Duration::from_secs(60))).await.unwrap();
+    held.acquire_as(
+        Owner::new(1),
+        &AcquireOptions::new().lease(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
     let waiter = {
         let lock = waiter_client.lock("resub").unwrap();
         tokio::spawn(async move {
-            lock.acquire_as(Owner::new(2), &AcquireOptions::new().wait(Duration::from_secs(30))).await
+            lock.acquire_as(
+                Owner::new(2),
+                &AcquireOptions::new().wait(Duration::from_secs(30)),
+            )
+            .await
         })
     };
     until_subscribed(&waiter_client).await;
     // Cut every subscriber connection, then release while the waiter may still be reconnecting:
     // the message can be lost, so the waiter must re-check by itself once it is back.
-    let killed: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query(&mut server.raw()).unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut server.raw())
+        .unwrap();
     assert!(killed >= 1);
     held.release_as(Owner::new(1)).await.unwrap();
-    let got = tokio::time::timeout(Duration::from_secs(20), waiter).await.expect("waiter stuck").unwrap().unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("waiter stuck")
+        .unwrap()
+        .unwrap();
     assert!(got, "the waiter gave up although the lock was released");
 }
 
@@ -307,7 +400,12 @@ async fn waiter_waits_out_a_redis_restart() {
     let holder_client = client(&server).await;
     let waiter_client = client(&server).await;
     let lock = holder_client.lock("restart").unwrap();
-    lock.acquire_as(Owner::new(1), &AcquireOptions::new().lease(Duration::from_secs(60))).await.unwrap();
+    lock.acquire_as(
+        Owner::new(1),
+        &AcquireOptions::new().lease(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
     let waiter = {
         let lock = waiter_client.lock("restart").unwrap();
         tokio::spawn(async move { lock.acquire_as(Owner::new(2), &AcquireOptions::new()).await })
@@ -319,8 +417,14 @@ async fn waiter_waits_out_a_redis_restart() {
     let _server = RedisServer::start_on(port);
     // The lock vanished with the restart (no persistence); the waiter, still within its outage
     // tolerance (the 5 s connect timeout), must notice without any release message.
-    let got = tokio::time::timeout(Duration::from_secs(20), waiter).await.expect("waiter stuck").unwrap();
-    assert!(got.unwrap(), "the waiter gave up although the lock is free again");
+    let got = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("waiter stuck")
+        .unwrap();
+    assert!(
+        got.unwrap(),
+        "the waiter gave up although the lock is free again"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -330,14 +434,23 @@ async fn waiter_reports_an_outage_longer_than_the_connect_timeout() {
     let holder_client = client(&server).await;
     let waiter_client = Client::connect_with(&server.url(), options).await.unwrap();
     let lock = holder_client.lock("outage").unwrap();
-    lock.acquire_as(Owner::new(1), &AcquireOptions::new().lease(Duration::from_secs(60))).await.unwrap();
+    lock.acquire_as(
+        Owner::new(1),
+        &AcquireOptions::new().lease(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
     let waiter = {
         let lock = waiter_client.lock("outage").unwrap();
         tokio::spawn(async move { lock.acquire_as(Owner::new(2), &AcquireOptions::new()).await })
     };
     until_subscribed(&waiter_client).await;
     server.kill(); // and it stays down
-    let err = tokio::time::timeout(Duration::from_secs(20), waiter).await.expect("waiter hung").unwrap().unwrap_err();
+    let err = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("waiter hung")
+        .unwrap()
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
     assert_eq!(err.lock_name(), Some("outage"));
 }

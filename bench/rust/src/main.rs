@@ -26,7 +26,9 @@ type Res<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() < 2 {
-        eprintln!("usage: crosslock-bench <uncontended|contended|holders|handoff> URL [--key value]...");
+        eprintln!(
+            "usage: crosslock-bench <uncontended|contended|holders|handoff> URL [--key value]..."
+        );
         std::process::exit(2);
     }
     let command = args[0].clone();
@@ -87,7 +89,10 @@ where
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -178,7 +183,11 @@ fn contended(url: String, name: String, workers: usize, iters: usize) -> Res<()>
         let raw = redis::Client::open(url.as_str())?;
         let mut con = raw.get_multiplexed_async_connection().await?;
         let counter = format!("{name}:counter");
-        redis::cmd("SET").arg(&counter).arg(0).query_async::<()>(&mut con).await?;
+        redis::cmd("SET")
+            .arg(&counter)
+            .arg(0)
+            .query_async::<()>(&mut con)
+            .await?;
         // Load the scripts before the clock starts, as every other library's first call does.
         client.lock(&name)?.acquire().await?.release().await?;
         let barrier = Arc::new(tokio::sync::Barrier::new(workers + 1));
@@ -196,8 +205,15 @@ fn contended(url: String, name: String, workers: usize, iters: usize) -> Res<()>
                     let t0 = Instant::now();
                     let guard = lock.acquire().await?;
                     max_wait = max_wait.max(t0.elapsed().as_nanos() as u64);
-                    let v: Option<i64> = redis::cmd("GET").arg(&counter).query_async(&mut con).await?;
-                    redis::cmd("SET").arg(&counter).arg(v.unwrap_or(0) + 1).query_async::<()>(&mut con).await?;
+                    let v: Option<i64> = redis::cmd("GET")
+                        .arg(&counter)
+                        .query_async(&mut con)
+                        .await?;
+                    redis::cmd("SET")
+                        .arg(&counter)
+                        .arg(v.unwrap_or(0) + 1)
+                        .query_async::<()>(&mut con)
+                        .await?;
                     guard.release().await?;
                     done += 1;
                 }
@@ -214,7 +230,10 @@ fn contended(url: String, name: String, workers: usize, iters: usize) -> Res<()>
             max_wait = max_wait.max(w);
         }
         let elapsed = start.elapsed().as_secs_f64();
-        let value: Option<i64> = redis::cmd("GET").arg(&counter).query_async(&mut con).await?;
+        let value: Option<i64> = redis::cmd("GET")
+            .arg(&counter)
+            .query_async(&mut con)
+            .await?;
         client.close().await;
         println!(
             "{{\"ops\":{done},\"seconds\":{elapsed:.6},\"ops_per_s\":{:.3},\"counter\":{},\"expected\":{},\"max_wait_ms\":{:.3}}}",
@@ -266,7 +285,12 @@ fn holders(url: String, name: String, n: usize, watchdog_ms: u64) -> Res<()> {
         }
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
     })?;
-    say(&format!("held {n} {} {} {:.3}", client.watched_locks(), rss_kb(), started.elapsed().as_secs_f64()));
+    say(&format!(
+        "held {n} {} {} {:.3}",
+        client.watched_locks(),
+        rss_kb(),
+        started.elapsed().as_secs_f64()
+    ));
     while let Some(cmd) = read_command() {
         match cmd.as_str() {
             "report" => say(&format!("report {} {}", client.watched_locks(), rss_kb())),
@@ -362,7 +386,12 @@ fn rtt(url: String, name: String, calls: usize, repeats: usize) -> Res<()> {
                 redis::cmd("PING").query_async::<()>(&mut con).await?;
                 lat[0].push(t.elapsed().as_nanos() as u64);
                 let t = Instant::now();
-                script.key(&floor_key).arg("f").arg(30000).invoke_async::<()>(&mut con).await?;
+                script
+                    .key(&floor_key)
+                    .arg("f")
+                    .arg(30000)
+                    .invoke_async::<()>(&mut con)
+                    .await?;
                 lat[1].push(t.elapsed().as_nanos() as u64);
                 let t = Instant::now();
                 lock.is_locked().await?;
@@ -407,8 +436,14 @@ fn rtt(url: String, name: String, calls: usize, repeats: usize) -> Res<()> {
         }
     }
     let mut out = out;
-    out.push(("crosslock is_locked() from a thread: spawn + wait".to_owned(), spawned));
-    out.push(("crosslock is_locked() from a thread: block_on".to_owned(), blocked));
+    out.push((
+        "crosslock is_locked() from a thread: spawn + wait".to_owned(),
+        spawned,
+    ));
+    out.push((
+        "crosslock is_locked() from a thread: block_on".to_owned(),
+        blocked,
+    ));
     let costs = costs(&url, &lock, calls)?;
     let c = client.clone();
     run(async move { c.close().await });
@@ -424,12 +459,22 @@ fn rtt(url: String, name: String, calls: usize, repeats: usize) -> Res<()> {
                         pct_us(&l, 0.5)
                     })
                     .collect();
-                let mean: Vec<f64> =
-                    reps.iter().map(|l| l.iter().sum::<u64>() as f64 / l.len().max(1) as f64 / 1000.0).collect();
-                format!("{{\"op\":\"{n}\",\"p50_us\":{},\"mean_us\":{}}}", json_f64s(&p50), json_f64s(&mean))
+                let mean: Vec<f64> = reps
+                    .iter()
+                    .map(|l| l.iter().sum::<u64>() as f64 / l.len().max(1) as f64 / 1000.0)
+                    .collect();
+                format!(
+                    "{{\"op\":\"{n}\",\"p50_us\":{},\"mean_us\":{}}}",
+                    json_f64s(&p50),
+                    json_f64s(&mean)
+                )
             })
             .collect();
-        println!("{{\"ops\":[{}],\"costs\":[{}]}}", items.join(","), costs.join(","));
+        println!(
+            "{{\"ops\":[{}],\"costs\":[{}]}}",
+            items.join(","),
+            costs.join(",")
+        );
     }
     Ok(())
 }
@@ -440,7 +485,10 @@ fn usage() -> (f64, i64) {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (secs(ru.ru_utime) + secs(ru.ru_stime), ru.ru_nvcsw + ru.ru_nivcsw)
+    (
+        secs(ru.ru_utime) + secs(ru.ru_stime),
+        ru.ru_nvcsw + ru.ru_nivcsw,
+    )
 }
 
 /// CPU time and context switches per call, each operation in a block of its own.
@@ -472,7 +520,14 @@ fn costs(url: &str, lock: &crosslock::Lock, calls: usize) -> Res<Vec<String>> {
                 for _ in 0..n {
                     match op {
                         0 => redis::cmd("PING").query_async::<()>(&mut con).await?,
-                        1 => script.key("bench:rust:costs").arg("f").arg(30000).invoke_async::<()>(&mut con).await?,
+                        1 => {
+                            script
+                                .key("bench:rust:costs")
+                                .arg("f")
+                                .arg(30000)
+                                .invoke_async::<()>(&mut con)
+                                .await?
+                        }
                         2 => {
                             l.is_locked().await?;
                         }
@@ -492,15 +547,28 @@ fn costs(url: &str, lock: &crosslock::Lock, calls: usize) -> Res<Vec<String>> {
         }
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(rows)
     })?;
-    let names = ["redis-rs PING", "redis-rs EVALSHA", "crosslock is_locked()", "crosslock pair (watchdog)", "crosslock pair (lease)"];
+    let names = [
+        "redis-rs PING",
+        "redis-rs EVALSHA",
+        "crosslock is_locked()",
+        "crosslock pair (watchdog)",
+        "crosslock pair (lease)",
+    ];
     for (name, (wall, u0, u1)) in names.iter().zip(measured) {
         record(name, wall, u0, u1);
     }
     // From a plain thread, as a binding's sync call: spawn + wait, and block_on.
-    for (name, spawn) in [("crosslock is_locked() from a thread: spawn + wait", true), ("crosslock is_locked() from a thread: block_on", false)] {
+    for (name, spawn) in [
+        ("crosslock is_locked() from a thread: spawn + wait", true),
+        ("crosslock is_locked() from a thread: block_on", false),
+    ] {
         let mut result = None;
         for phase in 0..2 {
-            let n = if phase == 0 { (calls / 10).max(10) } else { calls };
+            let n = if phase == 0 {
+                (calls / 10).max(10)
+            } else {
+                calls
+            };
             let (u0, t0) = (usage(), Instant::now());
             for _ in 0..n {
                 if spawn {

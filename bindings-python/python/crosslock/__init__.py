@@ -34,17 +34,25 @@ from . import _identity, _native
 from .client import Client, connect, connect_async
 from .client import _reset_clients_after_fork
 from .errors import (
+    AuthenticationError,
     CrosslockError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
     LockLostError,
     LockTimeoutError,
+    NonReentrantError,
     NotHeldError,
     RedisError,
     RedisUnavailableError,
+    UpgradeRefusedError,
     WrongTypeError,
 )
+from .fair_lock import FairLock
+from .fenced_lock import FencedLock
 from .lock import Lock
+from .non_reentrant_lock import NonReentrantLock
+from .read_write_lock import ReadLock, ReadWriteLock, WriteLock
+from .spin_lock import Backoff, SpinLock
 
 __version__: str = _native.__version__
 
@@ -53,6 +61,14 @@ __all__ = [
     "connect_async",
     "Client",
     "Lock",
+    "FairLock",
+    "SpinLock",
+    "Backoff",
+    "FencedLock",
+    "NonReentrantLock",
+    "ReadWriteLock",
+    "ReadLock",
+    "WriteLock",
     "CrosslockError",
     "NotHeldError",
     "LockTimeoutError",
@@ -61,6 +77,9 @@ __all__ = [
     "WrongTypeError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
+    "AuthenticationError",
+    "NonReentrantError",
+    "UpgradeRefusedError",
     "RedisError",
     "__version__",
 ]

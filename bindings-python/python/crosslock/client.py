@@ -10,8 +10,14 @@ from typing import Optional, Union
 
 from . import _native
 from ._identity import current_owner
+from ._lockable import LostCallback, _Lockable, _seconds
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
-from .lock import Lock, LostCallback, _seconds
+from .fair_lock import FairLock
+from .fenced_lock import FencedLock
+from .lock import Lock
+from .non_reentrant_lock import NonReentrantLock
+from .read_write_lock import ReadLock, ReadWriteLock, WriteLock
+from .spin_lock import Backoff, SpinLock
 
 __all__ = ["Client", "connect", "connect_async"]
 
@@ -32,14 +38,33 @@ def _options(
     connect_timeout: float,
     response_timeout: float,
     watchdog_timeout: float,
+    fair_lock_wait_timeout: float,
     tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None],
-) -> tuple[float, float, float, Optional[bytes]]:
+) -> tuple[float, float, float, float, Optional[bytes]]:
     return (
         _seconds(connect_timeout, "connect_timeout"),
         _seconds(response_timeout, "response_timeout"),
         _seconds(watchdog_timeout, "watchdog_timeout"),
+        _seconds(fair_lock_wait_timeout, "fair_lock_wait_timeout"),
         _pem(tls_ca_cert),
     )
+
+
+def _check_name(name: object, what: str = "lock") -> str:
+    """A lock name: a non-empty ``str`` that UTF-8 can encode (no lone surrogates)."""
+    if not isinstance(name, str):
+        raise InvalidArgumentTypeError(
+            f"a {what} name must be a non-empty str such as 'orders:42', got "
+            f"{type(name).__name__} {name!r}"
+        )
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidArgumentError(
+            f"a {what} name must be valid Unicode text, but {name!r} has a lone surrogate at "
+            f"index {e.start}; Redis keys are UTF-8, and such a name cannot be stored as given",
+        ) from None
+    return name
 
 
 def _pem(value: Union[bytes, str, "os.PathLike[str]", None]) -> Optional[bytes]:
@@ -63,6 +88,7 @@ def connect(
     connect_timeout: float = 5.0,
     response_timeout: float = 3.0,
     watchdog_timeout: float = 30.0,
+    fair_lock_wait_timeout: float = 300.0,
     tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None] = None,
 ) -> Client:
     """Connects to Redis and returns a :class:`Client` (one per process is the usual shape).
@@ -74,13 +100,18 @@ def connect(
         watchdog_timeout: the lease, in seconds, of locks acquired without one; renewed every
             third of it. Keep it equal across every client of a lock (Redisson's
             ``lockWatchdogTimeout``, 30 s by default).
+        fair_lock_wait_timeout: seconds a :class:`FairLock` waiter that gave no timeout may take to
+            come back before the others skip it as dead (Redisson's ``fairLockWaitTimeout``, 5
+            minutes by default). Keep it equal across every client of a lock.
         tls_ca_cert: for ``rediss://`` servers whose certificate comes from a private CA: the
             CA certificate(s), as PEM bytes or a path to a PEM file (default: the web roots).
 
     Raises:
         RedisUnavailableError: the server cannot be reached within ``connect_timeout`` (the
-            message names ``host:port``).
-        InvalidArgumentError: a malformed URL, refused credentials or an out-of-range option.
+            message names ``host:port``), or it has reached its ``maxclients``.
+        AuthenticationError: the server refused the credentials (retrying will not help).
+        InvalidArgumentError: a malformed URL, a database the server does not have, or an
+            out-of-range option.
 
     Blocks with the GIL released. Example::
 
@@ -92,7 +123,7 @@ def connect(
         client.close()
     """
     native = _native.Client.connect(
-        _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout, tls_ca_cert)
+        _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout, fair_lock_wait_timeout, tls_ca_cert)
     )
     return Client(native)
 
@@ -103,6 +134,7 @@ async def connect_async(
     connect_timeout: float = 5.0,
     response_timeout: float = 3.0,
     watchdog_timeout: float = 30.0,
+    fair_lock_wait_timeout: float = 300.0,
     tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None] = None,
 ) -> Client:
     """:func:`connect` for asyncio.
@@ -114,7 +146,7 @@ async def connect_async(
                 ...
     """
     native = await _native.Client.connect_async(
-        _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout, tls_ca_cert)
+        _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout, fair_lock_wait_timeout, tls_ca_cert)
     )
     return Client(native)
 
@@ -140,18 +172,23 @@ class Client:
 
     def __init__(self, native: _native.Client) -> None:
         self._native = native
-        self._locks: dict[str, weakref.WeakSet[Lock]] = {}
+        # Lock objects by (name, is-write), the route of lost-lock events: every object whose
+        # holds share the Redis field (a Lock and a FencedLock of one name) hears the event.
+        self._locks: dict[tuple[str, bool], weakref.WeakSet[_Lockable]] = {}
         self._locks_guard = threading.Lock()
         self._purge_at = 64
+        self._listen()
+        _clients.add(self)
+
+    def _listen(self) -> None:
         ref = weakref.ref(self)
 
-        def dispatch(name: str, owner: int) -> None:  # holds the client weakly: no cycle via Rust
+        def dispatch(name: str, owner: int, kind: str) -> None:  # weak: no cycle through Rust
             client = ref()
             if client is not None:
-                client._dispatch_lost(name, owner)
+                client._dispatch_lost(name, owner, kind)
 
-        native.set_lost_listener(dispatch)
-        _clients.add(self)
+        self._native.set_lost_listener(dispatch)
 
     @property
     def id(self) -> str:
@@ -174,30 +211,82 @@ class Client:
 
         Args:
             name: the lock's key in Redis; a non-empty ``str``.
-            on_lost: called as ``on_lost(lock)``, on a background thread, when the watchdog finds
-                a hold of this lock by this client gone (expired or force-unlocked).
+            on_lost: called as ``on_lost(lock)``, on a background thread, when a hold of this lock
+                by this client may be lost (see :attr:`Lock.lost`).
 
         Raises:
-            InvalidArgumentError: an empty name (``InvalidArgumentTypeError``, also a
-                ``TypeError``, for a non-``str``).
+            InvalidArgumentError: an empty name, or one with a lone surrogate
+                (``InvalidArgumentTypeError``, also a ``TypeError``, for a non-``str``).
         """
-        if not isinstance(name, str):
+        name = self._checked(name, on_lost)
+        return Lock(self, self._native.lock(name), on_lost)
+
+    def fair_lock(self, name: str, *, on_lost: Optional[LostCallback] = None) -> FairLock:
+        """The :class:`FairLock` named ``name`` (Redisson's ``getFairLock(name)``): handed over in
+        the order its waiters asked. Arguments and errors as for :meth:`lock`."""
+        name = self._checked(name, on_lost)
+        return FairLock(self, self._native.fair_lock(name), on_lost)
+
+    def spin_lock(
+        self, name: str, *, backoff: Optional[Backoff] = None, on_lost: Optional[LostCallback] = None
+    ) -> SpinLock:
+        """The :class:`SpinLock` named ``name`` (Redisson's ``getSpinLock(name)``): its waiters
+        retry with ``backoff`` (default Redisson's: 1 ms doubling to 128 ms) instead of
+        subscribing. Arguments and errors as for :meth:`lock`, and ``InvalidArgumentError`` for a
+        back-off outside 0 < initial ≤ max ≤ 1 hour."""
+        name = self._checked(name, on_lost)
+        if backoff is not None and not isinstance(backoff, Backoff):
             raise InvalidArgumentTypeError(
-                f"a lock name must be a non-empty str such as 'orders:42', got "
-                f"{type(name).__name__} {name!r}"
+                f"backoff of spin lock {name!r} must be a crosslock.Backoff, got {type(backoff).__name__}",
+                lock_name=name,
             )
+        spec = None
+        if backoff is not None:
+            spec = (
+                backoff.kind,
+                _seconds(backoff.initial, "back-off pause", name),
+                None if backoff.max is None else _seconds(backoff.max, "maximum back-off pause", name),
+            )
+        return SpinLock(self, self._native.spin_lock(name, spec), on_lost)
+
+    def fenced_lock(self, name: str, *, on_lost: Optional[LostCallback] = None) -> FencedLock:
+        """The :class:`FencedLock` named ``name`` (Redisson's ``getFencedLock(name)``): every
+        acquisition gets a strictly increasing fencing token. Arguments and errors as for
+        :meth:`lock`."""
+        name = self._checked(name, on_lost)
+        return FencedLock(self, self._native.fenced_lock(name), on_lost)
+
+    def non_reentrant_lock(self, name: str, *, on_lost: Optional[LostCallback] = None) -> NonReentrantLock:
+        """The :class:`NonReentrantLock` named ``name``: a second acquire by its holder raises
+        :class:`NonReentrantError`. Arguments and errors as for :meth:`lock`."""
+        name = self._checked(name, on_lost)
+        return NonReentrantLock(self, self._native.non_reentrant_lock(name), on_lost)
+
+    def read_write_lock(self, name: str, *, on_lost: Optional[LostCallback] = None) -> ReadWriteLock:
+        """The :class:`ReadWriteLock` named ``name`` (Redisson's ``getReadWriteLock(name)``):
+        :meth:`~ReadWriteLock.read_lock` for many readers, :meth:`~ReadWriteLock.write_lock` for
+        one writer. ``on_lost`` is called with the read or write lock whose hold may be lost.
+        Arguments and errors as for :meth:`lock`."""
+        name = self._checked(name, on_lost)
+        read, write = self._native.read_write_lock(name)
+        return ReadWriteLock(ReadLock(self, read, on_lost), WriteLock(self, write, on_lost))
+
+    def _checked(self, name: object, on_lost: object) -> str:
+        name = _check_name(name)
         if on_lost is not None and not callable(on_lost):
             raise InvalidArgumentTypeError(
                 f"on_lost of lock {name!r} must be callable, got {type(on_lost).__name__}",
                 lock_name=name,
             )
-        lock = Lock(self, self._native.lock(name), on_lost)
+        return name
+
+    def _register(self, lock: _Lockable) -> None:
+        """Called by every lock object: the route of its lost-lock events."""
         with self._locks_guard:
-            self._locks.setdefault(name, weakref.WeakSet()).add(lock)
-            if len(self._locks) >= self._purge_at:  # forget names whose Lock objects are gone
-                self._locks = {n: s for n, s in self._locks.items() if len(s)}
+            self._locks.setdefault((lock.name, lock._is_write), weakref.WeakSet()).add(lock)
+            if len(self._locks) >= self._purge_at:  # forget names whose lock objects are gone
+                self._locks = {k: s for k, s in self._locks.items() if len(s)}
                 self._purge_at = max(64, 2 * len(self._locks))
-        return lock
 
     def holder(self) -> str:
         """The holder string (``<client-uuid>:<n>``) of the calling thread or asyncio task: what
@@ -241,10 +330,10 @@ class Client:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _dispatch_lost(self, name: str, owner: int) -> None:
-        """Runs on a background thread when the watchdog found (name, owner) gone."""
+    def _dispatch_lost(self, name: str, owner: int, kind: str) -> None:
+        """Runs on the dispatcher thread when a hold of (name, owner) may be lost."""
         with self._locks_guard:
-            locks = list(self._locks.get(name, ()))
+            locks = list(self._locks.get((name, kind == "write_lock"), ()))
         for lock in locks:
             lock._mark_lost(owner)
         for lock in locks:
@@ -258,6 +347,7 @@ class Client:
 
     def _reset_after_fork(self) -> None:
         self._locks_guard = threading.Lock()
+        self._listen()  # the dispatcher thread did not survive the fork
         for locks in self._locks.values():
             for lock in list(locks):
                 lock._reset_after_fork()

@@ -32,6 +32,9 @@ __all__ = [
     "WrongTypeError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
+    "AuthenticationError",
+    "NonReentrantError",
+    "UpgradeRefusedError",
     "RedisError",
 ]
 
@@ -170,6 +173,65 @@ class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
     number). An :class:`InvalidArgumentError` that is also a :class:`TypeError`."""
 
 
+class AuthenticationError(CrosslockError, PermissionError):
+    """Redis refused the credentials: a wrong password or user in the URL, or none where the server
+    needs one. Retrying does not help, so it is deliberately *not* a :class:`ConnectionError` (nor
+    a :class:`RedisUnavailableError`): a loop that retries while Redis is unavailable stops here.
+    Also a :class:`PermissionError`.
+
+    Example::
+
+        try:
+            client = crosslock.connect("redis://default:wrong@127.0.0.1:6379/0")
+        except crosslock.AuthenticationError as e:
+            sys.exit(f"fix the Redis password: {e}")
+    """
+
+    code = "AUTH"
+
+
+class NonReentrantError(CrosslockError, RuntimeError):
+    """The caller already holds a :class:`~crosslock.NonReentrantLock` and asked for it again:
+    that would wait for itself forever. Nothing changed in Redis. Also a :class:`RuntimeError`.
+
+    Example::
+
+        with lock:
+            lock.acquire()      # NonReentrantError: release it first
+    """
+
+    code = "NON_REENTRANT"
+
+
+class UpgradeRefusedError(CrosslockError, RuntimeError):
+    """The caller holds the read lock of a :class:`~crosslock.ReadWriteLock` and asked for its
+    write lock: an upgrade would wait for itself forever, so it is refused at once (Redisson
+    refuses it too, by waiting forever). Release the read lock first. Also a
+    :class:`RuntimeError`.
+
+    Example::
+
+        with rw.read_lock():
+            rw.write_lock().acquire()   # UpgradeRefusedError
+    """
+
+    code = "UPGRADE_REFUSED"
+
+
 class RedisError(Exception):
     """What Redis or the connection reported, attached as the ``__cause__`` of a
     :class:`CrosslockError` (never raised by itself)."""
+
+
+def _by_code() -> dict[str, type[CrosslockError]]:
+    """Every error class by its code: the one table the native module maps core's kinds with."""
+    table: dict[str, type[CrosslockError]] = {}
+    pending: list[type[CrosslockError]] = [CrosslockError]
+    while pending:
+        cls = pending.pop()
+        table.setdefault(cls.code, cls)  # a subclass sharing its parent's code does not replace it
+        pending.extend(cls.__subclasses__())
+    return table
+
+
+_BY_CODE = _by_code()

@@ -1,7 +1,12 @@
-//! The Lua scripts, one file per operation, loaded once per process.
+//! The Lua scripts, one file per object operation in a folder per object (the same stems as
+//! `objects/`), each prefixed with `prelude.lua` (argument and type checks shared by all) and
+//! loaded once per process.
 //!
 //! Each script is a [`redis::Script`]: it is sent as `EVALSHA` and loaded on `NOSCRIPT`, so a
-//! server restart or `SCRIPT FLUSH` costs one extra round trip and nothing else.
+//! server restart or `SCRIPT FLUSH` costs one extra round trip and nothing else. Every script
+//! checks its arguments and the type of what it finds before it writes anything, so a bad
+//! argument or a name collision never leaves Redis half-changed. The layout they implement is
+//! described in `docs/protocol.md`.
 
 use std::sync::LazyLock;
 
@@ -9,14 +14,44 @@ use redis::Script;
 
 macro_rules! script {
     ($name:ident, $file:literal) => {
-        pub(crate) static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!($file)));
+        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("prelude.lua"),
+                "\n",
+                include_str!($file)
+            ))
+        });
     };
 }
 
-script!(LOCK_ACQUIRE, "lock_acquire.lua");
-script!(LOCK_RELEASE, "lock_release.lua");
-script!(LOCK_RELEASE_ALL, "lock_release_all.lua");
-script!(LOCK_FORCE_UNLOCK, "lock_force_unlock.lua");
-script!(LOCK_INFO, "lock_info.lua");
-script!(LOCK_RENEW, "lock_renew.lua");
+// Lock (RLock); the spin, fenced and non-reentrant locks share its hash and release.
+script!(LOCK_ACQUIRE, "lock/acquire.lua");
+script!(LOCK_RELEASE, "lock/release.lua");
+script!(LOCK_FORCE_UNLOCK, "lock/force_unlock.lua");
+script!(LOCK_INFO, "lock/info.lua");
+
+// FencedLock
+script!(FENCED_ACQUIRE, "fenced_lock/acquire.lua");
+script!(FENCED_SETTLE, "fenced_lock/settle.lua");
+script!(FENCED_TOKEN, "fenced_lock/token.lua");
+
+// NonReentrantLock
+script!(NON_REENTRANT_ACQUIRE, "non_reentrant_lock/acquire.lua");
+
+// FairLock
+script!(FAIR_ACQUIRE, "fair_lock/acquire.lua");
+script!(FAIR_GIVE_UP, "fair_lock/give_up.lua");
+script!(FAIR_RELEASE, "fair_lock/release.lua");
+script!(FAIR_FORCE_UNLOCK, "fair_lock/force_unlock.lua");
+
+// ReadWriteLock
+script!(READ_ACQUIRE, "read_write_lock/read_acquire.lua");
+script!(READ_RELEASE, "read_write_lock/read_release.lua");
+script!(WRITE_ACQUIRE, "read_write_lock/write_acquire.lua");
+script!(WRITE_RELEASE, "read_write_lock/write_release.lua");
+script!(RW_FORCE_UNLOCK, "read_write_lock/force_unlock.lua");
+script!(RW_INFO, "read_write_lock/info.lua");
+
+// Renewal (the watchdog)
+script!(RENEW_HASH, "renewal/hash.lua");
+script!(RENEW_READ, "renewal/read.lua");

@@ -14,15 +14,29 @@ pub struct RedisServer {
 
 impl RedisServer {
     pub fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         Self::start_on(port)
     }
 
     pub fn start_on(port: u16) -> Self {
-        let dir = std::env::temp_dir().join(format!("crosslock-test-{}-{port}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("crosslock-test-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .arg("--dir")
             .arg(&dir)
             .stdout(Stdio::null())
@@ -31,7 +45,10 @@ impl RedisServer {
             .expect("redis-server must be installed (the test command installs it)");
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start on port {port}");
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not start on port {port}"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         RedisServer { port, child, dir }
@@ -43,7 +60,10 @@ impl RedisServer {
 
     /// A plain redis-rs connection, to look at what the locks left in Redis.
     pub fn raw(&self) -> redis::Connection {
-        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
     }
 
     pub fn kill(&mut self) {

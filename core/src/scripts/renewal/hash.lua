@@ -1,4 +1,4 @@
--- Watchdog renewal of many locks in one call (§1.7).
+-- Watchdog renewal of many RLock-family holds in one call (docs/protocol.md, renewal).
 -- KEYS[i] lock hash; ARGV[1] lease in ms; ARGV[i + 1] the holder expected in KEYS[i].
 -- Returns one 1 (renewed) or 0 (gone: expired, deleted or taken over) per key.
 local out = {}

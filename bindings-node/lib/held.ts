@@ -1,0 +1,236 @@
+/**
+ * {@link HeldLock}, the proof of one acquisition, and the registry of a client's live holds that
+ * routes lost-lock signals to them.
+ *
+ * @module
+ */
+import type { CrosslockError } from './errors'
+import { LockLostError, NotHeldError, hasCode } from './errors'
+import type { Lockable } from './lockable'
+
+/**
+ * One acquisition of a lock: what `acquire()` resolves to. Release it exactly once, with
+ * {@link HeldLock.release} or by disposal (`await using held = await lock.acquire()` where the
+ * syntax is supported).
+ *
+ * Its {@link HeldLock.signal} aborts, with a `LockLostError` reason, as soon as the watchdog's
+ * renewal finds the lock gone (it expired while Redis was out of reach, or was force-unlocked):
+ * pass it to the work the lock protects.
+ *
+ * @example
+ * ```js
+ * const held = await lock.acquire()
+ * try {
+ *   await fetch(url, { signal: held.signal })  // stops if the lock is lost
+ * } finally {
+ *   await held.release()
+ * }
+ * ```
+ */
+export class HeldLock implements AsyncDisposable {
+  /** The lock held. */
+  readonly lock: Lockable
+  /** The owner number holding it (`<n>` of the holder string `<client-id>:<n>`). */
+  readonly owner: number
+  /**
+   * The fencing token of this acquisition, for a `FencedLock`: strictly greater than every token
+   * handed out before on the lock, by any client in any language. `undefined` for other kinds.
+   */
+  readonly token: bigint | undefined
+  readonly #controller = new AbortController()
+  #released = false
+
+  /** @internal HeldLocks come from `lock.acquire()`. */
+  constructor(lock: Lockable, owner: number, token?: bigint) {
+    this.lock = lock
+    this.owner = owner
+    this.token = token
+  }
+
+  /**
+   * The holder string Redis stores for this hold: `<client-id>:<owner>`.
+   *
+   * @example
+   * ```js
+   * console.log(held.holder) // '0f1e…:12'
+   * ```
+   */
+  get holder(): string {
+    return `${this.lock.client.id}:${this.owner}${this.lock._write ? ':write' : ''}`
+  }
+
+  /**
+   * Aborts, with a `LockLostError` reason, when the lock may be lost: a renewal found it gone,
+   * or no renewal was confirmed before its last confirmed lease ran out (Redis unreachable, a
+   * partition, a paused process), or an explicit lease ran out while it was held. It aborts at
+   * the latest when another client could take the lock, whether or not Redis answers.
+   *
+   * @example
+   * ```js
+   * held.signal.addEventListener('abort', () => console.error(held.signal.reason.message))
+   * held.signal.throwIfAborted()
+   * ```
+   */
+  get signal(): AbortSignal {
+    return this.#controller.signal
+  }
+
+  /**
+   * Whether the lock was found lost (then `signal` is aborted and `release()` rejects with
+   * `LockLostError`).
+   *
+   * @example
+   * ```js
+   * if (held.lost) console.error('another holder may have run meanwhile')
+   * ```
+   */
+  get lost(): boolean {
+    return this.#controller.signal.aborted
+  }
+
+  /**
+   * Whether this hold was released (by `release()`, disposal, `lock.release()` as its owner, or
+   * `client.close()`).
+   *
+   * @example
+   * ```js
+   * await held.release()
+   * console.log(held.released) // true
+   * ```
+   */
+  get released(): boolean {
+    return this.#released
+  }
+
+  /**
+   * Releases this hold, as the owner it was acquired with. Rejects with `LockLostError` if the
+   * lock was lost meanwhile, and with `NotHeldError` if this hold was already released.
+   *
+   * @example
+   * ```js
+   * const held = await lock.acquire()
+   * try { await doWork() } finally { await held.release() }
+   * ```
+   */
+  async release(): Promise<void> {
+    if (this.#released) {
+      throw new NotHeldError(
+        `this hold of lock '${this.lock.name}' by ${this.holder} was already released; release each acquisition once`,
+        { lockName: this.lock.name, holder: this.holder },
+      )
+    }
+    this.#released = true
+    this.lock.client._holds.untrack(this)
+    try {
+      await this.lock._release(this.owner)
+    } catch (e) {
+      if (hasCode(e, 'LOCK_LOST')) {
+        this.lock.client._holds.lostAll(this.lock, this.owner, e as LockLostError)
+        this._lost(e as LockLostError)
+        throw e
+      }
+      if (hasCode(e, 'NOT_HELD') && this.lost) throw this.signal.reason
+      if (!hasCode(e, 'NOT_HELD')) {
+        // Redis did not answer (core already retried within the connect timeout): the hold may
+        // still be there, no longer renewed, so it expires after its lease at worst. Keep it
+        // tracked so the caller can retry the release.
+        this.#released = false
+        this.lock.client._holds.track(this)
+      }
+      throw e
+    }
+  }
+
+  /**
+   * Releases this hold unless it was already released, for `await using`.
+   *
+   * @example
+   * ```js
+   * {
+   *   await using held = await lock.acquire()   // Node ≥ 24, TypeScript ≥ 5.2
+   *   await doWork()
+   * } // released here
+   * ```
+   */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (!this.#released) await this.release()
+  }
+
+  /** @internal The lock was found lost. */
+  _lost(reason: CrosslockError): void {
+    if (!this.#controller.signal.aborted) this.#controller.abort(reason)
+  }
+
+  /** @internal The client closed, which released every hold. */
+  _closed(): void {
+    this.#released = true
+  }
+}
+
+/** @internal The reason a lost hold's signal aborts with. */
+export function lostError(lockName: string, holder: string): LockLostError {
+  return new LockLostError(
+    `lock '${lockName}' held by ${holder} may be lost: a renewal found it gone (it expired or was ` +
+      `force-unlocked), or no renewal was confirmed before its lease ran out (Redis out of reach), ` +
+      `so work done from now on may overlap another holder. Stop the protected work and acquire it again`,
+    { lockName, holder },
+  )
+}
+
+/** The route of a hold's lost-lock events: its lock's name, and whether it is a write hold. */
+function route(lock: Lockable): string {
+  return lock._write ? `${lock.name}\u0000w` : lock.name
+}
+
+/**
+ * The live holds of one client, oldest first per lock: for lost-lock signals, for
+ * `lock.release()` by owner, and for `client.close()`. @internal
+ */
+export class Holds {
+  readonly #byRoute = new Map<string, HeldLock[]>()
+
+  track(held: HeldLock): void {
+    const key = route(held.lock)
+    const list = this.#byRoute.get(key)
+    if (list) list.push(held)
+    else this.#byRoute.set(key, [held])
+  }
+
+  untrack(held: HeldLock): void {
+    const key = route(held.lock)
+    const list = this.#byRoute.get(key)
+    if (!list) return
+    const i = list.lastIndexOf(held)
+    if (i >= 0) list.splice(i, 1)
+    if (list.length === 0) this.#byRoute.delete(key)
+  }
+
+  /** The latest live hold of `lock` by `owner`. */
+  latestOf(lock: Lockable, owner: number): HeldLock | undefined {
+    const list = this.#byRoute.get(route(lock)) ?? []
+    for (let i = list.length - 1; i >= 0; i--) if (list[i]!.owner === owner) return list[i]
+    return undefined
+  }
+
+  /** Aborts every live hold of `lock`'s route by `owner`. */
+  lostAll(lock: Lockable, owner: number, reason: CrosslockError): void {
+    for (const held of this.#byRoute.get(route(lock)) ?? []) if (held.owner === owner) held._lost(reason)
+  }
+
+  /** A hold of (`name`, write or not) by `owner` may be lost: abort their signals. */
+  onLost(clientId: string, name: string, owner: number, kind: string): void {
+    const write = kind === 'write_lock'
+    const holds = (this.#byRoute.get(write ? `${name}\u0000w` : name) ?? []).filter((h) => h.owner === owner)
+    // Skip a stale report about an earlier tenure that was released since.
+    if (holds.length === 0 || !holds[0]!.lock._isLost(owner)) return
+    const reason = lostError(name, `${clientId}:${owner}${write ? ':write' : ''}`)
+    for (const held of holds) held._lost(reason)
+  }
+
+  /** Every live hold, forgotten: the client closed, which released them. */
+  closeAll(): void {
+    const all = [...this.#byRoute.values()].flat()
+    this.#byRoute.clear()
+    for (const held of all) held._closed()
+  }
+}

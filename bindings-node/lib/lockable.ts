@@ -1,0 +1,461 @@
+/**
+ * {@link Lockable}: what every lock of the RLock family does in Node — {@link Lock},
+ * `FairLock`, `SpinLock`, `FencedLock`, `NonReentrantLock`, and the read and write locks of a
+ * `ReadWriteLock` are short subclasses of it with their own docs and extras.
+ *
+ * One native class serves every kind; owner scopes, `AbortSignal`, `withLock`, the hold registry
+ * and the lost-lock signal are all here, once.
+ *
+ * @module
+ */
+import native = require('../native')
+import type { Client } from './client'
+import { NotHeldError, hasCode, invalidArgument, viaNative } from './errors'
+import { HeldLock } from './held'
+import { acquiringOwner, checkOwner, currentOwner, inScope } from './identity'
+
+/**
+ * How to acquire a lock. Durations are milliseconds, as for `setTimeout`.
+ *
+ * @example
+ * ```js
+ * const options = { wait: 2000, lease: 10_000, signal: AbortSignal.timeout(5000) }
+ * const held = await lock.acquire(options)
+ * ```
+ */
+export interface AcquireOptions {
+  /**
+   * How long to wait for the lock: leave it out (or `Infinity`) to wait as long as it takes, `0`
+   * for a single try. When it passes, `acquire()` rejects with `LockTimeoutError` and
+   * `tryAcquire()` resolves `null`.
+   */
+  wait?: number | undefined
+  /**
+   * How long the lock lives without renewal (≥ 1 ms). Leave it out to have the watchdog keep the
+   * lock for as long as this process holds it (a 30 s lease renewed every 10 s by default).
+   */
+  lease?: number | undefined
+  /**
+   * Cancels a waiting acquire: it then rejects with `signal.reason` (an `AbortError`
+   * `DOMException` when `abort()` was called without a reason), and leaves nothing behind: no
+   * lock, no waiter, no subscription. A lock acquired in the same instant is given back.
+   */
+  signal?: AbortSignal | undefined
+  /**
+   * Acquire as this owner number (from `newOwner()`) instead of the enclosing owner scope or a
+   * fresh owner; see `runAsOwner`.
+   */
+  owner?: number | undefined
+}
+
+/**
+ * Whose hold a release or a query is about. Outside an owner scope `lock.release()` needs it
+ * (it rejects with `NotHeldError` without it) and `lock.isHeld()` / `lock.holdCount()` answer
+ * `false` / `0` without it.
+ *
+ * @example
+ * ```js
+ * const owner = newOwner()
+ * await lock.acquire({ owner })
+ * console.log(await lock.holdCount({ owner })) // 1
+ * await lock.release({ owner })
+ * ```
+ */
+export interface OwnerOptions {
+  /** The owner number; by default the enclosing owner scope's (see `runAsOwner`), and none outside one. */
+  owner?: number | undefined
+}
+
+interface Checked {
+  wait: number | null
+  lease: number | null
+  signal: AbortSignal | undefined
+  owner: number | undefined
+}
+
+function optionsObject(options: unknown, lockName: string): Record<string, unknown> {
+  if (options === undefined || options === null) return {}
+  if (typeof options !== 'object') {
+    throw invalidArgument('type', `options for lock '${lockName}' must be an object, got ${typeof options}`, lockName)
+  }
+  return options as Record<string, unknown>
+}
+
+function checkAcquire(options: unknown, lockName: string, defaultWait: number | null): Checked {
+  const o = optionsObject(options, lockName)
+  let wait = defaultWait
+  if (o.wait !== undefined && o.wait !== null) {
+    if (typeof o.wait !== 'number') {
+      throw invalidArgument('type', `wait must be a number of milliseconds, got ${typeof o.wait} (lock '${lockName}')`, lockName)
+    }
+    if (Number.isNaN(o.wait) || o.wait < 0) {
+      throw invalidArgument(
+        'range',
+        `wait must be ≥ 0 ms (0 tries once; leave it out to wait as long as it takes), got ${o.wait} (lock '${lockName}')`,
+        lockName,
+      )
+    }
+    wait = o.wait === Infinity ? null : o.wait
+  }
+  let lease: number | null = null
+  if (o.lease !== undefined && o.lease !== null) {
+    if (typeof o.lease !== 'number') {
+      throw invalidArgument('type', `lease must be a number of milliseconds, got ${typeof o.lease} (lock '${lockName}')`, lockName)
+    }
+    if (!Number.isFinite(o.lease) || o.lease < 1) {
+      throw invalidArgument(
+        'range',
+        `lease must be a finite number of milliseconds ≥ 1 (leave it out for watchdog renewal), got ${o.lease} (lock '${lockName}')`,
+        lockName,
+      )
+    }
+    lease = o.lease
+  }
+  let signal: AbortSignal | undefined
+  if (o.signal !== undefined && o.signal !== null) {
+    const s = o.signal as AbortSignal
+    if (typeof s !== 'object' || typeof s.aborted !== 'boolean' || typeof s.addEventListener !== 'function') {
+      throw invalidArgument('type', `signal must be an AbortSignal (lock '${lockName}')`, lockName)
+    }
+    signal = s
+  }
+  const owner = o.owner === undefined || o.owner === null ? undefined : checkOwner(o.owner, lockName)
+  return { wait, lease, signal, owner }
+}
+
+function checkOwnerOption(options: unknown, lockName: string): number | undefined {
+  const o = optionsObject(options, lockName)
+  return o.owner === undefined || o.owner === null ? undefined : checkOwner(o.owner, lockName)
+}
+
+/**
+ * The behaviour every lock of the RLock family shares (see the module docs); each subclass
+ * documents its kind. Who holds a lock is decided by the owner rules of `runAsOwner`: outside an
+ * owner scope each `acquire()` is its own holder; inside `withLock` (or `runAsOwner`) nested
+ * acquires re-enter (unless the kind does not re-enter).
+ *
+ * `H` is what `acquire()` resolves to: a {@link HeldLock}, whose `token` is a `bigint` for a
+ * fenced lock.
+ *
+ * @example
+ * ```js
+ * const lock = client.lock('orders:42')              // any lock of the family works alike
+ * const held = await lock.acquire({ wait: 2000 })   // rejects with LockTimeoutError after 2 s
+ * try {
+ *   // exclusive work; held.signal aborts if the lock may be lost
+ * } finally {
+ *   await held.release()
+ * }
+ * ```
+ */
+export abstract class Lockable<H extends HeldLock = HeldLock> {
+  /** The client this lock belongs to. */
+  readonly client: Client
+  /** The lock's name: its key in Redis. */
+  readonly name: string
+  readonly #native: native.Lock
+  /** @internal Whether its holder strings end in `:write` (the route of lost-lock events). */
+  readonly _write: boolean
+
+  /** @internal Locks come from the client's factories (`client.lock(name)`, …). */
+  constructor(client: Client, nativeLock: native.Lock) {
+    this.client = client
+    this.#native = nativeLock
+    this.name = nativeLock.name
+    this._write = nativeLock.kind === 'write_lock'
+  }
+
+  /**
+   * Waits until the lock is acquired and resolves to the {@link HeldLock} that releases it.
+   *
+   * Without `wait` it waits as long as it takes, woken by Redis pub/sub the moment the holder
+   * releases (never by polling). Rejects with `LockTimeoutError` when `wait` passes, with the
+   * signal's reason when `signal` aborts, `WrongTypeError` when the key holds something else,
+   * `RedisUnavailableError` when Redis cannot be reached, `InvalidArgumentError` for bad options.
+   *
+   * @param options - `wait`, `lease`, `signal`, `owner`
+   *
+   * @example
+   * ```js
+   * const held = await lock.acquire()
+   * try { await doWork() } finally { await held.release() }
+   *
+   * // at most 500 ms of waiting, and let Redis expire the lock after 10 s whatever happens
+   * const short = await lock.acquire({ wait: 500, lease: 10_000 })
+   * await short.release()
+   *
+   * // cancellable
+   * const held2 = await lock.acquire({ signal: AbortSignal.timeout(1000) })
+   * await held2.release()
+   * ```
+   */
+  async acquire(options?: AcquireOptions): Promise<H> {
+    return (await this.#acquire(checkAcquire(options, this.name, null), true)) as H
+  }
+
+  /**
+   * Tries to acquire the lock: resolves to a {@link HeldLock}, or `null` if it is held by someone
+   * else. By default a single try (`wait: 0`); with `wait`, waits up to that long.
+   *
+   * @param options - `wait` (default 0), `lease`, `signal`, `owner`
+   *
+   * @example
+   * ```js
+   * const held = await lock.tryAcquire()
+   * if (held === null) return 'busy'
+   * try { await doWork() } finally { await held.release() }
+   * ```
+   */
+  async tryAcquire(options?: AcquireOptions): Promise<H | null> {
+    return this.#acquire(checkAcquire(options, this.name, 0), false)
+  }
+
+  async #acquire(o: Checked, failOnTimeout: boolean): Promise<H | null> {
+    const owner = acquiringOwner(o.owner)
+    const signal = o.signal
+    if (signal?.aborted) throw signal.reason
+    let token: native.CancelToken | null = null
+    const onAbort = () => token?.cancel()
+    if (signal) {
+      token = new native.CancelToken()
+      signal.addEventListener('abort', onAbort, { once: true })
+    }
+    try {
+      const acquired = await viaNative(() => this.#native.acquire(owner, o.wait, o.lease, token, failOnTimeout))
+      if (acquired === null) return null
+      if (signal?.aborted) {
+        // Aborted while the winning attempt was in flight: give it back, as promised.
+        await viaNative(() => this.#native.release(owner)).catch(() => {})
+        throw signal.reason
+      }
+      const held = new HeldLock(this, owner, this._token(acquired)) as H
+      this.client._holds.track(held)
+      return held
+    } catch (e) {
+      if (signal?.aborted && hasCode(e, 'CANCELLED')) throw signal.reason
+      throw e
+    } finally {
+      signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  /**
+   * Releases one hold of an owner named explicitly: the `owner` option, else the enclosing owner
+   * scope's (`withLock`, `runAsOwner`). To release one particular acquisition, use
+   * `held.release()` on the {@link HeldLock} that `acquire()` returned: it always releases as the
+   * owner it was acquired with.
+   *
+   * Outside an owner scope and without `owner` there is no caller to release as (there, every
+   * `acquire()` is a holder of its own), so it rejects with `NotHeldError` saying so, and changes
+   * nothing in Redis: it never releases a hold some other task took.
+   *
+   * Rejects with `NotHeldError` (naming the lock and the caller; Redis is left unchanged) when
+   * that owner does not hold the lock, and with `LockLostError` when it held it but the lock
+   * expired or was force-unlocked meanwhile.
+   *
+   * @param options - `owner`
+   *
+   * @example
+   * ```js
+   * // inside an owner scope
+   * await runAsOwner(async () => {
+   *   await lock.acquire()
+   *   try { await doWork() } finally { await lock.release() }
+   * })
+   *
+   * // with an explicit owner
+   * const owner = newOwner()
+   * await lock.acquire({ owner })
+   * try { await doWork() } finally { await lock.release({ owner }) }
+   *
+   * // outside a scope: release the HeldLock instead
+   * const held = await lock.acquire()
+   * try { await doWork() } finally { await held.release() }
+   * ```
+   */
+  async release(options?: OwnerOptions): Promise<void> {
+    const owner = this.#releasingOwner(options)
+    const held = this.client._holds.latestOf(this, owner)
+    if (held) return held.release()
+    await viaNative(() => this.#native.release(owner))
+  }
+
+  /**
+   * Runs `fn` while holding the lock, and always releases it, whether `fn` resolves or throws.
+   * `fn` runs in the lock's owner scope, so acquires nested in it (of this lock or any other)
+   * re-enter rather than wait for themselves. Resolves to what `fn` returns.
+   *
+   * If `fn` throws, that error is what `withLock` rejects with (a failing release is then
+   * ignored; a lost lock is still visible on `held.signal`). If `fn` succeeds but the release
+   * finds the lock lost, `withLock` rejects with `LockLostError`.
+   *
+   * @param fn - the exclusive work; receives the {@link HeldLock}
+   * @param options - `wait`, `lease`, `signal`, `owner` for the acquire
+   *
+   * @example
+   * ```js
+   * const total = await lock.withLock(async (held) => {
+   *   const n = Number(await redis.get('counter')) + 1
+   *   await redis.set('counter', n)
+   *   return n
+   * }, { wait: 5000 })
+   * ```
+   */
+  async withLock<T>(fn: (held: H) => T | PromiseLike<T>, options?: AcquireOptions): Promise<T> {
+    if (typeof fn !== 'function') {
+      throw invalidArgument('type', `withLock(fn): fn must be a function, got ${typeof fn} (lock '${this.name}')`, this.name)
+    }
+    const o = checkAcquire(options, this.name, null)
+    const owner = acquiringOwner(o.owner)
+    return inScope(owner, async () => {
+      const held = (await this.#acquire({ ...o, owner }, true)) as H
+      let result: T
+      try {
+        result = await fn(held)
+      } catch (e) {
+        await held.release().catch(() => {})
+        throw e
+      }
+      await held.release()
+      return result
+    })
+  }
+
+  /**
+   * Whether anyone (any client, any language) holds the lock.
+   *
+   * @example
+   * ```js
+   * if (await lock.isLocked()) console.log('busy')
+   * ```
+   */
+  async isLocked(): Promise<boolean> {
+    return viaNative(() => this.#native.isLocked())
+  }
+
+  /**
+   * Whether an owner holds the lock, asking Redis: the `owner` option's, else the enclosing
+   * owner scope's. Outside a scope and without `owner` no owner is asking, and it resolves
+   * `false` without asking Redis: it never answers for a hold some other task took (outside
+   * scopes every `acquire()` is a holder of its own). To ask about a {@link HeldLock}, pass
+   * `{ owner: held.owner }`.
+   *
+   * @param options - `owner`
+   *
+   * @example
+   * ```js
+   * await lock.withLock(async () => {
+   *   console.log(await lock.isHeld()) // true
+   * })
+   * const held = await lock.acquire()
+   * console.log(await lock.isHeld({ owner: held.owner })) // true
+   * console.log(await lock.isHeld())                      // false: outside a scope, no owner asks
+   * ```
+   */
+  async isHeld(options?: OwnerOptions): Promise<boolean> {
+    const owner = this.#queryOwner(options)
+    if (owner === undefined) return false
+    return viaNative(() => this.#native.isHeldBy(owner))
+  }
+
+  /**
+   * How many times an owner holds the lock (the `owner` option's, else the enclosing owner
+   * scope's): 0 when it does not, 2 after a nested acquire, and so on. Outside a scope and
+   * without `owner` it resolves `0` without asking Redis, as {@link Lock.isHeld} resolves
+   * `false`: never another task's count.
+   *
+   * @param options - `owner`
+   *
+   * @example
+   * ```js
+   * await lock.withLock(async () => {
+   *   await lock.withLock(async () => console.log(await lock.holdCount())) // 2
+   * })
+   * const held = await lock.acquire()
+   * console.log(await lock.holdCount({ owner: held.owner })) // 1
+   * ```
+   */
+  async holdCount(options?: OwnerOptions): Promise<number> {
+    const owner = this.#queryOwner(options)
+    if (owner === undefined) return 0
+    return viaNative(() => this.#native.holdCountOf(owner))
+  }
+
+  /**
+   * Milliseconds before the lock expires: `null` when it is not locked, `Infinity` when its key
+   * has no expiry.
+   *
+   * @example
+   * ```js
+   * const held = await lock.acquire({ lease: 10_000 })
+   * console.log(await lock.remainingLease()) // ≈ 10000
+   * ```
+   */
+  async remainingLease(): Promise<number | null> {
+    return viaNative(() => this.#native.remainingLease())
+  }
+
+  /**
+   * Deletes the lock whoever holds it, and wakes a waiter. Resolves `true` if it was locked. The
+   * former holder's `held.signal` aborts at its next renewal.
+   *
+   * @example
+   * ```js
+   * if (await lock.forceUnlock()) console.log('was locked; freed')
+   * ```
+   */
+  async forceUnlock(): Promise<boolean> {
+    return viaNative(() => this.#native.forceUnlock())
+  }
+
+  /** The owner a query is about: the `owner` option, else the scope's, else none. */
+  #queryOwner(options: unknown): number | undefined {
+    return checkOwnerOption(options, this.name) ?? currentOwner()
+  }
+
+  /**
+   * The owner a release acts as: the `owner` option, else the scope's. Throws `NotHeldError`
+   * when there is neither: never guess (say, the latest hold taken through this object), since
+   * that hold may be another task's.
+   */
+  #releasingOwner(options: unknown): number {
+    const owner = checkOwnerOption(options, this.name) ?? currentOwner()
+    if (owner !== undefined) return owner
+    throw new NotHeldError(
+      `lock.release() of lock '${this.name}' names no owner: it was called outside an owner scope ` +
+        `and without { owner }, where every acquire() is a holder of its own, so it cannot tell ` +
+        `whose hold to release and released none (Redis unchanged). Release through the HeldLock ` +
+        `that acquire() returned (held.release()), inside lock.withLock() or runAsOwner(), or ` +
+        `with an explicit owner: lock.release({ owner })`,
+      { lockName: this.name },
+    )
+  }
+
+  /** @internal Releases one hold of `owner` in Redis. */
+  _release(owner: number): Promise<boolean> {
+    return viaNative(() => this.#native.release(owner))
+  }
+
+  /** @internal Whether core recorded the hold of `owner` as lost. */
+  _isLost(owner: number): boolean {
+    return viaNative(() => this.#native.isLost(owner))
+  }
+
+  /** @internal The token a hold keeps from what the native acquire resolved (none by default). */
+  _token(_acquired: bigint): bigint | undefined {
+    return undefined
+  }
+
+  /**
+   * The holder strings (`<client-id>:<owner>`, `…:write` for a writer) holding it now.
+   *
+   * @example
+   * ```js
+   * console.log(await lock.holders()) // [ '0f1e…:12' ]
+   * ```
+   */
+  async holders(): Promise<string[]> {
+    return viaNative(() => this.#native.holders())
+  }
+}
+

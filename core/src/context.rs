@@ -1,0 +1,46 @@
+//! [`Ctx`]: everything one connected client generation owns, handed to every engine and object
+//! operation (Redisson's `CommandAsyncExecutor` + `ServiceManager`, in one place).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::Conn;
+use crate::engine::holds::Holds;
+use crate::pubsub::PubSub;
+
+/// The connected state of a client in one process (rebuilt after `fork()`).
+pub(crate) struct Ctx {
+    /// The client id: the `<client-uuid>` of every holder string.
+    pub(crate) id: String,
+    pub(crate) conn: Conn,
+    pub(crate) pubsub: PubSub,
+    pub(crate) holds: Arc<Holds>,
+    pub(crate) watchdog_timeout: Duration,
+    /// The fair lock's per-waiter wait when the caller gives no wait limit (Redisson's
+    /// `fairLockWaitTimeout`).
+    pub(crate) fair_lock_wait_timeout: Duration,
+    /// How long a waiter keeps waiting through a Redis outage (the connect timeout).
+    pub(crate) outage_tolerance: Duration,
+    /// Cancelled when the client closes (or this state is dropped): stops every task.
+    pub(crate) stop: CancellationToken,
+}
+
+impl Ctx {
+    /// The holder string of `owner` with `suffix`: `<client-uuid>:<n><suffix>`.
+    pub(crate) fn holder(&self, owner: crate::Owner, suffix: &str) -> Arc<str> {
+        Arc::from(format!("{}:{}{suffix}", self.id, owner.get()))
+    }
+
+    /// The response timeout every single command is bounded by.
+    pub(crate) fn response_timeout(&self) -> Duration {
+        self.conn.response_timeout()
+    }
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

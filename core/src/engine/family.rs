@@ -1,0 +1,822 @@
+//! The RLock family: what every owner-held lock adds to a [`Protocol`], and the generic lock
+//! built from it ([`LockCore`], Redisson's `RedissonBaseLock`).
+//!
+//! A lock type supplies its scripts through [`Family`]; everything else is here, once: option
+//! checks, the acquire (through [`wait`](super::wait)), recording holds, the release with its
+//! lost-reply retry and its not-held / lost distinction, queries, the guard, and the type-erased
+//! [`AnyLock`] the bindings and [`MultiLock`]-style composites hold.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Client;
+use crate::context::Ctx;
+use crate::error::{Error, ErrorKind, Result};
+use crate::owner::Owner;
+use crate::runtime;
+
+use super::holds::{Acquired, HoldKey, LockKind, Releaser, RenewKind};
+use super::wait::{self, Keeper, Outcome};
+use super::{MAX_DURATION, Protocol, Request};
+
+/// How to acquire: wait limit, lease, owner, cancellation.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use crosslock::{AcquireOptions, Owner};
+///
+/// let options = AcquireOptions::new()
+///     .wait(Duration::from_secs(2))        // give up after 2 s
+///     .lease(Duration::from_secs(10))      // expire after 10 s, no renewal
+///     .owner(Owner::new(7));               // acquire as owner 7
+/// assert_eq!(options.wait, Some(Duration::from_secs(2)));
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct AcquireOptions {
+    /// How long to wait: `None` waits until acquired, `Some(ZERO)` tries once. At most
+    /// [`MAX_DURATION`](crate::MAX_DURATION).
+    pub wait: Option<Duration>,
+    /// How long the lock lives without renewal: `None` means watchdog renewal. At least 1 ms and
+    /// at most [`MAX_DURATION`](crate::MAX_DURATION).
+    pub lease: Option<Duration>,
+    /// Who acquires: `None` means [`Owner::current`].
+    pub owner: Option<Owner>,
+    /// Cancels the wait when cancelled; the call then fails with [`ErrorKind::Cancelled`].
+    pub cancel: Option<CancellationToken>,
+}
+
+impl AcquireOptions {
+    /// Wait without limit, watchdog lease, current owner.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Gives up after `wait` (zero: a single attempt).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Lets the lock expire `lease` after acquiring it, with no renewal. Must be at least 1 ms.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Acquires on behalf of `owner` instead of [`Owner::current`].
+    pub fn owner(mut self, owner: Owner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// Stops waiting when `token` is cancelled.
+    pub fn cancel(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+
+    /// Checks the ranges, naming the lock in the message.
+    pub(crate) fn validate(&self, name: &str) -> Result<()> {
+        if let Some(lease) = self.lease {
+            if lease < Duration::from_millis(1) {
+                return Err(Error::invalid(format!(
+                    "the lease of lock '{name}' must be at least 1 ms, got {lease:?}; leave it out for \
+                     watchdog renewal"
+                ))
+                .with_lock(name));
+            }
+            if lease > MAX_DURATION {
+                return Err(Error::invalid(format!(
+                    "the lease of lock '{name}' is too long: {:.3e} s, the longest is 2^53-1 ms \
+                     (about 285,000 years); leave it out for watchdog renewal",
+                    lease.as_secs_f64()
+                ))
+                .with_lock(name));
+            }
+        }
+        if let Some(wait) = self.wait
+            && wait > MAX_DURATION
+        {
+            return Err(Error::invalid(format!(
+                "the wait limit for lock '{name}' is too long: {:.3e} s, the longest is 2^53-1 ms \
+                 (about 285,000 years); leave it out to wait as long as it takes",
+                wait.as_secs_f64()
+            ))
+            .with_lock(name));
+        }
+        Ok(())
+    }
+}
+
+/// What a lock's Redis state says, for queries.
+#[derive(Debug, Default)]
+pub(crate) struct Info {
+    /// The main key's PTTL (-2: absent, -1: no expiry).
+    pub(crate) pttl: i64,
+    /// Whether this kind of lock counts as locked (a read lock is locked by readers, …).
+    pub(crate) locked: bool,
+    /// The hold count of the asking holder.
+    pub(crate) count: u32,
+    /// Every holder string (`<client-uuid>:<n>[:write]`).
+    pub(crate) holders: Vec<String>,
+}
+
+/// What a lock of the RLock family adds to its [`Protocol`] (Redisson's `RedissonBaseLock` hooks).
+pub(crate) trait Family: Protocol {
+    /// Which kind of lock this is.
+    const KIND: LockKind;
+
+    /// The holder-string suffix (`":write"` for the write lock).
+    fn suffix(&self) -> &'static str {
+        ""
+    }
+
+    /// How the watchdog renews a hold.
+    fn renew_kind(&self) -> RenewKind {
+        RenewKind::Hash
+    }
+
+    /// A check made before anything is sent (the non-reentrant lock refuses a second acquire,
+    /// the write lock an upgrade), from what this process records.
+    fn precheck(&self, cx: &Ctx, owner: Owner) -> Result<()> {
+        let _ = (cx, owner);
+        Ok(())
+    }
+
+    /// Releases one hold: `Some(true)` fully released, `Some(false)` holds remain, `None` the
+    /// holder holds nothing. `retry_of`: on a retry after a lost reply, the hold count before
+    /// the first try (so a release that already happened is not applied twice).
+    fn unlock(
+        &self,
+        cx: &Ctx,
+        holder: &str,
+        lease_after: Duration,
+        retry_of: Option<usize>,
+    ) -> impl Future<Output = Result<Option<bool>>> + Send;
+
+    /// Drops every hold of `holder` at once (the client closes).
+    fn release_all(
+        self: Arc<Self>,
+        cx: Arc<Ctx>,
+        holder: Arc<str>,
+    ) -> impl Future<Output = Result<()>> + Send + 'static;
+
+    /// Deletes the lock whoever holds it; `true` if it was locked.
+    fn force_unlock(&self, cx: &Ctx) -> impl Future<Output = Result<bool>> + Send;
+
+    /// What Redis says about the lock, for `holder`.
+    fn info(&self, cx: &Ctx, holder: &str) -> impl Future<Output = Result<Info>> + Send;
+
+    /// The fencing token a win carries, if this kind has one.
+    fn token(won: &Self::Won) -> Option<u64>;
+}
+
+/// A released or won hold's renewal and release-all, for the holds registry.
+struct Rel<P: Family>(Arc<P>);
+
+impl<P: Family> Releaser for Rel<P> {
+    fn renew_kind(&self) -> RenewKind {
+        self.0.renew_kind()
+    }
+
+    fn release_all(&self, cx: Arc<Ctx>, holder: Arc<str>) -> BoxFuture<'static, Result<()>> {
+        Box::pin(self.0.clone().release_all(cx, holder))
+    }
+}
+
+/// Records the wins of one lock-family acquire as holds.
+struct HoldKeeper<P: Family> {
+    cx: Arc<Ctx>,
+    proto: Arc<P>,
+    key: HoldKey,
+    holder: Arc<str>,
+    lease: Option<Duration>,
+}
+
+impl<P: Family> Keeper<P::Won> for HoldKeeper<P> {
+    fn keep(&self, _won: &P::Won, sent: Instant) -> bool {
+        let acquired = Acquired {
+            holder: self.holder.clone(),
+            kind: P::KIND,
+            releaser: Arc::new(Rel(self.proto.clone())),
+            lease: self.lease,
+            sent,
+        };
+        self.cx.holds.acquired(self.key.clone(), acquired).is_some()
+    }
+
+    fn recorded(&self) -> usize {
+        self.cx.holds.count(&self.key)
+    }
+
+    fn lease_after(&self) -> Duration {
+        self.cx.holds.current_lease(&self.key)
+    }
+
+    fn unkeep(self: Arc<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let holds = &self.cx.holds;
+            let lease = holds.lease_after_release(&self.key);
+            holds.begin_release(&self.key);
+            let _ = self
+                .proto
+                .clone()
+                .give_back(self.cx.clone(), self.holder.clone(), lease)
+                .await;
+            holds.end_release(&self.key);
+            holds.released(&self.key, false);
+        })
+    }
+}
+
+/// The generic lock of the family over one protocol (Redisson's `RedissonBaseLock`).
+pub(crate) struct LockCore<P: Family> {
+    pub(crate) client: Client,
+    pub(crate) proto: Arc<P>,
+}
+
+impl<P: Family> LockCore<P> {
+    pub(crate) fn new(client: Client, proto: P) -> Arc<Self> {
+        Arc::new(LockCore {
+            client,
+            proto: Arc::new(proto),
+        })
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        self.proto.name()
+    }
+
+    async fn cx(&self) -> Result<Arc<Ctx>> {
+        self.client
+            .state()
+            .await
+            .map_err(|e| e.with_lock(self.name()))
+    }
+
+    fn key(&self, owner: Owner) -> HoldKey {
+        HoldKey {
+            name: self.proto.name().clone(),
+            owner,
+            suffix: self.proto.suffix(),
+        }
+    }
+
+    /// Acquires for `owner`; `Ok(None)` when the wait limit passed.
+    pub(crate) async fn acquire_as(
+        &self,
+        owner: Owner,
+        options: &AcquireOptions,
+    ) -> Result<Option<P::Won>> {
+        let start = Instant::now();
+        options.validate(self.name())?;
+        // Connecting (first use, after a fork) counts against the wait limit too.
+        let deadline = options
+            .wait
+            .filter(|w| !w.is_zero())
+            .and_then(|w| start.checked_add(w));
+        let cx = match deadline {
+            Some(d) => match tokio::time::timeout_at(d.into(), self.cx()).await {
+                Ok(cx) => cx?,
+                Err(_) => return Ok(None),
+            },
+            None => self.cx().await?,
+        };
+        self.proto.precheck(&cx, owner).map_err(|e| {
+            e.with_lock(self.name())
+                .with_holder(&*cx.holder(owner, self.proto.suffix()))
+        })?;
+        let holder = cx.holder(owner, self.proto.suffix());
+        let keeper = Arc::new(HoldKeeper {
+            cx: cx.clone(),
+            proto: self.proto.clone(),
+            key: self.key(owner),
+            holder: holder.clone(),
+            lease: options.lease,
+        });
+        let request = Request {
+            holder,
+            lease: options.lease.unwrap_or(cx.watchdog_timeout),
+            wait: options.wait,
+        };
+        let outcome = wait::acquire(wait::Acquire {
+            cx,
+            proto: self.proto.clone(),
+            keeper,
+            request,
+            cancel: options.cancel.clone(),
+            start,
+        })
+        .await?;
+        Ok(match outcome {
+            Outcome::Won(won) => Some(won),
+            Outcome::TimedOut => None,
+        })
+    }
+
+    /// Releases one hold of `owner`; `Ok(true)` when that fully released the lock.
+    ///
+    /// Bounded by the response timeout as a whole (a reply lost to a dropped connection is
+    /// retried inside it). Once asked for, a release completes even if the caller's future is
+    /// dropped midway: a guard then settles it in the background.
+    pub(crate) async fn release_as(self: &Arc<Self>, owner: Owner) -> Result<bool> {
+        let cx = self.cx().await?;
+        let key = self.key(owner);
+        let before = cx.holds.count(&key);
+        cx.holds.begin_release(&key);
+        let mut settle = Settle {
+            lock: self.clone(),
+            cx: cx.clone(),
+            key: key.clone(),
+            before,
+            armed: true,
+        };
+        let bound = cx.response_timeout();
+        let result = match tokio::time::timeout(bound, self.release_with(&cx, &key, None)).await {
+            Ok(result) => result,
+            Err(_) => {
+                // No answer in time: whatever happened in Redis, this hold is over for us (stop
+                // renewing it, as Redisson does on any unlock outcome), so at worst it expires
+                // after its lease.
+                cx.holds.released(&key, false);
+                Err(Error::no_answer(Some(self.name()), bound)
+                    .with_holder(&*cx.holder(owner, self.proto.suffix())))
+            }
+        };
+        settle.armed = false;
+        cx.holds.end_release(&key);
+        result
+    }
+
+    /// Runs the release for `key`; `retry_of` is the hold count before an earlier attempt whose
+    /// reply was lost.
+    async fn release_with(&self, cx: &Ctx, key: &HoldKey, retry_of: Option<usize>) -> Result<bool> {
+        let holder = cx.holder(key.owner, self.proto.suffix());
+        let was_lost = cx.holds.is_lost(key);
+        let lease_after = cx.holds.lease_after_release(key);
+        let mut sent = Instant::now();
+        let mut reply = self.proto.unlock(cx, &holder, lease_after, retry_of).await;
+        if reply.as_ref().is_err_and(Error::is_unavailable) {
+            // The reply was lost; the release may or may not have happened. Retry (with
+            // back-off; the caller bounds the whole) telling the script how many holds we had,
+            // so a release that did happen is not applied twice.
+            let before = retry_of.unwrap_or_else(|| cx.holds.count(key)).max(1);
+            let mut pause = Duration::from_millis(10);
+            while reply.as_ref().is_err_and(Error::is_unavailable) {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+                sent = Instant::now();
+                reply = self
+                    .proto
+                    .unlock(cx, &holder, lease_after, Some(before))
+                    .await;
+            }
+        }
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(e) => {
+                // Redis refused (out of memory, wrong type): nothing changed there, so nothing
+                // changes here either; the hold stays, renewed as before.
+                return Err(e.with_holder(&*holder));
+            }
+        };
+        match reply {
+            Some(fully) if !was_lost => {
+                if !fully {
+                    cx.holds.confirm(key, None, sent, lease_after);
+                }
+                cx.holds.released(key, fully);
+                Ok(fully)
+            }
+            Some(_) | None if was_lost || cx.holds.forget_lost(key) => {
+                cx.holds.forget_lost(key);
+                Err(Error::new(
+                    ErrorKind::LockLost,
+                    format!(
+                        "lock '{}' was lost before {holder} released it: it expired (its lease ran \
+                         out without a confirmed renewal) or was force-unlocked, so work done since \
+                         may have overlapped another holder. Use a longer lease, or the watchdog, \
+                         and watch the lost-lock signal",
+                        self.name()
+                    ),
+                )
+                .with_lock(self.name())
+                .with_holder(&*holder))
+            }
+            _ => {
+                let current = self.holders_in(cx).await.unwrap_or_default();
+                let held_by = if current.is_empty() {
+                    "it is not locked".to_owned()
+                } else {
+                    format!("it is held by {}", current.join(", "))
+                };
+                Err(Error::new(
+                    ErrorKind::NotHeld,
+                    format!(
+                        "cannot release lock '{}': {holder} does not hold it ({held_by}); release \
+                         only what this owner acquired",
+                        self.name()
+                    ),
+                )
+                .with_lock(self.name())
+                .with_holder(&*holder))
+            }
+        }
+    }
+
+    pub(crate) async fn force_unlock(&self) -> Result<bool> {
+        let cx = self.cx().await?;
+        self.proto.force_unlock(&cx).await
+    }
+
+    async fn info(&self, owner: Option<Owner>) -> Result<Info> {
+        let cx = self.cx().await?;
+        let holder = owner
+            .map(|o| cx.holder(o, self.proto.suffix()))
+            .unwrap_or_else(|| Arc::from(""));
+        self.proto.info(&cx, &holder).await
+    }
+
+    async fn holders_in(&self, cx: &Ctx) -> Result<Vec<String>> {
+        Ok(self.proto.info(cx, "").await?.holders)
+    }
+
+    pub(crate) async fn is_locked(&self) -> Result<bool> {
+        Ok(self.info(None).await?.locked)
+    }
+
+    pub(crate) async fn hold_count_of(&self, owner: Owner) -> Result<u32> {
+        Ok(self.info(Some(owner)).await?.count)
+    }
+
+    pub(crate) async fn remaining_lease(&self) -> Result<Option<Duration>> {
+        let info = self.info(None).await?;
+        Ok(match info.pttl {
+            _ if !info.locked => None,
+            -2 => None,
+            -1 => Some(Duration::MAX),
+            ms => Some(Duration::from_millis(ms.max(0) as u64)),
+        })
+    }
+
+    pub(crate) async fn holders_now(&self) -> Result<Vec<String>> {
+        Ok(self.info(None).await?.holders)
+    }
+
+    pub(crate) fn lost_token(&self, owner: Owner) -> Option<CancellationToken> {
+        self.client.state_now()?.holds.token(&self.key(owner))
+    }
+
+    pub(crate) fn is_lost(&self, owner: Owner) -> bool {
+        self.client
+            .state_now()
+            .is_some_and(|cx| cx.holds.is_lost(&self.key(owner)))
+    }
+
+    pub(crate) async fn timeout_error(&self, owner: Owner, waited: Duration) -> Error {
+        let holder = format!("{}{}", self.client.holder(owner), self.proto.suffix());
+        // Best effort and bounded: Redis may be the reason we timed out.
+        let held_by =
+            match tokio::time::timeout(Duration::from_millis(200), self.holders_now()).await {
+                Ok(Ok(h)) if !h.is_empty() => format!(", held by {}", h.join(", ")),
+                _ => String::new(),
+            };
+        Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "gave up waiting for {} '{}' after {:.3}s{held_by}; retry later or allow a longer \
+                 wait",
+                kind_phrase(P::KIND),
+                self.name(),
+                waited.as_secs_f64()
+            ),
+        )
+        .with_lock(self.name())
+        .with_holder(holder)
+        .with_waited(waited)
+    }
+
+    /// The guard of a hold of `owner` just won.
+    pub(crate) fn guard<W>(self: &Arc<Self>, owner: Owner, won: W) -> LockGuard<W> {
+        let lost = self.lost_token(owner).unwrap_or_default();
+        LockGuard {
+            lock: Some(self.clone()),
+            owner,
+            lost,
+            won,
+        }
+    }
+}
+
+/// `"lock"`, `"fair lock"`, … for messages.
+pub(crate) fn kind_phrase(kind: LockKind) -> &'static str {
+    match kind {
+        LockKind::Lock => "lock",
+        LockKind::FairLock => "fair lock",
+        LockKind::SpinLock => "spin lock",
+        LockKind::FencedLock => "fenced lock",
+        LockKind::NonReentrantLock => "non-reentrant lock",
+        LockKind::ReadLock => "the read lock of",
+        LockKind::WriteLock => "the write lock of",
+    }
+}
+
+/// Finishes a release whose caller left before it completed (see [`LockCore::release_as`]).
+struct Settle<P: Family> {
+    lock: Arc<LockCore<P>>,
+    cx: Arc<Ctx>,
+    key: HoldKey,
+    before: usize,
+    armed: bool,
+}
+
+impl<P: Family> Drop for Settle<P> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (lock, cx, key, before) = (
+            self.lock.clone(),
+            self.cx.clone(),
+            self.key.clone(),
+            self.before,
+        );
+        runtime::spawn(async move {
+            let bound = cx.response_timeout();
+            if tokio::time::timeout(bound, lock.release_with(&cx, &key, Some(before.max(1))))
+                .await
+                .is_err()
+            {
+                cx.holds.released(&key, false);
+            }
+            cx.holds.end_release(&key);
+        });
+    }
+}
+
+/// One successful type-erased acquire (see [`AnyLock::acquire_as`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Acquisition {
+    /// The fencing token, for a [`FencedLock`](crate::FencedLock); `None` for other kinds.
+    pub token: Option<u64>,
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Any lock of the RLock family, type-erased: what the bindings and composite locks hold.
+///
+/// Every lock type converts into one (`Arc<dyn AnyLock>`, via `erased()`). The methods are those
+/// of [`Lock`](crate::Lock) for an explicit owner; see there for errors and cancel safety.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// use std::sync::Arc;
+/// use crosslock::{AcquireOptions, AnyLock, Owner};
+///
+/// let locks: Vec<Arc<dyn AnyLock>> = vec![client.lock("a")?.erased(), client.fair_lock("b")?.erased()];
+/// let owner = Owner::new(1);
+/// for lock in &locks {
+///     lock.acquire_as(owner, &AcquireOptions::new()).await?;
+/// }
+/// for lock in &locks {
+///     lock.release_as(owner).await?;
+/// }
+/// # Ok(()) }
+/// ```
+pub trait AnyLock: Send + Sync + fmt::Debug + sealed::Sealed {
+    /// The lock's name.
+    fn name(&self) -> &str;
+    /// Which kind of lock it is.
+    fn kind(&self) -> LockKind;
+    /// The client it belongs to.
+    fn client(&self) -> &Client;
+    /// Acquires for `owner`; `Ok(None)` when the wait limit passed.
+    fn acquire_as<'a>(
+        &'a self,
+        owner: Owner,
+        options: &'a AcquireOptions,
+    ) -> BoxFuture<'a, Result<Option<Acquisition>>>;
+    /// Releases one hold of `owner`; `Ok(true)` when that fully released the lock.
+    fn release_as(&self, owner: Owner) -> BoxFuture<'_, Result<bool>>;
+    /// Deletes the lock whoever holds it; `Ok(true)` if it was locked.
+    fn force_unlock(&self) -> BoxFuture<'_, Result<bool>>;
+    /// Whether anyone holds it.
+    fn is_locked(&self) -> BoxFuture<'_, Result<bool>>;
+    /// How many times `owner` of this client holds it.
+    fn hold_count_of(&self, owner: Owner) -> BoxFuture<'_, Result<u32>>;
+    /// The time before it expires (`None`: not locked; `Duration::MAX`: no expiry).
+    fn remaining_lease(&self) -> BoxFuture<'_, Result<Option<Duration>>>;
+    /// The current holder strings.
+    fn holders_now(&self) -> BoxFuture<'_, Result<Vec<String>>>;
+    /// The lost-lock token of the hold of `owner`, if this process records one.
+    fn lost_token(&self, owner: Owner) -> Option<CancellationToken>;
+    /// Whether the hold of `owner` was found lost and not released since.
+    fn is_lost(&self, owner: Owner) -> bool;
+    /// The [`ErrorKind::Timeout`] error an acquire that waited `waited` reports.
+    fn timeout_error(&self, owner: Owner, waited: Duration) -> BoxFuture<'_, Error>;
+}
+
+impl<P: Family> sealed::Sealed for LockCore<P> {}
+
+impl<P: Family> fmt::Debug for LockCore<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(kind_type_name(P::KIND))
+            .field("name", &self.name())
+            .finish()
+    }
+}
+
+fn kind_type_name(kind: LockKind) -> &'static str {
+    match kind {
+        LockKind::Lock => "Lock",
+        LockKind::FairLock => "FairLock",
+        LockKind::SpinLock => "SpinLock",
+        LockKind::FencedLock => "FencedLock",
+        LockKind::NonReentrantLock => "NonReentrantLock",
+        LockKind::ReadLock => "ReadLock",
+        LockKind::WriteLock => "WriteLock",
+    }
+}
+
+/// `Arc<LockCore<P>>` as the erased lock (its release needs the `Arc`).
+pub(crate) struct Erased<P: Family>(pub(crate) Arc<LockCore<P>>);
+
+impl<P: Family> sealed::Sealed for Erased<P> {}
+
+impl<P: Family> fmt::Debug for Erased<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<P: Family> AnyLock for Erased<P> {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn kind(&self) -> LockKind {
+        P::KIND
+    }
+
+    fn client(&self) -> &Client {
+        &self.0.client
+    }
+
+    fn acquire_as<'a>(
+        &'a self,
+        owner: Owner,
+        options: &'a AcquireOptions,
+    ) -> BoxFuture<'a, Result<Option<Acquisition>>> {
+        Box::pin(async move {
+            let won = self.0.acquire_as(owner, options).await?;
+            Ok(won.map(|w| Acquisition {
+                token: P::token(&w),
+            }))
+        })
+    }
+
+    fn release_as(&self, owner: Owner) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(LockCore::release_as(&self.0, owner))
+    }
+
+    fn force_unlock(&self) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(self.0.force_unlock())
+    }
+
+    fn is_locked(&self) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(self.0.is_locked())
+    }
+
+    fn hold_count_of(&self, owner: Owner) -> BoxFuture<'_, Result<u32>> {
+        Box::pin(self.0.hold_count_of(owner))
+    }
+
+    fn remaining_lease(&self) -> BoxFuture<'_, Result<Option<Duration>>> {
+        Box::pin(self.0.remaining_lease())
+    }
+
+    fn holders_now(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(self.0.holders_now())
+    }
+
+    fn lost_token(&self, owner: Owner) -> Option<CancellationToken> {
+        self.0.lost_token(owner)
+    }
+
+    fn is_lost(&self, owner: Owner) -> bool {
+        self.0.is_lost(owner)
+    }
+
+    fn timeout_error(&self, owner: Owner, waited: Duration) -> BoxFuture<'_, Error> {
+        Box::pin(self.0.timeout_error(owner, waited))
+    }
+}
+
+/// Proof that an owner holds a lock; releases it when dropped.
+///
+/// `W` is what the acquire won: nothing for most locks, the fencing token (`u64`) for a
+/// [`FencedLock`](crate::FencedLock) ([`token`](LockGuard::token)).
+///
+/// Prefer [`release`](Self::release), which reports errors; a dropped guard releases in the
+/// background and can only log nothing.
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard<W = ()> {
+    lock: Option<Arc<dyn GuardLock>>,
+    owner: Owner,
+    lost: CancellationToken,
+    won: W,
+}
+
+/// What a guard needs of its lock (kept apart from [`AnyLock`] to release through the `Arc`).
+trait GuardLock: Send + Sync {
+    fn name(&self) -> &str;
+    fn release_as(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<bool>>;
+}
+
+impl<P: Family> GuardLock for LockCore<P> {
+    fn name(&self) -> &str {
+        LockCore::name(self)
+    }
+
+    fn release_as(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<bool>> {
+        Box::pin(async move { LockCore::release_as(&self, owner).await })
+    }
+}
+
+impl<W> LockGuard<W> {
+    /// The owner holding the lock.
+    pub fn owner(&self) -> Owner {
+        self.owner
+    }
+
+    /// Cancelled as soon as the lock may be lost: a renewal found it gone (expired or
+    /// force-unlocked), or no renewal was confirmed before its last confirmed lease ran out.
+    /// Watch it next to the protected work and stop when it fires.
+    pub fn lost(&self) -> &CancellationToken {
+        &self.lost
+    }
+
+    /// Whether the lock was found lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_cancelled()
+    }
+
+    /// Releases this hold.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::release_as`](crate::Lock::release_as); [`ErrorKind::LockLost`] tells that
+    /// exclusion was broken.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not stop the release: it completes in the background.
+    pub async fn release(mut self) -> Result<()> {
+        let lock = self.lock.take().expect("released once");
+        lock.release_as(self.owner).await.map(|_| ())
+    }
+}
+
+impl LockGuard<u64> {
+    /// The fencing token this acquire got: strictly greater than every token handed out before
+    /// on this lock, by any client in any language. Pass it to the resource the lock protects so
+    /// it can refuse writes carrying an older token.
+    pub fn token(&self) -> u64 {
+        self.won
+    }
+}
+
+impl<W> Drop for LockGuard<W> {
+    fn drop(&mut self) {
+        if let Some(lock) = self.lock.take() {
+            let owner = self.owner;
+            runtime::spawn(async move {
+                let _ = lock.release_as(owner).await;
+            });
+        }
+    }
+}
+
+impl<W: fmt::Debug> fmt::Debug for LockGuard<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("lock", &self.lock.as_ref().map(|l| l.name().to_owned()))
+            .field("owner", &self.owner)
+            .field("lost", &self.is_lost())
+            .field("won", &self.won)
+            .finish()
+    }
+}

@@ -1,0 +1,396 @@
+//! What this client holds: every lock-family hold, keyed by lock name and holder.
+//!
+//! A hold is recorded by a successful acquire and popped by each release. It knows how it is
+//! renewed and released (its [`Releaser`]), which tenure it is, and until when its lease was last
+//! confirmed: the local deadline at which the holder is told the lock may be lost if no renewal
+//! confirmed it meanwhile (see [`renewal`](super::renewal)).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Ctx;
+use crate::error::Result;
+use crate::owner::Owner;
+use crate::pubsub::lock;
+
+use super::clock_drift;
+
+/// Which kind of lock a hold (or a lost-lock event) is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// [`Lock`](crate::Lock) (Redisson `RLock`).
+    Lock,
+    /// [`FairLock`](crate::FairLock) (Redisson `RFairLock`).
+    FairLock,
+    /// [`SpinLock`](crate::SpinLock) (Redisson `RSpinLock`).
+    SpinLock,
+    /// [`FencedLock`](crate::FencedLock) (Redisson `RFencedLock`).
+    FencedLock,
+    /// [`NonReentrantLock`](crate::NonReentrantLock) (Redisson's non-reentrant lock).
+    NonReentrantLock,
+    /// The read lock of a [`ReadWriteLock`](crate::ReadWriteLock).
+    ReadLock,
+    /// The write lock of a [`ReadWriteLock`](crate::ReadWriteLock).
+    WriteLock,
+}
+
+impl LockKind {
+    /// The name used in messages and by the bindings (`"lock"`, `"fair_lock"`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockKind::Lock => "lock",
+            LockKind::FairLock => "fair_lock",
+            LockKind::SpinLock => "spin_lock",
+            LockKind::FencedLock => "fenced_lock",
+            LockKind::NonReentrantLock => "non_reentrant_lock",
+            LockKind::ReadLock => "read_lock",
+            LockKind::WriteLock => "write_lock",
+        }
+    }
+}
+
+/// Why a hold was found lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// A renewal found the lock gone in Redis (it expired, was force-unlocked or deleted).
+    Gone,
+    /// No renewal was confirmed before the last confirmed lease ran out (Redis unreachable, a
+    /// partition, a paused process), or a hold taken with an explicit lease outlived it: the lock
+    /// may now be held by someone else.
+    Expired,
+}
+
+/// A hold of this client found lost.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LostLock {
+    /// The lock's name.
+    pub name: String,
+    /// The owner that held it.
+    pub owner: Owner,
+    /// The holder string Redis stored (`<client-uuid>:<n>`, `…:write` for a write lock).
+    pub holder: String,
+    /// The kind of lock.
+    pub kind: LockKind,
+    /// Why it is considered lost.
+    pub reason: LostReason,
+}
+
+/// Called (on a runtime thread) for every hold found lost.
+pub type LostListener = Arc<dyn Fn(LostLock) + Send + Sync>;
+
+/// How a hold is renewed by the watchdog.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum RenewKind {
+    /// `HEXISTS name holder` → `PEXPIRE name lease` (RLock, fair, spin, fenced, write).
+    Hash,
+    /// The reader's `rwlock_timeout` keys and the hash (§4.6); `prefix` is the timeout-key prefix
+    /// before `:<holder>` (`{name}`, or the raw name when it contains `{`).
+    Read { prefix: Arc<str> },
+}
+
+/// How to renew and release-all one hold, whatever its type (for the renewal loop and `close()`).
+pub(crate) trait Releaser: Send + Sync + 'static {
+    fn renew_kind(&self) -> RenewKind;
+    /// Drops every hold of `holder` at once (the client is closing).
+    fn release_all(&self, cx: Arc<Ctx>, holder: Arc<str>) -> BoxFuture<'static, Result<()>>;
+}
+
+/// The key of a hold: lock name, owner and holder suffix (`""`, `":write"`).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct HoldKey {
+    pub(crate) name: Arc<str>,
+    pub(crate) owner: Owner,
+    pub(crate) suffix: &'static str,
+}
+
+struct Hold {
+    /// One entry per acquire still in force, innermost last: `None` for a watchdog hold,
+    /// `Some(lease)` for a hold with an explicit lease.
+    leases: Vec<Option<Duration>>,
+    lost: CancellationToken,
+    holder: Arc<str>,
+    kind: LockKind,
+    releaser: Arc<dyn Releaser>,
+    /// Which tenure this is: a hold released and taken again is a new tenure, so a renewal that
+    /// ran in the gap between the two is not mistaken for a loss of the new one.
+    tenure: u64,
+    /// Releases of this hold in flight: a renewal that finds the lock gone meanwhile saw our own
+    /// release, not a loss.
+    releasing: u32,
+    /// When the last confirmed operation that set the lock's lease was sent.
+    confirmed_sent: Instant,
+    /// When that lease runs out, less the clock-drift margin: the lost-lock signal fires then
+    /// unless a later confirmation moves it.
+    deadline: Instant,
+}
+
+impl Hold {
+    fn watched(&self) -> bool {
+        self.leases.iter().any(Option::is_none)
+    }
+
+    fn confirm(&mut self, sent: Instant, lease: Duration) {
+        if sent >= self.confirmed_sent {
+            self.confirmed_sent = sent;
+            self.deadline = sent + lease.saturating_sub(clock_drift(lease));
+        }
+    }
+}
+
+/// One watched hold, as the renewal loop sees it.
+pub(crate) struct Watched {
+    pub(crate) key: HoldKey,
+    pub(crate) holder: Arc<str>,
+    pub(crate) tenure: u64,
+    pub(crate) renew: RenewKind,
+}
+
+/// The holds of one client.
+pub(crate) struct Holds {
+    map: Mutex<HashMap<HoldKey, Hold>>,
+    /// Set (under `map`'s lock) when the client closes: no new hold may be recorded after.
+    closed: AtomicBool,
+    next_tenure: AtomicU64,
+    /// Notified when a hold appears (the renewal loop may need to wake earlier).
+    pub(crate) changed: Notify,
+    pub(crate) watchdog_timeout: Duration,
+    pub(crate) batch: usize,
+}
+
+/// What recording an acquire needs besides the key.
+pub(crate) struct Acquired {
+    pub(crate) holder: Arc<str>,
+    pub(crate) kind: LockKind,
+    pub(crate) releaser: Arc<dyn Releaser>,
+    pub(crate) lease: Option<Duration>,
+    /// When the winning attempt was sent.
+    pub(crate) sent: Instant,
+}
+
+impl Holds {
+    pub(crate) fn new(watchdog_timeout: Duration, batch: usize) -> Arc<Self> {
+        Arc::new(Holds {
+            map: Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            next_tenure: AtomicU64::new(1),
+            changed: Notify::new(),
+            watchdog_timeout,
+            batch: batch.max(1),
+        })
+    }
+
+    /// Records one acquire and returns the hold's lost-lock token, or `None` when the client has
+    /// closed meanwhile (the caller must give the lock back).
+    pub(crate) fn acquired(&self, key: HoldKey, acquired: Acquired) -> Option<CancellationToken> {
+        let mut map = lock(&self.map);
+        if self.closed.load(Ordering::Relaxed) {
+            return None;
+        }
+        let lease = acquired.lease.unwrap_or(self.watchdog_timeout);
+        let hold = map.entry(key).or_insert_with(|| Hold {
+            leases: Vec::new(),
+            lost: CancellationToken::new(),
+            holder: acquired.holder.clone(),
+            kind: acquired.kind,
+            releaser: acquired.releaser.clone(),
+            tenure: self.next_tenure.fetch_add(1, Ordering::Relaxed),
+            releasing: 0,
+            confirmed_sent: acquired.sent,
+            deadline: acquired.sent,
+        });
+        if hold.lost.is_cancelled() {
+            // Re-acquired after a loss: a new tenure with a fresh token.
+            hold.leases.clear();
+            hold.lost = CancellationToken::new();
+            hold.tenure = self.next_tenure.fetch_add(1, Ordering::Relaxed);
+            hold.confirmed_sent = acquired.sent;
+        }
+        hold.leases.push(acquired.lease);
+        hold.confirm(acquired.sent, lease);
+        let token = hold.lost.clone();
+        drop(map);
+        self.changed.notify_one();
+        Some(token)
+    }
+
+    /// Notes that an operation sent at `sent` set the lock's lease to `lease` (a renewal, a
+    /// re-entrant release) for the tenure `tenure` (any tenure if `None`).
+    pub(crate) fn confirm(
+        &self,
+        key: &HoldKey,
+        tenure: Option<u64>,
+        sent: Instant,
+        lease: Duration,
+    ) {
+        if let Some(hold) = lock(&self.map).get_mut(key)
+            && tenure.is_none_or(|t| t == hold.tenure)
+            && !hold.lost.is_cancelled()
+        {
+            hold.confirm(sent, lease);
+        }
+    }
+
+    /// Notes that a release of `key` is in flight (see [`Hold::releasing`]); pair with
+    /// [`end_release`](Self::end_release).
+    pub(crate) fn begin_release(&self, key: &HoldKey) {
+        if let Some(hold) = lock(&self.map).get_mut(key) {
+            hold.releasing += 1;
+        }
+    }
+
+    /// Ends what [`begin_release`](Self::begin_release) began (a no-op if the hold is gone).
+    pub(crate) fn end_release(&self, key: &HoldKey) {
+        if let Some(hold) = lock(&self.map).get_mut(key) {
+            hold.releasing = hold.releasing.saturating_sub(1);
+        }
+    }
+
+    /// How many holds this process records for `key` (what Redis should count, too).
+    pub(crate) fn count(&self, key: &HoldKey) -> usize {
+        lock(&self.map).get(key).map_or(0, |h| h.leases.len())
+    }
+
+    /// The lease the lock should have now: that of the innermost hold, else the watchdog's.
+    pub(crate) fn current_lease(&self, key: &HoldKey) -> Duration {
+        lock(&self.map)
+            .get(key)
+            .and_then(|h| h.leases.last().copied().flatten())
+            .unwrap_or(self.watchdog_timeout)
+    }
+
+    /// The lease to keep on a lock when one re-entrant hold of it is released.
+    pub(crate) fn lease_after_release(&self, key: &HoldKey) -> Duration {
+        lock(&self.map)
+            .get(key)
+            .and_then(|h| {
+                let n = h.leases.len();
+                if n >= 2 { h.leases[n - 2] } else { None }
+            })
+            .unwrap_or(self.watchdog_timeout)
+    }
+
+    /// Pops one hold (the lock is still held re-entrantly) or all (`fully`).
+    pub(crate) fn released(&self, key: &HoldKey, fully: bool) {
+        let mut map = lock(&self.map);
+        if let Some(hold) = map.get_mut(key) {
+            hold.leases.pop();
+            if fully || hold.leases.is_empty() {
+                map.remove(key);
+            }
+        }
+    }
+
+    /// Marks a hold lost but keeps it, so a later release reports the loss rather than "not
+    /// held". Only the tenure `tenure` is marked, and not while a release of it is in flight.
+    /// Returns the event to report if it was that live hold.
+    pub(crate) fn mark_lost(
+        &self,
+        key: &HoldKey,
+        tenure: u64,
+        reason: LostReason,
+    ) -> Option<LostLock> {
+        let map = lock(&self.map);
+        let hold = map.get(key)?;
+        if hold.tenure != tenure || hold.releasing > 0 || hold.lost.is_cancelled() {
+            return None;
+        }
+        hold.lost.cancel();
+        Some(LostLock {
+            name: key.name.to_string(),
+            owner: key.owner,
+            holder: hold.holder.to_string(),
+            kind: hold.kind,
+            reason,
+        })
+    }
+
+    /// Marks lost every hold whose deadline is at or before `now`; returns their events.
+    pub(crate) fn expire_due(&self, now: Instant) -> Vec<LostLock> {
+        let map = lock(&self.map);
+        let mut out = Vec::new();
+        for (key, hold) in map.iter() {
+            if hold.deadline <= now && hold.releasing == 0 && !hold.lost.is_cancelled() {
+                hold.lost.cancel();
+                out.push(LostLock {
+                    name: key.name.to_string(),
+                    owner: key.owner,
+                    holder: hold.holder.to_string(),
+                    kind: hold.kind,
+                    reason: LostReason::Expired,
+                });
+            }
+        }
+        out
+    }
+
+    /// The earliest deadline of a live hold, if any.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        lock(&self.map)
+            .values()
+            .filter(|h| !h.lost.is_cancelled() && h.releasing == 0)
+            .map(|h| h.deadline)
+            .min()
+    }
+
+    /// Forgets a hold that Redis says is gone; `true` if we believed we held it.
+    pub(crate) fn forget_lost(&self, key: &HoldKey) -> bool {
+        match lock(&self.map).remove(key) {
+            Some(hold) => {
+                hold.lost.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The lost-lock token of a current hold.
+    pub(crate) fn token(&self, key: &HoldKey) -> Option<CancellationToken> {
+        lock(&self.map).get(key).map(|h| h.lost.clone())
+    }
+
+    /// Whether `key` is a hold we had and lost (and have not released since).
+    pub(crate) fn is_lost(&self, key: &HoldKey) -> bool {
+        lock(&self.map)
+            .get(key)
+            .is_some_and(|h| h.lost.is_cancelled())
+    }
+
+    /// Takes every hold away and refuses new ones (the client is closing), returning what is
+    /// needed to release each.
+    pub(crate) fn drain(&self) -> Vec<(Arc<str>, Arc<dyn Releaser>)> {
+        let mut map = lock(&self.map);
+        self.closed.store(true, Ordering::Relaxed);
+        map.drain().map(|(_, h)| (h.holder, h.releaser)).collect()
+    }
+
+    /// Number of holds renewed by the watchdog.
+    pub(crate) fn watched_count(&self) -> usize {
+        lock(&self.map)
+            .values()
+            .filter(|h| h.watched() && !h.lost.is_cancelled())
+            .count()
+    }
+
+    /// The holds the watchdog renews now.
+    pub(crate) fn watched(&self) -> Vec<Watched> {
+        lock(&self.map)
+            .iter()
+            .filter(|(_, h)| h.watched() && !h.lost.is_cancelled())
+            .map(|(k, h)| Watched {
+                key: k.clone(),
+                holder: h.holder.clone(),
+                tenure: h.tenure,
+                renew: h.releaser.renew_kind(),
+            })
+            .collect()
+    }
+}

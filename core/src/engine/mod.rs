@@ -1,0 +1,218 @@
+//! The type-agnostic engine every object type stands on.
+//!
+//! Redisson splits its locks into a generic machine (`RedissonBaseLock`: identity, release,
+//! renewal; `RedissonLock`: waiting) and per-type hooks (the acquire and release scripts, the
+//! channel, the holder suffix, the give-up clean-up, the renewal kind). So does crosslock:
+//!
+//! - [`Protocol`]: what one object type contributes to *acquiring*: one attempt (its script),
+//!   how to wait between attempts (a channel and its [`WakePolicy`], or a back-off), how to settle
+//!   an attempt whose reply was lost, how to give back a win nobody wants, and the clean-up when
+//!   a wait gives up (the fair lock's queue). Owner-less objects (semaphores, latches) use it too.
+//! - [`wait`]: the one acquire loop over any `Protocol`; deadlines, cancellation, outages.
+//! - [`Family`](family::Family): what a lock of the RLock family adds for *holding*: its holder
+//!   suffix, renewal kind, release script, release-all (for `close()`), force-unlock and queries.
+//!   [`LockCore`](family::LockCore) is the generic lock built from it (Redisson's
+//!   `RedissonBaseLock`); each public lock type is a thin newtype over one.
+//! - [`holds`]: what this client holds, keyed by lock name and holder (`…:write` beside `…`).
+//! - [`renewal`]: the one renewal loop per client: batched per renewal kind, retried within the
+//!   period, and the lost-lock signal, both when a renewal finds a lock gone and when no renewal
+//!   was confirmed before the last confirmed lease ran out.
+//!
+//! **A change in this folder runs the whole family's conformance suites** (CONTRIBUTING.md).
+
+pub(crate) mod family;
+pub(crate) mod holds;
+pub(crate) mod renewal;
+pub(crate) mod wait;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::context::Ctx;
+use crate::error::{Error, Result};
+pub(crate) use crate::pubsub::WakePolicy;
+
+/// The longest lease or wait crosslock accepts: 2^53 − 1 ms (about 285,000 years), the largest
+/// integer a JavaScript number or a Lua number holds exactly. Longer values are refused before
+/// anything is sent, so Redis never sees a TTL it would reject or wrap.
+pub const MAX_DURATION: Duration = Duration::from_millis((1 << 53) - 1);
+
+/// What one attempt got.
+#[derive(Debug)]
+pub(crate) enum Attempt<W> {
+    /// Acquired: the payload is what the caller gets (a fencing token, or nothing).
+    Won(W),
+    /// Someone else has it. Try again within `retry_in` at the latest (the lock's remaining
+    /// lease, or a queue deadline); `None`: only a message (or the caller's deadline) helps.
+    Busy { retry_in: Option<Duration> },
+}
+
+/// How a waiter waits between attempts.
+#[derive(Debug, Clone)]
+pub(crate) enum Waiting {
+    /// Subscribe to `channel` (shared per client) and wake as `wake` says.
+    PubSub { channel: String, wake: WakePolicy },
+    /// No subscription: sleep between attempts (the spin lock).
+    Backoff(Backoff),
+}
+
+/// Pauses between the attempts of a waiter that does not subscribe.
+///
+/// Redisson's spin lock default is exponential: 1 ms, doubling (plus a little jitter) up to
+/// 128 ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backoff {
+    /// `initial`, then twice the previous pause plus up to one millisecond per failed attempt
+    /// of jitter, capped at `max`.
+    Exponential {
+        /// The first pause.
+        initial: Duration,
+        /// The longest pause.
+        max: Duration,
+    },
+    /// The same pause every time.
+    Constant(Duration),
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff::Exponential {
+            initial: Duration::from_millis(1),
+            max: Duration::from_millis(128),
+        }
+    }
+}
+
+impl Backoff {
+    /// Redisson's `ExponentialBackOff` with its defaults (1 ms doubling to 128 ms).
+    pub fn exponential(initial: Duration, max: Duration) -> Self {
+        Backoff::Exponential { initial, max }
+    }
+
+    /// Redisson's `ConstantBackOff` (its default is 64 ms).
+    pub fn constant(pause: Duration) -> Self {
+        Backoff::Constant(pause)
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let (a, b) = match *self {
+            Backoff::Exponential { initial, max } => (initial, max),
+            Backoff::Constant(d) => (d, d),
+        };
+        if a.is_zero() || b < a || b > Duration::from_secs(3600) {
+            return Err(Error::invalid(format!(
+                "a back-off needs 0 < initial ≤ max ≤ 1 h, got {self:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The pause after `failures` failed attempts (1 = after the first).
+    pub(crate) fn pause(&self, failures: u32) -> Duration {
+        match *self {
+            Backoff::Constant(d) => d,
+            Backoff::Exponential { initial, max } => {
+                let doubled = initial.saturating_mul(1u32 << failures.saturating_sub(1).min(20));
+                let jitter =
+                    Duration::from_micros(fastrand_below(u64::from(failures.min(1000)) * 1000 + 1));
+                doubled.saturating_add(jitter).min(max)
+            }
+        }
+    }
+}
+
+/// A cheap pseudo-random number below `n` (jitter only; no quality needed).
+fn fastrand_below(n: u64) -> u64 {
+    use std::cell::Cell;
+    thread_local! { static STATE: Cell<u64> = Cell::new(0x9e37_79b9_7f4a_7c15 ^ u64::from(std::process::id())); }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        x % n.max(1)
+    })
+}
+
+/// One acquire request, as the attempts of the loop see it.
+#[derive(Debug, Clone)]
+pub(crate) struct Request {
+    /// The caller's holder string.
+    pub(crate) holder: Arc<str>,
+    /// The lease the script applies (the watchdog's when the caller gave none).
+    pub(crate) lease: Duration,
+    /// The caller's wait limit (`None`: none; `Some(ZERO)`: a single try).
+    pub(crate) wait: Option<Duration>,
+}
+
+impl Request {
+    pub(crate) fn single_try(&self) -> bool {
+        self.wait == Some(Duration::ZERO)
+    }
+}
+
+/// What an object type contributes to the acquire loop (see the module docs).
+pub(crate) trait Protocol: Send + Sync + 'static {
+    /// What a won attempt yields.
+    type Won: Send + 'static;
+
+    /// The object's name (its main key).
+    fn name(&self) -> &Arc<str>;
+
+    /// How a waiter with holder string `holder` waits between attempts.
+    fn waiting(&self, holder: &str) -> Waiting;
+
+    /// One attempt. The future owns what it needs, so an attempt still in flight when its caller
+    /// leaves can finish in the background.
+    fn attempt(
+        self: Arc<Self>,
+        cx: Arc<Ctx>,
+        request: Request,
+    ) -> impl Future<Output = Result<Attempt<Self::Won>>> + Send + 'static;
+
+    /// After an attempt whose reply was lost: has Redis recorded a win for `holder` that this
+    /// process has not (`recorded` is what it has)? If so, its payload.
+    fn settle(
+        &self,
+        cx: &Ctx,
+        holder: &str,
+        recorded: usize,
+    ) -> impl Future<Output = Result<Option<Self::Won>>> + Send;
+
+    /// Gives back one win that nobody will use, keeping what remains alive for `lease_after`.
+    fn give_back(
+        self: Arc<Self>,
+        cx: Arc<Ctx>,
+        holder: Arc<str>,
+        lease_after: Duration,
+    ) -> impl Future<Output = Result<()>> + Send + 'static;
+
+    /// Clean-up when a wait gives up (timed out, cancelled, failed): the fair lock leaves its
+    /// queue. Runs after any attempt of the wait has finished.
+    fn give_up(
+        self: Arc<Self>,
+        cx: Arc<Ctx>,
+        request: Request,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        let _ = (cx, request);
+        async { Ok(()) }
+    }
+}
+
+/// The margin by which the lost-lock signal precedes the end of the last confirmed lease, for
+/// the clocks of this host and of Redis running at slightly different rates: Redlock's
+/// `lease × 0.01 + 2 ms`.
+pub(crate) fn clock_drift(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(2)
+}
+
+/// Milliseconds since the Unix epoch on this host (for the fair lock's deadlines, which Redisson
+/// computes from the client's wall clock).
+pub(crate) fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,602 @@
+//! The one acquire loop every waiting object runs, over any [`Protocol`].
+//!
+//! try → subscribe → loop { arm the wake-up, try again, wait for min(retry-in, remaining) or a
+//! message }; a protocol that does not subscribe (the spin lock) sleeps its back-off instead.
+//!
+//! **A wait limit is a deadline.** Every attempt, retry, reconnect and response wait inside it is
+//! raced against what is left: when the deadline passes, the acquire returns `TimedOut` at once,
+//! even if Redis has not answered. An attempt still in flight then is *abandoned*: it finishes in
+//! the background, and if it won, the win is given back (then the protocol's give-up clean-up
+//! runs). A wait of zero is a single attempt, which waits for its answer (at most the response
+//! timeout).
+//!
+//! **Cancellation leaves nothing behind.** The first attempt runs inline (most acquires end
+//! there); the rest of the loop runs as its own task. Dropping the caller's future, or cancelling
+//! its token, stops the loop at once; an attempt in flight finishes in the background and its
+//! win, if any, is given back; a win the caller never saw (it left just as the loop won) is given
+//! back too. Giving back always returns exactly the one win this acquire took: a cancelled
+//! re-entrant acquire leaves the caller's outer hold in place. Then the give-up clean-up runs
+//! (the fair lock leaves its queue), so a cancelled or timed-out wait leaves no win, no queue
+//! entry and no subscription.
+//!
+//! **Outages.** An attempt whose reply is lost (the connection dropped, the server restarted) is
+//! ambiguous: it may have won. Before trying again the loop asks Redis ([`Protocol::settle`]), so
+//! a win is never counted twice. Such outages are waited out, with back-off, for up to the
+//! client's connect timeout (and never past the deadline); a longer one ends the wait with
+//! [`ErrorKind::Unavailable`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Ctx;
+use crate::error::{Error, ErrorKind, Result};
+use crate::runtime;
+
+use super::{Attempt, Protocol, Request, Waiting};
+
+/// How an acquire ended, short of an error.
+pub(crate) enum Outcome<W> {
+    Won(W),
+    TimedOut,
+}
+
+/// What the loop does with a win, for one family of objects (the lock family records holds).
+pub(crate) trait Keeper<W>: Send + Sync + 'static {
+    /// Records a win whose winning attempt was sent at `sent`; `false` when it can no longer be
+    /// kept (the client closed): the loop then gives it back.
+    fn keep(&self, won: &W, sent: Instant) -> bool;
+    /// How many wins of this caller this process records (to settle an unanswered attempt).
+    fn recorded(&self) -> usize;
+    /// The lease to leave on the object when a win that was never kept is given back.
+    fn lease_after(&self) -> Duration;
+    /// Gives back one win that was kept, whose caller left before it saw it.
+    fn unkeep(self: Arc<Self>) -> BoxFuture<'static, ()>;
+}
+
+/// Every argument of one acquire.
+pub(crate) struct Acquire<P: Protocol> {
+    pub(crate) cx: Arc<Ctx>,
+    pub(crate) proto: Arc<P>,
+    pub(crate) keeper: Arc<dyn Keeper<P::Won>>,
+    pub(crate) request: Request,
+    pub(crate) cancel: Option<CancellationToken>,
+    /// When the caller asked (the wait limit counts from here).
+    pub(crate) start: Instant,
+}
+
+/// How long a timed-out wait waits for its give-up clean-up before returning anyway.
+const GIVE_UP_GRACE: Duration = Duration::from_millis(100);
+
+/// Runs one acquire. See the module docs for deadlines, cancellation and outages.
+pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won>> {
+    let token = match &a.cancel {
+        Some(parent) => parent.child_token(),
+        None => CancellationToken::new(),
+    };
+    let deadline = a
+        .request
+        .wait
+        .filter(|w| !w.is_zero())
+        .and_then(|w| a.start.checked_add(w));
+    let s = Shared {
+        cx: a.cx,
+        proto: a.proto,
+        keeper: a.keeper,
+        request: a.request,
+        token,
+        start: a.start,
+        deadline,
+    };
+    if s.token.is_cancelled() || s.cx.stop.is_cancelled() {
+        return Err(s.cancelled());
+    }
+
+    // Fast path: the first attempt runs inline; most acquires end here.
+    let mut first = s.in_flight();
+    let first_result = tokio::select! {
+        biased;
+        r = &mut first => r,
+        _ = sleep_until(s.deadline) => {
+            drop(first);
+            return Ok(Outcome::TimedOut);
+        }
+        _ = s.token.cancelled() => {
+            first.cancel().await;
+            return Err(s.cancelled());
+        }
+    };
+    let sent = first.sent;
+    drop(first);
+    let start_with = match first_result {
+        Ok(Attempt::Won(won)) => return s.finish(won, sent).await,
+        Ok(Attempt::Busy { .. }) if s.request.single_try() => {
+            s.give_up(GIVE_UP_GRACE).await;
+            return Ok(Outcome::TimedOut);
+        }
+        Ok(Attempt::Busy { .. }) => Start::Busy,
+        Err(e) if e.is_unavailable() => Start::Unanswered(e, sent),
+        Err(e) => {
+            s.give_up(s.cx.response_timeout()).await;
+            return Err(e);
+        }
+    };
+
+    // The rest runs as its own task; dropping this future cancels it and gives back its win.
+    let s = Arc::new(s);
+    let task = runtime::spawn(run(s.clone(), start_with));
+    let mut call = Call {
+        task: Some(task),
+        shared: s.clone(),
+    };
+    let joined = call.task.as_mut().expect("set above").await;
+    // Claimed: from here on the result is the caller's, whatever happens to this future.
+    call.task = None;
+    match joined {
+        Ok(result) => result,
+        Err(join) => Err(Error::new(
+            ErrorKind::Redis,
+            format!(
+                "the wait for lock '{}' ended abnormally: {join}",
+                s.proto.name()
+            ),
+        )
+        .with_lock(s.proto.name())),
+    }
+}
+
+/// How the loop starts after the inline attempt.
+enum Start {
+    Busy,
+    /// The first attempt's reply was lost: settle it before anything else.
+    Unanswered(Error, Instant),
+}
+
+struct Shared<P: Protocol> {
+    cx: Arc<Ctx>,
+    proto: Arc<P>,
+    keeper: Arc<dyn Keeper<P::Won>>,
+    request: Request,
+    token: CancellationToken,
+    start: Instant,
+    deadline: Option<Instant>,
+}
+
+impl<P: Protocol> Shared<P> {
+    fn in_flight(&self) -> InFlight<P> {
+        InFlight {
+            future: Some(Box::pin(
+                self.proto
+                    .clone()
+                    .attempt(self.cx.clone(), self.request.clone()),
+            )),
+            sent: Instant::now(),
+            cx: self.cx.clone(),
+            proto: self.proto.clone(),
+            keeper: self.keeper.clone(),
+            request: self.request.clone(),
+        }
+    }
+
+    /// Keeps a win, unless the caller left (or the client closed) while it was in flight: then
+    /// the one win just taken is given back.
+    async fn finish(&self, won: P::Won, sent: Instant) -> Result<Outcome<P::Won>> {
+        if !(self.token.is_cancelled() || self.cx.stop.is_cancelled())
+            && self.keeper.keep(&won, sent)
+        {
+            return Ok(Outcome::Won(won));
+        }
+        let _ = self
+            .proto
+            .clone()
+            .give_back(
+                self.cx.clone(),
+                self.request.holder.clone(),
+                self.keeper.lease_after(),
+            )
+            .await;
+        self.give_up(self.cx.response_timeout()).await;
+        Err(self.cancelled())
+    }
+
+    /// Runs the protocol's give-up clean-up, waiting for it at most `grace` (it goes on in the
+    /// background after that).
+    async fn give_up(&self, grace: Duration) {
+        let clean = runtime::spawn(
+            self.proto
+                .clone()
+                .give_up(self.cx.clone(), self.request.clone()),
+        );
+        let _ = tokio::time::timeout(grace, clean).await;
+    }
+
+    fn cancelled(&self) -> Error {
+        let name = self.proto.name();
+        if self.cx.stop.is_cancelled() {
+            return Error::closed().with_lock(name);
+        }
+        let waited = self.start.elapsed();
+        Error::new(
+            ErrorKind::Cancelled,
+            format!(
+                "the wait for lock '{name}' was cancelled after {:.3}s; nothing was acquired",
+                waited.as_secs_f64()
+            ),
+        )
+        .with_lock(name)
+        .with_holder(&*self.request.holder)
+        .with_waited(waited)
+    }
+
+    fn out_of_time(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
+/// One attempt, boxed so that it can be moved into a background task after being polled.
+type AttemptFuture<W> = Pin<Box<dyn Future<Output = Result<Attempt<W>>> + Send>>;
+
+/// An attempt in flight. Dropped before its answer (the deadline passed, the caller left or
+/// cancelled), it finishes in the background: a win is given back, then the give-up clean-up runs.
+struct InFlight<P: Protocol> {
+    future: Option<AttemptFuture<P::Won>>,
+    sent: Instant,
+    cx: Arc<Ctx>,
+    proto: Arc<P>,
+    keeper: Arc<dyn Keeper<P::Won>>,
+    request: Request,
+}
+
+impl<P: Protocol> Future for InFlight<P> {
+    type Output = Result<Attempt<P::Won>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let future = self.future.as_mut().expect("polled after completion");
+        let out = future.as_mut().poll(cx);
+        if out.is_ready() {
+            self.future = None;
+        }
+        out
+    }
+}
+
+impl<P: Protocol> InFlight<P> {
+    /// Finishes the attempt in the background (see the type's docs) and returns the handle of
+    /// that clean-up; `None` if the attempt had already finished.
+    fn finish_in_background(&mut self) -> Option<JoinHandle<()>> {
+        let future = self.future.take()?;
+        let (cx, proto, keeper, request) = (
+            self.cx.clone(),
+            self.proto.clone(),
+            self.keeper.clone(),
+            self.request.clone(),
+        );
+        Some(runtime::spawn(async move {
+            let won = match future.await {
+                Ok(Attempt::Won(_)) => true,
+                // The reply was lost: ask Redis (on the same connection, after the attempt).
+                Err(e) if e.is_unavailable() => {
+                    matches!(
+                        proto.settle(&cx, &request.holder, keeper.recorded()).await,
+                        Ok(Some(_))
+                    )
+                }
+                _ => false,
+            };
+            if won {
+                let _ = proto
+                    .clone()
+                    .give_back(cx.clone(), request.holder.clone(), keeper.lease_after())
+                    .await;
+            }
+            let _ = proto.give_up(cx, request).await;
+        }))
+    }
+
+    /// The caller cancelled: finish the attempt, give back its win and give up, waiting for all
+    /// that (at most the response timeout) so the caller sees nothing left behind.
+    async fn cancel(mut self) {
+        let bound = self.cx.response_timeout();
+        if let Some(cleanup) = self.finish_in_background() {
+            let _ = tokio::time::timeout(bound, cleanup).await;
+        }
+    }
+}
+
+impl<P: Protocol> Drop for InFlight<P> {
+    fn drop(&mut self) {
+        self.finish_in_background();
+    }
+}
+
+/// The caller's side of an acquire task. Dropped before the result was claimed, it cancels the
+/// task and gives back whatever the task won.
+struct Call<P: Protocol> {
+    task: Option<JoinHandle<Result<Outcome<P::Won>>>>,
+    shared: Arc<Shared<P>>,
+}
+
+impl<P: Protocol> Drop for Call<P> {
+    fn drop(&mut self) {
+        let Some(task) = self.task.take() else { return };
+        self.shared.token.cancel();
+        let keeper = self.shared.keeper.clone();
+        runtime::spawn(async move {
+            if let Ok(Ok(Outcome::Won(_))) = task.await {
+                keeper.unkeep().await;
+            }
+        });
+    }
+}
+
+/// The loop after the inline attempt; runs the give-up clean-up on every exit but a win (unless
+/// an abandoned attempt already owns it).
+async fn run<P: Protocol>(s: Arc<Shared<P>>, start_with: Start) -> Result<Outcome<P::Won>> {
+    let mut abandoned = false;
+    let result = run_loop(&s, start_with, &mut abandoned).await;
+    if !abandoned && !matches!(result, Ok(Outcome::Won(_))) {
+        let grace = if matches!(result, Ok(Outcome::TimedOut)) {
+            GIVE_UP_GRACE
+        } else {
+            s.cx.response_timeout()
+        };
+        s.give_up(grace).await;
+    }
+    result
+}
+
+async fn run_loop<P: Protocol>(
+    s: &Shared<P>,
+    start_with: Start,
+    abandoned: &mut bool,
+) -> Result<Outcome<P::Won>> {
+    let stop = s.cx.stop.clone();
+    // The inline attempt's retry hint is not needed: the loop tries again right after
+    // subscribing (a release may have come in between).
+    if let Start::Unanswered(error, sent) = start_with {
+        match settle_unanswered(s, error, sent, abandoned).await? {
+            Gated::Won(won, sent) => return s.finish(won, sent).await,
+            Gated::Busy(_) => {}
+            Gated::TimedOut => return Ok(Outcome::TimedOut),
+        }
+    }
+    if s.out_of_time() || s.request.single_try() {
+        return Ok(Outcome::TimedOut);
+    }
+
+    let waiting = s.proto.waiting(&s.request.holder);
+    let subscription = match &waiting {
+        Waiting::PubSub { channel, wake } => Some(tokio::select! {
+            biased;
+            _ = s.token.cancelled() => return Err(s.cancelled()),
+            _ = stop.cancelled() => return Err(s.cancelled()),
+            _ = sleep_until(s.deadline) => return Ok(Outcome::TimedOut),
+            sub = s.cx.pubsub.subscribe(channel, *wake) => sub?,
+        }),
+        Waiting::Backoff(_) => None,
+    };
+
+    let mut failures = 1u32;
+    // A back-off waiter pauses before its next attempt; a subscriber tries again at once (a
+    // release may have come before the subscription).
+    let mut pause_first = matches!(waiting, Waiting::Backoff(_));
+    loop {
+        if pause_first {
+            pause_first = false;
+        } else {
+            let notified = subscription.as_ref().map(|sub| {
+                let mut n = Box::pin(sub.notified());
+                n.as_mut().enable();
+                n
+            });
+            if s.token.is_cancelled() || stop.is_cancelled() {
+                return Err(s.cancelled());
+            }
+            let retry_in = match gated_attempt(s, abandoned).await? {
+                Gated::Won(won, sent) => return s.finish(won, sent).await,
+                Gated::TimedOut => return Ok(Outcome::TimedOut),
+                Gated::Busy(r) => r,
+            };
+            let now = Instant::now();
+            let remaining = s.deadline.map(|d| d.saturating_duration_since(now));
+            if remaining == Some(Duration::ZERO) {
+                return Ok(Outcome::TimedOut);
+            }
+            if let Some(notified) = notified {
+                // Wait for a message, the retry hint (the lock's expiry, a queue deadline) or our
+                // own deadline, whichever is first.
+                let wake_at = [retry_in, remaining]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .map(|d| now + d);
+                tokio::select! {
+                    biased;
+                    _ = s.token.cancelled() => return Err(s.cancelled()),
+                    _ = stop.cancelled() => return Err(s.cancelled()),
+                    _ = notified => {}
+                    _ = sleep_until(wake_at) => {}
+                }
+                continue;
+            }
+        }
+        // Back-off: sleep the next pause (never past the deadline).
+        let Waiting::Backoff(backoff) = &waiting else {
+            unreachable!("subscribers continue above")
+        };
+        let pause = backoff.pause(failures);
+        failures = failures.saturating_add(1);
+        let wake_at = [Some(Instant::now() + pause), s.deadline]
+            .into_iter()
+            .flatten()
+            .min();
+        tokio::select! {
+            biased;
+            _ = s.token.cancelled() => return Err(s.cancelled()),
+            _ = stop.cancelled() => return Err(s.cancelled()),
+            _ = sleep_until(wake_at) => {}
+        }
+        if s.out_of_time() {
+            return Ok(Outcome::TimedOut);
+        }
+    }
+}
+
+/// What a gated attempt came to.
+enum Gated<W> {
+    Won(W, Instant),
+    Busy(Option<Duration>),
+    TimedOut,
+}
+
+/// One attempt that survives a lost reply and never outlives the deadline.
+async fn gated_attempt<P: Protocol>(s: &Shared<P>, abandoned: &mut bool) -> Result<Gated<P::Won>> {
+    let mut attempt = s.in_flight();
+    let result = tokio::select! {
+        biased;
+        r = &mut attempt => r,
+        _ = sleep_until(s.deadline) => {
+            drop(attempt);
+            *abandoned = true;
+            return Ok(Gated::TimedOut);
+        }
+        _ = s.token.cancelled() => {
+            attempt.cancel().await;
+            *abandoned = true;
+            return Err(s.cancelled());
+        }
+    };
+    match result {
+        Ok(Attempt::Won(won)) => Ok(Gated::Won(won, attempt.sent)),
+        Ok(Attempt::Busy { retry_in }) => Ok(Gated::Busy(retry_in)),
+        Err(e) if e.is_unavailable() => settle_unanswered(s, e, attempt.sent, abandoned).await,
+        Err(e) => Err(e),
+    }
+}
+
+/// After an attempt whose reply was lost: back off, ask Redis whether it won, and try again,
+/// for as long as the outage tolerance and the deadline allow.
+async fn settle_unanswered<P: Protocol>(
+    s: &Shared<P>,
+    mut error: Error,
+    mut sent: Instant,
+    abandoned: &mut bool,
+) -> Result<Gated<P::Won>> {
+    let since = Instant::now();
+    let mut backoff = Duration::from_millis(10);
+    loop {
+        // The previous attempt is unsettled: whatever ends the wait now must settle it in the
+        // background.
+        tokio::select! {
+            biased;
+            _ = s.token.cancelled() => {
+                let cleanup = abandon_unsettled(s);
+                let _ = tokio::time::timeout(s.cx.response_timeout(), cleanup).await;
+                *abandoned = true;
+                return Err(s.cancelled());
+            }
+            _ = s.cx.stop.cancelled() => return Err(s.cancelled()),
+            _ = sleep_until(s.deadline) => {
+                abandon_unsettled(s);
+                *abandoned = true;
+                return Ok(Gated::TimedOut);
+            }
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_millis(500));
+        // Did Redis count a win we have not recorded? (Sent after the attempt on the same
+        // connection, so it sees the attempt's effect if the attempt ran.)
+        let settled = tokio::select! {
+            biased;
+            r = s.proto.settle(&s.cx, &s.request.holder, s.keeper.recorded()) => r,
+            _ = sleep_until(s.deadline) => {
+                abandon_unsettled(s);
+                *abandoned = true;
+                return Ok(Gated::TimedOut);
+            }
+        };
+        match settled {
+            Ok(Some(won)) => return Ok(Gated::Won(won, sent)),
+            Ok(None) if since.elapsed() >= s.cx.outage_tolerance => return Err(error),
+            Ok(None) => {}
+            Err(e) if e.is_unavailable() => {
+                if since.elapsed() >= s.cx.outage_tolerance {
+                    abandon_unsettled(s);
+                    *abandoned = true;
+                    return Err(e);
+                }
+                error = e;
+                continue; // settle again before any new attempt
+            }
+            Err(e) => return Err(e),
+        }
+        let mut attempt = s.in_flight();
+        let result = tokio::select! {
+            biased;
+            r = &mut attempt => r,
+            _ = sleep_until(s.deadline) => {
+                drop(attempt);
+                *abandoned = true;
+                return Ok(Gated::TimedOut);
+            }
+            _ = s.token.cancelled() => {
+                attempt.cancel().await;
+                *abandoned = true;
+                return Err(s.cancelled());
+            }
+        };
+        match result {
+            Ok(Attempt::Won(won)) => return Ok(Gated::Won(won, attempt.sent)),
+            Ok(Attempt::Busy { retry_in }) => return Ok(Gated::Busy(retry_in)),
+            Err(e) if e.is_unavailable() => {
+                error = e;
+                sent = attempt.sent;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The deadline passed before an unanswered attempt could be settled: settle it in the
+/// background, give back a win, then give up.
+fn abandon_unsettled<P: Protocol>(s: &Shared<P>) -> JoinHandle<()> {
+    let (cx, proto, keeper, request) = (
+        s.cx.clone(),
+        s.proto.clone(),
+        s.keeper.clone(),
+        s.request.clone(),
+    );
+    runtime::spawn(async move {
+        let deadline = Instant::now() + cx.outage_tolerance;
+        loop {
+            match proto.settle(&cx, &request.holder, keeper.recorded()).await {
+                Ok(Some(_)) => {
+                    let _ = proto
+                        .clone()
+                        .give_back(cx.clone(), request.holder.clone(), keeper.lease_after())
+                        .await;
+                    break;
+                }
+                Ok(None) => break,
+                Err(e) if e.is_unavailable() && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = proto.give_up(cx, request).await;
+    })
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}

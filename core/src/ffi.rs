@@ -1,0 +1,96 @@
+//! Support for the language bindings (Python, Node); not part of the Rust API.
+//!
+//! What both bindings would otherwise each write: durations from a host's numbers with the same
+//! range checks, and "acquire, or build the timeout error".
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::MAX_DURATION;
+use crate::{AcquireOptions, Acquisition, AnyLock, Error, Owner, Result};
+
+/// Converts `value` in `unit_seconds` (1.0 for seconds, 0.001 for milliseconds) to a duration,
+/// rejecting what no duration crosslock accepts can be: negative, NaN, infinite, or longer than
+/// [`MAX_DURATION`]. `what` names the argument in the message ("the lease of lock 'x'").
+pub fn duration(value: f64, unit_seconds: f64, what: &str) -> Result<Duration> {
+    let unit = if unit_seconds >= 1.0 {
+        "seconds"
+    } else {
+        "milliseconds"
+    };
+    if !value.is_finite() || value < 0.0 {
+        return Err(Error::invalid(format!(
+            "{what} must be a finite number of {unit} ≥ 0, got {value}"
+        )));
+    }
+    // Milliseconds are taken as they are: a JavaScript number of ms is exact up to 2^53.
+    let ms = if unit_seconds == 0.001 {
+        value
+    } else {
+        value * unit_seconds * 1000.0
+    };
+    if ms > MAX_DURATION.as_millis() as f64 {
+        return Err(Error::invalid(format!(
+            "{what} is too large: {value} {unit}; the longest is 2^53-1 ms (about 285,000 years)"
+        )));
+    }
+    let whole = ms.trunc();
+    Ok(Duration::from_millis(whole as u64) + Duration::from_nanos(((ms - whole) * 1e6) as u64))
+}
+
+/// A lease from a host's number: as [`duration`], and under 1 ms refused (Redis counts leases in
+/// whole milliseconds, so it would be a zero lease).
+pub fn lease(value: f64, unit_seconds: f64, what: &str) -> Result<Duration> {
+    let lease = duration(value, unit_seconds, what)?;
+    if lease < Duration::from_millis(1) {
+        return Err(Error::invalid(format!(
+            "{what} must be at least 1 ms, got {value}; leave it out for watchdog renewal"
+        )));
+    }
+    Ok(lease)
+}
+
+/// An [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) error, for arguments a
+/// binding checks itself.
+pub fn invalid(message: impl Into<String>) -> Error {
+    Error::invalid(message)
+}
+
+/// Acquires `lock` for `owner`; when the wait limit passes, `Ok(None)`, or the timeout error when
+/// `raise_timeout`.
+pub async fn acquire(
+    lock: &Arc<dyn AnyLock>,
+    owner: Owner,
+    options: &AcquireOptions,
+    raise_timeout: bool,
+) -> Result<Option<Acquisition>> {
+    let acquired = lock.acquire_as(owner, options).await?;
+    if acquired.is_none() && raise_timeout {
+        return Err(lock
+            .timeout_error(owner, options.wait.unwrap_or_default())
+            .await);
+    }
+    Ok(acquired)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_reject_negative_nan_and_huge() {
+        assert!(duration(-1.0, 1.0, "wait").is_err());
+        assert!(duration(f64::NAN, 1.0, "wait").is_err());
+        assert!(duration(f64::INFINITY, 0.001, "lease").is_err());
+        assert!(duration(1e19, 1.0, "wait").is_err());
+        assert!(duration(1e19, 0.001, "lease").is_err());
+        assert!(duration(18446744073709551616.0 + 1.0, 0.001, "lease").is_err());
+        assert_eq!(duration(1500.0, 0.001, "lease").unwrap().as_millis(), 1500);
+        assert_eq!(duration(0.25, 1.0, "wait").unwrap().as_millis(), 250);
+        assert!(lease(0.0004, 1.0, "lease").is_err());
+        assert_eq!(
+            lease(9007199254740991.0, 0.001, "lease").unwrap(),
+            MAX_DURATION
+        );
+    }
+}

@@ -1,0 +1,275 @@
+//! [`FairLock`]: Redisson's `RFairLock`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::context::Ctx;
+use crate::engine::family::{Family, Info, LockCore};
+use crate::engine::holds::LockKind;
+use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy, epoch_ms};
+use crate::error::Result;
+use crate::scripts;
+
+use super::{Hash, busy, check_name, lock_type, ms, prefix_name};
+
+/// The fair-lock protocol: the RLock's hash, a FIFO queue of waiters with their deadlines, and a
+/// channel per waiter, on which only the queue's head is ever woken.
+#[derive(Debug)]
+pub(crate) struct Fair {
+    hash: Hash,
+    queue: String,
+    timeouts: String,
+}
+
+impl Fair {
+    /// How long a waiter may take to come back before it is considered dead: the caller's wait
+    /// limit, else the client's `fair_lock_wait_timeout` (Redisson's rule).
+    fn fair_wait(cx: &Ctx, request: &Request) -> Duration {
+        request
+            .wait
+            .filter(|w| !w.is_zero())
+            .unwrap_or(cx.fair_lock_wait_timeout)
+            .max(Duration::from_millis(1))
+    }
+
+    fn keys(&self) -> [&str; 4] {
+        [
+            &self.hash.name,
+            &self.queue,
+            &self.timeouts,
+            &self.hash.channel,
+        ]
+    }
+}
+
+impl Protocol for Fair {
+    type Won = ();
+
+    fn name(&self) -> &Arc<str> {
+        &self.hash.name
+    }
+
+    fn waiting(&self, holder: &str) -> Waiting {
+        Waiting::PubSub {
+            channel: format!("{}:{holder}", self.hash.channel),
+            wake: WakePolicy::All,
+        }
+    }
+
+    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<()>> {
+        let wait = Self::fair_wait(&cx, &request);
+        let single = if request.single_try() { "1" } else { "0" };
+        let reply: Option<i64> = cx
+            .conn
+            .eval(
+                &scripts::FAIR_ACQUIRE,
+                &[&self.hash.name, &self.queue, &self.timeouts],
+                &[
+                    &ms(request.lease),
+                    &&*request.holder,
+                    &ms(wait),
+                    &epoch_ms(),
+                    &single,
+                ],
+                Some(&self.hash.name),
+            )
+            .await?;
+        Ok(match reply {
+            None => Attempt::Won(()),
+            Some(ttl) => busy(ttl),
+        })
+    }
+
+    async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<()>> {
+        self.hash.settle(cx, holder, recorded).await
+    }
+
+    async fn give_back(
+        self: Arc<Self>,
+        cx: Arc<Ctx>,
+        holder: Arc<str>,
+        lease_after: Duration,
+    ) -> Result<()> {
+        self.unlock_n(&cx, &holder, lease_after, None, false)
+            .await
+            .map(|_| ())
+    }
+
+    async fn give_up(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<()> {
+        if request.single_try() {
+            return Ok(()); // a single try never enqueues
+        }
+        let wait = Self::fair_wait(&cx, &request);
+        let _: i64 = cx
+            .conn
+            .eval(
+                &scripts::FAIR_GIVE_UP,
+                &[
+                    &self.queue,
+                    &self.timeouts,
+                    &self.hash.name,
+                    &self.hash.channel,
+                ],
+                &[&&*request.holder, &ms(wait), &cx.conn.publish_command()],
+                Some(&self.hash.name),
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+impl Fair {
+    async fn unlock_n(
+        &self,
+        cx: &Ctx,
+        holder: &str,
+        lease_after: Duration,
+        retry_of: Option<usize>,
+        all: bool,
+    ) -> Result<Option<bool>> {
+        let retry = retry_of.map(|n| n.to_string()).unwrap_or_default();
+        let reply: Option<i64> = cx
+            .conn
+            .eval(
+                &scripts::FAIR_RELEASE,
+                &self.keys(),
+                &[
+                    &"0",
+                    &ms(lease_after),
+                    &holder,
+                    &epoch_ms(),
+                    &cx.conn.publish_command(),
+                    &retry,
+                    &if all { "all" } else { "1" },
+                ],
+                Some(&self.hash.name),
+            )
+            .await?;
+        Ok(reply.map(|r| r == 1))
+    }
+}
+
+impl Family for Fair {
+    const KIND: LockKind = LockKind::FairLock;
+
+    async fn unlock(
+        &self,
+        cx: &Ctx,
+        holder: &str,
+        lease_after: Duration,
+        retry_of: Option<usize>,
+    ) -> Result<Option<bool>> {
+        self.unlock_n(cx, holder, lease_after, retry_of, false)
+            .await
+    }
+
+    async fn release_all(self: Arc<Self>, cx: Arc<Ctx>, holder: Arc<str>) -> Result<()> {
+        self.unlock_n(&cx, &holder, Duration::ZERO, None, true)
+            .await
+            .map(|_| ())
+    }
+
+    async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
+        let deleted: i64 = cx
+            .conn
+            .eval(
+                &scripts::FAIR_FORCE_UNLOCK,
+                &self.keys(),
+                &[&"0", &epoch_ms(), &cx.conn.publish_command()],
+                Some(&self.hash.name),
+            )
+            .await?;
+        Ok(deleted == 1)
+    }
+
+    async fn info(&self, cx: &Ctx, holder: &str) -> Result<Info> {
+        self.hash.info(cx, holder).await
+    }
+
+    fn token(_won: &()) -> Option<u64> {
+        None
+    }
+}
+
+lock_type! {
+    /// A reentrant lock handed over in the order its waiters asked, across processes and
+    /// languages. Stored exactly as Redisson's `RFairLock`: the `RLock` hash at the name, a FIFO
+    /// list of waiting holders at `redisson_lock_queue:{name}`, a sorted set of their deadlines at
+    /// `redisson_lock_timeout:{name}`, and one channel per waiter,
+    /// `redisson_lock__channel:{name}:<holder>`, on which a release wakes only the queue's head.
+    ///
+    /// A waiter that gives up (its wait limit passed, it was cancelled) leaves the queue and the
+    /// deadline set at once, and everyone behind it moves up, as Redisson's acquire-failed step
+    /// does; if it was the head and the lock is free, the new head is woken. A waiter that is
+    /// killed stays queued until its deadline passes, then is purged: the client's
+    /// `fair_lock_wait_timeout` (Redisson's `fairLockWaitTimeout`, 5 min) — or the waiter's own
+    /// wait limit when it gave one — bounds how long a dead waiter can hold up the line.
+    ///
+    /// What it does that Redisson's does not: a live crosslock waiter **stays in line however long
+    /// it waits** — each retry refreshes its own deadline (to its position × the fair wait ahead),
+    /// where Redisson's waiter whose deadline passes is purged and re-queued at the tail. And a
+    /// queued waiter never spins on a free lock whose head is another (dead) waiter: it sleeps until
+    /// that head's deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let lock = client.fair_lock("printer")?;
+    /// let guard = lock.acquire().await?;   // served in the order of asking
+    /// guard.release().await?;              // wakes only the next in line
+    /// # Ok(()) }
+    /// ```
+    pub struct FairLock(Fair) -> ();
+    what = "fair lock";
+}
+
+impl FairLock {
+    /// The waiting holders in queue order (head first), as Redis has them now.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::WrongType`](crate::ErrorKind::WrongType),
+    /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable),
+    /// [`ErrorKind::Redis`](crate::ErrorKind::Redis).
+    ///
+    /// # Cancel safety
+    ///
+    /// A query: dropping the future changes nothing.
+    pub async fn queue(&self) -> Result<Vec<String>> {
+        let cx = self.core.client.state().await?;
+        cx.conn
+            .query(
+                redis::cmd("LRANGE")
+                    .arg(&self.core.proto.queue)
+                    .arg(0)
+                    .arg(-1),
+                Some(self.name()),
+            )
+            .await
+    }
+}
+
+impl Client {
+    /// A [`FairLock`] (Redisson `RFairLock`) named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name.
+    pub fn fair_lock(&self, name: &str) -> Result<FairLock> {
+        let name = check_name(name, "lock")?;
+        let queue = prefix_name("redisson_lock_queue", &name);
+        let timeouts = prefix_name("redisson_lock_timeout", &name);
+        Ok(FairLock {
+            core: LockCore::new(
+                self.clone(),
+                Fair {
+                    hash: Hash::new(name),
+                    queue,
+                    timeouts,
+                },
+            ),
+        })
+    }
+}

@@ -1,0 +1,444 @@
+//! The object types, one file per Redisson object: key and channel names, the protocol hooks the
+//! engine needs, and the type's own methods. Everything generic is in [`crate::engine`].
+
+pub(crate) mod fair_lock;
+pub(crate) mod fenced_lock;
+pub(crate) mod lock;
+pub(crate) mod non_reentrant_lock;
+pub(crate) mod read_write_lock;
+pub(crate) mod spin_lock;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::connection::ToArg;
+use crate::context::Ctx;
+use crate::engine::family::Info;
+use crate::engine::{Attempt, MAX_DURATION};
+use crate::error::{Error, Result};
+use crate::scripts;
+
+/// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name already has braces.
+pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// Redisson's `suffixName`: `{name}:suffix`, or `name:suffix` when the name already has braces.
+pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
+/// Checks an object name, naming the kind of object in the message.
+pub(crate) fn check_name(name: &str, what: &str) -> Result<Arc<str>> {
+    if name.is_empty() {
+        return Err(Error::invalid(format!(
+            "a {what} name must be a non-empty string, such as \"orders:42\""
+        )));
+    }
+    Ok(Arc::from(name))
+}
+
+/// Milliseconds as a script argument (leases are validated to fit long before).
+pub(crate) fn ms(d: Duration) -> u64 {
+    d.min(MAX_DURATION).as_millis() as u64
+}
+
+/// A busy reply's TTL (ms; negative: none) as a retry hint.
+pub(crate) fn busy(ttl: i64) -> Attempt<()> {
+    Attempt::Busy {
+        retry_in: u64::try_from(ttl).ok().map(Duration::from_millis),
+    }
+}
+
+/// Parses the `{pttl, locked, count, holders...}` reply of the info scripts.
+pub(crate) fn parse_info(reply: &[redis::Value]) -> Info {
+    let int = |v: Option<&redis::Value>| match v {
+        Some(redis::Value::Int(n)) => *n,
+        _ => 0,
+    };
+    Info {
+        pttl: int(reply.first()),
+        locked: int(reply.get(1)) == 1,
+        count: int(reply.get(2)).clamp(0, i64::from(u32::MAX)) as u32,
+        holders: reply
+            .iter()
+            .skip(3)
+            .filter_map(|v| match v {
+                redis::Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                redis::Value::SimpleString(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect(),
+    }
+}
+
+/// An RLock-family hash at `name` with its release channel: the Redis side shared by the lock,
+/// spin, fenced and non-reentrant locks (and the fair lock's queries).
+#[derive(Debug)]
+pub(crate) struct Hash {
+    pub(crate) name: Arc<str>,
+    pub(crate) channel: String,
+}
+
+impl Hash {
+    pub(crate) fn new(name: Arc<str>) -> Self {
+        let channel = prefix_name("redisson_lock__channel", &name);
+        Hash { name, channel }
+    }
+
+    /// Runs the RLock release script: one hold (or `all`), publishing `0` unless `quiet`.
+    pub(crate) async fn unlock(
+        &self,
+        cx: &Ctx,
+        holder: &str,
+        lease_after: Duration,
+        retry_of: Option<usize>,
+        all: bool,
+        quiet: bool,
+    ) -> Result<Option<bool>> {
+        let retry = retry_of.map(|n| n.to_string()).unwrap_or_default();
+        let publish = if quiet { "" } else { cx.conn.publish_command() };
+        let reply: Option<i64> = cx
+            .conn
+            .eval(
+                &scripts::LOCK_RELEASE,
+                &[&self.name, &self.channel],
+                &[
+                    &"0",
+                    &ms(lease_after),
+                    &holder,
+                    &publish,
+                    &retry,
+                    &if all { "all" } else { "1" },
+                ],
+                Some(&self.name),
+            )
+            .await?;
+        Ok(reply.map(|r| r == 1))
+    }
+
+    pub(crate) async fn force_unlock(&self, cx: &Ctx, quiet: bool) -> Result<bool> {
+        let publish = if quiet { "" } else { cx.conn.publish_command() };
+        let deleted: i64 = cx
+            .conn
+            .eval(
+                &scripts::LOCK_FORCE_UNLOCK,
+                &[&self.name, &self.channel],
+                &[&"0", &publish],
+                Some(&self.name),
+            )
+            .await?;
+        Ok(deleted == 1)
+    }
+
+    pub(crate) async fn info(&self, cx: &Ctx, holder: &str) -> Result<Info> {
+        let reply: Vec<redis::Value> = cx
+            .conn
+            .eval(
+                &scripts::LOCK_INFO,
+                &[&self.name],
+                &[&holder],
+                Some(&self.name),
+            )
+            .await?;
+        Ok(parse_info(&reply))
+    }
+
+    /// `Some(())` when Redis counts more holds of `holder` than `recorded`.
+    pub(crate) async fn settle(
+        &self,
+        cx: &Ctx,
+        holder: &str,
+        recorded: usize,
+    ) -> Result<Option<()>> {
+        let info = self.info(cx, holder).await?;
+        Ok((u64::from(info.count) > recorded as u64).then_some(()))
+    }
+
+    /// Runs an acquire script whose reply is nil (acquired) or the PTTL.
+    pub(crate) async fn attempt(
+        &self,
+        cx: &Ctx,
+        script: &redis::Script,
+        args: &[&dyn ToArg],
+    ) -> Result<Attempt<()>> {
+        let reply: Option<i64> = cx
+            .conn
+            .eval(script, &[&self.name], args, Some(&self.name))
+            .await?;
+        Ok(match reply {
+            None => Attempt::Won(()),
+            Some(ttl) => busy(ttl),
+        })
+    }
+}
+
+/// Declares a public lock type of the RLock family: a newtype over
+/// [`LockCore`](crate::engine::family::LockCore) with the family's methods, documented once here.
+macro_rules! lock_type {
+    (
+        $(#[$meta:meta])*
+        pub struct $ty:ident($proto:ty) -> $won:ty;
+        what = $what:literal;
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone)]
+        pub struct $ty {
+            core: std::sync::Arc<crate::engine::family::LockCore<$proto>>,
+        }
+
+        impl $ty {
+            /// The lock's name: its key in Redis.
+            pub fn name(&self) -> &str {
+                self.core.name()
+            }
+
+            #[doc = concat!("Waits until the ", $what, " is acquired by [`Owner::current`](crate::Owner::current), with watchdog renewal.")]
+            ///
+            /// # Errors
+            ///
+            /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) (Redis unreachable for longer
+            /// than the connect timeout), [`ErrorKind::WrongType`](crate::ErrorKind::WrongType) (the
+            /// name holds other data), [`ErrorKind::Redis`](crate::ErrorKind::Redis).
+            ///
+            /// # Cancel safety
+            ///
+            /// Dropping the future leaves nothing behind: if an attempt in flight acquired the lock, it
+            /// is given back.
+            pub async fn acquire(&self) -> crate::Result<crate::LockGuard<$won>> {
+                self.acquire_with(crate::AcquireOptions::new()).await
+            }
+
+            /// Acquires with `options`, failing with [`ErrorKind::Timeout`](crate::ErrorKind::Timeout)
+            /// when the wait limit passes. The wait limit is a deadline: the call returns by then even
+            /// if Redis does not answer.
+            ///
+            /// # Errors
+            ///
+            /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout),
+            /// [`ErrorKind::Cancelled`](crate::ErrorKind::Cancelled),
+            /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) (a lease under 1 ms,
+            /// a lease or wait over [`MAX_DURATION`](crate::MAX_DURATION)), and those of
+            #[doc = concat!("[`acquire`](", stringify!($ty), "::acquire).")]
+            ///
+            /// # Cancel safety
+            ///
+            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
+            pub async fn acquire_with(&self, options: crate::AcquireOptions) -> crate::Result<crate::LockGuard<$won>> {
+                let owner = options.owner.unwrap_or_else(crate::Owner::current);
+                match self.core.acquire_as(owner, &options).await? {
+                    Some(won) => Ok(self.core.guard(owner, won)),
+                    None => Err(self.core.timeout_error(owner, options.wait.unwrap_or_default()).await),
+                }
+            }
+
+            /// One attempt by [`Owner::current`](crate::Owner::current), with watchdog renewal;
+            /// `None` if someone else holds it.
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
+            ///
+            /// # Cancel safety
+            ///
+            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
+            pub async fn try_acquire(&self) -> crate::Result<Option<crate::LockGuard<$won>>> {
+                let owner = crate::Owner::current();
+                let options = crate::AcquireOptions::new().wait(std::time::Duration::ZERO);
+                Ok(self.core.acquire_as(owner, &options).await?.map(|won| self.core.guard(owner, won)))
+            }
+
+            /// Acquires for an explicit `owner` without a guard; `Ok(false)` when the wait limit
+            /// passed.
+            ///
+            /// This is the building block of hand-offs between tasks: whoever acquires this way
+            #[doc = concat!("releases with [`release_as`](", stringify!($ty), "::release_as). `options.owner` is ignored in favour of `owner`.")]
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("As [`acquire_with`](", stringify!($ty), "::acquire_with), except that a passed wait limit is `Ok(false)`.")]
+            ///
+            /// # Cancel safety
+            ///
+            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
+            pub async fn acquire_as(&self, owner: crate::Owner, options: &crate::AcquireOptions) -> crate::Result<bool> {
+                Ok(self.core.acquire_as(owner, options).await?.is_some())
+            }
+
+            /// Releases one hold of `owner`; `Ok(true)` when that fully released the lock,
+            /// `Ok(false)` when `owner` still holds it re-entrantly.
+            ///
+            /// Bounded by the client's response timeout as a whole.
+            ///
+            /// # Errors
+            ///
+            /// [`ErrorKind::NotHeld`](crate::ErrorKind::NotHeld) when `owner` does not hold the lock
+            /// (Redis is unchanged); [`ErrorKind::LockLost`](crate::ErrorKind::LockLost) when it did
+            /// hold it but the lock was lost meanwhile (the lost signal fired);
+            /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) when Redis did not answer
+            /// in time (the hold is then no longer renewed and expires after its lease);
+            /// [`ErrorKind::WrongType`](crate::ErrorKind::WrongType),
+            /// [`ErrorKind::Redis`](crate::ErrorKind::Redis) (then nothing changed, and the hold stays).
+            ///
+            /// # Cancel safety
+            ///
+            /// Once called, a release completes even if the future is dropped midway: it finishes in
+            /// the background.
+            pub async fn release_as(&self, owner: crate::Owner) -> crate::Result<bool> {
+                self.core.release_as(owner).await
+            }
+
+            /// Deletes the lock whoever holds it and wakes a waiter; `Ok(true)` if it was locked.
+            ///
+            /// The former holder's watchdog finds the lock gone at its next renewal and reports it
+            /// lost.
+            ///
+            /// # Errors
+            ///
+            /// [`ErrorKind::WrongType`](crate::ErrorKind::WrongType) (the key is left alone),
+            /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable),
+            /// [`ErrorKind::Redis`](crate::ErrorKind::Redis).
+            ///
+            /// # Cancel safety
+            ///
+            /// Dropping the future may or may not stop the deletion (the command may already be sent).
+            pub async fn force_unlock(&self) -> crate::Result<bool> {
+                self.core.force_unlock().await
+            }
+
+            #[doc = concat!("Whether anyone holds the ", $what, ".")]
+            ///
+            /// # Errors
+            ///
+            /// [`ErrorKind::WrongType`](crate::ErrorKind::WrongType),
+            /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) (no answer within the
+            /// response timeout), [`ErrorKind::Redis`](crate::ErrorKind::Redis).
+            ///
+            /// # Cancel safety
+            ///
+            /// A query: dropping the future changes nothing.
+            pub async fn is_locked(&self) -> crate::Result<bool> {
+                self.core.is_locked().await
+            }
+
+            /// Whether `owner` of this client holds the lock.
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("As [`is_locked`](", stringify!($ty), "::is_locked).")]
+            ///
+            /// # Cancel safety
+            ///
+            /// A query: dropping the future changes nothing.
+            pub async fn is_held_by(&self, owner: crate::Owner) -> crate::Result<bool> {
+                Ok(self.core.hold_count_of(owner).await? > 0)
+            }
+
+            /// How many times `owner` holds the lock (0 when it does not).
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("As [`is_locked`](", stringify!($ty), "::is_locked).")]
+            ///
+            /// # Cancel safety
+            ///
+            /// A query: dropping the future changes nothing.
+            pub async fn hold_count_of(&self, owner: crate::Owner) -> crate::Result<u32> {
+                self.core.hold_count_of(owner).await
+            }
+
+            /// The time left before the lock expires: `None` when it is not locked,
+            /// `Some(Duration::MAX)` when its key has no expiry.
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("As [`is_locked`](", stringify!($ty), "::is_locked).")]
+            ///
+            /// # Cancel safety
+            ///
+            /// A query: dropping the future changes nothing.
+            pub async fn remaining_lease(&self) -> crate::Result<Option<std::time::Duration>> {
+                self.core.remaining_lease().await
+            }
+
+            /// The current holders' strings (`<client-uuid>:<n>`, `…:write` for a writer); empty when
+            /// it is not locked.
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("As [`is_locked`](", stringify!($ty), "::is_locked).")]
+            ///
+            /// # Cancel safety
+            ///
+            /// A query: dropping the future changes nothing.
+            pub async fn holders_now(&self) -> crate::Result<Vec<String>> {
+                self.core.holders_now().await
+            }
+
+            /// A token cancelled when the hold of `owner` may be lost (see
+            /// [`LockGuard::lost`](crate::LockGuard::lost)). `None` when this process records no hold
+            /// of `owner`.
+            pub fn lost_token(&self, owner: crate::Owner) -> Option<crate::CancellationToken> {
+                self.core.lost_token(owner)
+            }
+
+            /// Whether the hold of `owner` was found lost and not released since.
+            pub fn is_lost(&self, owner: crate::Owner) -> bool {
+                self.core.is_lost(owner)
+            }
+
+            /// The [`ErrorKind::Timeout`](crate::ErrorKind::Timeout) error that
+            #[doc = concat!("[`acquire_with`](", stringify!($ty), "::acquire_with) returns when its wait limit passes, for callers of [`acquire_as`](", stringify!($ty), "::acquire_as)")]
+            /// that got `Ok(false)` and want to report it the same way. It names the lock, `owner`'s
+            /// holder string, how long it waited and who holds the lock now (asked with a short
+            /// bound, best effort).
+            pub async fn timeout_error(&self, owner: crate::Owner, waited: std::time::Duration) -> crate::Error {
+                self.core.timeout_error(owner, waited).await
+            }
+
+            /// This lock, type-erased: for code (and composite locks) that handle every kind alike.
+            pub fn erased(&self) -> std::sync::Arc<dyn crate::AnyLock> {
+                std::sync::Arc::new(crate::engine::family::Erased(self.core.clone()))
+            }
+        }
+
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty)).field("name", &self.name()).finish()
+            }
+        }
+    };
+}
+
+pub(crate) use lock_type;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_adds_hash_tag_once() {
+        assert_eq!(
+            prefix_name("redisson_lock__channel", "orders:42"),
+            "redisson_lock__channel:{orders:42}"
+        );
+        assert_eq!(
+            prefix_name("redisson_lock__channel", "{user:1}:lock"),
+            "redisson_lock__channel:{user:1}:lock"
+        );
+    }
+
+    #[test]
+    fn suffix_adds_hash_tag_once() {
+        assert_eq!(suffix_name("doc", "u:1"), "{doc}:u:1");
+        assert_eq!(suffix_name("{doc}:x", "u:1"), "{doc}:x:u:1");
+    }
+}

@@ -1,0 +1,446 @@
+//! [`ReadWriteLock`]: Redisson's `RReadWriteLock`, with its [`ReadLock`] and [`WriteLock`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::context::Ctx;
+use crate::engine::family::{Family, Info, LockCore};
+use crate::engine::holds::{HoldKey, LockKind, RenewKind};
+use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
+use crate::error::{Error, ErrorKind, Result};
+use crate::owner::Owner;
+use crate::scripts;
+
+use super::{busy, check_name, lock_type, ms, parse_info, prefix_name, suffix_name};
+
+/// What the read and the write lock of one name share.
+#[derive(Debug)]
+pub(crate) struct Rw {
+    name: Arc<str>,
+    /// `redisson_rwlock:{name}`: `0` after a read release, `1` after a write release.
+    channel: String,
+    /// The part of a reader's timeout keys before `:<holder>`: `{name}` (or the name itself when
+    /// it contains `{`).
+    key_prefix: Arc<str>,
+}
+
+impl Rw {
+    fn new(name: Arc<str>) -> Self {
+        let channel = prefix_name("redisson_rwlock", &name);
+        let key_prefix = Arc::from(if name.contains('{') {
+            name.to_string()
+        } else {
+            format!("{{{name}}}")
+        });
+        Rw {
+            name,
+            channel,
+            key_prefix,
+        }
+    }
+
+    fn waiting(&self) -> Waiting {
+        Waiting::PubSub {
+            channel: self.channel.clone(),
+            wake: WakePolicy::Lock,
+        }
+    }
+
+    async fn info(&self, cx: &Ctx, holder: &str, which: &str) -> Result<Info> {
+        let reply: Vec<redis::Value> = cx
+            .conn
+            .eval(
+                &scripts::RW_INFO,
+                &[&self.name],
+                &[&holder, &which],
+                Some(&self.name),
+            )
+            .await?;
+        Ok(parse_info(&reply))
+    }
+
+    async fn force_unlock(&self, cx: &Ctx, which: &str) -> Result<bool> {
+        let deleted: i64 = cx
+            .conn
+            .eval(
+                &scripts::RW_FORCE_UNLOCK,
+                &[&self.name, &self.channel],
+                &[&which, &cx.conn.publish_command()],
+                Some(&self.name),
+            )
+            .await?;
+        Ok(deleted == 1)
+    }
+}
+
+/// The read lock's protocol.
+#[derive(Debug)]
+pub(crate) struct Read {
+    rw: Rw,
+}
+
+impl Read {
+    /// The caller's timeout-key prefix: `<{name}>:<holder>:rwlock_timeout`.
+    fn timeout_prefix(&self, holder: &str) -> String {
+        format!("{}:rwlock_timeout", suffix_name(&self.rw.name, holder))
+    }
+
+    async fn unlock_n(
+        &self,
+        cx: &Ctx,
+        holder: &str,
+        retry_of: Option<usize>,
+        all: bool,
+    ) -> Result<Option<bool>> {
+        let retry = retry_of.map(|n| n.to_string()).unwrap_or_default();
+        let prefix = self.timeout_prefix(holder);
+        let reply: Option<i64> = cx
+            .conn
+            .eval(
+                &scripts::READ_RELEASE,
+                &[
+                    &self.rw.name,
+                    &self.rw.channel,
+                    &prefix,
+                    &self.rw.key_prefix,
+                ],
+                &[
+                    &"0",
+                    &holder,
+                    &cx.conn.publish_command(),
+                    &retry,
+                    &if all { "all" } else { "1" },
+                ],
+                Some(&self.rw.name),
+            )
+            .await?;
+        Ok(reply.map(|r| r == 1))
+    }
+}
+
+impl Protocol for Read {
+    type Won = ();
+
+    fn name(&self) -> &Arc<str> {
+        &self.rw.name
+    }
+
+    fn waiting(&self, _holder: &str) -> Waiting {
+        self.rw.waiting()
+    }
+
+    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<()>> {
+        let prefix = self.timeout_prefix(&request.holder);
+        let write = format!("{}:write", request.holder);
+        let reply: Option<i64> = cx
+            .conn
+            .eval(
+                &scripts::READ_ACQUIRE,
+                &[&self.rw.name, &prefix],
+                &[&ms(request.lease), &&*request.holder, &write],
+                Some(&self.rw.name),
+            )
+            .await?;
+        Ok(match reply {
+            None => Attempt::Won(()),
+            Some(ttl) => busy(ttl),
+        })
+    }
+
+    async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<()>> {
+        let info = self.rw.info(cx, holder, "read").await?;
+        Ok((u64::from(info.count) > recorded as u64).then_some(()))
+    }
+
+    async fn give_back(
+        self: Arc<Self>,
+        cx: Arc<Ctx>,
+        holder: Arc<str>,
+        _lease_after: Duration,
+    ) -> Result<()> {
+        self.unlock_n(&cx, &holder, None, false).await.map(|_| ())
+    }
+}
+
+impl Family for Read {
+    const KIND: LockKind = LockKind::ReadLock;
+
+    fn renew_kind(&self) -> RenewKind {
+        RenewKind::Read {
+            prefix: self.rw.key_prefix.clone(),
+        }
+    }
+
+    async fn unlock(
+        &self,
+        cx: &Ctx,
+        holder: &str,
+        _lease_after: Duration,
+        retry_of: Option<usize>,
+    ) -> Result<Option<bool>> {
+        self.unlock_n(cx, holder, retry_of, false).await
+    }
+
+    async fn release_all(self: Arc<Self>, cx: Arc<Ctx>, holder: Arc<str>) -> Result<()> {
+        self.unlock_n(&cx, &holder, None, true).await.map(|_| ())
+    }
+
+    async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
+        self.rw.force_unlock(cx, "read").await
+    }
+
+    async fn info(&self, cx: &Ctx, holder: &str) -> Result<Info> {
+        self.rw.info(cx, holder, "read").await
+    }
+
+    fn token(_won: &()) -> Option<u64> {
+        None
+    }
+}
+
+/// The write lock's protocol (holder strings end in `:write`).
+#[derive(Debug)]
+pub(crate) struct Write {
+    rw: Rw,
+}
+
+impl Write {
+    async fn unlock_n(
+        &self,
+        cx: &Ctx,
+        holder: &str,
+        lease_after: Duration,
+        retry_of: Option<usize>,
+        all: bool,
+    ) -> Result<Option<bool>> {
+        let retry = retry_of.map(|n| n.to_string()).unwrap_or_default();
+        let reply: Option<i64> = cx
+            .conn
+            .eval(
+                &scripts::WRITE_RELEASE,
+                &[&self.rw.name, &self.rw.channel],
+                &[
+                    &"1",
+                    &ms(lease_after),
+                    &holder,
+                    &cx.conn.publish_command(),
+                    &retry,
+                    &if all { "all" } else { "1" },
+                ],
+                Some(&self.rw.name),
+            )
+            .await?;
+        Ok(reply.map(|r| r == 1))
+    }
+}
+
+impl Protocol for Write {
+    type Won = ();
+
+    fn name(&self) -> &Arc<str> {
+        &self.rw.name
+    }
+
+    fn waiting(&self, _holder: &str) -> Waiting {
+        self.rw.waiting()
+    }
+
+    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<()>> {
+        let reader = request
+            .holder
+            .strip_suffix(":write")
+            .unwrap_or(&request.holder)
+            .to_owned();
+        let reply: Option<i64> = cx
+            .conn
+            .eval(
+                &scripts::WRITE_ACQUIRE,
+                &[&self.rw.name],
+                &[&ms(request.lease), &&*request.holder, &reader],
+                Some(&self.rw.name),
+            )
+            .await?;
+        Ok(match reply {
+            None => Attempt::Won(()),
+            Some(ttl) => busy(ttl),
+        })
+    }
+
+    async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<()>> {
+        let info = self.rw.info(cx, holder, "write").await?;
+        Ok((u64::from(info.count) > recorded as u64).then_some(()))
+    }
+
+    async fn give_back(
+        self: Arc<Self>,
+        cx: Arc<Ctx>,
+        holder: Arc<str>,
+        lease_after: Duration,
+    ) -> Result<()> {
+        self.unlock_n(&cx, &holder, lease_after, None, false)
+            .await
+            .map(|_| ())
+    }
+}
+
+impl Family for Write {
+    const KIND: LockKind = LockKind::WriteLock;
+
+    fn suffix(&self) -> &'static str {
+        ":write"
+    }
+
+    fn precheck(&self, cx: &Ctx, owner: Owner) -> Result<()> {
+        let read = HoldKey {
+            name: self.rw.name.clone(),
+            owner,
+            suffix: "",
+        };
+        let write = HoldKey {
+            name: self.rw.name.clone(),
+            owner,
+            suffix: ":write",
+        };
+        if cx.holds.count(&read) > 0 && cx.holds.count(&write) == 0 && !cx.holds.is_lost(&read) {
+            return Err(Error::new(
+                ErrorKind::UpgradeRefused,
+                format!(
+                    "the write lock of '{}' was refused: {} holds its read lock, and an upgrade would \
+                     wait for itself forever; release the read lock first, then acquire the write lock \
+                     (Redis is unchanged)",
+                    self.rw.name,
+                    cx.holder(owner, "")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn unlock(
+        &self,
+        cx: &Ctx,
+        holder: &str,
+        lease_after: Duration,
+        retry_of: Option<usize>,
+    ) -> Result<Option<bool>> {
+        self.unlock_n(cx, holder, lease_after, retry_of, false)
+            .await
+    }
+
+    async fn release_all(self: Arc<Self>, cx: Arc<Ctx>, holder: Arc<str>) -> Result<()> {
+        self.unlock_n(&cx, &holder, Duration::ZERO, None, true)
+            .await
+            .map(|_| ())
+    }
+
+    async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
+        self.rw.force_unlock(cx, "write").await
+    }
+
+    async fn info(&self, cx: &Ctx, holder: &str) -> Result<Info> {
+        self.rw.info(cx, holder, "write").await
+    }
+
+    fn token(_won: &()) -> Option<u64> {
+        None
+    }
+}
+
+lock_type! {
+    /// The read half of a [`ReadWriteLock`]: many holders at once, none while a writer holds the
+    /// write lock (except that writer itself: a downgrade).
+    ///
+    /// Each read hold keeps a timeout key of its own,
+    /// `{name}:<client-uuid>:<n>:rwlock_timeout:<k>`, renewed by this client's watchdog: as
+    /// Redisson's readers do, so that a Java reader's release never mistakes a live crosslock
+    /// reader for a dead one. A read release wakes one waiter.
+    pub struct ReadLock(Read) -> ();
+    what = "read lock";
+}
+
+lock_type! {
+    /// The write half of a [`ReadWriteLock`]: one holder (re-entrant), and no readers but the
+    /// writer itself.
+    ///
+    /// Its holder string is `<client-uuid>:<n>:write`. A holder of the *read* lock that asks for
+    /// the write lock gets [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused) at once
+    /// (an upgrade would wait for itself forever); the writer may take the read lock (a downgrade)
+    /// and release the write lock, keeping the read hold. A write release wakes every waiter.
+    pub struct WriteLock(Write) -> ();
+    what = "write lock";
+}
+
+/// Many readers or one writer, stored exactly as Redisson's `RReadWriteLock`.
+///
+/// Redis holds one hash at the name: `mode` → `read` or `write`, each reader `<client-uuid>:<n>`
+/// → its hold count, the writer `<client-uuid>:<n>:write` → its hold count; plus a timeout key per
+/// read hold. Waiters of either kind share the channel `redisson_rwlock:{name}`: a write release
+/// publishes `1` (every waiter retries: readers can all enter), a read release `0` (one retries).
+/// Never give a `ReadWriteLock` the name of a [`Lock`](crate::Lock) or another lock type: the
+/// layouts differ, and crosslock refuses the mix with
+/// [`ErrorKind::WrongType`](crate::ErrorKind::WrongType).
+///
+/// What it does that Redisson's does not: a read→write upgrade is refused at once with a clear
+/// error instead of waiting forever (Redisson waits, by design), and the renewal of a read hold
+/// re-creates its timeout key if it has expired while the hold is still in the hash.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// let rw = client.read_write_lock("catalog")?;
+/// let reading = rw.read().acquire().await?;      // many readers at once
+/// reading.release().await?;
+/// let writing = rw.write().acquire().await?;     // one writer, no readers
+/// let downgrade = rw.read().acquire().await?;    // the writer may also read
+/// writing.release().await?;                      // ...and keeps reading
+/// downgrade.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ReadWriteLock {
+    read: ReadLock,
+    write: WriteLock,
+}
+
+impl ReadWriteLock {
+    /// The lock's name: its key in Redis.
+    pub fn name(&self) -> &str {
+        self.read.name()
+    }
+
+    /// The read lock.
+    pub fn read(&self) -> &ReadLock {
+        &self.read
+    }
+
+    /// The write lock.
+    pub fn write(&self) -> &WriteLock {
+        &self.write
+    }
+}
+
+impl Client {
+    /// A [`ReadWriteLock`] (Redisson `RReadWriteLock`) named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name.
+    pub fn read_write_lock(&self, name: &str) -> Result<ReadWriteLock> {
+        let name = check_name(name, "lock")?;
+        Ok(ReadWriteLock {
+            read: ReadLock {
+                core: LockCore::new(
+                    self.clone(),
+                    Read {
+                        rw: Rw::new(name.clone()),
+                    },
+                ),
+            },
+            write: WriteLock {
+                core: LockCore::new(self.clone(), Write { rw: Rw::new(name) }),
+            },
+        })
+    }
+}
