@@ -338,7 +338,7 @@ where
              server's `databases` setting (16 by default) in the URL's path",
             endpoint.info.redis_settings().db()
         ))
-    } else if text.contains("max number of clients") {
+    } else if text.contains("max number of clients") || refuses_clients(endpoint).await {
         Error::new(
             ErrorKind::Unavailable,
             format!(
@@ -350,6 +350,28 @@ where
         unreachable(text)
     };
     Err(error.with_source(e))
+}
+
+/// Whether the server at `endpoint` greets a new connection with "max number of clients
+/// reached". When it does, it closes at once, and a client that already sent its handshake often
+/// sees only a reset; a silent probe reads the greeting. (Plain TCP only.)
+async fn refuses_clients(endpoint: &Endpoint) -> bool {
+    use tokio::io::AsyncReadExt;
+    let ConnectionAddr::Tcp(host, port) = endpoint.info.addr() else {
+        return false;
+    };
+    let probe = async {
+        let mut stream = tokio::net::TcpStream::connect((host.as_str(), *port))
+            .await
+            .ok()?;
+        let mut buf = [0u8; 128];
+        let n = stream.read(&mut buf).await.ok()?;
+        Some(String::from_utf8_lossy(&buf[..n]).contains("max number of clients"))
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_millis(300), probe).await,
+        Ok(Some(true))
+    )
 }
 
 #[cfg(test)]

@@ -104,11 +104,11 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
         biased;
         r = &mut first => r,
         _ = sleep_until(s.deadline) => {
-            drop(first);
+            first.abandon(GIVE_UP_GRACE).await;
             return Ok(Outcome::TimedOut);
         }
         _ = s.token.cancelled() => {
-            first.cancel().await;
+            first.abandon(s.cx.response_timeout()).await;
             return Err(s.cancelled());
         }
     };
@@ -299,10 +299,10 @@ impl<P: Protocol> InFlight<P> {
         }))
     }
 
-    /// The caller cancelled: finish the attempt, give back its win and give up, waiting for all
-    /// that (at most the response timeout) so the caller sees nothing left behind.
-    async fn cancel(mut self) {
-        let bound = self.cx.response_timeout();
+    /// The caller will not wait for the answer: finish the attempt, give back its win and give
+    /// up, waiting for all that at most `bound` (it goes on in the background after that), so
+    /// that in the usual case the caller sees nothing left behind.
+    async fn abandon(mut self, bound: Duration) {
         if let Some(cleanup) = self.finish_in_background() {
             let _ = tokio::time::timeout(bound, cleanup).await;
         }
@@ -398,6 +398,9 @@ async fn run_loop<P: Protocol>(
             if s.token.is_cancelled() || stop.is_cancelled() {
                 return Err(s.cancelled());
             }
+            if s.out_of_time() {
+                return Ok(Outcome::TimedOut);
+            }
             let retry_in = match gated_attempt(s, abandoned).await? {
                 Gated::Won(won, sent) => return s.finish(won, sent).await,
                 Gated::TimedOut => return Ok(Outcome::TimedOut),
@@ -462,12 +465,12 @@ async fn gated_attempt<P: Protocol>(s: &Shared<P>, abandoned: &mut bool) -> Resu
         biased;
         r = &mut attempt => r,
         _ = sleep_until(s.deadline) => {
-            drop(attempt);
+            attempt.abandon(GIVE_UP_GRACE).await;
             *abandoned = true;
             return Ok(Gated::TimedOut);
         }
         _ = s.token.cancelled() => {
-            attempt.cancel().await;
+            attempt.abandon(s.cx.response_timeout()).await;
             *abandoned = true;
             return Err(s.cancelled());
         }
@@ -541,12 +544,12 @@ async fn settle_unanswered<P: Protocol>(
             biased;
             r = &mut attempt => r,
             _ = sleep_until(s.deadline) => {
-                drop(attempt);
+                attempt.abandon(GIVE_UP_GRACE).await;
                 *abandoned = true;
                 return Ok(Gated::TimedOut);
             }
             _ = s.token.cancelled() => {
-                attempt.cancel().await;
+                attempt.abandon(s.cx.response_timeout()).await;
                 *abandoned = true;
                 return Err(s.cancelled());
             }

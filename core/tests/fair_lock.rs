@@ -1,0 +1,237 @@
+//! FairLock: first come, first served; give-ups leave the queue; dead waiters are skipped; live
+//! waiters keep their place however long they wait.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use crosslock::{AcquireOptions, Client, ClientOptions, FairLock, Owner};
+use support::RedisServer;
+
+async fn until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Starts `owner` waiting on `lock` once the queue has `queued` entries, so waiters enter the queue
+/// in a known order; returns the acquire order through `order`.
+fn wait_in_line(
+    lock: &FairLock,
+    owner: u64,
+    order: &std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
+) -> tokio::task::JoinHandle<()> {
+    let (lock, order) = (lock.clone(), order.clone());
+    tokio::spawn(async move {
+        let me = Owner::new(owner);
+        assert!(
+            lock.acquire_as(me, &AcquireOptions::new().wait(Duration::from_secs(30)))
+                .await
+                .unwrap()
+        );
+        order.lock().unwrap().push(owner);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        lock.release_as(me).await.unwrap();
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_acquire_in_the_order_they_queued_and_each_release_wakes_only_the_head() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let lock = client.fair_lock("fifo").unwrap();
+    assert!(
+        lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (i, owner) in [17u64, 3, 42, 8, 25].into_iter().enumerate() {
+        tasks.push(wait_in_line(&lock, owner, &order));
+        until("the waiter to queue", async || {
+            lock.queue().await.unwrap().len() == i + 1
+        })
+        .await;
+    }
+    let queue = lock.queue().await.unwrap();
+    let id = client.id();
+    assert_eq!(queue, [17, 3, 42, 8, 25].map(|n| format!("{id}:{n}")));
+    let mut raw = server.raw();
+    let deadlines: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg("redisson_lock_timeout:{fifo}")
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(deadlines.len(), 5, "one deadline per waiter");
+    lock.release_as(Owner::new(1)).await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![17, 3, 42, 8, 25]);
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut raw).unwrap();
+    assert!(keys.is_empty(), "left behind: {keys:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_gives_up_leaves_the_queue_and_the_next_moves_up() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let lock = client.fair_lock("leave").unwrap();
+    assert!(
+        lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let quitter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            lock.acquire_as(
+                Owner::new(2),
+                &AcquireOptions::new().wait(Duration::from_millis(400)),
+            )
+            .await
+        })
+    };
+    until("the quitter to queue", async || {
+        lock.queue().await.unwrap().len() == 1
+    })
+    .await;
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let stayer = wait_in_line(&lock, 3, &order);
+    until("the stayer to queue", async || {
+        lock.queue().await.unwrap().len() == 2
+    })
+    .await;
+    assert!(
+        !quitter.await.unwrap().unwrap(),
+        "the quitter should have timed out"
+    );
+    let queue = lock.queue().await.unwrap();
+    assert_eq!(
+        queue,
+        vec![format!("{}:3", client.id())],
+        "the quitter is still queued"
+    );
+    let mut raw = server.raw();
+    let members: Vec<String> = redis::cmd("ZRANGE")
+        .arg("redisson_lock_timeout:{leave}")
+        .arg(0)
+        .arg(-1)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(members, queue, "the quitter's deadline is still there");
+    lock.release_as(Owner::new(1)).await.unwrap();
+    stayer.await.unwrap();
+    assert_eq!(*order.lock().unwrap(), vec![3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_waiter_at_the_head_is_skipped_after_its_deadline_without_spinning() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let lock = client.fair_lock("dead").unwrap();
+    // A waiter that died while queued, its deadline 600 ms away.
+    let mut raw = server.raw();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let _: () = redis::cmd("RPUSH")
+        .arg("redisson_lock_queue:{dead}")
+        .arg("ghost:1")
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg("redisson_lock_timeout:{dead}")
+        .arg(now_ms + 600)
+        .arg("ghost:1")
+        .query(&mut raw)
+        .unwrap();
+    let before: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut raw)
+        .unwrap();
+    let started = Instant::now();
+    assert!(
+        lock.acquire_as(
+            Owner::new(1),
+            &AcquireOptions::new().wait(Duration::from_secs(10))
+        )
+        .await
+        .unwrap()
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(500),
+        "the dead head was not respected ({waited:?})"
+    );
+    let after: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut raw)
+        .unwrap();
+    let evals = |info: &str| -> u64 {
+        info.lines()
+            .find(|l| l.starts_with("cmdstat_evalsha:"))
+            .and_then(|l| l.split("calls=").nth(1))
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    // Redisson's waiter retries at once in this state (a spin); ours sleeps until the deadline.
+    assert!(
+        evals(&after) - evals(&before) < 20,
+        "the waiter spun: {} scripts",
+        evals(&after) - evals(&before)
+    );
+    lock.release_as(Owner::new(1)).await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut raw).unwrap();
+    assert!(keys.is_empty(), "left behind: {keys:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_waiter_keeps_its_place_longer_than_the_fair_wait() {
+    let server = RedisServer::start();
+    // A fair wait of 200 ms: Redisson's waiters would be purged and re-queued at the tail after it.
+    let options = ClientOptions::new().fair_lock_wait_timeout(Duration::from_millis(200));
+    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let lock = client.fair_lock("patient").unwrap();
+    assert!(
+        lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (i, owner) in [5u64, 6, 7].into_iter().enumerate() {
+        let (mine, order) = (lock.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let me = Owner::new(owner);
+            assert!(mine.acquire_as(me, &AcquireOptions::new()).await.unwrap());
+            order.lock().unwrap().push(owner);
+            mine.release_as(me).await.unwrap();
+        }));
+        until("the waiter to queue", async || {
+            lock.queue().await.unwrap().len() == i + 1
+        })
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await; // six fair waits
+    assert_eq!(
+        lock.queue().await.unwrap().len(),
+        3,
+        "a live waiter was dropped from the line"
+    );
+    lock.release_as(Owner::new(1)).await.unwrap();
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(10), t)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![5, 6, 7]);
+}

@@ -1,0 +1,305 @@
+//! Faults, at the core: wait limits are deadlines whatever Redis does; a renewal survives a closed
+//! connection; the lost signal fires during a partition, before anyone else can take the lock;
+//! bad durations never reach Redis; error kinds say what happened. (The end-to-end fault suite,
+//! with Python and Node holder processes, is `tests-faults/`.)
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Owner};
+use support::{Proxy, RedisServer};
+
+/// What a deadline may overshoot by here: the give-up grace (100 ms) and scheduling.
+const SLACK: Duration = Duration::from_millis(400);
+
+fn fast() -> ClientOptions {
+    ClientOptions::new()
+        .response_timeout(Duration::from_millis(800))
+        .connect_timeout(Duration::from_millis(1500))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_limit_is_a_deadline_while_redis_is_paused_asleep_or_stopped() {
+    let server = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    let client = Client::connect_with(&server.url(), fast()).await.unwrap();
+    let lock = client.lock("deadline").unwrap();
+    let wait = Duration::from_millis(500);
+    for (what, start, stop) in [
+        ("CLIENT PAUSE", "pause", "unpause"),
+        ("DEBUG SLEEP", "sleep", ""),
+        ("SIGSTOP", "stop", "cont"),
+    ] {
+        match start {
+            "pause" => {
+                server.command(&["CLIENT", "PAUSE", "1500", "ALL"]);
+            }
+            "sleep" => {
+                let url = server.url();
+                std::thread::spawn(move || {
+                    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                    let _: redis::RedisResult<()> =
+                        redis::cmd("DEBUG").arg("SLEEP").arg("1.5").query(&mut c);
+                });
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            _ => server.signal(libc::SIGSTOP),
+        }
+        let started = Instant::now();
+        let got = lock
+            .acquire_as(Owner::new(1), &AcquireOptions::new().wait(wait))
+            .await;
+        let took = started.elapsed();
+        assert!(matches!(got, Ok(false)), "{what}: {got:?}");
+        assert!(
+            took <= wait + SLACK,
+            "{what}: a {wait:?} wait took {took:?}"
+        );
+        if stop == "cont" {
+            // Release and queries are bounded by the response timeout.
+            let started = Instant::now();
+            let err = lock.is_locked().await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+            assert!(
+                started.elapsed() <= Duration::from_millis(800) + SLACK,
+                "a query took {:?}",
+                started.elapsed()
+            );
+            server.signal(libc::SIGCONT);
+        } else if stop == "unpause" {
+            server.command(&["CLIENT", "UNPAUSE"]);
+        } else {
+            std::thread::sleep(Duration::from_millis(1600));
+        }
+        // Whatever the attempt did once Redis answered, nothing is left.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while lock.is_locked().await.unwrap_or(true) {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: the abandoned attempt's lock was not given back"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(client.subscribed_channels(), 0, "{what}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_against_a_stopped_server_fails_within_the_response_timeout() {
+    let server = RedisServer::start();
+    let client = Client::connect_with(&server.url(), fast()).await.unwrap();
+    let lock = client.lock("stuck").unwrap();
+    assert!(
+        lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    server.signal(libc::SIGSTOP);
+    let started = Instant::now();
+    let err = lock.release_as(Owner::new(1)).await.unwrap_err();
+    server.signal(libc::SIGCONT);
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(
+        started.elapsed() <= Duration::from_millis(800) + SLACK,
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        client.watched_locks(),
+        0,
+        "a failed release must stop the renewal"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_keeps_its_lock_when_idle_connections_are_closed_or_killed() {
+    // `timeout 1`: the server closes connections idle for a second; the watchdog renews every
+    // 400 ms, so a renewal meeting a dead connection must be retried at once.
+    let server = RedisServer::start_with(&["--timeout", "1"]);
+    let options = ClientOptions::new().watchdog_timeout(Duration::from_millis(1200));
+    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    let lock = client.lock("kept").unwrap();
+    let guard = lock.acquire().await.unwrap();
+    let killer = {
+        let url = server.url();
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            for _ in 0..10 {
+                std::thread::sleep(Duration::from_millis(350));
+                let _: redis::RedisResult<i64> = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("TYPE")
+                    .arg("normal")
+                    .arg("SKIPME")
+                    .arg("yes")
+                    .query(&mut c);
+            }
+        })
+    };
+    let end = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < end {
+        assert!(!guard.is_lost(), "a live holder was told its lock is lost");
+        let theirs = other.lock("kept").unwrap();
+        match theirs
+            .acquire_as(Owner::new(9), &AcquireOptions::new().wait(Duration::ZERO))
+            .await
+        {
+            Ok(got) => assert!(!got, "another client took a held lock"),
+            Err(e) => assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}"), // its own connection was killed
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    killer.join().unwrap();
+    assert!(!guard.is_lost());
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lost_signal_fires_during_a_partition_before_another_client_can_acquire() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let lease = Duration::from_millis(1200);
+    let options = fast().watchdog_timeout(lease);
+    let holder = Client::connect_with(&proxy.url(), options).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    let guard = holder.lock("cut").unwrap().acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await; // at least one renewal went through
+    let cut = Instant::now();
+    proxy.partition();
+    let waiter = {
+        let lock = other.lock("cut").unwrap();
+        tokio::spawn(async move {
+            assert!(
+                lock.acquire_as(
+                    Owner::new(5),
+                    &AcquireOptions::new().wait(Duration::from_secs(10))
+                )
+                .await
+                .unwrap()
+            );
+            Instant::now()
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(5), guard.lost().cancelled())
+        .await
+        .expect("no lost signal during the partition");
+    let told = Instant::now();
+    let other_acquired = waiter.await.unwrap();
+    assert!(
+        told <= other_acquired,
+        "told {:?} after the other client acquired",
+        told - other_acquired
+    );
+    assert!(
+        told - cut >= Duration::from_millis(300),
+        "told too early: {:?} after the cut",
+        told - cut
+    );
+    proxy.heal();
+    let err = guard.release().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durations_redis_cannot_take_are_refused_before_anything_is_sent() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    for (kind, lock) in [
+        ("lock", client.lock("huge").unwrap().erased()),
+        ("fair_lock", client.fair_lock("huge").unwrap().erased()),
+        (
+            "write_lock",
+            client.read_write_lock("huge").unwrap().write().erased(),
+        ),
+    ] {
+        for options in [
+            AcquireOptions::new().lease(Duration::from_secs(10_000_000_000_000_000)),
+            AcquireOptions::new().lease(Duration::from_millis(u64::MAX)),
+            AcquireOptions::new().wait(Duration::MAX),
+            AcquireOptions::new().lease(Duration::from_micros(999)),
+        ] {
+            let err = lock.acquire_as(Owner::new(1), &options).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{kind}: {err}");
+            assert!(err.to_string().contains("'huge'"), "{err}");
+        }
+    }
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut server.raw())
+        .unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_errors_say_what_they_are() {
+    let server = RedisServer::start_with(&["--requirepass", "s3cret", "--maxclients", "64"]);
+    for _ in 0..10 {
+        let url = format!("redis://:wrong@127.0.0.1:{}/0", server.port);
+        let err = Client::connect(&url).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+        assert!(
+            !err.to_string().contains("wrong"),
+            "the password leaked into: {err}"
+        );
+    }
+    let err = Client::connect(&format!("redis://:s3cret@127.0.0.1:{}/99", server.port))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("99"), "{err}");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg("1")
+        .query(
+            &mut redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/0", server.port))
+                .unwrap()
+                .get_connection()
+                .unwrap(),
+        )
+        .unwrap();
+    let mut keep = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/0", server.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("PING").query(&mut keep).unwrap();
+    let err = Client::connect_with(
+        &format!("redis://:s3cret@127.0.0.1:{}/0", server.port),
+        ClientOptions::new().connect_timeout(Duration::from_secs(2)),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("maxclients"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_entrant_release_refused_for_lack_of_memory_keeps_the_hold() {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
+    let client = Client::connect(&server.url()).await.unwrap();
+    let lock = client.lock("oom").unwrap();
+    let me = Owner::new(1);
+    assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
+    assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
+    server.command(&["CONFIG", "SET", "maxmemory", "1"]);
+    let err = lock.release_as(me).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Redis, "{err}");
+    assert!(err.to_string().contains("out of memory"), "{err}");
+    let err = client
+        .lock("other")
+        .unwrap()
+        .acquire_as(me, &AcquireOptions::new().wait(Duration::from_secs(1)))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("out of memory"), "{err}");
+    server.command(&["CONFIG", "SET", "maxmemory", "0"]);
+    assert_eq!(
+        lock.hold_count_of(me).await.unwrap(),
+        2,
+        "Redis lost a hold"
+    );
+    assert_eq!(client.watched_locks(), 1, "the hold must still be renewed");
+    assert!(!lock.release_as(me).await.unwrap());
+    assert!(lock.release_as(me).await.unwrap());
+}

@@ -1,0 +1,456 @@
+//! The conformance suite of the RLock family: every behaviour a lock type shares, run for every
+//! type. A new type is added to `KINDS`, not re-tested by copy (type-specific behaviour lives in
+//! `<stem>.rs`).
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crosslock::{AcquireOptions, AnyLock, Client, ClientOptions, ErrorKind, Owner};
+use support::RedisServer;
+
+type Factory = fn(&Client, &str) -> Arc<dyn AnyLock>;
+
+/// Every exclusive lock type of the family (the read lock is shared by design: see below).
+const KINDS: &[(&str, Factory)] = &[
+    ("lock", |c, n| c.lock(n).unwrap().erased()),
+    ("fair_lock", |c, n| c.fair_lock(n).unwrap().erased()),
+    ("spin_lock", |c, n| c.spin_lock(n).unwrap().erased()),
+    ("fenced_lock", |c, n| c.fenced_lock(n).unwrap().erased()),
+    ("non_reentrant_lock", |c, n| {
+        c.non_reentrant_lock(n).unwrap().erased()
+    }),
+    ("write_lock", |c, n| {
+        c.read_write_lock(n).unwrap().write().erased()
+    }),
+];
+
+/// The read lock too, for what does not need exclusion.
+const ALL_KINDS: &[(&str, Factory)] = &[
+    ("lock", |c, n| c.lock(n).unwrap().erased()),
+    ("fair_lock", |c, n| c.fair_lock(n).unwrap().erased()),
+    ("spin_lock", |c, n| c.spin_lock(n).unwrap().erased()),
+    ("fenced_lock", |c, n| c.fenced_lock(n).unwrap().erased()),
+    ("non_reentrant_lock", |c, n| {
+        c.non_reentrant_lock(n).unwrap().erased()
+    }),
+    ("write_lock", |c, n| {
+        c.read_write_lock(n).unwrap().write().erased()
+    }),
+    ("read_lock", |c, n| {
+        c.read_write_lock(n).unwrap().read().erased()
+    }),
+];
+
+async fn client(server: &RedisServer, options: ClientOptions) -> Client {
+    Client::connect_with(&server.url(), options).await.unwrap()
+}
+
+async fn until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Only the detector's keys (and a fenced lock's token counter, which outlives the lock by
+/// design) may remain.
+fn leftover_keys(server: &RedisServer) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut server.raw())
+        .unwrap();
+    keys.retain(|k| !k.starts_with("counter:") && !k.starts_with("redisson_lock_token:"));
+    keys.sort();
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusion_with_8_tasks_keeps_a_non_atomic_counter_exact() {
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    for (kind, make) in KINDS {
+        let name = format!("excl:{kind}");
+        let counter = format!("counter:{kind}");
+        let lock = make(&c, &name);
+        let tasks: Vec<_> = (0..8u64)
+            .map(|i| {
+                let lock = lock.clone();
+                let url = server.url();
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let mut raw = redis::Client::open(url)
+                        .unwrap()
+                        .get_multiplexed_async_connection()
+                        .await
+                        .unwrap();
+                    let owner = Owner::new(100 + i);
+                    for _ in 0..15 {
+                        assert!(
+                            lock.acquire_as(owner, &AcquireOptions::new())
+                                .await
+                                .unwrap()
+                                .is_some()
+                        );
+                        let n: Option<i64> = redis::cmd("GET")
+                            .arg(&counter)
+                            .query_async(&mut raw)
+                            .await
+                            .unwrap();
+                        tokio::task::yield_now().await;
+                        let _: () = redis::cmd("SET")
+                            .arg(&counter)
+                            .arg(n.unwrap_or(0) + 1)
+                            .query_async(&mut raw)
+                            .await
+                            .unwrap();
+                        assert!(lock.release_as(owner).await.unwrap());
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let n: i64 = redis::cmd("GET")
+            .arg(&counter)
+            .query(&mut server.raw())
+            .unwrap();
+        assert_eq!(
+            n,
+            8 * 15,
+            "{kind}: lost increments mean two holders overlapped"
+        );
+        assert_eq!(
+            c.subscribed_channels(),
+            0,
+            "{kind}: subscriptions left behind"
+        );
+    }
+    assert_eq!(leftover_keys(&server), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrancy_or_its_refusal() {
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    for (kind, make) in ALL_KINDS {
+        let lock = make(&c, &format!("reent:{kind}"));
+        let me = Owner::new(1);
+        assert!(
+            lock.acquire_as(me, &AcquireOptions::new())
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let again = lock
+            .acquire_as(me, &AcquireOptions::new().wait(Duration::ZERO))
+            .await;
+        if *kind == "non_reentrant_lock" {
+            let err = again.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::NonReentrant, "{kind}: {err}");
+            assert!(
+                err.to_string().contains("reent:non_reentrant_lock"),
+                "{err}"
+            );
+            assert_eq!(
+                lock.hold_count_of(me).await.unwrap(),
+                1,
+                "{kind}: the refusal changed Redis"
+            );
+        } else {
+            assert!(again.unwrap().is_some(), "{kind}: the holder must re-enter");
+            assert_eq!(lock.hold_count_of(me).await.unwrap(), 2, "{kind}");
+            assert!(
+                !lock.release_as(me).await.unwrap(),
+                "{kind}: one hold remains"
+            );
+            assert_eq!(lock.hold_count_of(me).await.unwrap(), 1, "{kind}");
+        }
+        assert!(lock.release_as(me).await.unwrap(), "{kind}");
+        assert!(!lock.is_locked().await.unwrap(), "{kind}");
+        let err = lock.release_as(me).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotHeld, "{kind}: {err}");
+    }
+    assert_eq!(leftover_keys(&server), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_limit_gives_up_and_leaves_nothing_behind() {
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    for (kind, make) in KINDS {
+        let name = format!("limit:{kind}");
+        let lock = make(&c, &name);
+        assert!(
+            lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let started = Instant::now();
+        let got = lock
+            .acquire_as(
+                Owner::new(2),
+                &AcquireOptions::new().wait(Duration::from_millis(300)),
+            )
+            .await
+            .unwrap();
+        assert!(got.is_none(), "{kind}: another owner got a held lock");
+        assert!(
+            started.elapsed() >= Duration::from_millis(300),
+            "{kind}: gave up early"
+        );
+        let err = lock
+            .timeout_error(Owner::new(2), Duration::from_millis(300))
+            .await;
+        assert_eq!(err.kind(), ErrorKind::Timeout);
+        assert!(err.to_string().contains(&name), "{err}");
+        until("the subscription to go", async || {
+            c.subscribed_channels() == 0
+        })
+        .await;
+        lock.release_as(Owner::new(1)).await.unwrap();
+        // No queue entry, no deadline, no lock.
+        assert_eq!(leftover_keys(&server), Vec::<String>::new(), "{kind}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_wait_leaves_nothing_behind() {
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    for (kind, make) in KINDS {
+        let lock = make(&c, &format!("cancel:{kind}"));
+        assert!(
+            lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let token = crosslock::CancellationToken::new();
+        let waiter = {
+            let lock = lock.clone();
+            let options = AcquireOptions::new().cancel(token.clone());
+            tokio::spawn(async move { lock.acquire_as(Owner::new(2), &options).await })
+        };
+        if *kind != "spin_lock" {
+            until("the waiter to subscribe", async || {
+                c.subscribed_channels() == 1
+            })
+            .await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        token.cancel();
+        let err = waiter.await.unwrap().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Cancelled, "{kind}: {err}");
+        until("the subscription to go", async || {
+            c.subscribed_channels() == 0
+        })
+        .await;
+        lock.release_as(Owner::new(1)).await.unwrap();
+        assert_eq!(leftover_keys(&server), Vec::<String>::new(), "{kind}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_woken_by_the_release_not_by_the_lease() {
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    for (kind, make) in KINDS {
+        let lock = make(&c, &format!("wake:{kind}"));
+        let lease = Duration::from_secs(60);
+        assert!(
+            lock.acquire_as(Owner::new(1), &AcquireOptions::new().lease(lease))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let waiter = {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                lock.acquire_as(
+                    Owner::new(2),
+                    &AcquireOptions::new().wait(Duration::from_secs(20)),
+                )
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let released = Instant::now();
+        lock.release_as(Owner::new(1)).await.unwrap();
+        assert!(
+            waiter.await.unwrap().unwrap().is_some(),
+            "{kind}: the waiter gave up"
+        );
+        // Woken by the release: far sooner than the 60 s lease (or the 20 s wait) would allow.
+        assert!(
+            released.elapsed() < Duration::from_secs(10),
+            "{kind}: woken by expiry, not by the release"
+        );
+        lock.release_as(Owner::new(2)).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_keeps_a_hold_past_its_lease_and_a_force_unlock_is_reported_lost() {
+    let server = RedisServer::start();
+    let c = client(
+        &server,
+        ClientOptions::new().watchdog_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    let other = client(&server, ClientOptions::new()).await;
+    for (kind, make) in ALL_KINDS {
+        let name = format!("dog:{kind}");
+        let lock = make(&c, &name);
+        assert!(
+            lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+                .await
+                .unwrap()
+                .is_some()
+        );
+        tokio::time::sleep(Duration::from_millis(900)).await; // three leases
+        assert!(
+            lock.is_locked().await.unwrap(),
+            "{kind}: the watchdog did not keep it"
+        );
+        assert!(
+            !lock.is_lost(Owner::new(1)),
+            "{kind}: reported lost while renewed"
+        );
+        let token = lock.lost_token(Owner::new(1)).unwrap();
+        // Someone force-unlocks it: the next renewal finds it gone and says so.
+        assert!(make(&other, &name).force_unlock().await.unwrap(), "{kind}");
+        tokio::time::timeout(Duration::from_secs(5), token.cancelled())
+            .await
+            .unwrap_or_else(|_| panic!("{kind}: no lost signal"));
+        let err = lock.release_as(Owner::new(1)).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::LockLost, "{kind}: {err}");
+        assert_eq!(c.watched_locks(), 0, "{kind}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_lease_that_runs_out_while_held_is_reported_lost() {
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    for (kind, make) in ALL_KINDS {
+        let lock = make(&c, &format!("lease:{kind}"));
+        let acquired = Instant::now();
+        let lease = Duration::from_millis(300);
+        assert!(
+            lock.acquire_as(Owner::new(1), &AcquireOptions::new().lease(lease))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let token = lock.lost_token(Owner::new(1)).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), token.cancelled())
+            .await
+            .unwrap_or_else(|_| panic!("{kind}: no lost signal"));
+        // Told when the lease ran out (less the clock-drift margin), not later.
+        let told = acquired.elapsed();
+        assert!(
+            told >= lease - Duration::from_millis(20),
+            "{kind}: told too early ({told:?})"
+        );
+        let err = lock.release_as(Owner::new(1)).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::LockLost, "{kind}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_type_of_value_under_the_name_is_a_wrong_type_and_stays_untouched() {
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    let mut raw = server.raw();
+    for (kind, make) in ALL_KINDS {
+        for (what, setup) in [
+            ("string", &["SET", "k", "v"][..]),
+            ("plain hash", &["HSET", "k", "customer", "alice"][..]),
+        ] {
+            let name = format!("wt:{kind}:{what}");
+            let mut cmd = redis::cmd(setup[0]);
+            cmd.arg(&name).arg(&setup[2..]);
+            let _: () = cmd.query(&mut raw).unwrap();
+            let lock = make(&c, &name);
+            let err = lock
+                .acquire_as(
+                    Owner::new(1),
+                    &AcquireOptions::new().wait(Duration::from_secs(5)),
+                )
+                .await
+                .unwrap_err();
+            assert_eq!(
+                err.kind(),
+                ErrorKind::WrongType,
+                "{kind} on a {what}: {err}"
+            );
+            let err = lock.force_unlock().await.unwrap_err();
+            assert_eq!(
+                err.kind(),
+                ErrorKind::WrongType,
+                "{kind} on a {what}: {err}"
+            );
+            let dumped: Vec<u8> = redis::cmd("DUMP").arg(&name).query(&mut raw).unwrap();
+            assert!(!dumped.is_empty());
+            let ttl: i64 = redis::cmd("PTTL").arg(&name).query(&mut raw).unwrap();
+            assert_eq!(ttl, -1, "{kind} on a {what}: a TTL was set");
+            if *what == *"plain hash" {
+                let fields: Vec<String> = redis::cmd("HKEYS").arg(&name).query(&mut raw).unwrap();
+                assert_eq!(
+                    fields,
+                    vec!["customer".to_owned()],
+                    "{kind}: the hash changed"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_releases_every_hold_and_wakes_waiters() {
+    let server = RedisServer::start();
+    let other = client(&server, ClientOptions::new()).await;
+    for (kind, make) in KINDS {
+        let name = format!("close:{kind}");
+        let c = client(&server, ClientOptions::new()).await;
+        let lock = make(&c, &name);
+        assert!(
+            lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+                .await
+                .unwrap()
+                .is_some()
+        );
+        if *kind != "non_reentrant_lock" {
+            assert!(
+                lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+                    .await
+                    .unwrap()
+                    .is_some()
+            );
+        }
+        let waiter = {
+            let lock = make(&other, &name);
+            tokio::spawn(async move {
+                lock.acquire_as(
+                    Owner::new(2),
+                    &AcquireOptions::new().wait(Duration::from_secs(20)),
+                )
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        c.close().await;
+        assert!(
+            waiter.await.unwrap().unwrap().is_some(),
+            "{kind}: close did not release"
+        );
+        make(&other, &name).release_as(Owner::new(2)).await.unwrap();
+    }
+    assert_eq!(leftover_keys(&server), Vec::<String>::new());
+}

@@ -1,0 +1,241 @@
+//! ReadWriteLock: readers share, a writer excludes, downgrade, upgrade refused, and the raw layout
+//! with each reader's timeout keys.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Owner};
+use support::RedisServer;
+
+fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
+    redis::cmd("HGETALL")
+        .arg(key)
+        .query(&mut server.raw())
+        .unwrap()
+}
+
+fn pttl(server: &RedisServer, key: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(key)
+        .query(&mut server.raw())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_share_and_write_redissons_layout_with_a_timeout_key_per_hold() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let rw = client.read_write_lock("doc").unwrap();
+    let (a, b) = (Owner::new(1), Owner::new(2));
+    assert!(
+        rw.read()
+            .acquire_as(a, &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    assert!(
+        rw.read()
+            .acquire_as(a, &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    assert!(
+        rw.read()
+            .acquire_as(b, &AcquireOptions::new().wait(Duration::ZERO))
+            .await
+            .unwrap(),
+        "readers share"
+    );
+    let id = client.id();
+    let hash = hgetall(&server, "doc");
+    assert_eq!(hash.get("mode").map(String::as_str), Some("read"));
+    assert_eq!(hash.get(&format!("{id}:1")).map(String::as_str), Some("2"));
+    assert_eq!(hash.get(&format!("{id}:2")).map(String::as_str), Some("1"));
+    for k in 1..=2 {
+        assert!(
+            pttl(&server, &format!("{{doc}}:{id}:1:rwlock_timeout:{k}")) > 0,
+            "timeout key {k} of reader 1"
+        );
+    }
+    assert!(pttl(&server, &format!("{{doc}}:{id}:2:rwlock_timeout:1")) > 0);
+    // No writer while anyone reads.
+    assert!(
+        !rw.write()
+            .acquire_as(Owner::new(3), &AcquireOptions::new().wait(Duration::ZERO))
+            .await
+            .unwrap()
+    );
+    rw.read().release_as(a).await.unwrap();
+    assert!(
+        pttl(&server, &format!("{{doc}}:{id}:1:rwlock_timeout:2")) == -2,
+        "the newest hold's key goes first"
+    );
+    rw.read().release_as(a).await.unwrap();
+    rw.read().release_as(b).await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut server.raw())
+        .unwrap();
+    assert!(keys.is_empty(), "left behind: {keys:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_excludes_readers_may_downgrade_and_an_upgrade_is_refused_at_once() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let rw = client.read_write_lock("w").unwrap();
+    let (w, r) = (Owner::new(1), Owner::new(2));
+    assert!(
+        rw.write()
+            .acquire_as(w, &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let id = client.id();
+    assert_eq!(
+        hgetall(&server, "w")
+            .get(&format!("{id}:1:write"))
+            .map(String::as_str),
+        Some("1")
+    );
+    assert!(
+        !rw.read()
+            .acquire_as(r, &AcquireOptions::new().wait(Duration::ZERO))
+            .await
+            .unwrap(),
+        "a reader got in"
+    );
+    // Downgrade: the writer also reads, then lets the write lock go and keeps reading.
+    assert!(
+        rw.read()
+            .acquire_as(w, &AcquireOptions::new().wait(Duration::ZERO))
+            .await
+            .unwrap()
+    );
+    assert!(rw.write().release_as(w).await.unwrap());
+    assert_eq!(
+        hgetall(&server, "w").get("mode").map(String::as_str),
+        Some("read")
+    );
+    assert!(
+        rw.read()
+            .acquire_as(r, &AcquireOptions::new().wait(Duration::ZERO))
+            .await
+            .unwrap(),
+        "readers share after the downgrade"
+    );
+    // Upgrade: a reader asking for the write lock is refused at once, not left waiting.
+    let started = std::time::Instant::now();
+    let err = rw
+        .write()
+        .acquire_as(r, &AcquireOptions::new())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UpgradeRefused, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(err.to_string().contains("'w'"), "{err}");
+    rw.read().release_as(w).await.unwrap();
+    rw.read().release_as(r).await.unwrap();
+    assert!(!rw.read().is_locked().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_renews_each_readers_timeout_keys() {
+    let server = RedisServer::start();
+    let client = Client::connect_with(
+        &server.url(),
+        ClientOptions::new().watchdog_timeout(Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    let rw = client.read_write_lock("renewed").unwrap();
+    let a = Owner::new(1);
+    assert!(
+        rw.read()
+            .acquire_as(a, &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    assert!(
+        rw.read()
+            .acquire_as(a, &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let id = client.id();
+    for k in 1..=2 {
+        assert!(
+            pttl(&server, &format!("{{renewed}}:{id}:1:rwlock_timeout:{k}")) > 0,
+            "timeout key {k} expired"
+        );
+    }
+    // Another reader's release recomputes the hash's TTL from the live timeout keys: ours keep it.
+    let other = Client::connect(&server.url()).await.unwrap();
+    let theirs = other.read_write_lock("renewed").unwrap();
+    assert!(
+        theirs
+            .read()
+            .acquire_as(
+                Owner::new(9),
+                &AcquireOptions::new().lease(Duration::from_millis(50))
+            )
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _ = theirs.read().release_as(Owner::new(9)).await;
+    assert!(
+        rw.read().is_held_by(a).await.unwrap(),
+        "a live reader was treated as dead"
+    );
+    rw.read().release_as(a).await.unwrap();
+    rw.read().release_as(a).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_release_wakes_every_waiting_reader() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let rw = client.read_write_lock("fanout").unwrap();
+    assert!(
+        rw.write()
+            .acquire_as(
+                Owner::new(1),
+                &AcquireOptions::new().lease(Duration::from_secs(60))
+            )
+            .await
+            .unwrap()
+    );
+    let readers: Vec<_> = (10..14)
+        .map(|n| {
+            let rw = rw.clone();
+            tokio::spawn(async move {
+                assert!(
+                    rw.read()
+                        .acquire_as(
+                            Owner::new(n),
+                            &AcquireOptions::new().wait(Duration::from_secs(20))
+                        )
+                        .await
+                        .unwrap()
+                );
+                n
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let released = std::time::Instant::now();
+    rw.write().release_as(Owner::new(1)).await.unwrap();
+    for r in readers {
+        r.await.unwrap();
+    }
+    assert!(
+        released.elapsed() < Duration::from_secs(10),
+        "readers waited for the lease, not the release"
+    );
+    let hash = hgetall(&server, "fanout");
+    assert_eq!(hash.len(), 5, "mode + 4 readers at once: {hash:?}");
+}
