@@ -17,6 +17,32 @@ function nodeBlock () {
   return blocks[0]
 }
 
+test("the README's Node lock-type tour runs and leaves nothing but the fencing counter", async () => {
+  const server = await startRedis()
+  try {
+    const text = readFileSync(README, 'utf8')
+    const section = text.split('\n## Node.js')[1].split('\n## ')[0]
+    const blocks = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1])
+    assert.ok(blocks.length >= 2, "the README's Node section lost its lock-type examples")
+    const { connect } = createRequire(import.meta.url)('../')
+    const client = await connect(server.url)
+    try {
+      const AsyncFunction = (async () => {}).constructor
+      await new AsyncFunction('client', blocks[1])(client)
+    } finally {
+      await client.close()
+    }
+    const raw = await RawRedis.connect(server.url)
+    try {
+      assert.deepEqual(await raw.command('KEYS', '*'), ['redisson_lock_token:{ledger}'])
+    } finally {
+      raw.close()
+    }
+  } finally {
+    await server.stop()
+  }
+})
+
 test("the README's Node tour runs and leaves no lock behind", async () => {
   const server = await startRedis()
   try {

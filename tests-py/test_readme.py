@@ -34,3 +34,11 @@ def test_readme_python_tour_runs(url, raw, capsys):
         exec(compile(on_lost, "README.md (on_lost)", "exec"), namespace)
         assert namespace["lock"].on_lost is not None
         assert not namespace["lock"].locked()
+
+    # The tour of every other lock type, too.
+    assert len(blocks) >= 3, "the README's Python section lost its lock-type examples"
+    with crosslock.connect(url) as client:
+        exec(compile(blocks[2], "README.md (lock types)", "exec"), {"client": client, "crosslock": crosslock})
+        assert "write with token 1" in capsys.readouterr().out
+    # Only the fenced lock's token counter outlives its lock (as Redisson's does).
+    assert raw.command("KEYS", "*") == ["redisson_lock_token:{ledger}"]

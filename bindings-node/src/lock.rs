@@ -106,7 +106,7 @@ impl JsLock {
         let name = self.inner.name();
         let mut options = AcquireOptions::new().owner(owner);
         if let Some(ms) = wait {
-            let what = format!("wait for lock '{name}'");
+            let what = format!("the wait for lock '{name}'");
             options =
                 options.wait(ffi::duration(ms, 0.001, &what).map_err(|e| error::to_napi(&e))?);
         }
