@@ -114,18 +114,14 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
     };
     let sent = first.sent;
     drop(first);
+    // Nothing to give up after this first attempt: a single try never joins a queue, and a
+    // script that fails writes nothing.
     let start_with = match first_result {
         Ok(Attempt::Won(won)) => return s.finish(won, sent).await,
-        Ok(Attempt::Busy { .. }) if s.request.single_try() => {
-            s.give_up(GIVE_UP_GRACE).await;
-            return Ok(Outcome::TimedOut);
-        }
+        Ok(Attempt::Busy { .. }) if s.request.single_try() => return Ok(Outcome::TimedOut),
         Ok(Attempt::Busy { .. }) => Start::Busy,
         Err(e) if e.is_unavailable() => Start::Unanswered(e, sent),
-        Err(e) => {
-            s.give_up(s.cx.response_timeout()).await;
-            return Err(e);
-        }
+        Err(e) => return Err(e),
     };
 
     // The rest runs as its own task; dropping this future cancels it and gives back its win.
