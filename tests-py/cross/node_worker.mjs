@@ -1,5 +1,8 @@
-// A Node process taking part in a cross-language test (same modes as py_worker.py):
-//   node_worker.mjs URL hold NAME | wait NAME | counter NAME KEY N
+// A Node process taking part in a cross-language test (same modes and environment as py_worker.py):
+//   node_worker.mjs URL hold NAME | wait NAME | counter NAME KEY N | tokens NAME N
+// $CROSSLOCK_KIND picks the lock type (lock, fair_lock, …, read_lock, write_lock);
+// $CROSSLOCK_FAIR_WAIT the client's fair-lock wait (seconds); $CROSSLOCK_WAIT the wait limit of
+// "wait" (seconds, default 30, "inf" for none).
 import { createRequire } from 'node:module'
 import net from 'node:net'
 import readline from 'node:readline'
@@ -43,8 +46,13 @@ function raw (url) {
 }
 
 const [url, mode, name, key, n] = process.argv.slice(2)
-const client = await connect(url)
-const lock = client.lock(name)
+const kind = process.env.CROSSLOCK_KIND ?? 'lock'
+const fairWait = Number(process.env.CROSSLOCK_FAIR_WAIT ?? '300') * 1000
+const client = await connect(url, { fairLockWaitTimeout: fairWait })
+const camel = kind.replace(/_(.)/g, (_, c) => c.toUpperCase())
+const lock = kind === 'read_lock' ? client.readWriteLock(name).readLock()
+  : kind === 'write_lock' ? client.readWriteLock(name).writeLock()
+    : client[camel](name)
 console.log(`READY ${client.id}`)
 if (mode === 'hold') {
   const held = await lock.acquire()
@@ -56,9 +64,16 @@ if (mode === 'hold') {
   await held.release()
   console.log(`RELEASED ${released}`)
 } else if (mode === 'wait') {
-  const held = await lock.acquire({ wait: 30000 })
+  const limit = process.env.CROSSLOCK_WAIT ?? '30'
+  const held = await lock.acquire(limit === 'inf' ? {} : { wait: Number(limit) * 1000 })
   console.log(`ACQUIRED ${now()}`)
   await held.release()
+} else if (mode === 'tokens') {
+  const fenced = client.fencedLock(name)
+  for (let i = 0; i < Number(key); i++) {
+    await fenced.withLock(async (held) => console.log(`TOKEN ${now()} ${held.token}`))
+  }
+  console.log('DONE')
 } else if (mode === 'counter') {
   const r = raw(url)
   for (let i = 0; i < Number(n); i++) {

@@ -22,9 +22,10 @@ ROOT = HERE.parents[1]
 
 
 class Worker:
-    """A child process speaking the workers' line protocol."""
+    """A child process speaking the workers' line protocol; `env` adds to its environment
+    (``CROSSLOCK_KIND``, ``CROSSLOCK_FAIR_WAIT``)."""
 
-    def __init__(self, lang: str, *args: str) -> None:
+    def __init__(self, lang: str, *args: str, env: dict[str, str] | None = None) -> None:
         if lang == "python":
             cmd = [sys.executable, str(HERE / "py_worker.py"), *args]
         else:
@@ -32,7 +33,7 @@ class Worker:
         self.lang = lang
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env=python_env(), cwd=ROOT,
+            text=True, env={**python_env(), **(env or {})}, cwd=ROOT,
         )
         self.lines: list[str] = []
         self._cv = threading.Condition()
@@ -82,8 +83,8 @@ class Worker:
 def workers():
     started: list[Worker] = []
 
-    def start(lang: str, *args: str) -> Worker:
-        w = Worker(lang, *args)
+    def start(lang: str, *args: str, env: dict[str, str] | None = None) -> Worker:
+        w = Worker(lang, *args, env=env)
         started.append(w)
         return w
 

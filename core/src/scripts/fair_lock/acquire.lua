@@ -7,10 +7,11 @@
 -- Returns nil when acquired or re-entered; otherwise how long (ms) to wait at most before trying
 -- again (a message on the caller's own channel may come sooner).
 --
--- Beyond Redisson (compatible with it): a queued caller refreshes its own deadline on every try
--- (to now + wait × its 1-based position), so a live waiter stays in line however long it waits,
--- while a dead one is purged about `wait` after its last try; and the retry hint never makes a
--- queued caller spin on a free lock whose head is another waiter.
+-- Beyond Redisson (compatible with it): a queued caller resets its own deadline on every try to
+-- now + wait × its 1-based position (each waiter served ahead of it moves it `wait` earlier), so a
+-- live waiter stays in line however long it waits, while a dead one is purged about `wait` after
+-- its last try (Redisson's first deadline also includes the holder's whole remaining lease); and
+-- the retry hint never makes a queued caller spin on a free lock whose head is another waiter.
 local lease = ms_arg(ARGV[1], 'the lease')
 local wait = ms_arg(ARGV[3], 'the fair-lock wait')
 local now = tonumber(ARGV[4])
@@ -68,10 +69,7 @@ local mine = redis.call('zscore', KEYS[3], ARGV[2])
 if mine ~= false then
     local position = redis.call('lpos', KEYS[2], ARGV[2])
     if position ~= false then
-        local fresh = now + wait * (position + 1)
-        if fresh > tonumber(mine) then
-            redis.call('zadd', KEYS[3], fresh, ARGV[2])
-        end
+        redis.call('zadd', KEYS[3], now + wait * (position + 1), ARGV[2])
         return hint()
     end
     -- A score without a queue entry: drop it and enqueue afresh below.

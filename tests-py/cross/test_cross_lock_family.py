@@ -1,0 +1,93 @@
+"""Python and Node processes sharing the other locks of the family: a fair lock's queue order
+across languages (with a waiter killed while queued), read locks held at once by both languages,
+and fencing tokens taken in turn by both.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from support import Raw, RedisServer, wait_until
+
+from test_cross_language import Worker, workers  # noqa: F401  (the fixture)
+
+
+def test_fair_lock_serves_six_processes_of_two_languages_in_queue_order_past_a_killed_waiter(
+    redis_server: RedisServer, raw: Raw, workers  # noqa: F811
+) -> None:
+    name = "cross:fair"
+    queue = "redisson_lock_queue:{cross:fair}"
+    # Waiters without a wait limit get the client's fair wait as their deadline step: a short one,
+    # so the waiter killed while queued is skipped about 2 s after its last try.
+    env = {"CROSSLOCK_KIND": "fair_lock", "CROSSLOCK_FAIR_WAIT": "2", "CROSSLOCK_WAIT": "inf"}
+    holder = workers("python", redis_server.url, "hold", name, env=env)
+    holder.expect("READY")
+    holder.expect("HELD")
+    waiters: list[Worker] = []
+    for i, lang in enumerate(["python", "node", "python", "node", "python", "node"]):
+        w = workers(lang, redis_server.url, "wait", name, env=env)
+        w.expect("READY")
+        wait_until(lambda: raw.command("LLEN", queue) == i + 1, what=f"waiter {i} ({lang}) to queue")
+        waiters.append(w)
+    killed = waiters.pop(2)  # the third in line, a Python process, dies while queued
+    killed.kill()
+    holder.send_line()
+    holder.expect("RELEASED")
+    acquired = [(int(w.expect("ACQUIRED", timeout=30)), i) for i, w in enumerate(waiters)]
+    for w in waiters:
+        w.finish()
+    holder.finish()
+    order = [i for _, i in sorted(acquired)]
+    assert order == list(range(5)), f"served out of queue order: {order}"
+    assert raw.command("EXISTS", name) == 0
+    wait_until(lambda: raw.command("EXISTS", queue) == 0, what="the dead waiter to be purged")
+    assert raw.command("ZCARD", "redisson_lock_timeout:{cross:fair}") == 0
+
+
+def test_python_and_node_hold_the_read_lock_at_once_and_a_writer_waits_for_both(
+    redis_server: RedisServer, raw: Raw, workers  # noqa: F811
+) -> None:
+    name = "cross:rw"
+    readers = [workers(lang, redis_server.url, "hold", name, env={"CROSSLOCK_KIND": "read_lock"}) for lang in ["python", "node"]]
+    for r in readers:
+        r.expect("READY")
+    held = [int(r.expect("HELD")) for r in readers]
+    # Both hold it now: neither released before the other acquired.
+    fields = raw.hgetall(name)
+    assert fields.pop("mode") == "read" and len(fields) == 2, fields
+    writer = workers("node", redis_server.url, "wait", name, env={"CROSSLOCK_KIND": "write_lock"})
+    writer.expect("READY")
+    wait_until(lambda: raw.numsub("redisson_rwlock:{cross:rw}") >= 1, what="the writer to wait")
+    readers[0].send_line()
+    first_release = int(readers[0].expect("RELEASED"))
+    assert raw.hgetall(name).get("mode") == "read", "one reader left, the other still reads"
+    readers[1].send_line()
+    last_release = int(readers[1].expect("RELEASED"))
+    written = int(writer.expect("ACQUIRED"))
+    assert max(held) < first_release, "the readers did not overlap"
+    assert written >= last_release, "the writer got in while a reader held the lock"
+    for w in [*readers, writer]:
+        w.finish()
+    assert raw.command("EXISTS", name) == 0
+
+
+@pytest.mark.parametrize("rounds", [8])
+def test_fencing_tokens_from_python_and_node_strictly_increase_in_time_order(
+    redis_server: RedisServer, raw: Raw, workers, rounds: int  # noqa: F811
+) -> None:
+    name = "cross:fenced"
+    procs = [workers(lang, redis_server.url, "tokens", name, str(rounds)) for lang in ["python", "node", "python", "node"]]
+    for p in procs:
+        p.expect("DONE", timeout=60)
+        p.finish()
+    tokens = sorted(
+        (int(ns), int(token))
+        for p in procs
+        for line in p.lines
+        if line.startswith("TOKEN ")
+        for ns, token in [line.split()[1:3]]
+    )
+    seen = [t for _, t in tokens]
+    assert len(seen) == 4 * rounds
+    assert seen == sorted(seen) and len(set(seen)) == len(seen), f"tokens out of order: {seen}"
+    assert int(raw.command("GET", "redisson_lock_token:{cross:fenced}")) == seen[-1]
