@@ -347,6 +347,7 @@ impl Client {
             conn,
             pubsub,
             holds,
+            gates: Default::default(),
             watchdog_timeout: options.watchdog_timeout,
             fair_lock_wait_timeout: options.fair_lock_wait_timeout,
             outage_tolerance: options.connect_timeout,

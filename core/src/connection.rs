@@ -13,7 +13,7 @@ use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion,
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, What};
 
 /// Where and how to connect, parsed from the user's URL.
 #[derive(Clone)]
@@ -194,15 +194,16 @@ impl Conn {
         "publish"
     }
 
-    /// Runs `script` with `keys` and `args`; errors are attributed to `lock_name`. Fails with
+    /// Runs `script` with `keys` and `args`; errors are attributed to `subject`. Fails with
     /// [`ErrorKind::Unavailable`] when no answer comes within the response timeout.
-    pub(crate) async fn eval<T: redis::FromRedisValue>(
+    pub(crate) async fn eval<'w, T: redis::FromRedisValue>(
         &self,
         script: &Script,
         keys: &[&str],
         args: &[&dyn ToArg],
-        lock_name: Option<&str>,
+        subject: impl Into<What<'w>>,
     ) -> Result<T> {
+        let subject = subject.into();
         let mut invocation = script.prepare_invoke();
         for key in keys {
             invocation.key(*key);
@@ -215,22 +216,23 @@ impl Conn {
         match tokio::time::timeout(self.response_timeout, invocation.invoke_async(&mut manager))
             .await
         {
-            Ok(reply) => reply.map_err(|e| Error::from_redis(e, lock_name)),
-            Err(_) => Err(Error::no_answer(lock_name, self.response_timeout)),
+            Ok(reply) => reply.map_err(|e| Error::from_redis(e, subject)),
+            Err(_) => Err(Error::no_answer(subject, self.response_timeout)),
         }
     }
 
     /// Runs one plain command, bounded by the response timeout.
-    pub(crate) async fn query<T: redis::FromRedisValue>(
+    pub(crate) async fn query<'w, T: redis::FromRedisValue>(
         &self,
         cmd: &redis::Cmd,
-        lock_name: Option<&str>,
+        subject: impl Into<What<'w>>,
     ) -> Result<T> {
+        let subject = subject.into();
         let mut manager = self.manager.clone();
         self.touch();
         match tokio::time::timeout(self.response_timeout, cmd.query_async(&mut manager)).await {
-            Ok(reply) => reply.map_err(|e| Error::from_redis(e, lock_name)),
-            Err(_) => Err(Error::no_answer(lock_name, self.response_timeout)),
+            Ok(reply) => reply.map_err(|e| Error::from_redis(e, subject)),
+            Err(_) => Err(Error::no_answer(subject, self.response_timeout)),
         }
     }
 
@@ -238,8 +240,8 @@ impl Conn {
         let mut manager = self.manager.clone();
         self.touch();
         match tokio::time::timeout(self.response_timeout, manager.subscribe(channel)).await {
-            Ok(reply) => reply.map_err(|e| Error::from_redis(e, None)),
-            Err(_) => Err(Error::no_answer(None, self.response_timeout)),
+            Ok(reply) => reply.map_err(|e| Error::from_redis(e, What::Connection)),
+            Err(_) => Err(Error::no_answer(What::Connection, self.response_timeout)),
         }
     }
 
@@ -247,13 +249,14 @@ impl Conn {
         let mut manager = self.manager.clone();
         self.touch();
         match tokio::time::timeout(self.response_timeout, manager.unsubscribe(channel)).await {
-            Ok(reply) => reply.map_err(|e| Error::from_redis(e, None)),
-            Err(_) => Err(Error::no_answer(None, self.response_timeout)),
+            Ok(reply) => reply.map_err(|e| Error::from_redis(e, What::Connection)),
+            Err(_) => Err(Error::no_answer(What::Connection, self.response_timeout)),
         }
     }
 
     pub(crate) async fn ping(&self) -> Result<()> {
-        self.query::<()>(&redis::cmd("PING"), None).await
+        self.query::<()>(&redis::cmd("PING"), What::Connection)
+            .await
     }
 }
 

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connection::Conn;
 use crate::engine::holds::Holds;
+use crate::engine::unowned::Gates;
 use crate::pubsub::PubSub;
 
 /// The connected state of a client in one process (rebuilt after `fork()`).
@@ -17,6 +18,8 @@ pub(crate) struct Ctx {
     pub(crate) conn: Conn,
     pub(crate) pubsub: PubSub,
     pub(crate) holds: Arc<Holds>,
+    /// The local FIFO queues of owner-less waiters (semaphores, latches).
+    pub(crate) gates: Gates,
     pub(crate) watchdog_timeout: Duration,
     /// The fair lock's per-waiter wait when the caller gives no wait limit (Redisson's
     /// `fairLockWaitTimeout`).

@@ -92,6 +92,63 @@ struct Repr {
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
+/// What a Redis error concerns, for its message: the connection, a lock, or another object.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum What<'a> {
+    Connection,
+    Lock(&'a str),
+    /// `(kind, name)`: `("semaphore", "jobs")`.
+    Object(&'static str, &'a str),
+}
+
+impl<'a> From<Option<&'a str>> for What<'a> {
+    fn from(name: Option<&'a str>) -> Self {
+        name.map_or(What::Connection, What::Lock)
+    }
+}
+
+impl<'a> From<Option<&'a std::sync::Arc<str>>> for What<'a> {
+    fn from(name: Option<&'a std::sync::Arc<str>>) -> Self {
+        name.map_or(What::Connection, |n| What::Lock(n))
+    }
+}
+
+impl<'a> From<Option<&'a String>> for What<'a> {
+    fn from(name: Option<&'a String>) -> Self {
+        name.map_or(What::Connection, |n| What::Lock(n))
+    }
+}
+
+impl<'a> From<(&'static str, &'a str)> for What<'a> {
+    fn from((kind, name): (&'static str, &'a str)) -> Self {
+        What::Object(kind, name)
+    }
+}
+
+impl What<'_> {
+    fn name(self) -> Option<String> {
+        match self {
+            What::Connection => None,
+            What::Lock(n) | What::Object(_, n) => Some(n.to_owned()),
+        }
+    }
+
+    fn phrase(self) -> String {
+        match self {
+            What::Connection => "the connection".to_owned(),
+            What::Lock(n) => format!("lock '{n}'"),
+            What::Object(kind, n) => format!("{kind} '{n}'"),
+        }
+    }
+
+    fn kind(self) -> &'static str {
+        match self {
+            What::Object(kind, _) => kind,
+            _ => "lock",
+        }
+    }
+}
+
 /// `Result<T, crosslock::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -143,12 +200,12 @@ impl Error {
         self
     }
 
-    /// Classifies a Redis error met while working on `lock_name` (or on the connection, if `None`).
-    pub(crate) fn from_redis(err: redis::RedisError, lock_name: Option<&str>) -> Self {
-        let what = match lock_name {
-            Some(name) => format!("lock '{name}'"),
-            None => "the connection".to_owned(),
-        };
+    /// Classifies a Redis error met while working on `subject` (a lock name, an object, or the
+    /// connection when `None`).
+    pub(crate) fn from_redis<'a>(err: redis::RedisError, subject: impl Into<What<'a>>) -> Self {
+        let subject = subject.into();
+        let what = subject.phrase();
+        let kind = subject.kind();
         let detail = err.detail().unwrap_or("").trim().to_owned();
         let detail = if detail.starts_with("Operation against") {
             String::new()
@@ -163,8 +220,8 @@ impl Error {
             Some("WRONGTYPE") => Error::new(
                 ErrorKind::WrongType,
                 format!(
-                    "the key of {what} holds {}, not a lock of this kind; nothing was modified. \
-                     Pick a lock name that no other data (and no other kind of lock) uses",
+                    "the key of {what} holds {}, not what a {kind} stores; nothing was modified. \
+                     Pick a name that no other data (and no other kind of object) uses",
                     if detail.is_empty() {
                         "another type of value".to_owned()
                     } else {
@@ -231,18 +288,17 @@ impl Error {
             ),
         };
         let this = this.with_source(err);
-        match lock_name {
-            Some(name) => this.with_lock(name),
+        match subject.name() {
+            Some(name) => this.with_lock(&name),
             None => this,
         }
     }
 
     /// The error of a command that got no answer within `timeout`.
-    pub(crate) fn no_answer(lock_name: Option<&str>, timeout: Duration) -> Self {
-        let what = match lock_name {
-            Some(name) => format!("lock '{name}'"),
-            None => "the connection".to_owned(),
-        };
+    pub(crate) fn no_answer<'a>(subject: impl Into<What<'a>>, timeout: Duration) -> Self {
+        let subject = subject.into();
+        let what = subject.phrase();
+        let lock_name = subject.name();
         let this = Error::new(
             ErrorKind::Unavailable,
             format!(
@@ -252,7 +308,7 @@ impl Error {
             ),
         );
         match lock_name {
-            Some(name) => this.with_lock(name),
+            Some(name) => this.with_lock(&name),
             None => this,
         }
     }

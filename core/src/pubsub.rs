@@ -8,7 +8,9 @@
 //!
 //! What a message does is the channel's [`WakePolicy`], applied to the payload as Redisson's
 //! `LockPubSub` does: an unlock (`0`) wakes one local waiter, a write unlock (`1`) wakes them
-//! all; a fair lock's per-waiter channel wakes its waiter. When the connection drops every waiter is woken to retry at once, since messages may have
+//! all; a fair lock's per-waiter channel wakes its waiter; a semaphore release wakes as many
+//! waiters as permits are available (`SemaphorePubSub`); a latch reaching zero wakes them all
+//! (`CountDownLatchPubSub`). When the connection drops every waiter is woken to retry at once, since messages may have
 //! been missed, and again once it is back.
 //!
 //! [`PubSub::channel_count`] counts channels that have local users: the client's own view
@@ -32,6 +34,11 @@ pub(crate) enum WakePolicy {
     Lock,
     /// Every message wakes every waiter (a fair lock's per-waiter channel).
     All,
+    /// Semaphore channels (the payload is the permits now available): wakes that many waiters,
+    /// at least one.
+    Permits,
+    /// Latch channels: `0` (the count reached zero) wakes every waiter, anything else nobody.
+    Latch,
 }
 
 struct Entry {
@@ -246,6 +253,15 @@ fn wake(entry: &Entry, payload: Option<&redis::Value>) {
         WakePolicy::Lock if payload == Some(1) => all(entry),
         WakePolicy::Lock => entry.notify.notify_one(),
         WakePolicy::All => all(entry),
+        WakePolicy::Latch if payload == Some(0) => all(entry),
+        WakePolicy::Latch => {}
+        WakePolicy::Permits => {
+            use std::sync::atomic::Ordering;
+            let waiters = entry.users.load(Ordering::Relaxed).max(1) as i64;
+            for _ in 0..payload.unwrap_or(1).clamp(1, waiters) {
+                entry.notify.notify_one();
+            }
+        }
     }
 }
 

@@ -526,6 +526,7 @@ pub(crate) fn kind_phrase(kind: LockKind) -> &'static str {
         LockKind::NonReentrantLock => "non-reentrant lock",
         LockKind::ReadLock => "the read lock of",
         LockKind::WriteLock => "the write lock of",
+        LockKind::Permit => "a permit of",
     }
 }
 
@@ -648,6 +649,7 @@ fn kind_type_name(kind: LockKind) -> &'static str {
         LockKind::NonReentrantLock => "NonReentrantLock",
         LockKind::ReadLock => "ReadLock",
         LockKind::WriteLock => "WriteLock",
+        LockKind::Permit => "Permit",
     }
 }
 

@@ -39,6 +39,9 @@ pub enum LockKind {
     ReadLock,
     /// The write lock of a [`ReadWriteLock`](crate::ReadWriteLock).
     WriteLock,
+    /// A permit of a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) (the holder
+    /// is the permit id).
+    Permit,
 }
 
 impl LockKind {
@@ -52,6 +55,7 @@ impl LockKind {
             LockKind::NonReentrantLock => "non_reentrant_lock",
             LockKind::ReadLock => "read_lock",
             LockKind::WriteLock => "write_lock",
+            LockKind::Permit => "permit",
         }
     }
 }
@@ -95,6 +99,8 @@ pub(crate) enum RenewKind {
     /// The reader's `rwlock_timeout` keys and the hash (§4.6); `prefix` is the timeout-key prefix
     /// before `:<holder>` (`{name}`, or the raw name when it contains `{`).
     Read { prefix: Arc<str> },
+    /// A permit's expiry in the semaphore's `timeouts` sorted set (the holder is the permit id).
+    Permit { timeouts: Arc<str> },
 }
 
 /// How to renew and release-all one hold, whatever its type (for the renewal loop and `close()`).

@@ -13,6 +13,8 @@
 //!   suffix, renewal kind, release script, release-all (for `close()`), force-unlock and queries.
 //!   [`LockCore`](family::LockCore) is the generic lock built from it (Redisson's
 //!   `RedissonBaseLock`); each public lock type is a thin newtype over one.
+//! - [`unowned`]: waiting for what nobody holds (semaphore permits, a latch reaching zero): wins
+//!   are not recorded as holds, and a local FIFO gate keeps one process's waiters in order.
 //! - [`holds`]: what this client holds, keyed by lock name and holder (`…:write` beside `…`).
 //! - [`renewal`]: the one renewal loop per client: batched per renewal kind, retried within the
 //!   period, and the lost-lock signal, both when a renewal finds a lock gone and when no renewal
@@ -23,6 +25,7 @@
 pub(crate) mod family;
 pub(crate) mod holds;
 pub(crate) mod renewal;
+pub(crate) mod unowned;
 pub(crate) mod wait;
 
 use std::future::Future;
@@ -172,6 +175,13 @@ pub(crate) trait Protocol: Send + Sync + 'static {
         cx: Arc<Ctx>,
         request: Request,
     ) -> impl Future<Output = Result<Attempt<Self::Won>>> + Send + 'static;
+
+    /// Whether [`settle`](Self::settle) can tell an unanswered attempt's outcome. Owner-less
+    /// objects (a semaphore's permits) cannot: an attempt whose reply is lost then fails the wait
+    /// with the unavailable kind, saying the outcome is unknown, rather than risk taking twice.
+    fn can_settle(&self) -> bool {
+        true
+    }
 
     /// After an attempt whose reply was lost: has Redis recorded a win for `holder` that this
     /// process has not (`recorded` is what it has)? If so, its payload.

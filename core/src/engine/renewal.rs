@@ -26,6 +26,7 @@ use arc_swap::ArcSwapOption;
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::{Conn, ToArg};
+use crate::error::What;
 use crate::scripts;
 
 use super::holds::{Holds, LostListener, LostLock, LostReason, RenewKind, Watched};
@@ -109,30 +110,47 @@ async fn renew_round(holds: &Holds, conn: &Conn, listener: &ArcSwapOption<LostLi
     }
     let lease = holds.watchdog_timeout;
     let lease_ms = lease.as_millis() as u64;
-    let hash: Vec<&Watched> = watched
-        .iter()
-        .filter(|w| w.renew == RenewKind::Hash)
-        .collect();
-    let read: Vec<&Watched> = watched
-        .iter()
-        .filter(|w| matches!(w.renew, RenewKind::Read { .. }))
-        .collect();
+    let of = |kind: fn(&RenewKind) -> bool| {
+        watched
+            .iter()
+            .filter(move |w| kind(&w.renew))
+            .collect::<Vec<&Watched>>()
+    };
+    let hash = of(|k| matches!(k, RenewKind::Hash));
+    let read = of(|k| matches!(k, RenewKind::Read { .. }));
+    let permits = of(|k| matches!(k, RenewKind::Permit { .. }));
+    let now_ms = crate::engine::epoch_ms();
     let batches = hash
         .chunks(holds.batch)
         .map(|b| (b, &*scripts::RENEW_HASH))
         .chain(read.chunks(holds.batch).map(|b| (b, &*scripts::RENEW_READ)))
+        .chain(
+            permits
+                .chunks(holds.batch)
+                .map(|b| (b, &*scripts::RENEW_PERMIT)),
+        )
         .map(|(batch, script)| async move {
-            let keys: Vec<&str> = batch.iter().map(|w| &*w.key.name).collect();
+            // A permit's key is its semaphore's timeouts set; every other hold's, the lock's name.
+            let keys: Vec<&str> = batch
+                .iter()
+                .map(|w| match &w.renew {
+                    RenewKind::Permit { timeouts } => &**timeouts,
+                    _ => &*w.key.name,
+                })
+                .collect();
             let holders: Vec<&str> = batch.iter().map(|w| &*w.holder).collect();
             let prefixes: Vec<Option<&str>> = batch
                 .iter()
                 .map(|w| match &w.renew {
                     RenewKind::Read { prefix } => Some(&**prefix),
-                    RenewKind::Hash => None,
+                    _ => None,
                 })
                 .collect();
-            let mut args: Vec<&dyn ToArg> = Vec::with_capacity(2 * batch.len() + 1);
+            let mut args: Vec<&dyn ToArg> = Vec::with_capacity(2 * batch.len() + 2);
             args.push(&lease_ms);
+            if matches!(batch[0].renew, RenewKind::Permit { .. }) {
+                args.push(&now_ms);
+            }
             for (holder, prefix) in holders.iter().zip(&prefixes) {
                 args.push(holder);
                 if let Some(prefix) = prefix {
@@ -140,7 +158,8 @@ async fn renew_round(holds: &Holds, conn: &Conn, listener: &ArcSwapOption<LostLi
                 }
             }
             let sent = Instant::now();
-            let result: crate::Result<Vec<i64>> = conn.eval(script, &keys, &args, None).await;
+            let result: crate::Result<Vec<i64>> =
+                conn.eval(script, &keys, &args, What::Connection).await;
             (batch, sent, result)
         });
     // All batches go out at once; the multiplexed connection pipelines them.

@@ -277,7 +277,7 @@ impl<P: Protocol> InFlight<P> {
             let won = match future.await {
                 Ok(Attempt::Won(_)) => true,
                 // The reply was lost: ask Redis (on the same connection, after the attempt).
-                Err(e) if e.is_unavailable() => {
+                Err(e) if e.is_unavailable() && proto.can_settle() => {
                     matches!(
                         proto.settle(&cx, &request.holder, keeper.recorded()).await,
                         Ok(Some(_))
@@ -487,6 +487,17 @@ async fn settle_unanswered<P: Protocol>(
     mut sent: Instant,
     abandoned: &mut bool,
 ) -> Result<Gated<P::Won>> {
+    if !s.proto.can_settle() {
+        return Err(Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{}; the answer to the attempt was lost, so it is unknown whether it took what it \
+                 asked for: check, and give back what was taken",
+                error.message()
+            ),
+        )
+        .with_lock(s.proto.name()));
+    }
     let since = Instant::now();
     let mut backoff = Duration::from_millis(10);
     loop {

@@ -1,11 +1,15 @@
 //! The object types, one file per Redisson object: key and channel names, the protocol hooks the
 //! engine needs, and the type's own methods. Everything generic is in [`crate::engine`].
 
+pub(crate) mod count_down_latch;
 pub(crate) mod fair_lock;
 pub(crate) mod fenced_lock;
 pub(crate) mod lock;
+pub(crate) mod multi_lock;
 pub(crate) mod non_reentrant_lock;
+pub(crate) mod permit_expirable_semaphore;
 pub(crate) mod read_write_lock;
+pub(crate) mod semaphore;
 pub(crate) mod spin_lock;
 
 use std::sync::Arc;

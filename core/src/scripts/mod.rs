@@ -55,3 +55,28 @@ script!(RW_INFO, "read_write_lock/info.lua");
 // Renewal (the watchdog)
 script!(RENEW_HASH, "renewal/hash.lua");
 script!(RENEW_READ, "renewal/read.lua");
+
+// Semaphore (and the permit-expirable semaphore's release of counted permits)
+script!(SEMAPHORE_ACQUIRE, "semaphore/acquire.lua");
+script!(SEMAPHORE_RELEASE, "semaphore/release.lua");
+script!(SEMAPHORE_TRY_SET, "semaphore/try_set.lua");
+script!(SEMAPHORE_ADD, "semaphore/add.lua");
+script!(SEMAPHORE_DRAIN, "semaphore/drain.lua");
+script!(SEMAPHORE_AVAILABLE, "semaphore/available.lua");
+script!(COUNTER_DELETE, "semaphore/delete.lua");
+
+// CountDownLatch
+script!(LATCH_TRY_SET, "count_down_latch/try_set.lua");
+script!(LATCH_COUNT_DOWN, "count_down_latch/count_down.lua");
+script!(LATCH_COUNT, "count_down_latch/count.lua");
+script!(LATCH_DELETE, "count_down_latch/delete.lua");
+
+// PermitExpirableSemaphore (shares the counter scripts of Semaphore)
+script!(PES_ACQUIRE, "permit_expirable_semaphore/acquire.lua");
+script!(PES_RELEASE, "permit_expirable_semaphore/release.lua");
+script!(
+    PES_UPDATE_LEASE,
+    "permit_expirable_semaphore/update_lease.lua"
+);
+script!(PES_INFO, "permit_expirable_semaphore/info.lua");
+script!(RENEW_PERMIT, "renewal/permit.lua");

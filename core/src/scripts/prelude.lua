@@ -70,3 +70,50 @@ local function check_fair_keys(queue, timeouts)
     if t ~= 'none' and t ~= 'zset' then return 'a fair-lock timeout key holding a ' .. t end
     return nil
 end
+
+-- A whole-number argument within `low` .. 2^53-1, or raises an ERR_ARG error.
+local function int_arg(value, what, low)
+    local n = tonumber(value)
+    if n == nil or n < low or n > 9007199254740991 or n ~= math.floor(n) then
+        error({ err = 'ERR_ARG ' .. what .. ' must be a whole number in ' .. low .. '..2^53-1, got ' .. tostring(value) })
+    end
+    return n
+end
+
+-- The integer a counter key (a semaphore's permits, a latch's count) holds: nil when absent;
+-- raises WRONGTYPE when the key holds anything but an integer string.
+local function counter_of(key, what)
+    local kind = redis.call('type', key)['ok']
+    if kind == 'none' then return nil end
+    if kind ~= 'string' then error({ err = 'WRONGTYPE a ' .. kind }) end
+    local n = tonumber(redis.call('get', key))
+    if n == nil or n ~= math.floor(n) then error({ err = 'WRONGTYPE a string that is not ' .. what }) end
+    return n
+end
+
+-- Permit ids travel as 32 hex characters and are stored as Redisson stores them: 16 raw bytes.
+local function permit_id(hex)
+    if type(hex) ~= 'string' or string.len(hex) ~= 32 or string.find(hex, '[^0-9a-f]') then
+        error({ err = 'ERR_ARG a permit id must be 32 lower-case hex characters, got ' .. tostring(hex) })
+    end
+    return (string.gsub(hex, '..', function(cc) return string.char(tonumber(cc, 16)) end))
+end
+
+-- The permit-expirable semaphore's "reclaim expired" step: permits whose expiry (score) is at or
+-- before `now` go back to the counter (at most `limit` of them when given), and the new count is
+-- published when some are available. KEYS: counter, timeouts, channel.
+local function reclaim(counter, timeouts, channel, now, publish, limit)
+    local kind = redis.call('type', timeouts)['ok']
+    if kind ~= 'none' and kind ~= 'zset' then error({ err = 'WRONGTYPE a permit timeout key holding a ' .. kind }) end
+    local expired
+    if limit then
+        expired = redis.call('zrangebyscore', timeouts, 0, now, 'limit', 0, limit)
+    else
+        expired = redis.call('zrangebyscore', timeouts, 0, now)
+    end
+    if #expired == 0 then return end
+    for _, id in ipairs(expired) do redis.call('zrem', timeouts, id) end
+    counter_of(counter, 'a permit count')
+    local available = redis.call('incrby', counter, #expired)
+    if available > 0 then redis.call(publish, channel, available) end
+end

@@ -1,0 +1,319 @@
+//! [`CountDownLatch`]: Redisson's `RCountDownLatch`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::AcquireOptions;
+use crate::client::Client;
+use crate::context::Ctx;
+use crate::engine::unowned;
+use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
+use crate::error::{Error, ErrorKind, Result};
+use crate::scripts;
+
+use super::check_name;
+
+const KIND: &str = "latch";
+
+#[derive(Debug)]
+struct Keys {
+    name: Arc<str>,
+    /// `redisson_countdownlatch__channel__{name}`: braces always added, as Redisson does.
+    channel: String,
+}
+
+/// Waiting for the count to reach zero.
+struct Open {
+    keys: Arc<Keys>,
+}
+
+impl Protocol for Open {
+    type Won = ();
+
+    fn name(&self) -> &Arc<str> {
+        &self.keys.name
+    }
+
+    fn waiting(&self, _holder: &str) -> Waiting {
+        Waiting::PubSub {
+            channel: self.keys.channel.clone(),
+            wake: WakePolicy::Latch,
+        }
+    }
+
+    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, _request: Request) -> Result<Attempt<()>> {
+        let count: i64 = cx
+            .conn
+            .eval(
+                &scripts::LATCH_COUNT,
+                &[&self.keys.name],
+                &[],
+                (KIND, &*self.keys.name),
+            )
+            .await?;
+        Ok(if count == 0 {
+            Attempt::Won(())
+        } else {
+            Attempt::Busy { retry_in: None }
+        })
+    }
+
+    async fn settle(&self, _cx: &Ctx, _holder: &str, _recorded: usize) -> Result<Option<()>> {
+        Ok(None) // a look changes nothing: just look again
+    }
+
+    async fn give_back(
+        self: Arc<Self>,
+        _cx: Arc<Ctx>,
+        _holder: Arc<str>,
+        _lease: Duration,
+    ) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A count-down latch shared by every process on the same Redis, stored exactly as Redisson's
+/// `RCountDownLatch`: a string at the name holding the count, and the channel
+/// `redisson_countdownlatch__channel__{name}`, on which `0` is published when the count reaches
+/// zero (every waiter wakes) and `1` when a count is set.
+///
+/// Waiters wait for zero; anyone may count down (a latch has no owner). An absent count means
+/// open.
+///
+/// What it does that Redisson's does not: a waiter subscribes and then looks at the count, so a
+/// latch that opens while the subscription is being set up is never missed (Redisson's untimed
+/// `await()` can miss that `0` and wait for ever).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// let ready = client.count_down_latch("workers-ready")?;
+/// ready.try_set_count(3).await?;   // the coordinator
+/// ready.count_down().await?;       // each of 3 workers, from any process or language
+/// ready.wait().await?;             // anyone: returns once all 3 counted down
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct CountDownLatch {
+    client: Client,
+    keys: Arc<Keys>,
+}
+
+impl CountDownLatch {
+    /// The latch's name: its key in Redis.
+    pub fn name(&self) -> &str {
+        &self.keys.name
+    }
+
+    async fn cx(&self) -> Result<Arc<Ctx>> {
+        self.client
+            .state()
+            .await
+            .map_err(|e| e.with_lock(self.name()))
+    }
+
+    /// Sets the count to `count` (at least 1) unless the latch is already counting; `Ok(false)`
+    /// if it was.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] for 0, [`ErrorKind::WrongType`] (the name holds other
+    /// data), [`ErrorKind::Unavailable`], [`ErrorKind::Redis`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may or may not stop the change (the command may already be sent).
+    pub async fn try_set_count(&self, count: u64) -> Result<bool> {
+        if count == 0 || count > crate::MAX_DURATION.as_millis() as u64 {
+            return Err(Error::invalid(format!(
+                "latch '{}': a count must be between 1 and 2^53-1, got {count}",
+                self.name()
+            ))
+            .with_lock(self.name()));
+        }
+        let cx = self.cx().await?;
+        let set: i64 = cx
+            .conn
+            .eval(
+                &scripts::LATCH_TRY_SET,
+                &[&self.keys.name, &self.keys.channel],
+                &[&count, &cx.conn.publish_command()],
+                (KIND, self.name()),
+            )
+            .await?;
+        Ok(set == 1)
+    }
+
+    /// Counts down by one; at zero every waiter, anywhere, is woken. Returns the count left.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_count`](Self::try_set_count).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_set_count`](Self::try_set_count).
+    pub async fn count_down(&self) -> Result<u64> {
+        let cx = self.cx().await?;
+        let left: i64 = cx
+            .conn
+            .eval(
+                &scripts::LATCH_COUNT_DOWN,
+                &[&self.keys.name, &self.keys.channel],
+                &[&cx.conn.publish_command()],
+                (KIND, self.name()),
+            )
+            .await?;
+        Ok(left.max(0) as u64)
+    }
+
+    /// The count now (0: open).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_count`](Self::try_set_count).
+    ///
+    /// # Cancel safety
+    ///
+    /// A query: dropping the future changes nothing.
+    pub async fn count(&self) -> Result<u64> {
+        let cx = self.cx().await?;
+        let count: i64 = cx
+            .conn
+            .eval(
+                &scripts::LATCH_COUNT,
+                &[&self.keys.name],
+                &[],
+                (KIND, self.name()),
+            )
+            .await?;
+        Ok(count.max(0) as u64)
+    }
+
+    /// Waits until the count reaches zero.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Unavailable`] (Redis unreachable longer than the connect timeout),
+    /// [`ErrorKind::WrongType`], [`ErrorKind::Redis`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves nothing behind (no subscription).
+    pub async fn wait(&self) -> Result<()> {
+        self.wait_with(AcquireOptions::new()).await
+    }
+
+    /// Waits within `options.wait` (a deadline) or until `options.cancel` is cancelled; fails with
+    /// [`ErrorKind::Timeout`] when the wait limit passes. `lease` and `owner` do not apply and
+    /// are refused.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Timeout`], [`ErrorKind::Cancelled`], [`ErrorKind::InvalidArgument`], and those
+    /// of [`wait`](Self::wait).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`wait`](Self::wait).
+    pub async fn wait_with(&self, options: AcquireOptions) -> Result<()> {
+        let waited = options.wait.unwrap_or_default();
+        if self.open_within(options).await? {
+            return Ok(());
+        }
+        let count = match tokio::time::timeout(Duration::from_millis(200), self.count()).await {
+            Ok(Ok(n)) => format!(" (count {n})"),
+            _ => String::new(),
+        };
+        Err(Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "gave up waiting for latch '{}' to open after {:.3}s{count}; retry later or allow a \
+                 longer wait",
+                self.name(),
+                waited.as_secs_f64()
+            ),
+        )
+        .with_lock(self.name())
+        .with_waited(waited))
+    }
+
+    /// As [`wait_with`](Self::wait_with), answering `Ok(false)` when the wait limit passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait_with`](Self::wait_with), except the timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`wait`](Self::wait).
+    pub async fn open_within(&self, options: AcquireOptions) -> Result<bool> {
+        let start = Instant::now();
+        if options.lease.is_some() || options.owner.is_some() {
+            return Err(Error::invalid(format!(
+                "latch '{}': a wait has no lease and no owner; leave them out",
+                self.name()
+            ))
+            .with_lock(self.name()));
+        }
+        options.validate(self.name())?;
+        let cx = self.cx().await?;
+        let proto = Arc::new(Open {
+            keys: self.keys.clone(),
+        });
+        Ok(
+            unowned::acquire(cx, proto, None, options.wait, options.cancel, start)
+                .await?
+                .is_some(),
+        )
+    }
+
+    /// Deletes the latch (publishing `1`); `Ok(true)` if it existed.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_count`](Self::try_set_count).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_set_count`](Self::try_set_count).
+    pub async fn delete(&self) -> Result<bool> {
+        let cx = self.cx().await?;
+        let deleted: i64 = cx
+            .conn
+            .eval(
+                &scripts::LATCH_DELETE,
+                &[&self.keys.name, &self.keys.channel],
+                &[&cx.conn.publish_command()],
+                (KIND, self.name()),
+            )
+            .await?;
+        Ok(deleted == 1)
+    }
+}
+
+impl fmt::Debug for CountDownLatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CountDownLatch")
+            .field("name", &self.name())
+            .finish()
+    }
+}
+
+impl Client {
+    /// A [`CountDownLatch`] (Redisson `RCountDownLatch`) named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] for an empty name.
+    pub fn count_down_latch(&self, name: &str) -> Result<CountDownLatch> {
+        let name = check_name(name, "latch")?;
+        let channel = format!("redisson_countdownlatch__channel__{{{name}}}");
+        Ok(CountDownLatch {
+            client: self.clone(),
+            keys: Arc::new(Keys { name, channel }),
+        })
+    }
+}

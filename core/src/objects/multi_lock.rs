@@ -1,0 +1,458 @@
+//! [`MultiLock`] and [`RedLock`]: Redisson's `RMultiLock` and `RRedLock`, composites of other
+//! locks (of any kind, from any clients, so from different Redis deployments) with no keys of
+//! their own.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::clock_drift;
+use crate::engine::family::{AcquireOptions, AnyLock};
+use crate::error::{Error, ErrorKind, Result};
+use crate::owner::Owner;
+
+/// How long one cycle of an acquire without a wait limit waits, per part (Redisson's 1.5 s).
+const CYCLE_PER_PART: Duration = Duration::from_millis(1500);
+
+/// What the composite needs: how many parts must be held, and how long each part may wait.
+#[derive(Clone)]
+struct Parts {
+    locks: Vec<Arc<dyn AnyLock>>,
+    /// How many parts must be acquired: all (MultiLock) or a majority (RedLock).
+    quorum: usize,
+}
+
+/// One acquisition: the parts held, in order.
+struct Held {
+    parts: Vec<Arc<dyn AnyLock>>,
+}
+
+impl Parts {
+    fn new(locks: Vec<Arc<dyn AnyLock>>, red: bool) -> Result<Self> {
+        if locks.is_empty() {
+            return Err(Error::invalid("a multi-lock needs at least one lock"));
+        }
+        let quorum = if red {
+            locks.len() / 2 + 1
+        } else {
+            locks.len()
+        };
+        Ok(Parts { locks, quorum })
+    }
+
+    fn names(&self) -> String {
+        self.locks
+            .iter()
+            .map(|l| format!("'{}'", l.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The wait one part gets out of what is left (RedLock: a share of it, at least 1 ms).
+    fn part_wait(&self, left: Duration) -> Duration {
+        if self.quorum == self.locks.len() {
+            left
+        } else {
+            (left / self.locks.len() as u32).max(Duration::from_millis(1))
+        }
+    }
+
+    /// One round over every part, in order; gives back what it took when the quorum can no
+    /// longer be reached. `Ok(None)`: the round failed (with the last failure, if any).
+    async fn round(
+        &self,
+        owner: Owner,
+        wait: Duration,
+        lease: Option<Duration>,
+        cancel: &Option<CancellationToken>,
+        deadline: Instant,
+    ) -> Result<std::result::Result<Held, Option<(String, Error)>>> {
+        let allowed_failures = self.locks.len() - self.quorum;
+        let mut held = Vec::new();
+        let mut failed = 0;
+        let mut last: Option<(String, Error)> = None;
+        for lock in &self.locks {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let mut options = AcquireOptions::new().wait(self.part_wait(left).min(wait));
+            if let Some(lease) = lease {
+                options = options.lease(lease);
+            }
+            if let Some(token) = cancel {
+                options = options.cancel(token.clone());
+            }
+            match lock.acquire_as(owner, &options).await {
+                Ok(Some(_)) => held.push(lock.clone()),
+                Ok(None) => failed += 1,
+                Err(e) if e.is_cancelled() => {
+                    release(&held, owner).await;
+                    return Err(e);
+                }
+                Err(e) => {
+                    failed += 1;
+                    last = Some((lock.name().to_owned(), e));
+                }
+            }
+            if failed > allowed_failures {
+                release(&held, owner).await;
+                return Ok(Err(last));
+            }
+        }
+        Ok(Ok(Held { parts: held }))
+    }
+
+    async fn acquire_as(&self, owner: Owner, options: &AcquireOptions) -> Result<Option<Held>> {
+        let start = Instant::now();
+        if let Some(lease) = options.lease {
+            AcquireOptions::new().lease(lease).validate(&self.names())?;
+        }
+        let mut last: Option<(String, Error)> = None;
+        loop {
+            // A wait limit covers the whole; without one, cycles of (parts × 1.5 s) repeat.
+            let (deadline, cycle) = match options.wait {
+                Some(w) => (start + w, w),
+                None => {
+                    let cycle = CYCLE_PER_PART * self.locks.len() as u32;
+                    (Instant::now() + cycle, cycle)
+                }
+            };
+            // With a lease, a part taken first must still have it when the last is taken.
+            let lease = options.lease.map(|l| {
+                l + if options.wait == Some(Duration::ZERO) {
+                    Duration::ZERO
+                } else {
+                    cycle
+                }
+            });
+            match self
+                .round(owner, cycle, lease, &options.cancel, deadline)
+                .await?
+            {
+                Ok(held) => return Ok(Some(held)),
+                Err(failure) => last = failure.or(last),
+            }
+            let out_of_time = options
+                .wait
+                .is_some_and(|w| w.is_zero() || start.elapsed() >= w);
+            if out_of_time {
+                // An error (a server down) says more than a plain timeout: report it, naming the part.
+                return match last {
+                    Some((part, e)) if !e.is_timeout() => Err(Error::new(
+                        e.kind(),
+                        format!("could not take the multi-lock of {}: lock '{part}' failed: {e}; nothing is held", self.names()),
+                    )
+                    .with_lock(&part)),
+                    _ => Ok(None),
+                };
+            }
+            if let Some((part, e)) = &last
+                && !e.is_timeout()
+                && !e.is_unavailable()
+            {
+                return Err(Error::new(
+                    e.kind(),
+                    format!("could not take the multi-lock of {}: lock '{part}' failed: {e}; nothing is held", self.names()),
+                )
+                .with_lock(part));
+            }
+        }
+    }
+}
+
+async fn release(parts: &[Arc<dyn AnyLock>], owner: Owner) -> Vec<(String, Error)> {
+    let results = futures_util::future::join_all(parts.iter().map(|l| l.release_as(owner))).await;
+    parts
+        .iter()
+        .zip(results)
+        .filter_map(|(l, r)| r.err().map(|e| (l.name().to_owned(), e)))
+        .collect()
+}
+
+/// A guard of a [`MultiLock`] or [`RedLock`] acquisition; releases every part when dropped.
+#[must_use = "dropping the guard releases the locks at once"]
+pub struct MultiGuard {
+    parts: Option<Vec<Arc<dyn AnyLock>>>,
+    owner: Owner,
+    lost: CancellationToken,
+    watch: CancellationToken,
+    validity: Option<Duration>,
+}
+
+impl MultiGuard {
+    fn new(
+        held: Held,
+        owner: Owner,
+        quorum: usize,
+        acquired_in: Duration,
+        lease: Option<Duration>,
+    ) -> Self {
+        let lost = CancellationToken::new();
+        let watch = CancellationToken::new();
+        let tokens: Vec<CancellationToken> = held
+            .parts
+            .iter()
+            .filter_map(|l| l.lost_token(owner))
+            .collect();
+        let spare = held.parts.len().saturating_sub(quorum);
+        {
+            let (lost, watch) = (lost.clone(), watch.clone());
+            crate::runtime::spawn(async move {
+                // Lost once more parts are lost than the quorum can spare.
+                let mut pending: Vec<_> = tokens
+                    .into_iter()
+                    .map(|t| Box::pin(t.cancelled_owned()))
+                    .collect();
+                let mut gone = 0;
+                while !pending.is_empty() {
+                    tokio::select! {
+                        (_, i, rest) = futures_util::future::select_all(pending) => {
+                            let _ = i;
+                            pending = rest;
+                            gone += 1;
+                            if gone > spare {
+                                lost.cancel();
+                                return;
+                            }
+                        }
+                        _ = watch.cancelled() => return,
+                    }
+                }
+            });
+        }
+        let validity = lease.map(|l| l.saturating_sub(acquired_in).saturating_sub(clock_drift(l)));
+        MultiGuard {
+            parts: Some(held.parts),
+            owner,
+            lost,
+            watch,
+            validity,
+        }
+    }
+
+    /// The owner holding the parts.
+    pub fn owner(&self) -> Owner {
+        self.owner
+    }
+
+    /// Cancelled as soon as too many parts may be lost (any part for a [`MultiLock`]; more than a
+    /// minority for a [`RedLock`]).
+    pub fn lost(&self) -> &CancellationToken {
+        &self.lost
+    }
+
+    /// For an acquisition with a lease: how long the locks are still certainly held, measured
+    /// when acquired: `lease − time to acquire − clock drift` (Redlock's validity time). `None`
+    /// without a lease (the watchdog keeps the parts).
+    pub fn validity(&self) -> Option<Duration> {
+        self.validity
+    }
+
+    /// The names of the parts held (for a [`RedLock`], the majority that was reached).
+    pub fn parts(&self) -> Vec<String> {
+        self.parts
+            .iter()
+            .flatten()
+            .map(|l| l.name().to_owned())
+            .collect()
+    }
+
+    /// Releases every part held.
+    ///
+    /// # Errors
+    ///
+    /// The first part's error, naming it, if some part could not be released (every part is
+    /// tried; those failing expire after their lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave some parts unreleased until their lease runs out.
+    pub async fn release(mut self) -> Result<()> {
+        let parts = self.parts.take().expect("released once");
+        self.watch.cancel();
+        let errors = release(&parts, self.owner).await;
+        match errors.into_iter().next() {
+            None => Ok(()),
+            Some((part, e)) => Err(Error::new(
+                e.kind(),
+                format!("releasing the multi-lock: lock '{part}': {e}"),
+            )
+            .with_lock(&part)),
+        }
+    }
+}
+
+impl Drop for MultiGuard {
+    fn drop(&mut self) {
+        self.watch.cancel();
+        if let Some(parts) = self.parts.take() {
+            let owner = self.owner;
+            crate::runtime::spawn(async move {
+                release(&parts, owner).await;
+            });
+        }
+    }
+}
+
+impl fmt::Debug for MultiGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MultiGuard")
+            .field("parts", &self.parts())
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+macro_rules! composite {
+    ($(#[$meta:meta])* $ty:ident, $red:literal, $what:literal) => {
+        $(#[$meta])*
+        #[derive(Clone)]
+        pub struct $ty {
+            parts: Parts,
+        }
+
+        impl $ty {
+            #[doc = concat!("A ", $what, " over `locks` (at least one), acquired in the order given.")]
+            ///
+            /// # Errors
+            ///
+            /// [`ErrorKind::InvalidArgument`] for an empty list.
+            pub fn new(locks: Vec<Arc<dyn AnyLock>>) -> Result<Self> {
+                Ok($ty { parts: Parts::new(locks, $red)? })
+            }
+
+            /// The names of its parts, in order.
+            pub fn names(&self) -> Vec<String> {
+                self.parts.locks.iter().map(|l| l.name().to_owned()).collect()
+            }
+
+            /// Waits until it is acquired by [`Owner::current`](crate::Owner::current), each part
+            /// kept by its client's watchdog.
+            ///
+            /// # Errors
+            ///
+            /// A part's error that waiting cannot cure (a wrong type, a refused argument), naming the
+            /// part; nothing is held then.
+            ///
+            /// # Cancel safety
+            ///
+            /// Dropping the future gives back what was taken (each part's own cancel safety).
+            pub async fn acquire(&self) -> Result<MultiGuard> {
+                self.acquire_with(AcquireOptions::new()).await
+            }
+
+            /// Acquires with `options` (the wait limit covers the whole), failing with
+            /// [`ErrorKind::Timeout`] when it passes, or with the error of the part that failed
+            /// (a server down, say), naming it; nothing is held then.
+            ///
+            /// With a lease, each part is taken with `lease + wait` (so the first is still held
+            /// when the last is taken) and expires between `lease` and `lease + wait` later.
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire), and [`ErrorKind::Timeout`].")]
+            ///
+            /// # Cancel safety
+            ///
+            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
+            pub async fn acquire_with(&self, options: AcquireOptions) -> Result<MultiGuard> {
+                let owner = options.owner.unwrap_or_else(crate::Owner::current);
+                let start = Instant::now();
+                match self.parts.acquire_as(owner, &options).await? {
+                    Some(held) => Ok(MultiGuard::new(held, owner, self.parts.quorum, start.elapsed(), options.lease)),
+                    None => Err(Error::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "gave up waiting for the {} of {} after {:.3}s; nothing is held",
+                            $what,
+                            self.parts.names(),
+                            start.elapsed().as_secs_f64()
+                        ),
+                    )
+                    .with_waited(start.elapsed())),
+                }
+            }
+
+            /// As [`acquire_with`](Self::acquire_with), answering `Ok(None)` when the wait limit passed.
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
+            ///
+            /// # Cancel safety
+            ///
+            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
+            pub async fn try_acquire(&self, options: AcquireOptions) -> Result<Option<MultiGuard>> {
+                let owner = options.owner.unwrap_or_else(crate::Owner::current);
+                let start = Instant::now();
+                Ok(self
+                    .parts
+                    .acquire_as(owner, &options)
+                    .await?
+                    .map(|held| MultiGuard::new(held, owner, self.parts.quorum, start.elapsed(), options.lease)))
+            }
+        }
+
+        impl fmt::Debug for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($ty)).field("parts", &self.names()).finish()
+            }
+        }
+    };
+}
+
+composite! {
+    /// All of several locks, or none: Redisson's `RMultiLock` (`getMultiLock(RLock...)`).
+    ///
+    /// The parts may be locks of any kind, from any clients, so from different Redis deployments
+    /// (a lock per shard, per tenant, per resource). It has no keys of its own: each part is
+    /// stored and interoperates as its own kind. It acquires the parts in the order given (use one
+    /// order everywhere to avoid deadlocks); when one cannot be had, it gives back what it took and
+    /// starts over while its wait limit allows (Redisson's algorithm); when one fails (a server
+    /// down), the error names it and nothing is held. Released, it releases every part. The guard's
+    /// lost signal fires if any part may be lost.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(a: &crosslock::Client, b: &crosslock::Client) -> crosslock::Result<()> {
+    /// use crosslock::MultiLock;
+    /// let both = MultiLock::new(vec![a.lock("account:1")?.erased(), b.lock("account:2")?.erased()])?;
+    /// let guard = both.acquire().await?;   // both, or neither
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    MultiLock, false, "multi-lock"
+}
+
+composite! {
+    /// A majority of locks on independent Redis masters: Redisson's `RRedLock`
+    /// (`getRedLock(RLock...)`), the Redlock algorithm.
+    ///
+    /// As [`MultiLock`], but it is acquired once `n/2 + 1` of the `n` parts are held (each part
+    /// waits at most its share of what is left of the wait limit), and with a lease the guard
+    /// reports the validity time `lease − time to acquire − clock drift`
+    /// ([`MultiGuard::validity`]). Its lost signal fires when more parts may be lost than the
+    /// majority can spare.
+    ///
+    /// Redisson deprecates `RRedLock` ("use RLock or RFencedLock instead"), because a majority of
+    /// expiring locks does not make a pause-proof lock (a holder paused past its validity cannot
+    /// tell). crosslock keeps it for compatibility; for correctness under pauses prefer a
+    /// [`FencedLock`](crate::FencedLock): its tokens let the protected resource refuse a stale
+    /// holder's writes, which no lock alone can do.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(clients: &[crosslock::Client]) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// use crosslock::{AcquireOptions, RedLock};
+    /// let parts = clients.iter().map(|c| Ok(c.lock("job:7")?.erased())).collect::<crosslock::Result<Vec<_>>>()?;
+    /// let red = RedLock::new(parts)?;
+    /// let guard = red.acquire_with(AcquireOptions::new().lease(Duration::from_secs(10))).await?;
+    /// println!("valid for {:?}", guard.validity());
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    RedLock, true, "red lock"
+}

@@ -1,0 +1,406 @@
+//! [`Semaphore`]: Redisson's `RSemaphore`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::AcquireOptions;
+use crate::client::Client;
+use crate::context::Ctx;
+use crate::engine::unowned;
+use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
+use crate::error::{Error, ErrorKind, Result};
+use crate::scripts;
+
+use super::{check_name, prefix_name};
+
+const KIND: &str = "semaphore";
+
+/// The counter and channel of one semaphore.
+#[derive(Debug)]
+pub(crate) struct Counter {
+    pub(crate) name: Arc<str>,
+    /// `redisson_sc:{name}`: the permits available after each release.
+    pub(crate) channel: String,
+}
+
+impl Counter {
+    pub(crate) fn new(name: Arc<str>) -> Self {
+        let channel = prefix_name("redisson_sc", &name);
+        Counter { name, channel }
+    }
+
+    pub(crate) async fn release(&self, cx: &Ctx, permits: u32, kind: &'static str) -> Result<i64> {
+        cx.conn
+            .eval(
+                &scripts::SEMAPHORE_RELEASE,
+                &[&self.name, &self.channel],
+                &[&permits, &cx.conn.publish_command()],
+                (kind, &*self.name),
+            )
+            .await
+    }
+}
+
+/// One acquire of `permits` permits (the protocol object lives as long as the call).
+struct Take {
+    counter: Arc<Counter>,
+    permits: u32,
+}
+
+impl Protocol for Take {
+    type Won = ();
+
+    fn name(&self) -> &Arc<str> {
+        &self.counter.name
+    }
+
+    fn waiting(&self, _holder: &str) -> Waiting {
+        Waiting::PubSub {
+            channel: self.counter.channel.clone(),
+            wake: WakePolicy::Permits,
+        }
+    }
+
+    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, _request: Request) -> Result<Attempt<()>> {
+        let taken: i64 = cx
+            .conn
+            .eval(
+                &scripts::SEMAPHORE_ACQUIRE,
+                &[&self.counter.name],
+                &[&self.permits],
+                (KIND, &*self.counter.name),
+            )
+            .await?;
+        Ok(if taken == 1 {
+            Attempt::Won(())
+        } else {
+            Attempt::Busy { retry_in: None }
+        })
+    }
+
+    fn can_settle(&self) -> bool {
+        false
+    }
+
+    async fn settle(&self, _cx: &Ctx, _holder: &str, _recorded: usize) -> Result<Option<()>> {
+        Ok(None)
+    }
+
+    async fn give_back(
+        self: Arc<Self>,
+        cx: Arc<Ctx>,
+        _holder: Arc<str>,
+        _lease: Duration,
+    ) -> Result<()> {
+        self.counter
+            .release(&cx, self.permits, KIND)
+            .await
+            .map(|_| ())
+    }
+}
+
+/// A counting semaphore shared by every process on the same Redis, stored exactly as Redisson's
+/// `RSemaphore`: a string at the name holding the number of available permits, and the channel
+/// `redisson_sc:{name}`, on which every release publishes how many are now available.
+///
+/// Permits belong to nobody: any client, in any language, may release them, and they do not
+/// expire. **A process that crashes while it has permits never gives them back**: use a
+/// [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) when that matters.
+///
+/// An absent counter has no permits: set some with [`try_set_permits`](Self::try_set_permits) (or
+/// [`add_permits`](Self::add_permits), [`release`](Self::release)) before anyone acquires.
+///
+/// What it does that Redisson's does not: waiters of one process take their turns in order (a
+/// local FIFO queue), so a waiter for several permits is never starved by later ones taking
+/// single permits; and a release wakes one waiter per process, not every one.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// let slots = client.semaphore("render-slots")?;
+/// slots.try_set_permits(4).await?;        // once, by whoever sets it up
+/// slots.acquire(1).await?;                // waits for a permit
+/// // ... at most 4 of these run at once, across every process ...
+/// slots.release(1).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Semaphore {
+    client: Client,
+    counter: Arc<Counter>,
+}
+
+impl Semaphore {
+    /// The semaphore's name: its key in Redis.
+    pub fn name(&self) -> &str {
+        &self.counter.name
+    }
+
+    async fn cx(&self) -> Result<Arc<Ctx>> {
+        self.client
+            .state()
+            .await
+            .map_err(|e| e.with_lock(self.name()))
+    }
+
+    /// Sets the number of permits if the semaphore has none set yet; `Ok(false)` if it had.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::WrongType`] (the name holds other data), [`ErrorKind::Unavailable`],
+    /// [`ErrorKind::Redis`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may or may not stop the change (the command may already be sent).
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        let cx = self.cx().await?;
+        let set: i64 = cx
+            .conn
+            .eval(
+                &scripts::SEMAPHORE_TRY_SET,
+                &[&self.counter.name, &self.counter.channel],
+                &[&permits, &cx.conn.publish_command()],
+                (KIND, self.name()),
+            )
+            .await?;
+        Ok(set == 1)
+    }
+
+    /// Adds `permits` (negative: removes) to what is available, creating the counter; returns the
+    /// new count, which may be negative.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn add_permits(&self, permits: i64) -> Result<i64> {
+        let cx = self.cx().await?;
+        cx.conn
+            .eval(
+                &scripts::SEMAPHORE_ADD,
+                &[&self.counter.name, &self.counter.channel],
+                &[&permits, &cx.conn.publish_command()],
+                (KIND, self.name()),
+            )
+            .await
+    }
+
+    /// How many permits are available now (0 when none were ever set).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Cancel safety
+    ///
+    /// A query: dropping the future changes nothing.
+    pub async fn available_permits(&self) -> Result<i64> {
+        let cx = self.cx().await?;
+        cx.conn
+            .eval(
+                &scripts::SEMAPHORE_AVAILABLE,
+                &[&self.counter.name],
+                &[],
+                (KIND, self.name()),
+            )
+            .await
+    }
+
+    /// Takes every available permit; returns how many that was.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn drain_permits(&self) -> Result<i64> {
+        let cx = self.cx().await?;
+        cx.conn
+            .eval(
+                &scripts::SEMAPHORE_DRAIN,
+                &[&self.counter.name],
+                &[],
+                (KIND, self.name()),
+            )
+            .await
+    }
+
+    /// Gives `permits` back (anyone may: permits have no owner) and wakes waiters.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] for 0 permits, and those of
+    /// [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn release(&self, permits: u32) -> Result<()> {
+        if permits == 0 {
+            return Err(Error::invalid(format!(
+                "semaphore '{}': release at least 1 permit",
+                self.name()
+            ))
+            .with_lock(self.name()));
+        }
+        let cx = self.cx().await?;
+        self.counter.release(&cx, permits, KIND).await.map(|_| ())
+    }
+
+    /// Waits until `permits` permits are taken (0 returns at once).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Unavailable`] (Redis unreachable longer than the connect timeout, or an
+    /// attempt's answer lost, when it is unknown whether the permits were taken),
+    /// [`ErrorKind::WrongType`], [`ErrorKind::Redis`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves nothing behind: permits an attempt in flight took are given
+    /// back.
+    pub async fn acquire(&self, permits: u32) -> Result<()> {
+        self.acquire_with(permits, AcquireOptions::new()).await
+    }
+
+    /// Takes `permits` permits within `options.wait` (a deadline; none: as long as it takes) or
+    /// until `options.cancel` is cancelled; fails with [`ErrorKind::Timeout`] when the wait limit
+    /// passes. `options.lease` and `options.owner` do not apply to a semaphore and are refused.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Timeout`], [`ErrorKind::Cancelled`], [`ErrorKind::InvalidArgument`], and those
+    /// of [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn acquire_with(&self, permits: u32, options: AcquireOptions) -> Result<()> {
+        let wait = options.wait;
+        if self.take(permits, options).await? {
+            return Ok(());
+        }
+        Err(self.timeout_error(permits, wait.unwrap_or_default()).await)
+    }
+
+    /// Takes `permits` permits if they can be had within `wait` (zero: one try); `Ok(false)`
+    /// otherwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self, permits: u32, wait: Duration) -> Result<bool> {
+        self.take(permits, AcquireOptions::new().wait(wait)).await
+    }
+
+    /// As [`acquire_with`](Self::acquire_with), answering `Ok(false)` when the wait limit passed.
+    #[doc(hidden)]
+    pub async fn take(&self, permits: u32, options: AcquireOptions) -> Result<bool> {
+        let start = Instant::now();
+        if options.lease.is_some() || options.owner.is_some() {
+            return Err(Error::invalid(format!(
+                "semaphore '{}': permits have no lease and no owner; leave them out",
+                self.name()
+            ))
+            .with_lock(self.name()));
+        }
+        options.validate(self.name())?;
+        if permits == 0 {
+            return Ok(true);
+        }
+        let cx = self.cx().await?;
+        let proto = Arc::new(Take {
+            counter: self.counter.clone(),
+            permits,
+        });
+        let gate = format!("semaphore:{}", self.name());
+        Ok(
+            unowned::acquire(cx, proto, Some(&gate), options.wait, options.cancel, start)
+                .await?
+                .is_some(),
+        )
+    }
+
+    /// The [`ErrorKind::Timeout`] error of a wait for `permits` permits that lasted `waited`.
+    pub async fn timeout_error(&self, permits: u32, waited: Duration) -> Error {
+        let available = match tokio::time::timeout(
+            Duration::from_millis(200),
+            self.available_permits(),
+        )
+        .await
+        {
+            Ok(Ok(n)) => format!(" ({n} available)"),
+            _ => String::new(),
+        };
+        Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "gave up waiting for {permits} permit{} of semaphore '{}' after {:.3}s{available}; \
+                 retry later or allow a longer wait",
+                if permits == 1 { "" } else { "s" },
+                self.name(),
+                waited.as_secs_f64()
+            ),
+        )
+        .with_lock(self.name())
+        .with_waited(waited)
+    }
+
+    /// Deletes the semaphore's counter; `Ok(true)` if it existed.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    pub async fn delete(&self) -> Result<bool> {
+        let cx = self.cx().await?;
+        let deleted: i64 = cx
+            .conn
+            .eval(
+                &scripts::COUNTER_DELETE,
+                &[&self.counter.name],
+                &[&"a permit count"],
+                (KIND, self.name()),
+            )
+            .await?;
+        Ok(deleted == 1)
+    }
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("name", &self.name())
+            .finish()
+    }
+}
+
+impl Client {
+    /// A [`Semaphore`] (Redisson `RSemaphore`) named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] for an empty name.
+    pub fn semaphore(&self, name: &str) -> Result<Semaphore> {
+        let name = check_name(name, "semaphore")?;
+        Ok(Semaphore {
+            client: self.clone(),
+            counter: Arc::new(Counter::new(name)),
+        })
+    }
+}

@@ -1,0 +1,140 @@
+//! MultiLock and RedLock over several independent servers.
+
+mod support;
+
+use std::time::Duration;
+
+use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, MultiLock, Owner, RedLock};
+use support::RedisServer;
+
+async fn clients(servers: &[RedisServer]) -> Vec<Client> {
+    let mut out = Vec::new();
+    for s in servers {
+        let options = ClientOptions::new()
+            .connect_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_millis(500));
+        out.push(Client::connect_with(&s.url(), options).await.unwrap());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_takes_all_or_none() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let cs = clients(&servers).await;
+    let multi = MultiLock::new(cs.iter().map(|c| c.lock("m").unwrap().erased()).collect()).unwrap();
+    let guard = multi.acquire().await.unwrap();
+    for s in &servers {
+        let n: i64 = redis::cmd("EXISTS").arg("m").query(&mut s.raw()).unwrap();
+        assert_eq!(n, 1);
+    }
+    guard.release().await.unwrap();
+    // One part held elsewhere: the multi-lock takes nothing and gives up.
+    assert!(
+        cs[1]
+            .lock("m")
+            .unwrap()
+            .acquire_as(Owner::new(99), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let got = multi
+        .try_acquire(AcquireOptions::new().wait(Duration::from_millis(300)))
+        .await
+        .unwrap();
+    assert!(got.is_none());
+    for (i, s) in servers.iter().enumerate() {
+        let n: i64 = redis::cmd("EXISTS").arg("m").query(&mut s.raw()).unwrap();
+        assert_eq!(n, i64::from(i == 1), "server {i}");
+    }
+    cs[1]
+        .lock("m")
+        .unwrap()
+        .release_as(Owner::new(99))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_red_lock_needs_a_majority_and_reports_validity_while_a_multi_lock_names_the_dead_part() {
+    let mut servers: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();
+    let cs = clients(&servers).await;
+    servers[4].kill();
+    let parts = || {
+        cs.iter()
+            .map(|c| c.lock("r").unwrap().erased())
+            .collect::<Vec<_>>()
+    };
+    let red = RedLock::new(parts()).unwrap();
+    let lease = Duration::from_secs(10);
+    let guard = red
+        .acquire_with(
+            AcquireOptions::new()
+                .wait(Duration::from_secs(5))
+                .lease(lease),
+        )
+        .await
+        .unwrap();
+    assert_eq!(guard.parts().len(), 4);
+    let validity = guard.validity().unwrap();
+    assert!(
+        validity < lease && validity > lease - Duration::from_secs(3),
+        "{validity:?}"
+    );
+    guard.release().await.unwrap();
+    let multi = MultiLock::new(parts()).unwrap();
+    let err = multi
+        .acquire_with(AcquireOptions::new().wait(Duration::from_secs(2)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("lock 'r'"), "{err}");
+    for s in &servers[..4] {
+        let n: i64 = redis::cmd("EXISTS").arg("r").query(&mut s.raw()).unwrap();
+        assert_eq!(n, 0, "the failed multi-lock kept a part");
+    }
+    // Three of five down: no majority, nothing held on the two alive.
+    servers[3].kill();
+    servers[2].kill();
+    match RedLock::new(parts())
+        .unwrap()
+        .try_acquire(AcquireOptions::new().wait(Duration::from_secs(2)))
+        .await
+    {
+        Ok(None) => {}
+        Err(e) => assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}"),
+        Ok(Some(g)) => panic!("a red lock without a majority: {:?}", g.parts()),
+    }
+    for s in &servers[..2] {
+        let n: i64 = redis::cmd("EXISTS").arg("r").query(&mut s.raw()).unwrap();
+        assert_eq!(n, 0, "the failed red lock kept a part");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_a_part_fires_the_multi_lost_signal() {
+    let servers: Vec<RedisServer> = (0..2).map(|_| RedisServer::start()).collect();
+    let mut cs = Vec::new();
+    for s in &servers {
+        cs.push(
+            Client::connect_with(
+                &s.url(),
+                ClientOptions::new().watchdog_timeout(Duration::from_millis(300)),
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    let multi = MultiLock::new(
+        cs.iter()
+            .map(|c| c.fair_lock("l").unwrap().erased())
+            .collect(),
+    )
+    .unwrap();
+    let guard = multi.acquire().await.unwrap();
+    cs[1].fair_lock("l").unwrap().force_unlock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost().cancelled())
+        .await
+        .expect("no lost signal");
+    let _ = guard.release().await;
+}

@@ -1,0 +1,119 @@
+//! PermitExpirableSemaphore: permits with ids and leases; the watchdog keeps a live holder's
+//! permit; expired permits come back; release by id from another client.
+
+mod support;
+
+use std::time::Duration;
+
+use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind};
+use support::RedisServer;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_have_ids_stored_as_raw_bytes_and_any_client_may_release_them() {
+    let server = RedisServer::start();
+    let a = Client::connect(&server.url()).await.unwrap();
+    let b = Client::connect(&server.url()).await.unwrap();
+    let sem = a.permit_expirable_semaphore("seats").unwrap();
+    assert!(sem.try_set_permits(2).await.unwrap());
+    let p1 = sem.acquire().await.unwrap();
+    let p2 = sem
+        .try_acquire(AcquireOptions::new().lease(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(p1.id().len(), 32);
+    assert!(
+        sem.try_acquire(AcquireOptions::new().wait(Duration::ZERO))
+            .await
+            .unwrap()
+            .is_none(),
+        "a third permit"
+    );
+    let members: Vec<Vec<u8>> = redis::cmd("ZRANGE")
+        .arg("{seats}:timeout")
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.raw())
+        .unwrap();
+    assert_eq!(members.len(), 2);
+    assert!(
+        members.iter().all(|m| m.len() == 16),
+        "ids are stored as 16 raw bytes"
+    );
+    assert_eq!(sem.acquired_permits().await.unwrap(), 2);
+    let left = sem.remaining_lease(p2.id()).await.unwrap().unwrap();
+    assert!(
+        left > Duration::from_secs(50) && left <= Duration::from_secs(60),
+        "{left:?}"
+    );
+    // Another client releases the permit by its id; twice is refused.
+    let id = p2.into_id();
+    let theirs = b.permit_expirable_semaphore("seats").unwrap();
+    theirs.release(&id).await.unwrap();
+    assert_eq!(
+        theirs.release(&id).await.unwrap_err().kind(),
+        ErrorKind::NotHeld
+    );
+    assert!(!theirs.try_release(&id).await.unwrap());
+    assert_eq!(
+        theirs.release("nothex").await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    p1.release().await.unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_keeps_a_live_holders_permit_and_an_expired_one_comes_back() {
+    let server = RedisServer::start();
+    let client = Client::connect_with(
+        &server.url(),
+        ClientOptions::new().watchdog_timeout(Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    let sem = client.permit_expirable_semaphore("kept").unwrap();
+    assert!(sem.try_set_permits(2).await.unwrap());
+    let kept = sem.acquire().await.unwrap();
+    let leased = sem
+        .try_acquire(AcquireOptions::new().lease(Duration::from_millis(200)))
+        .await
+        .unwrap()
+        .unwrap();
+    let leased_lost = leased.lost().clone();
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(
+        !kept.lost().is_cancelled(),
+        "a renewed permit was reported lost"
+    );
+    assert!(
+        leased_lost.is_cancelled(),
+        "an expired permit's holder was not told"
+    );
+    assert_eq!(
+        sem.available_permits().await.unwrap(),
+        1,
+        "the expired permit did not come back"
+    );
+    assert_eq!(
+        leased.release().await.unwrap_err().kind(),
+        ErrorKind::NotHeld
+    );
+    // Someone releases the kept permit behind our back: its holder is told at the next renewal.
+    let lost = kept.lost().clone();
+    let id = kept.into_id();
+    let _ = id; // tracked no more; release it as a foreign client would
+    let kept = sem.acquire().await.unwrap();
+    Client::connect(&server.url())
+        .await
+        .unwrap()
+        .permit_expirable_semaphore("kept")
+        .unwrap()
+        .release(kept.id())
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), kept.lost().cancelled())
+        .await
+        .expect("no lost signal");
+    assert!(!lost.is_cancelled());
+}
