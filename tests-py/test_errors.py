@@ -72,7 +72,7 @@ KINDS = [
     (trigger_timeout, crosslock.LockTimeoutError, TimeoutError, "TIMEOUT", "to", "gave up"),
     (trigger_lock_lost, crosslock.LockLostError, crosslock.CrosslockError, "LOCK_LOST", "ll", "lost"),
     (trigger_unavailable, crosslock.RedisUnavailableError, ConnectionError, "UNAVAILABLE", None, "127.0.0.1:"),
-    (trigger_wrong_type, crosslock.WrongTypeError, crosslock.CrosslockError, "WRONG_TYPE", "wt", "holds a string, not a lock"),
+    (trigger_wrong_type, crosslock.WrongTypeError, crosslock.CrosslockError, "WRONG_TYPE", "wt", "holds a string, not what a lock stores"),
     (trigger_invalid_argument, crosslock.InvalidArgumentError, ValueError, "INVALID_ARGUMENT", "ia", "≥ 0"),
 ]
 

@@ -11,6 +11,9 @@ import { Holds } from './held'
 import { Lock } from './lock'
 import { NonReentrantLock } from './non_reentrant_lock'
 import { ReadLock, ReadWriteLock, WriteLock } from './read_write_lock'
+import { CountDownLatch } from './count_down_latch'
+import { PermitExpirableSemaphore, Permits } from './permit_expirable_semaphore'
+import { Semaphore } from './semaphore'
 import { SpinLock, type SpinLockOptions } from './spin_lock'
 
 /**
@@ -105,6 +108,8 @@ export class Client implements AsyncDisposable {
   readonly #native: native.Client
   /** @internal Live holds, for lost-lock signals, owner look-ups and `close()`. */
   readonly _holds = new Holds()
+  /** @internal Live permits of permit-expirable semaphores, for lost-permit signals. */
+  readonly _permits = new Permits()
 
   /** @internal Clients come from `connect()`. */
   constructor(nativeClient: native.Client) {
@@ -120,7 +125,8 @@ export class Client implements AsyncDisposable {
     let self: WeakRef<Client> | undefined
     const onLost = (event: native.LostLockEvent) => {
       const client = self?.deref()
-      client?._holds.onLost(client.id, event.name, event.owner, event.kind)
+      if (event.kind === 'permit') client?._permits.onLost(event.name, event.holder)
+      else client?._holds.onLost(client.id, event.name, event.owner, event.kind)
     }
     const client = new Client(await viaNative(() => native.connect(url, opts, onLost)))
     self = new WeakRef(client)
@@ -254,6 +260,48 @@ export class Client implements AsyncDisposable {
     checkName(name)
     const [read, write] = viaNative(() => this.#native.readWriteLock(name))
     return new ReadWriteLock(new ReadLock(this, read), new WriteLock(this, write))
+  }
+
+  /**
+   * The {@link Semaphore} named `name` (Redisson's `RSemaphore`). Name rules as for
+   * {@link Client.lock}.
+   *
+   * @example
+   * ```js
+   * const slots = client.semaphore('render-slots')
+   * ```
+   */
+  semaphore(name: string): Semaphore {
+    checkName(name)
+    return new Semaphore(this, viaNative(() => this.#native.semaphore(name)))
+  }
+
+  /**
+   * The {@link PermitExpirableSemaphore} named `name` (Redisson's `RPermitExpirableSemaphore`).
+   * Name rules as for {@link Client.lock}.
+   *
+   * @example
+   * ```js
+   * const seats = client.permitExpirableSemaphore('licences')
+   * ```
+   */
+  permitExpirableSemaphore(name: string): PermitExpirableSemaphore {
+    checkName(name)
+    return new PermitExpirableSemaphore(this, viaNative(() => this.#native.permitExpirableSemaphore(name)))
+  }
+
+  /**
+   * The {@link CountDownLatch} named `name` (Redisson's `RCountDownLatch`). Name rules as for
+   * {@link Client.lock}.
+   *
+   * @example
+   * ```js
+   * const ready = client.countDownLatch('workers-ready')
+   * ```
+   */
+  countDownLatch(name: string): CountDownLatch {
+    checkName(name)
+    return new CountDownLatch(this, viaNative(() => this.#native.countDownLatch(name)))
   }
 
   /**

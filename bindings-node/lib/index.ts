@@ -36,6 +36,10 @@ export { SpinLock, type Backoff, type SpinLockOptions } from './spin_lock'
 export { FencedLock, type FencedHeldLock } from './fenced_lock'
 export { NonReentrantLock } from './non_reentrant_lock'
 export { ReadWriteLock, ReadLock, WriteLock } from './read_write_lock'
+export { MultiLock, RedLock, HeldMultiLock } from './multi_lock'
+export { Semaphore, type PermitOptions } from './semaphore'
+export { PermitExpirableSemaphore, Permit, type PermitAcquireOptions } from './permit_expirable_semaphore'
+export { CountDownLatch } from './count_down_latch'
 export { runAsOwner, newOwner, currentOwner } from './identity'
 export {
   CrosslockError,

@@ -10,7 +10,8 @@
  */
 import native = require('../native')
 import type { Client } from './client'
-import { NotHeldError, hasCode, invalidArgument, viaNative } from './errors'
+import { cancellable } from './abort'
+import { NotHeldError, invalidArgument, viaNative } from './errors'
 import { HeldLock } from './held'
 import { acquiringOwner, checkOwner, currentOwner, inScope } from './identity'
 
@@ -66,14 +67,16 @@ export interface OwnerOptions {
   owner?: number | undefined
 }
 
-interface Checked {
+/** @internal Checked acquire options. */
+export interface Checked {
   wait: number | null
   lease: number | null
   signal: AbortSignal | undefined
   owner: number | undefined
 }
 
-function optionsObject(options: unknown, lockName: string): Record<string, unknown> {
+/** @internal */
+export function optionsObject(options: unknown, lockName: string): Record<string, unknown> {
   if (options === undefined || options === null) return {}
   if (typeof options !== 'object') {
     throw invalidArgument('type', `options for lock '${lockName}' must be an object, got ${typeof options}`, lockName)
@@ -81,7 +84,8 @@ function optionsObject(options: unknown, lockName: string): Record<string, unkno
   return options as Record<string, unknown>
 }
 
-function checkAcquire(options: unknown, lockName: string, defaultWait: number | null): Checked {
+/** @internal Checks acquire options (`wait`, `lease`, `signal`, `owner`), naming the object. */
+export function checkAcquire(options: unknown, lockName: string, defaultWait: number | null): Checked {
   const o = optionsObject(options, lockName)
   let wait = defaultWait
   if (o.wait !== undefined && o.wait !== null) {
@@ -154,6 +158,8 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   /** The lock's name: its key in Redis. */
   readonly name: string
   readonly #native: native.Lock
+  /** @internal The native lock (for composites). */
+  readonly _native: native.Lock
   /** @internal Whether its holder strings end in `:write` (the route of lost-lock events). */
   readonly _write: boolean
 
@@ -161,6 +167,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   constructor(client: Client, nativeLock: native.Lock) {
     this.client = client
     this.#native = nativeLock
+    this._native = nativeLock
     this.name = nativeLock.name
     this._write = nativeLock.kind === 'write_lock'
   }
@@ -212,31 +219,16 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
 
   async #acquire(o: Checked, failOnTimeout: boolean): Promise<H | null> {
     const owner = acquiringOwner(o.owner)
-    const signal = o.signal
-    if (signal?.aborted) throw signal.reason
-    let token: native.CancelToken | null = null
-    const onAbort = () => token?.cancel()
-    if (signal) {
-      token = new native.CancelToken()
-      signal.addEventListener('abort', onAbort, { once: true })
-    }
-    try {
-      const acquired = await viaNative(() => this.#native.acquire(owner, o.wait, o.lease, token, failOnTimeout))
-      if (acquired === null) return null
-      if (signal?.aborted) {
-        // Aborted while the winning attempt was in flight: give it back, as promised.
-        await viaNative(() => this.#native.release(owner)).catch(() => {})
-        throw signal.reason
-      }
-      const held = new HeldLock(this, owner, this._token(acquired)) as H
-      this.client._holds.track(held)
-      return held
-    } catch (e) {
-      if (signal?.aborted && hasCode(e, 'CANCELLED')) throw signal.reason
-      throw e
-    } finally {
-      signal?.removeEventListener('abort', onAbort)
-    }
+    const acquired = await cancellable(
+      o.signal,
+      (token) => this.#native.acquire(owner, o.wait, o.lease, token, failOnTimeout),
+      (won) => won !== null,
+      () => viaNative(() => this.#native.release(owner)),
+    )
+    if (acquired === null) return null
+    const held = new HeldLock(this, owner, this._token(acquired)) as H
+    this.client._holds.track(held)
+    return held
   }
 
   /**

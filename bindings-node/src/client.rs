@@ -34,8 +34,10 @@ pub struct LostLockEvent {
     pub name: String,
     /// The owner number that held it.
     pub owner: f64,
-    /// The kind of lock (`'lock'`, `'write_lock'`, …).
+    /// The kind of lock (`'lock'`, `'write_lock'`, …, `'permit'`).
     pub kind: String,
+    /// The holder string (a permit's id for `'permit'`).
+    pub holder: String,
 }
 
 /// A spin lock's back-off: `kind` `'exponential'` (`initial`, `max`) or `'constant'` (`initial`),
@@ -99,6 +101,7 @@ pub fn connect<'env>(
                     name: event.name,
                     owner: event.owner.get() as f64,
                     kind: event.kind.as_str().to_owned(),
+                    holder: event.holder,
                 };
                 lost.call(event, ThreadsafeFunctionCallMode::NonBlocking);
             });
@@ -201,6 +204,36 @@ impl JsClient {
     #[napi]
     pub fn non_reentrant_lock(&self, name: String) -> Result<JsLock> {
         erased(self.inner.non_reentrant_lock(&name).map(|l| l.erased()))
+    }
+
+    /// The `Semaphore` (Redisson `RSemaphore`) named `name`.
+    #[napi]
+    pub fn semaphore(&self, name: String) -> Result<crate::semaphore::JsSemaphore> {
+        self.inner
+            .semaphore(&name)
+            .map(crate::semaphore::JsSemaphore::new)
+            .map_err(|e| error::to_napi(&e))
+    }
+
+    /// The `PermitExpirableSemaphore` (Redisson `RPermitExpirableSemaphore`) named `name`.
+    #[napi]
+    pub fn permit_expirable_semaphore(
+        &self,
+        name: String,
+    ) -> Result<crate::semaphore::JsPermitExpirableSemaphore> {
+        self.inner
+            .permit_expirable_semaphore(&name)
+            .map(crate::semaphore::JsPermitExpirableSemaphore::new)
+            .map_err(|e| error::to_napi(&e))
+    }
+
+    /// The `CountDownLatch` (Redisson `RCountDownLatch`) named `name`.
+    #[napi]
+    pub fn count_down_latch(&self, name: String) -> Result<crate::semaphore::JsCountDownLatch> {
+        self.inner
+            .count_down_latch(&name)
+            .map(crate::semaphore::JsCountDownLatch::new)
+            .map_err(|e| error::to_napi(&e))
     }
 
     /// The read and the write lock of the `ReadWriteLock` named `name`.

@@ -13,7 +13,9 @@
 mod client;
 mod error;
 mod lock;
+mod multi_lock;
 mod runtime;
+mod semaphore;
 
 use napi_derive::napi;
 

@@ -33,7 +33,7 @@ pub(crate) fn owner(n: f64) -> Result<Owner> {
 /// `AbortSignal` aborts).
 #[napi(js_name = "CancelToken")]
 pub struct JsCancelToken {
-    token: CancellationToken,
+    pub(crate) token: CancellationToken,
 }
 
 #[napi]
@@ -64,7 +64,7 @@ impl JsCancelToken {
 /// A lock of any kind of the RLock family (see core's `AnyLock`). Made by the client's factories.
 #[napi(js_name = "Lock")]
 pub struct JsLock {
-    inner: Arc<dyn AnyLock>,
+    pub(crate) inner: Arc<dyn AnyLock>,
 }
 
 impl JsLock {

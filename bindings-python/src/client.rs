@@ -181,6 +181,41 @@ impl PyClient {
         )
     }
 
+    /// A `Semaphore` (Redisson `RSemaphore`) named `name`.
+    fn semaphore(&self, py: Python<'_>, name: &str) -> PyResult<crate::semaphore::PySemaphore> {
+        let sem = self
+            .client
+            .semaphore(name)
+            .map_err(|e| to_py_err(py, e, Some(name)))?;
+        Ok(crate::semaphore::PySemaphore::new(sem))
+    }
+
+    /// A `PermitExpirableSemaphore` (Redisson `RPermitExpirableSemaphore`) named `name`.
+    fn permit_expirable_semaphore(
+        &self,
+        py: Python<'_>,
+        name: &str,
+    ) -> PyResult<crate::semaphore::PyPermitExpirableSemaphore> {
+        let sem = self
+            .client
+            .permit_expirable_semaphore(name)
+            .map_err(|e| to_py_err(py, e, Some(name)))?;
+        Ok(crate::semaphore::PyPermitExpirableSemaphore::new(sem))
+    }
+
+    /// A `CountDownLatch` (Redisson `RCountDownLatch`) named `name`.
+    fn count_down_latch(
+        &self,
+        py: Python<'_>,
+        name: &str,
+    ) -> PyResult<crate::semaphore::PyCountDownLatch> {
+        let latch = self
+            .client
+            .count_down_latch(name)
+            .map_err(|e| to_py_err(py, e, Some(name)))?;
+        Ok(crate::semaphore::PyCountDownLatch::new(latch))
+    }
+
     /// The read and the write lock of the `ReadWriteLock` (Redisson `RReadWriteLock`) `name`.
     fn read_write_lock(&self, py: Python<'_>, name: &str) -> PyResult<(PyLock, PyLock)> {
         let rw = self
@@ -220,7 +255,7 @@ impl PyClient {
         )
     }
 
-    /// Sets the function called as `listener(name, owner, kind)` on a background thread whenever
+    /// Sets the function called as `listener(name, owner, kind, holder)` on a background thread whenever
     /// a hold of this client is found lost. Replaces any previous listener. Call it again in a
     /// forked child (the dispatcher thread does not survive a fork).
     fn set_lost_listener(&self, listener: Py<PyAny>) -> PyResult<()> {
@@ -235,7 +270,12 @@ impl PyClient {
                     // `try_attach`: nothing to tell once the interpreter is shutting down.
                     let done = Python::try_attach(|py| {
                         let listener = listener.bind(py);
-                        let args = (lost.name.as_str(), lost.owner.get(), lost.kind.as_str());
+                        let args = (
+                            lost.name.as_str(),
+                            lost.owner.get(),
+                            lost.kind.as_str(),
+                            lost.holder.as_str(),
+                        );
                         if let Err(e) = listener.call1(args) {
                             e.write_unraisable(py, Some(listener));
                         }

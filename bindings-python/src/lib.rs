@@ -8,6 +8,8 @@
 //! - [`client`]: `Client` (connect, close, the lost-lock listener);
 //! - [`lock`]: `Lock` (acquire/release/queries for an explicit owner number) and `PendingHold`
 //!   (what `acquire_async` resolves to: a won hold given back unless the caller claims it);
+//! - [`semaphore`]: `Semaphore`, `PermitExpirableSemaphore`, `CountDownLatch`;
+//! - [`multi_lock`]: `MultiLock` (also the `RedLock`), over native `Lock`s;
 //! - [`error`]: the one core-error → Python-exception conversion;
 //! - [`runtime`]: the one blocking helper (GIL released, Ctrl-C honoured) and the asyncio bridge,
 //!   both on core's process runtime.
@@ -17,7 +19,9 @@ use pyo3::prelude::*;
 mod client;
 mod error;
 mod lock;
+mod multi_lock;
 mod runtime;
+mod semaphore;
 
 /// Makes the forked child's runtime switch eager: called by `os.register_at_fork(after_in_child=…)`.
 ///
@@ -40,6 +44,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::PyClient>()?;
     m.add_class::<lock::PyLock>()?;
     m.add_class::<lock::PyPendingHold>()?;
+    m.add_class::<semaphore::PySemaphore>()?;
+    m.add_class::<semaphore::PyPermitExpirableSemaphore>()?;
+    m.add_class::<semaphore::PyCountDownLatch>()?;
+    m.add_class::<multi_lock::PyMultiLock>()?;
     m.add_function(wrap_pyfunction!(_after_fork, m)?)?;
     m.add_function(wrap_pyfunction!(_write_unraisable, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crosslock::{AcquireOptions, AnyLock, CancellationToken, Owner, ffi};
+use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 
 use crate::error::to_py_err;
@@ -22,7 +23,7 @@ use crate::runtime::{self, OnSignal, Unclaimed, Undo};
 /// `crosslock.FairLock`, …
 #[pyclass(module = "crosslock._native", name = "Lock", frozen)]
 pub(crate) struct PyLock {
-    lock: Arc<dyn AnyLock>,
+    pub(crate) lock: Arc<dyn AnyLock>,
 }
 
 /// What an acquire answers Python: `None` (not acquired) or the token (0 when the kind has none).
@@ -292,20 +293,49 @@ impl PyLock {
 /// nobody knows about (and that the watchdog would renew forever).
 #[pyclass(module = "crosslock._native", name = "PendingHold", frozen)]
 pub(crate) struct PyPendingHold {
-    acquired: Option<u64>,
+    won: Won,
     hold: Mutex<Option<Unclaimed>>,
+}
+
+/// What an awaited acquire answered, as the Python layer reads it from `claim()`.
+pub(crate) enum Won {
+    /// A lock: `None` (not acquired) or the fencing token (0 for kinds without one).
+    Token(Option<u64>),
+    /// Semaphore permits: whether they were taken.
+    Taken(bool),
+    /// A permit-expirable semaphore's permit: its id, or `None`.
+    Permit(Option<String>),
+    /// A multi-lock: `None`, or the validity (seconds, with a lease) and the parts held.
+    Multi(Option<(Option<f64>, Vec<String>)>),
+}
+
+impl Won {
+    fn acquired(&self) -> bool {
+        match self {
+            Won::Token(t) => t.is_some(),
+            Won::Taken(taken) => *taken,
+            Won::Permit(id) => id.is_some(),
+            Won::Multi(held) => held.is_some(),
+        }
+    }
 }
 
 impl PyPendingHold {
     fn new(acquired: Option<u64>, lock: Arc<dyn AnyLock>, owner: Owner) -> Self {
-        let hold = acquired.is_some().then(|| {
-            Unclaimed::new(async move {
-                // NotHeld / LockLost: nothing left to give back.
-                let _ = lock.release_as(owner).await;
-            })
-        });
+        Self::holding(Won::Token(acquired), async move {
+            // NotHeld / LockLost: nothing left to give back.
+            let _ = lock.release_as(owner).await;
+        })
+    }
+
+    /// A result whose win (if `won` is one) is undone by `undo` unless claimed.
+    pub(crate) fn holding(
+        won: Won,
+        undo: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Self {
+        let hold = won.acquired().then(|| Unclaimed::new(undo));
         PyPendingHold {
-            acquired,
+            won,
             hold: Mutex::new(hold),
         }
     }
@@ -324,14 +354,20 @@ impl PyPendingHold {
 
 #[pymethods]
 impl PyPendingHold {
-    /// Takes the hold over (it is the caller's to release from now on); returns what the acquire
-    /// answered (`None`: not acquired; else the token, 0 for kinds without one). Later calls
-    /// return the same and do nothing else.
-    fn claim(&self) -> Option<u64> {
+    /// Takes the win over (it is the caller's to give back from now on); returns what the
+    /// acquire answered: for a lock `None` or the token (0 for kinds without one), for semaphore
+    /// permits `True`/`False`, for a permit `None` or its id. Later calls return the same and do
+    /// nothing else.
+    fn claim<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         if let Some(hold) = self.take() {
             hold.claim();
         }
-        self.acquired
+        match &self.won {
+            Won::Token(t) => t.into_bound_py_any(py),
+            Won::Taken(taken) => taken.into_bound_py_any(py),
+            Won::Permit(id) => id.into_bound_py_any(py),
+            Won::Multi(held) => held.into_bound_py_any(py),
+        }
     }
 
     /// Gives a won, unclaimed hold back now (in the background); does nothing otherwise.
@@ -340,7 +376,7 @@ impl PyPendingHold {
     }
 
     fn __repr__(&self) -> String {
-        let state = match (self.acquired.is_some(), self.is_unclaimed()) {
+        let state = match (self.won.acquired(), self.is_unclaimed()) {
             (false, _) => "not acquired",
             (true, true) => "acquired, unclaimed",
             (true, false) => "acquired, claimed or abandoned",

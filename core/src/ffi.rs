@@ -56,6 +56,12 @@ pub fn invalid(message: impl Into<String>) -> Error {
     Error::invalid(message)
 }
 
+/// A [`ErrorKind::Timeout`](crate::ErrorKind::Timeout) error with `message`, for composites a
+/// binding reports itself.
+pub fn timeout(message: impl Into<String>, waited: Duration) -> Error {
+    Error::new(crate::ErrorKind::Timeout, message).with_waited(waited)
+}
+
 /// Acquires `lock` for `owner`; when the wait limit passes, `Ok(None)`, or the timeout error when
 /// `raise_timeout`.
 pub async fn acquire(

@@ -47,11 +47,15 @@ from .errors import (
     UpgradeRefusedError,
     WrongTypeError,
 )
+from .count_down_latch import CountDownLatch
 from .fair_lock import FairLock
 from .fenced_lock import FencedLock
 from .lock import Lock
+from .multi_lock import MultiLock, RedLock
 from .non_reentrant_lock import NonReentrantLock
+from .permit_expirable_semaphore import PermitExpirableSemaphore
 from .read_write_lock import ReadLock, ReadWriteLock, WriteLock
+from .semaphore import Semaphore
 from .spin_lock import Backoff, SpinLock
 
 __version__: str = _native.__version__
@@ -69,6 +73,11 @@ __all__ = [
     "ReadWriteLock",
     "ReadLock",
     "WriteLock",
+    "MultiLock",
+    "RedLock",
+    "Semaphore",
+    "PermitExpirableSemaphore",
+    "CountDownLatch",
     "CrosslockError",
     "NotHeldError",
     "LockTimeoutError",

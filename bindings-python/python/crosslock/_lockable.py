@@ -11,6 +11,7 @@ and callback, and the claim of an asyncio acquire that raced a cancellation are 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, TypeVar
@@ -68,6 +69,17 @@ def _lease(lease: object, lock_name: str) -> Optional[float]:
     return None if lease is None else _seconds(lease, "lease", lock_name)
 
 
+async def _claimed(pending: "asyncio.Future[_native.PendingHold]") -> Any:
+    """Awaits a native acquire and claims what it won (see :func:`_acquire_async`)."""
+    try:
+        outcome = await pending
+    except BaseException:
+        if pending.done() and not pending.cancelled() and pending.exception() is None:
+            pending.result().abandon()
+        raise
+    return outcome.claim()
+
+
 async def _acquire_async(
     native: _native.Lock, owner: int, wait: Optional[float], lease: Optional[float], raise_timeout: bool
 ) -> Optional[int]:
@@ -79,14 +91,8 @@ async def _acquire_async(
     set but asyncio throws ``CancelledError`` into this task instead (``task.cancel()`` came before
     the task resumed), it is abandoned here.
     """
-    pending = native.acquire_async(owner, wait, lease, raise_timeout)
-    try:
-        outcome = await pending
-    except BaseException:
-        if pending.done() and not pending.cancelled() and pending.exception() is None:
-            pending.result().abandon()
-        raise
-    return outcome.claim()
+    token: Optional[int] = await _claimed(native.acquire_async(owner, wait, lease, raise_timeout))
+    return token
 
 
 class _Lockable:

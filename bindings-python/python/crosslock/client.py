@@ -17,6 +17,9 @@ from .fenced_lock import FencedLock
 from .lock import Lock
 from .non_reentrant_lock import NonReentrantLock
 from .read_write_lock import ReadLock, ReadWriteLock, WriteLock
+from .count_down_latch import CountDownLatch
+from .permit_expirable_semaphore import PermitExpirableSemaphore, PermitLostCallback
+from .semaphore import Semaphore
 from .spin_lock import Backoff, SpinLock
 
 __all__ = ["Client", "connect", "connect_async"]
@@ -175,6 +178,7 @@ class Client:
         # Lock objects by (name, is-write), the route of lost-lock events: every object whose
         # holds share the Redis field (a Lock and a FencedLock of one name) hears the event.
         self._locks: dict[tuple[str, bool], weakref.WeakSet[_Lockable]] = {}
+        self._permit_sems: dict[str, weakref.WeakSet[PermitExpirableSemaphore]] = {}
         self._locks_guard = threading.Lock()
         self._purge_at = 64
         self._listen()
@@ -183,10 +187,10 @@ class Client:
     def _listen(self) -> None:
         ref = weakref.ref(self)
 
-        def dispatch(name: str, owner: int, kind: str) -> None:  # weak: no cycle through Rust
+        def dispatch(name: str, owner: int, kind: str, holder: str) -> None:  # weak: no Rust cycle
             client = ref()
             if client is not None:
-                client._dispatch_lost(name, owner, kind)
+                client._dispatch_lost(name, owner, kind, holder)
 
         self._native.set_lost_listener(dispatch)
 
@@ -271,6 +275,32 @@ class Client:
         read, write = self._native.read_write_lock(name)
         return ReadWriteLock(ReadLock(self, read, on_lost), WriteLock(self, write, on_lost))
 
+    def semaphore(self, name: str) -> Semaphore:
+        """The :class:`Semaphore` named ``name`` (Redisson's ``getSemaphore(name)``). Name rules as
+        for :meth:`lock`."""
+        name = _check_name(name, "semaphore")
+        return Semaphore(self, self._native.semaphore(name))
+
+    def permit_expirable_semaphore(
+        self, name: str, *, on_lost: Optional[PermitLostCallback] = None
+    ) -> PermitExpirableSemaphore:
+        """The :class:`PermitExpirableSemaphore` named ``name`` (Redisson's
+        ``getPermitExpirableSemaphore(name)``). ``on_lost(semaphore, permit_id)`` is called, on a
+        background thread, when a permit this client took may be lost. Name rules as for
+        :meth:`lock`."""
+        name = self._checked(name, on_lost)
+        return PermitExpirableSemaphore(self, self._native.permit_expirable_semaphore(name), on_lost)
+
+    def count_down_latch(self, name: str) -> CountDownLatch:
+        """The :class:`CountDownLatch` named ``name`` (Redisson's ``getCountDownLatch(name)``).
+        Name rules as for :meth:`lock`."""
+        name = _check_name(name, "latch")
+        return CountDownLatch(self, self._native.count_down_latch(name))
+
+    def _register_permits(self, sem: PermitExpirableSemaphore) -> None:
+        with self._locks_guard:
+            self._permit_sems.setdefault(sem.name, weakref.WeakSet()).add(sem)
+
     def _checked(self, name: object, on_lost: object) -> str:
         name = _check_name(name)
         if on_lost is not None and not callable(on_lost):
@@ -330,8 +360,20 @@ class Client:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _dispatch_lost(self, name: str, owner: int, kind: str) -> None:
+    def _dispatch_lost(self, name: str, owner: int, kind: str, holder: str) -> None:
         """Runs on the dispatcher thread when a hold of (name, owner) may be lost."""
+        if kind == "permit":
+            with self._locks_guard:
+                sems = list(self._permit_sems.get(name, ()))
+            for sem in sems:
+                sem._mark_lost(holder)
+            for sem in sems:
+                if sem.on_lost is not None:
+                    try:
+                        sem.on_lost(sem, holder)
+                    except Exception as exc:  # nobody to catch it on this thread
+                        _native._write_unraisable(exc, sem.on_lost)
+            return
         with self._locks_guard:
             locks = list(self._locks.get((name, kind == "write_lock"), ()))
         for lock in locks:
@@ -348,6 +390,9 @@ class Client:
     def _reset_after_fork(self) -> None:
         self._locks_guard = threading.Lock()
         self._listen()  # the dispatcher thread did not survive the fork
+        for sems in self._permit_sems.values():
+            for sem in list(sems):
+                sem._reset_after_fork()
         for locks in self._locks.values():
             for lock in list(locks):
                 lock._reset_after_fork()

@@ -373,6 +373,49 @@ macro_rules! composite {
                 }
             }
 
+            /// Acquires for an explicit `owner` without a guard (for the bindings and hand-offs):
+            /// `Ok(None)` when the wait limit passed, else the validity (with a lease) and the
+            /// parts held. Release with [`release_as`](Self::release_as).
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
+            ///
+            /// # Cancel safety
+            ///
+            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
+            pub async fn acquire_as(&self, owner: Owner, options: &AcquireOptions) -> Result<Option<(Option<Duration>, Vec<String>)>> {
+                let start = Instant::now();
+                Ok(self.parts.acquire_as(owner, options).await?.map(|held| {
+                    let validity = options.lease.map(|l| l.saturating_sub(start.elapsed()).saturating_sub(clock_drift(l)));
+                    (validity, held.parts.iter().map(|l| l.name().to_owned()).collect())
+                }))
+            }
+
+            /// Releases every part `owner` holds (parts it does not hold are skipped).
+            ///
+            /// # Errors
+            ///
+            /// The first part's error other than not-held, naming it (every part is tried).
+            ///
+            /// # Cancel safety
+            ///
+            /// Dropping the future may leave some parts unreleased until their lease runs out.
+            pub async fn release_as(&self, owner: Owner) -> Result<()> {
+                let errors = release(&self.parts.locks, owner).await;
+                match errors.into_iter().find(|(_, e)| !e.is_not_held()) {
+                    None => Ok(()),
+                    Some((part, e)) => Err(Error::new(e.kind(), format!("releasing the {}: lock '{part}': {e}", $what)).with_lock(&part)),
+                }
+            }
+
+            /// Whether the acquisition of `owner` may be lost: more of its parts found lost than
+            /// the quorum can spare.
+            pub fn is_lost(&self, owner: Owner) -> bool {
+                let lost = self.parts.locks.iter().filter(|l| l.is_lost(owner)).count();
+                lost > self.parts.locks.len() - self.parts.quorum
+            }
+
             /// As [`acquire_with`](Self::acquire_with), answering `Ok(None)` when the wait limit passed.
             ///
             /// # Errors

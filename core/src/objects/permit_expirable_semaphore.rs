@@ -483,6 +483,26 @@ impl PermitExpirableSemaphore {
         }
     }
 
+    /// Whether this client found its permit `id` lost (and has not released it since).
+    pub fn is_lost(&self, id: &str) -> bool {
+        let Ok(id) = check_id(self.name(), id) else {
+            return false;
+        };
+        self.client
+            .state_now()
+            .is_some_and(|cx| cx.holds.is_lost(&self.keys.hold_key(&id)))
+    }
+
+    /// A token cancelled when this client's permit `id` may be lost (see [`Permit::lost`]);
+    /// `None` when this client does not track it.
+    pub fn lost_token(&self, id: &str) -> Option<CancellationToken> {
+        let id = check_id(self.name(), id).ok()?;
+        self.client
+            .state_now()?
+            .holds
+            .token(&self.keys.hold_key(&id))
+    }
+
     /// Sets the permit `id` to expire `lease` from now; `Ok(false)` when there is no such permit.
     ///
     /// # Errors
@@ -594,6 +614,14 @@ impl Permit {
     pub async fn release(mut self) -> Result<()> {
         let sem = self.sem.take().expect("released once");
         sem.release(&self.id).await
+    }
+
+    /// Keeps the permit taken and kept (renewed by the watchdog, its loss reported) but no longer
+    /// released when this value is dropped: for code that tracks permits by id (release it with
+    /// [`PermitExpirableSemaphore::release`]). Returns its id.
+    pub fn detach(mut self) -> String {
+        self.sem = None;
+        self.id.to_string()
     }
 
     /// Keeps the permit taken but stops tracking it here: it is no longer renewed nor released

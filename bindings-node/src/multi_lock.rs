@@ -1,0 +1,135 @@
+//! The native `MultiLock` (core's `MultiLock` / `RedLock`) over native locks.
+
+use napi::bindgen_prelude::{ClassInstance, Object};
+use napi::{Env, Result};
+use napi_derive::napi;
+
+use crosslock::{AcquireOptions, MultiLock, Owner, RedLock, ffi};
+
+use crate::error;
+use crate::lock::{JsCancelToken, JsLock, owner};
+use crate::runtime;
+
+#[derive(Clone)]
+enum Composite {
+    Multi(MultiLock),
+    Red(RedLock),
+}
+
+/// What an acquire resolves to: the validity (ms, with a lease) and the parts held.
+#[napi(object)]
+pub struct MultiHeld {
+    /// `lease − time to acquire − clock drift`, in ms, when a lease was given.
+    pub validity: Option<f64>,
+    /// The names of the parts held.
+    pub parts: Vec<String>,
+}
+
+/// All of several locks, or (`red`) a majority of them.
+#[napi(js_name = "MultiLock")]
+pub struct JsMultiLock {
+    inner: Composite,
+    label: String,
+}
+
+#[napi]
+impl JsMultiLock {
+    /// A multi-lock over native `locks`, in order; a red lock (a majority) if `red`.
+    #[napi(constructor)]
+    pub fn new(locks: Vec<ClassInstance<'_, JsLock>>, red: bool) -> Result<Self> {
+        let parts: Vec<_> = locks.iter().map(|l| l.inner.clone()).collect();
+        let label = parts
+            .iter()
+            .map(|l| format!("'{}'", l.name()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let inner = if red {
+            RedLock::new(parts).map(Composite::Red)
+        } else {
+            MultiLock::new(parts).map(Composite::Multi)
+        };
+        Ok(JsMultiLock {
+            inner: inner.map_err(|e| error::to_napi(&e))?,
+            label,
+        })
+    }
+
+    /// Acquires for `owner`: resolves what it holds, or `null` when `wait` passed (rejects with
+    /// `TIMEOUT` if `failOnTimeout`).
+    #[napi(ts_return_type = "Promise<MultiHeld | null>")]
+    pub fn acquire<'env>(
+        &self,
+        env: &'env Env,
+        owner: f64,
+        wait: Option<f64>,
+        lease: Option<f64>,
+        cancel: Option<&JsCancelToken>,
+        fail_on_timeout: bool,
+    ) -> Result<Object<'env>> {
+        let owner = self::owner(owner)?;
+        let mut options = AcquireOptions::new();
+        let what = format!("the multi-lock of {}", self.label);
+        if let Some(ms) = wait {
+            options = options.wait(
+                ffi::duration(ms, 0.001, &format!("the wait for {what}"))
+                    .map_err(|e| error::to_napi(&e))?,
+            );
+        }
+        if let Some(ms) = lease {
+            options = options.lease(
+                ffi::lease(ms, 0.001, &format!("the lease of {what}"))
+                    .map_err(|e| error::to_napi(&e))?,
+            );
+        }
+        if let Some(cancel) = cancel {
+            options = options.cancel(cancel.token.clone());
+        }
+        let inner = self.inner.clone();
+        runtime::promise(env, async move {
+            let held = match &inner {
+                Composite::Multi(m) => m.acquire_as(owner, &options).await?,
+                Composite::Red(r) => r.acquire_as(owner, &options).await?,
+            };
+            match held {
+                Some((validity, parts)) => Ok(Some(MultiHeld {
+                    validity: validity.map(|v| v.as_secs_f64() * 1000.0),
+                    parts,
+                })),
+                None if fail_on_timeout => {
+                    let waited = options.wait.unwrap_or_default();
+                    Err(ffi::timeout(
+                        format!(
+                            "gave up waiting for {what} after {:.3}s; nothing is held",
+                            waited.as_secs_f64()
+                        ),
+                        waited,
+                    ))
+                }
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// Releases every part `owner` holds.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn release<'env>(&self, env: &'env Env, owner: f64) -> Result<Object<'env>> {
+        let owner = self::owner(owner)?;
+        let inner = self.inner.clone();
+        runtime::promise(env, async move {
+            match &inner {
+                Composite::Multi(m) => m.release_as(owner).await,
+                Composite::Red(r) => r.release_as(owner).await,
+            }
+        })
+    }
+
+    /// Whether the acquisition of `owner` may be lost.
+    #[napi]
+    pub fn is_lost(&self, owner: f64) -> Result<bool> {
+        let owner: Owner = self::owner(owner)?;
+        Ok(match &self.inner {
+            Composite::Multi(m) => m.is_lost(owner),
+            Composite::Red(r) => r.is_lost(owner),
+        })
+    }
+}

@@ -1,0 +1,144 @@
+"""The :class:`MultiLock` (all of several locks, or none) and the :class:`RedLock` (a majority),
+Redisson's ``RMultiLock`` and ``RRedLock`` twins."""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+from typing import Optional, Sequence
+
+from . import _native
+from ._identity import current_owner
+from ._lockable import _claimed, _Lockable, _lease, _wait_limit
+from .errors import InvalidArgumentTypeError
+
+__all__ = ["MultiLock", "RedLock"]
+
+
+class MultiLock:
+    """All of several locks, or none.
+
+    The parts are lock objects of any kind, from any clients — so from different Redis
+    deployments (a lock per shard, per tenant, per resource). It has no keys of its own: each part
+    is stored, and interoperates with Redisson, as its own kind. It takes the parts in the order
+    given (use one order everywhere to avoid deadlocks); when one cannot be had it gives back what
+    it took and starts over while its timeout allows (Redisson's algorithm); when one fails (a
+    server down), the error names it and nothing is held. Each thread and asyncio task is its own
+    holder, as for every lock.
+
+    Example::
+
+        both = crosslock.MultiLock([east.lock("account:1"), west.lock("account:2")])
+        with both:          # both, or neither
+            ...
+    """
+
+    _red = False
+
+    __slots__ = ("_parts", "_native", "_validity", "_guard")
+
+    def __init__(self, locks: Sequence[_Lockable]) -> None:
+        parts = list(locks)
+        for part in parts:
+            if not isinstance(part, _Lockable):
+                raise InvalidArgumentTypeError(
+                    f"a {type(self).__name__} is made of lock objects (client.lock(...), …), got {type(part).__name__}"
+                )
+        self._parts = parts
+        self._native = _native.MultiLock([p._native for p in parts], self._red)
+        self._validity: dict[int, Optional[float]] = {}
+        self._guard = threading.Lock()
+
+    @property
+    def locks(self) -> list[_Lockable]:
+        """The parts, in order."""
+        return list(self._parts)
+
+    def acquire(self, blocking: bool = True, timeout: float = -1, *, lease: Optional[float] = None) -> bool:
+        """Takes every part (a :class:`RedLock`: a majority) within ``timeout`` seconds
+        (``threading.Lock``'s meaning); ``False`` when it passed, holding nothing. With ``lease``,
+        each part expires between ``lease`` and ``lease + timeout`` later; without, each is kept by
+        its client's watchdog."""
+        held = self._native.acquire(current_owner(), _wait_limit(blocking, timeout, "multi-lock"), _lease(lease, "multi-lock"))
+        return self._took(held)
+
+    async def acquire_async(self, blocking: bool = True, timeout: float = -1, *, lease: Optional[float] = None) -> bool:
+        """:meth:`acquire` for asyncio; cancelling it leaves nothing held."""
+        pending = self._native.acquire_async(current_owner(), _wait_limit(blocking, timeout, "multi-lock"), _lease(lease, "multi-lock"))
+        held: Optional[tuple[Optional[float], list[str]]] = await _claimed(pending)
+        return self._took(held)
+
+    def release(self) -> None:
+        """Releases every part the calling thread (or task) holds."""
+        self._native.release(current_owner())
+
+    async def release_async(self) -> None:
+        """:meth:`release` for asyncio."""
+        await self._native.release_async(current_owner())
+
+    @property
+    def lost(self) -> bool:
+        """``True`` once too many parts of the calling thread's (or task's) acquisition may be
+        lost (any part for a :class:`MultiLock`, more than a minority for a :class:`RedLock`)."""
+        return self._native.is_lost(current_owner())
+
+    def __enter__(self) -> MultiLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        self.release()
+
+    async def __aenter__(self) -> MultiLock:
+        await self.acquire_async()
+        return self
+
+    async def __aexit__(
+        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        await self.release_async()
+
+    def __repr__(self) -> str:
+        return f"<crosslock.{type(self).__name__} {[p.name for p in self._parts]!r}>"
+
+    def _took(self, held: Optional[tuple[Optional[float], list[str]]]) -> bool:
+        if held is None:
+            return False
+        with self._guard:
+            self._validity[current_owner()] = held[0]
+        return True
+
+
+class RedLock(MultiLock):
+    """A majority of locks on independent Redis masters: the Redlock algorithm, Redisson's
+    ``RRedLock``.
+
+    As :class:`MultiLock`, but it is acquired once ``n//2 + 1`` of the ``n`` parts are held, and
+    with a lease :attr:`validity` says for how long the locks are certainly held:
+    ``lease − time to acquire − clock drift``.
+
+    Redisson deprecates ``RRedLock`` ("use RLock or RFencedLock instead"): a majority of expiring
+    locks does not make a pause-proof lock. For correctness under pauses, prefer a
+    :class:`~crosslock.FencedLock`, whose tokens let the protected resource refuse a stale
+    holder's writes.
+
+    Example::
+
+        red = crosslock.RedLock([c.lock("job:7") for c in clients])   # independent servers
+        if red.acquire(timeout=2.0, lease=10.0):
+            print("valid for", red.validity, "s")
+            red.release()
+    """
+
+    _red = True
+
+    __slots__ = ()
+
+    @property
+    def validity(self) -> Optional[float]:
+        """Seconds the calling thread's (or task's) last acquisition was certainly valid for when
+        it was made (with a lease; ``None`` without, or before any)."""
+        with self._guard:
+            return self._validity.get(current_owner())

@@ -1,0 +1,148 @@
+"""The counting :class:`Semaphore`, Redisson's ``RSemaphore`` twin."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Optional
+
+from . import _native
+from ._lockable import _claimed, _wait_limit
+from .errors import InvalidArgumentError, InvalidArgumentTypeError
+
+if TYPE_CHECKING:
+    from .client import Client
+
+__all__ = ["Semaphore"]
+
+
+def _permits(value: object, name: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentTypeError(
+            f"the permits of semaphore {name!r} must be an int, got {type(value).__name__} {value!r}", lock_name=name
+        )
+    if not low <= value <= 2**32 - 1:
+        raise InvalidArgumentError(
+            f"the permits of semaphore {name!r} must be between {low} and 2**32-1, got {value}", lock_name=name
+        )
+    return value
+
+
+class Semaphore:
+    """A counting semaphore shared by every process (Python, Node, Rust, Java on Redisson) that
+    uses the same name on the same Redis.
+
+    Get one with :meth:`crosslock.Client.semaphore`. Stored exactly as Redisson's
+    ``RSemaphore``: a string at the name holding the permits available, and the channel
+    ``redisson_sc:{name}`` on which each release publishes how many are available.
+
+    **Permits have no owner**: any thread, task or process may release them, and they never
+    expire, so *a process that crashes holding permits never gives them back* — use a
+    :class:`~crosslock.PermitExpirableSemaphore` when that matters. Set the permits once with
+    :meth:`try_set_permits` (an unset semaphore has none).
+
+    Waiters are woken by releases (no polling); the waiters of one process take their turns in
+    order, so a waiter for several permits is not starved by later ones taking single permits.
+
+    Example::
+
+        slots = client.semaphore("render-slots")
+        slots.try_set_permits(4)
+        with slots:                         # one permit, given back on exit
+            ...
+        if slots.acquire(2, timeout=5.0):   # two permits, waiting at most 5 s
+            try:
+                ...
+            finally:
+                slots.release(2)
+    """
+
+    __slots__ = ("_client", "_native")
+
+    def __init__(self, client: Client, native: _native.Semaphore) -> None:
+        self._client = client
+        self._native = native
+
+    @property
+    def name(self) -> str:
+        """The semaphore's name: its key in Redis."""
+        return self._native.name
+
+    def try_set_permits(self, permits: int) -> bool:
+        """Sets the number of permits unless it is set already; ``True`` if it set them."""
+        return self._native.try_set_permits(_permits(permits, self.name, 0))
+
+    async def try_set_permits_async(self, permits: int) -> bool:
+        """:meth:`try_set_permits` for asyncio."""
+        return await self._native.try_set_permits_async(_permits(permits, self.name, 0))
+
+    def acquire(self, permits: int = 1, timeout: float = -1, *, blocking: bool = True) -> bool:
+        """Takes ``permits`` permits, waiting at most ``timeout`` seconds (``-1``: as long as it
+        takes; ``blocking=False``: one try). Returns ``False`` when the wait limit passed. The wait
+        releases the GIL; Ctrl-C interrupts it and takes nothing."""
+        return self._native.acquire(_permits(permits, self.name, 0), _wait_limit(blocking, timeout, self.name))
+
+    async def acquire_async(self, permits: int = 1, timeout: float = -1, *, blocking: bool = True) -> bool:
+        """:meth:`acquire` for asyncio; cancelling it takes nothing (permits taken in the same
+        instant are given back)."""
+        n = _permits(permits, self.name, 0)
+        taken: bool = await _claimed(self._native.acquire_async(n, _wait_limit(blocking, timeout, self.name)))
+        return taken
+
+    def release(self, permits: int = 1) -> None:
+        """Gives ``permits`` back (anyone may) and wakes waiters."""
+        self._native.release(_permits(permits, self.name))
+
+    async def release_async(self, permits: int = 1) -> None:
+        """:meth:`release` for asyncio."""
+        await self._native.release_async(_permits(permits, self.name))
+
+    def available_permits(self) -> int:
+        """How many permits are available now (0 when never set)."""
+        return self._native.available_permits()
+
+    async def available_permits_async(self) -> int:
+        """:meth:`available_permits` for asyncio."""
+        return await self._native.available_permits_async()
+
+    def add_permits(self, permits: int) -> int:
+        """Adds ``permits`` (negative: removes) to what is available; returns the new count."""
+        if isinstance(permits, bool) or not isinstance(permits, int):
+            raise InvalidArgumentTypeError(f"permits must be an int, got {type(permits).__name__}", lock_name=self.name)
+        return self._native.add_permits(permits)
+
+    async def add_permits_async(self, permits: int) -> int:
+        """:meth:`add_permits` for asyncio."""
+        return await self._native.add_permits_async(permits)
+
+    def drain_permits(self) -> int:
+        """Takes every available permit; returns how many."""
+        return self._native.drain_permits()
+
+    async def drain_permits_async(self) -> int:
+        """:meth:`drain_permits` for asyncio."""
+        return await self._native.drain_permits_async()
+
+    def delete(self) -> bool:
+        """Deletes the semaphore's counter; ``True`` if it existed."""
+        return self._native.delete()
+
+    def __enter__(self) -> Semaphore:
+        self.acquire(1)
+        return self
+
+    def __exit__(
+        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        self.release(1)
+
+    async def __aenter__(self) -> Semaphore:
+        await self.acquire_async(1)
+        return self
+
+    async def __aexit__(
+        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        await self.release_async(1)
+
+    def __repr__(self) -> str:
+        return f"<crosslock.Semaphore {self.name!r}>"

@@ -1,0 +1,214 @@
+//! `crosslock._native.MultiLock`: core's `MultiLock` / `RedLock` over native locks, for Python.
+//!
+//! An acquire answers `None` when the wait limit passed, else `(validity, parts)`: the validity in
+//! seconds (with a lease; `None` without) and the names of the parts held.
+
+use crosslock::{AcquireOptions, CancellationToken, MultiLock, Owner, RedLock, ffi};
+use pyo3::prelude::*;
+
+use crate::error::to_py_err;
+use crate::lock::{PyLock, PyPendingHold, Won};
+use crate::runtime::{self, OnSignal, Undo};
+
+#[derive(Clone)]
+enum Composite {
+    Multi(MultiLock),
+    Red(RedLock),
+}
+
+type Held = Option<(Option<f64>, Vec<String>)>;
+
+impl Composite {
+    async fn acquire_as(&self, owner: Owner, options: &AcquireOptions) -> crosslock::Result<Held> {
+        let held = match self {
+            Composite::Multi(m) => m.acquire_as(owner, options).await?,
+            Composite::Red(r) => r.acquire_as(owner, options).await?,
+        };
+        Ok(held.map(|(validity, parts)| (validity.map(|v| v.as_secs_f64()), parts)))
+    }
+
+    async fn release_as(&self, owner: Owner) -> crosslock::Result<()> {
+        match self {
+            Composite::Multi(m) => m.release_as(owner).await,
+            Composite::Red(r) => r.release_as(owner).await,
+        }
+    }
+
+    fn is_lost(&self, owner: Owner) -> bool {
+        match self {
+            Composite::Multi(m) => m.is_lost(owner),
+            Composite::Red(r) => r.is_lost(owner),
+        }
+    }
+
+    fn names(&self) -> Vec<String> {
+        match self {
+            Composite::Multi(m) => m.names(),
+            Composite::Red(r) => r.names(),
+        }
+    }
+}
+
+/// All of several locks, or (`red`) a majority of them.
+#[pyclass(module = "crosslock._native", name = "MultiLock", frozen)]
+pub(crate) struct PyMultiLock {
+    inner: Composite,
+    label: String,
+}
+
+impl PyMultiLock {
+    fn options(&self, wait: Option<f64>, lease: Option<f64>) -> crosslock::Result<AcquireOptions> {
+        let mut options = AcquireOptions::new();
+        if let Some(wait) = wait {
+            options = options.wait(ffi::duration(
+                wait,
+                1.0,
+                &format!("the timeout for the multi-lock of {}", self.label),
+            )?);
+        }
+        if let Some(lease) = lease {
+            options = options.lease(ffi::lease(
+                lease,
+                1.0,
+                &format!("the lease of the multi-lock of {}", self.label),
+            )?);
+        }
+        Ok(options)
+    }
+
+    async fn acquire_inner(
+        inner: Composite,
+        label: String,
+        owner: Owner,
+        options: AcquireOptions,
+        raise_timeout: bool,
+    ) -> crosslock::Result<Held> {
+        let wait = options.wait;
+        let held = inner.acquire_as(owner, &options).await?;
+        if held.is_none() && raise_timeout {
+            return Err(ffi::timeout(
+                format!(
+                    "gave up waiting for the multi-lock of {label} after {:.3}s; nothing is held",
+                    wait.unwrap_or_default().as_secs_f64()
+                ),
+                wait.unwrap_or_default(),
+            ));
+        }
+        Ok(held)
+    }
+}
+
+#[pymethods]
+impl PyMultiLock {
+    /// A multi-lock over `locks` (native `Lock`s, in order); a red lock (a majority) if `red`.
+    #[new]
+    #[pyo3(signature = (locks, red = false))]
+    fn new(py: Python<'_>, locks: Vec<PyRef<'_, PyLock>>, red: bool) -> PyResult<Self> {
+        let parts: Vec<_> = locks.iter().map(|l| l.lock.clone()).collect();
+        let label = parts
+            .iter()
+            .map(|l| format!("'{}'", l.name()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let inner = if red {
+            RedLock::new(parts).map(Composite::Red)
+        } else {
+            MultiLock::new(parts).map(Composite::Multi)
+        };
+        let inner = inner.map_err(|e| to_py_err(py, e, None))?;
+        Ok(PyMultiLock { inner, label })
+    }
+
+    /// The parts' names, in order.
+    #[getter]
+    fn names(&self) -> Vec<String> {
+        self.inner.names()
+    }
+
+    /// Acquires for `owner` (blocking, GIL released, Ctrl-C honoured).
+    #[pyo3(signature = (owner, wait = None, lease = None, raise_timeout = false))]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        owner: u64,
+        wait: Option<f64>,
+        lease: Option<f64>,
+        raise_timeout: bool,
+    ) -> PyResult<Held> {
+        let owner = Owner::new(owner);
+        let token = CancellationToken::new();
+        let options = self
+            .options(wait, lease)
+            .map_err(|e| to_py_err(py, e, None))?
+            .cancel(token.clone());
+        let inner = self.inner.clone();
+        let undo: Undo<Held> = {
+            let inner = inner.clone();
+            Box::new(move |held| {
+                Box::pin(async move {
+                    if held.is_some() {
+                        let _ = inner.release_as(owner).await;
+                    }
+                })
+            })
+        };
+        let future = Self::acquire_inner(inner, self.label.clone(), owner, options, raise_timeout);
+        runtime::wait(py, future, OnSignal::Cancel { token, undo }, None)
+    }
+
+    /// As `acquire`, as an awaitable of a `PendingHold` (released if dropped unclaimed).
+    #[pyo3(signature = (owner, wait = None, lease = None, raise_timeout = false))]
+    fn acquire_async<'py>(
+        &self,
+        py: Python<'py>,
+        owner: u64,
+        wait: Option<f64>,
+        lease: Option<f64>,
+        raise_timeout: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let owner = Owner::new(owner);
+        let options = self
+            .options(wait, lease)
+            .map_err(|e| to_py_err(py, e, None))?;
+        let inner = self.inner.clone();
+        let label = self.label.clone();
+        let future = async move {
+            let held =
+                Self::acquire_inner(inner.clone(), label, owner, options, raise_timeout).await?;
+            Ok(PyPendingHold::holding(Won::Multi(held), async move {
+                let _ = inner.release_as(owner).await;
+            }))
+        };
+        runtime::awaitable(py, future, None)
+    }
+
+    /// Releases every part `owner` holds.
+    fn release(&self, py: Python<'_>, owner: u64) -> PyResult<()> {
+        let inner = self.inner.clone();
+        runtime::wait(
+            py,
+            async move { inner.release_as(Owner::new(owner)).await },
+            OnSignal::Detach,
+            None,
+        )
+    }
+
+    /// As `release`, as an awaitable.
+    fn release_async<'py>(&self, py: Python<'py>, owner: u64) -> PyResult<Bound<'py, PyAny>> {
+        let inner = self.inner.clone();
+        runtime::awaitable(
+            py,
+            async move { inner.release_as(Owner::new(owner)).await },
+            None,
+        )
+    }
+
+    /// Whether the acquisition of `owner` may be lost.
+    fn is_lost(&self, owner: u64) -> bool {
+        self.inner.is_lost(Owner::new(owner))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<crosslock._native.MultiLock {}>", self.label)
+    }
+}
