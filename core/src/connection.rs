@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion, Script};
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
+
+use crate::scripts::Lua;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
@@ -118,6 +120,9 @@ pub(crate) struct Conn {
     /// When a command was last sent (ms since `epoch`), for the keepalive.
     last_used: Arc<AtomicU64>,
     epoch: Instant,
+    /// The scripts this connection has run (by SHA1): the others are sent whole (see
+    /// [`crate::scripts`]).
+    loaded: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 /// How long a connection may stay idle before the keepalive pings it. Well under the smallest
@@ -170,6 +175,7 @@ impl Conn {
             response_timeout: timeouts.response,
             last_used: Arc::new(AtomicU64::new(0)),
             epoch: Instant::now(),
+            loaded: Arc::default(),
         }
     }
 
@@ -196,26 +202,54 @@ impl Conn {
 
     /// Runs `script` with `keys` and `args`; errors are attributed to `subject`. Fails with
     /// [`ErrorKind::Unavailable`] when no answer comes within the response timeout.
+    ///
+    /// The first run on this connection sends the script whole (`EVAL`), the others `EVALSHA`
+    /// (falling back to `EVAL` on `NOSCRIPT`): a first run whose caller stops waiting still runs
+    /// once Redis gets to it.
     pub(crate) async fn eval<'w, T: redis::FromRedisValue>(
         &self,
-        script: &Script,
+        script: &Lua,
         keys: &[&str],
         args: &[&dyn ToArg],
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
         let subject = subject.into();
-        let mut invocation = script.prepare_invoke();
-        for key in keys {
-            invocation.key(*key);
-        }
-        for arg in args {
-            arg.push(&mut invocation);
-        }
         let mut manager = self.manager.clone();
         self.touch();
-        match tokio::time::timeout(self.response_timeout, invocation.invoke_async(&mut manager))
-            .await
-        {
+        let known = self
+            .loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(script.hash());
+        let reply = if known {
+            let mut invocation = script.script.prepare_invoke();
+            for key in keys {
+                invocation.key(*key);
+            }
+            for arg in args {
+                arg.push(&mut invocation);
+            }
+            tokio::time::timeout(self.response_timeout, invocation.invoke_async(&mut manager)).await
+        } else {
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(script.code).arg(keys.len());
+            for key in keys {
+                cmd.arg(*key);
+            }
+            for arg in args {
+                arg.push_cmd(&mut cmd);
+            }
+            let reply =
+                tokio::time::timeout(self.response_timeout, cmd.query_async(&mut manager)).await;
+            if let Ok(Ok(_)) = &reply {
+                self.loaded
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(script.hash().to_owned());
+            }
+            reply
+        };
+        match reply {
             Ok(reply) => reply.map_err(|e| Error::from_redis(e, subject)),
             Err(_) => Err(Error::no_answer(subject, self.response_timeout)),
         }
@@ -282,11 +316,16 @@ async fn keepalive(conn: Conn, stop: CancellationToken) {
 /// Script arguments of mixed types.
 pub(crate) trait ToArg: Sync {
     fn push(&self, invocation: &mut redis::ScriptInvocation<'_>);
+    fn push_cmd(&self, cmd: &mut redis::Cmd);
 }
 
 impl<T: redis::ToRedisArgs + Sync> ToArg for T {
     fn push(&self, invocation: &mut redis::ScriptInvocation<'_>) {
         invocation.arg(self);
+    }
+
+    fn push_cmd(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(self);
     }
 }
 

@@ -143,9 +143,9 @@ class PermitExpirableSemaphore:
 
     def add_permits(self, permits: int) -> int:
         """Adds ``permits`` (negative: removes) to what is available; returns the new count."""
-        if isinstance(permits, bool) or not isinstance(permits, int):
-            raise InvalidArgumentTypeError(f"permits must be an int, got {type(permits).__name__}", lock_name=self.name)
-        return self._native.add_permits(permits)
+        from .semaphore import _delta
+
+        return self._native.add_permits(_delta(permits, self.name))
 
     def available_permits(self) -> int:
         """How many permits are available now (expired ones counted back first)."""

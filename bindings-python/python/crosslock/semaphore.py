@@ -27,6 +27,19 @@ def _permits(value: object, name: str, low: int = 1) -> int:
     return value
 
 
+def _delta(value: object, name: str) -> int:
+    """A number of permits to add (negative: remove), within Redisson's ``int``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentTypeError(
+            f"the permits to add to semaphore {name!r} must be an int, got {type(value).__name__} {value!r}", lock_name=name
+        )
+    if not -(2**31) <= value <= 2**31 - 1:
+        raise InvalidArgumentError(
+            f"the permits to add to semaphore {name!r} must be between -2**31 and 2**31-1, got {value}", lock_name=name
+        )
+    return value
+
+
 class Semaphore:
     """A counting semaphore shared by every process (Python, Node, Rust, Java on Redisson) that
     uses the same name on the same Redis.
@@ -106,13 +119,11 @@ class Semaphore:
 
     def add_permits(self, permits: int) -> int:
         """Adds ``permits`` (negative: removes) to what is available; returns the new count."""
-        if isinstance(permits, bool) or not isinstance(permits, int):
-            raise InvalidArgumentTypeError(f"permits must be an int, got {type(permits).__name__}", lock_name=self.name)
-        return self._native.add_permits(permits)
+        return self._native.add_permits(_delta(permits, self.name))
 
     async def add_permits_async(self, permits: int) -> int:
         """:meth:`add_permits` for asyncio."""
-        return await self._native.add_permits_async(permits)
+        return await self._native.add_permits_async(_delta(permits, self.name))
 
     def drain_permits(self) -> int:
         """Takes every available permit; returns how many."""

@@ -499,6 +499,13 @@ async fn settle_unanswered<P: Protocol>(
         .with_lock(s.proto.name()));
     }
     let since = Instant::now();
+    // A single try has no wait limit but is bounded by the response timeout from its start: once
+    // that has passed, the unanswered attempt is settled in the background and the caller hears
+    // that Redis did not answer.
+    let settle_by = s
+        .request
+        .single_try()
+        .then(|| s.start + s.cx.response_timeout());
     let mut backoff = Duration::from_millis(10);
     loop {
         // The previous attempt is unsettled: whatever ends the wait now must settle it in the
@@ -517,6 +524,11 @@ async fn settle_unanswered<P: Protocol>(
                 *abandoned = true;
                 return Ok(Gated::TimedOut);
             }
+            _ = sleep_until(settle_by) => {
+                abandon_unsettled(s);
+                *abandoned = true;
+                return Err(error);
+            }
             _ = tokio::time::sleep(backoff) => {}
         }
         backoff = (backoff * 2).min(Duration::from_millis(500));
@@ -529,6 +541,11 @@ async fn settle_unanswered<P: Protocol>(
                 abandon_unsettled(s);
                 *abandoned = true;
                 return Ok(Gated::TimedOut);
+            }
+            _ = sleep_until(settle_by) => {
+                abandon_unsettled(s);
+                *abandoned = true;
+                return Err(error);
             }
         };
         match settled {

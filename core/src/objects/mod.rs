@@ -171,7 +171,7 @@ impl Hash {
     pub(crate) async fn attempt(
         &self,
         cx: &Ctx,
-        script: &redis::Script,
+        script: &crate::scripts::Lua,
         args: &[&dyn ToArg],
     ) -> Result<Attempt<()>> {
         let reply: Option<i64> = cx

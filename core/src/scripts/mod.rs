@@ -2,8 +2,11 @@
 //! `objects/`), each prefixed with `prelude.lua` (argument and type checks shared by all) and
 //! loaded once per process.
 //!
-//! Each script is a [`redis::Script`]: it is sent as `EVALSHA` and loaded on `NOSCRIPT`, so a
-//! server restart or `SCRIPT FLUSH` costs one extra round trip and nothing else. Every script
+//! Each script is a [`Lua`]: the first time a connection runs it, it is sent whole (`EVAL`, which
+//! also caches it in the server); after that as `EVALSHA`, loaded again on `NOSCRIPT`, so a server
+//! restart or `SCRIPT FLUSH` costs one extra round trip and nothing else. Sending it whole first
+//! matters when nobody waits for the answer: a clean-up whose caller stopped waiting (a response
+//! timeout while Redis is paused) would otherwise meet `NOSCRIPT` with nobody left to retry. Every script
 //! checks its arguments and the type of what it finds before it writes anything, so a bad
 //! argument or a name collision never leaves Redis half-changed. The layout they implement is
 //! described in `docs/protocol.md`.
@@ -12,10 +15,30 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+/// A script: its text (sent whole the first time a connection runs it) and its SHA1.
+pub(crate) struct Lua {
+    pub(crate) script: Script,
+    pub(crate) code: &'static str,
+}
+
+impl Lua {
+    fn new(code: &'static str) -> Self {
+        Lua {
+            script: Script::new(code),
+            code,
+        }
+    }
+
+    /// The script's SHA1, as `EVALSHA` names it.
+    pub(crate) fn hash(&self) -> &str {
+        self.script.get_hash()
+    }
+}
+
 macro_rules! script {
     ($name:ident, $file:literal) => {
-        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
+        pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
+            Lua::new(concat!(
                 include_str!("prelude.lua"),
                 "\n",
                 include_str!($file)
