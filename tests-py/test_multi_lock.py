@@ -1,0 +1,175 @@
+"""crosslock.MultiLock and crosslock.RedLock over 3 and 5 redis-servers started by the tests: all
+parts or none, a majority for a RedLock (so it survives a stopped server), and a MultiLock that
+fails naming the part whose server is down, holding nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import pytest
+
+import crosslock
+from support import RedisServer
+
+
+def connect(server: RedisServer) -> crosslock.Client:
+    """A client that notices a stopped server quickly (timeouts plenty for a local server)."""
+    return crosslock.connect(server.url, connect_timeout=0.5, response_timeout=0.5)
+
+
+@dataclass
+class Deployment:
+    """``n`` independent redis-servers, a client of each, and a second client of each (another
+    process, as far as the locks can tell)."""
+
+    servers: list[RedisServer]
+    clients: list[crosslock.Client] = field(default_factory=list)
+    others: list[crosslock.Client] = field(default_factory=list)
+
+    def keys(self, i: int) -> list[str]:
+        with self.servers[i].raw() as r:
+            return r.command("KEYS", "*")
+
+    def hash(self, i: int, name: str) -> dict[str, str]:
+        with self.servers[i].raw() as r:
+            return r.hgetall(name)
+
+    def stop(self, i: int) -> None:
+        self.servers[i].stop()
+
+    def alive(self, down: int) -> list[int]:
+        return [i for i in range(len(self.servers)) if i != down]
+
+
+@pytest.fixture
+def deploy() -> Iterator[Callable[[int], Deployment]]:
+    made: list[Deployment] = []
+
+    def make(n: int) -> Deployment:
+        d = Deployment([RedisServer() for _ in range(n)])
+        made.append(d)
+        d.clients = [connect(s) for s in d.servers]
+        d.others = [connect(s) for s in d.servers]
+        return d
+
+    yield make
+    for d in made:
+        for c in d.clients + d.others:
+            c.close()
+        for s in d.servers:
+            s.stop()
+
+
+def parts(d: Deployment, clients: list[crosslock.Client] | None = None) -> list[crosslock.Lock]:
+    return [c.lock(f"account:{i}") for i, c in enumerate(clients or d.clients)]
+
+
+def test_a_multi_lock_holds_every_part_or_none(deploy):
+    d = deploy(3)
+    multi = crosslock.MultiLock(parts(d))
+    assert [p.name for p in multi.locks] == ["account:0", "account:1", "account:2"]
+    holder = d.clients[0].holder()
+    assert multi.acquire()
+    for i, c in enumerate(d.clients):
+        assert d.hash(i, f"account:{i}") == {c.holder(): "1"}
+    assert holder.rsplit(":", 1)[1] == d.clients[1].holder().rsplit(":", 1)[1]  # one owner, every part
+    assert crosslock.MultiLock(parts(d, d.others)).acquire(blocking=False) is False
+    multi.release()
+    assert [d.keys(i) for i in range(3)] == [[], [], []]
+
+    # The middle part is held elsewhere: a wait limit ends with nothing held anywhere.
+    middle = d.others[1].lock("account:1")
+    assert middle.acquire(lease=60)
+    assert multi.acquire(timeout=0.3) is False
+    assert d.keys(0) == [] and d.keys(2) == []
+    assert d.hash(1, "account:1") == {d.others[1].holder(): "1"}
+    assert multi.acquire(blocking=False) is False
+    assert d.keys(0) == [] and d.keys(2) == []
+
+    # A blocking acquire gets all three once the middle part is released.
+    result: dict[str, Any] = {}
+
+    def take() -> None:
+        result["acquired"] = multi.acquire(timeout=30)
+        result["keys"] = [d.keys(i) for i in range(3)]
+        multi.release()
+
+    t = threading.Thread(target=take, daemon=True)
+    t.start()
+    middle.release()
+    t.join(30)
+    assert result == {"acquired": True, "keys": [["account:0"], ["account:1"], ["account:2"]]}
+    assert [d.keys(i) for i in range(3)] == [[], [], []]
+
+
+def test_a_multi_lock_of_mixed_kinds(deploy):
+    d = deploy(3)
+    multi = crosslock.MultiLock(
+        [
+            d.clients[0].lock("a"),
+            d.clients[1].fenced_lock("b"),
+            d.clients[2].read_write_lock("c").write_lock(),
+        ]
+    )
+    with multi:
+        assert d.hash(0, "a") == {d.clients[0].holder(): "1"}
+        assert d.hash(1, "b") == {d.clients[1].holder(): "1"}
+        assert d.hash(2, "c") == {"mode": "write", f"{d.clients[2].holder()}:write": "1"}
+        assert d.others[2].read_write_lock("c").read_lock().acquire(blocking=False) is False
+    assert d.keys(0) == [] and d.keys(2) == []
+    assert d.keys(1) == ["redisson_lock_token:{b}"]  # the fencing counter outlives the lock
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_a_red_lock_acquires_with_a_majority_when_one_server_is_stopped(deploy, n):
+    d = deploy(n)
+    d.stop(1)
+    red = crosslock.RedLock(parts(d))
+    assert red.acquire(timeout=5, lease=30) is True
+    alive = d.alive(1)
+    for i in alive:
+        assert d.hash(i, f"account:{i}") == {d.clients[i].holder(): "1"}
+    assert red.validity is not None and 0 < red.validity <= 30
+    # Another holder cannot get a majority meanwhile.
+    assert crosslock.RedLock(parts(d, d.others)).acquire(timeout=0.5) is False
+    for i in alive:
+        assert d.hash(i, f"account:{i}") == {d.clients[i].holder(): "1"}
+    for i in alive:  # (the release of the whole is checked on its own below)
+        red.locks[i].release()
+    assert all(d.keys(i) == [] for i in alive)
+
+
+def test_a_red_lock_without_a_majority_fails_and_holds_nothing(deploy):
+    d = deploy(5)
+    taken = [d.others[i].lock(f"account:{i}") for i in (0, 2, 4)]
+    for lock in taken:
+        assert lock.acquire(lease=60)
+    red = crosslock.RedLock(parts(d))
+    assert red.acquire(timeout=0.5) is False
+    assert d.keys(1) == [] and d.keys(3) == []  # what it took was given back
+    taken[0].release()  # now 3 of 5 are free: a majority
+    assert red.acquire(timeout=5) is True
+    assert {i: d.hash(i, f"account:{i}") for i in (0, 1, 3)} == {
+        i: {d.clients[i].holder(): "1"} for i in (0, 1, 3)
+    }
+    red.release()
+    assert [d.keys(i) for i in (0, 1, 3)] == [[], [], []]
+    for lock in taken[1:]:
+        lock.release()
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_a_multi_lock_with_a_server_stopped_fails_naming_it_and_holds_nothing(deploy, n):
+    d = deploy(n)
+    d.stop(1)
+    multi = crosslock.MultiLock(parts(d))
+    with pytest.raises(crosslock.RedisUnavailableError) as info:
+        multi.acquire(timeout=2)
+    err = info.value
+    assert err.lock_name == "account:1"
+    assert "'account:1'" in str(err) and "nothing is held" in str(err)
+    assert all(d.keys(i) == [] for i in d.alive(1))
