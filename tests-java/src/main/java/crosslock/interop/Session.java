@@ -4,7 +4,11 @@ import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
 import org.redisson.api.RBucket;
+import org.redisson.api.RCountDownLatch;
+import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
+import org.redisson.api.RPermitExpirableSemaphore;
+import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
@@ -17,6 +21,12 @@ import org.redisson.config.Config;
 final class Session {
 
     private RedissonClient client;
+
+    /** The lock type every lock command uses, set by {@code kind}: one of {@link #KINDS}. */
+    private String kind = "lock";
+
+    static final java.util.List<String> KINDS =
+            java.util.List.of("lock", "fair", "spin", "fenced", "nonReentrant", "read", "write");
 
     /**
      * Runs one command. Returns the result token(s) printed after {@code OK}, or null for a bare
@@ -78,6 +88,75 @@ final class Session {
             case "counter":
                 args(a, 3, 3);
                 return Long.toString(counter(a[1], a[2], Long.parseLong(a[3])));
+            case "kind":
+                args(a, 1, 1);
+                if (!KINDS.contains(a[1])) {
+                    throw new IllegalArgumentException("unknown kind " + a[1] + " (one of " + KINDS + ")");
+                }
+                kind = a[1];
+                return kind;
+            case "token":
+                args(a, 1, 1);
+                return String.valueOf(fenced(a[1]).lockAndGetToken());
+            case "tryToken":
+                args(a, 3, 3);
+                return String.valueOf(fenced(a[1]).tryLockAndGetToken(
+                        Long.parseLong(a[2]), Long.parseLong(a[3]), TimeUnit.MILLISECONDS));
+            case "semTrySet":
+                args(a, 2, 2);
+                return Boolean.toString(semaphore(a[1]).trySetPermits(Integer.parseInt(a[2])));
+            case "semAcquire":
+                args(a, 3, 3);
+                return Boolean.toString(semaphore(a[1]).tryAcquire(
+                        Integer.parseInt(a[2]), Long.parseLong(a[3]), TimeUnit.MILLISECONDS));
+            case "semRelease":
+                args(a, 2, 2);
+                semaphore(a[1]).release(Integer.parseInt(a[2]));
+                return null;
+            case "semAdd":
+                args(a, 2, 2);
+                semaphore(a[1]).addPermits(Integer.parseInt(a[2]));
+                return null;
+            case "semAvailable":
+                args(a, 1, 1);
+                return Integer.toString(semaphore(a[1]).availablePermits());
+            case "pesTrySet":
+                args(a, 2, 2);
+                return Boolean.toString(permits(a[1]).trySetPermits(Integer.parseInt(a[2])));
+            case "pesAcquire": {
+                args(a, 3, 3);
+                long lease = Long.parseLong(a[3]);
+                String id = lease < 0
+                        ? permits(a[1]).tryAcquire(Long.parseLong(a[2]), TimeUnit.MILLISECONDS)
+                        : permits(a[1]).tryAcquire(Long.parseLong(a[2]), lease, TimeUnit.MILLISECONDS);
+                return String.valueOf(id);
+            }
+            case "pesRelease":
+                args(a, 2, 2);
+                permits(a[1]).release(a[2]);
+                return null;
+            case "pesTryRelease":
+                args(a, 2, 2);
+                return Boolean.toString(permits(a[1]).tryRelease(a[2]));
+            case "pesUpdateLease":
+                args(a, 3, 3);
+                return Boolean.toString(permits(a[1]).updateLeaseTime(a[2], Long.parseLong(a[3]), TimeUnit.MILLISECONDS));
+            case "pesAvailable":
+                args(a, 1, 1);
+                return Integer.toString(permits(a[1]).availablePermits());
+            case "latchTrySet":
+                args(a, 2, 2);
+                return Boolean.toString(latch(a[1]).trySetCount(Long.parseLong(a[2])));
+            case "latchCountDown":
+                args(a, 1, 1);
+                latch(a[1]).countDown();
+                return null;
+            case "latchCount":
+                args(a, 1, 1);
+                return Long.toString(latch(a[1]).getCount());
+            case "latchAwait":
+                args(a, 2, 2);
+                return Boolean.toString(latch(a[1]).await(Long.parseLong(a[2]), TimeUnit.MILLISECONDS));
             default:
                 throw new IllegalArgumentException("unknown command " + a[0]);
         }
@@ -126,8 +205,40 @@ final class Session {
         }
     }
 
+    /** The lock of the current {@link #kind} named {@code name}. */
     private RLock lock(String name) {
-        return client().getLock(name);
+        switch (kind) {
+            case "fair":
+                return client().getFairLock(name);
+            case "spin":
+                return client().getSpinLock(name);
+            case "fenced":
+                return client().getFencedLock(name);
+            case "nonReentrant":
+                return client().getNonReentrantLock(name);
+            case "read":
+                return client().getReadWriteLock(name).readLock();
+            case "write":
+                return client().getReadWriteLock(name).writeLock();
+            default:
+                return client().getLock(name);
+        }
+    }
+
+    private RFencedLock fenced(String name) {
+        return client().getFencedLock(name);
+    }
+
+    private RSemaphore semaphore(String name) {
+        return client().getSemaphore(name);
+    }
+
+    private RPermitExpirableSemaphore permits(String name) {
+        return client().getPermitExpirableSemaphore(name);
+    }
+
+    private RCountDownLatch latch(String name) {
+        return client().getCountDownLatch(name);
     }
 
     private RedissonClient client() {
