@@ -95,7 +95,14 @@ def test_g9_no_double_holding_through_kills_connection_storms_and_a_restart_with
                 if lock.acquire(timeout=2):
                     lock.release()
                 return not [k for k in server.keys() if k.startswith("redisson_lock_")]
-            wait_until(purged, timeout=30, interval=0.1, what="the dead waiters to be purged")
+            try:
+                wait_until(purged, timeout=60, interval=0.1)
+            except AssertionError:
+                queue = call(server, "LRANGE", f"redisson_lock_queue:{{{name}}}", 0, -1)
+                deadlines = call(server, "ZRANGE", f"redisson_lock_timeout:{{{name}}}", 0, -1, "WITHSCORES")
+                now = call(server, "TIME")
+                raise AssertionError(f"dead waiters never purged: queue {queue}, deadlines {deadlines}, "
+                                     f"server time {now}, hash {call(server, 'HGETALL', name)}") from None
             client.close()
         no_leaks(server, allowed=[f"counter:{name}"])
     finally:

@@ -98,7 +98,8 @@ def soak(url: str, kind: str, name: str, me: str, seconds: float) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         try:
-            if not lock.acquire(timeout=3):
+            # a short wait: a fair waiter killed while queued keeps its place for about wait x position
+            if not lock.acquire(timeout=1):
                 continue
         except RedisUnavailableError:
             time.sleep(0.02)
