@@ -110,8 +110,14 @@ impl PubSub {
         };
         let mut subscribed = subscription.entry.subscribed.lock().await;
         if !*subscribed {
-            self.shared.conn.subscribe(channel).await?;
+            // Marked before SUBSCRIBE is sent: a caller cancelled while it is in flight drops the
+            // Subscription, whose clean-up must then still UNSUBSCRIBE (the server may have
+            // subscribed us). A SUBSCRIBE that failed leaves it unmarked for the next waiter.
             *subscribed = true;
+            if let Err(e) = self.shared.conn.subscribe(channel).await {
+                *subscribed = false;
+                return Err(e);
+            }
         }
         drop(subscribed);
         Ok(subscription)
