@@ -42,6 +42,14 @@ LOCK_KINDS: list[tuple[str, Callable[[crosslock.Client, str], Any]]] = [
 KIND_IDS = [k for k, _ in LOCK_KINDS]
 FACTORY = dict(LOCK_KINDS)
 
+def make(client: crosslock.Client, kind: str, name: str, on_lost: Callable[[Any], Any]) -> Any:
+    """The lock of ``kind`` named ``name`` whose lost-lock callback is ``on_lost``."""
+    if kind in ("read_lock", "write_lock"):
+        rw = client.read_write_lock(name, on_lost=on_lost)
+        return rw.read_lock() if kind == "read_lock" else rw.write_lock()
+    return getattr(client, kind)(name, on_lost=on_lost)
+
+
 #: The kind that excludes a holder of ``kind`` (a read lock is shared by readers: a writer waits).
 RIVAL = {k: ("write_lock" if k == "read_lock" else k) for k in KIND_IDS}
 

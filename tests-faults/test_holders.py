@@ -14,7 +14,7 @@ import time
 import pytest
 
 import crosslock
-from harness import FACTORY, KIND_IDS, RIVAL, Proxy, Server, Timed, no_leaks, wait_until
+from harness import FACTORY, KIND_IDS, RIVAL, Proxy, Server, Timed, make, no_leaks, wait_until
 
 FAULTS = ["idle_timeout", "kill_storm"]
 
@@ -29,7 +29,6 @@ def test_g1_a_live_holder_keeps_every_kind_of_lock_when_its_connections_are_clos
     locks = {}
     for kind in KIND_IDS:
         lock = FACTORY[kind](holder, f"g1:{kind}")
-        lock.on_lost  # the factories take no callback; attach below by polling `lost`
         assert lock.acquire(timeout=5)
         locks[kind] = lock
     permits = holder.permit_expirable_semaphore("g1:permits", on_lost=lambda s, p: lost.append(p))
@@ -81,11 +80,7 @@ def test_g2_the_lost_signal_fires_in_a_partition_before_anyone_else_can_acquire(
     held = {}
     for kind in KIND_IDS:
         name = f"g2:{kind}"
-        if kind in ("read_lock", "write_lock"):
-            rw = holder.read_write_lock(name, on_lost=on_lost)
-            lock = rw.read_lock() if kind == "read_lock" else rw.write_lock()
-        else:
-            lock = getattr(holder, kind)(name, on_lost=on_lost)
+        lock = make(holder, kind, name, on_lost)
         assert lock.acquire(timeout=5)
         held[kind] = lock
     permits = holder.permit_expirable_semaphore(
@@ -127,11 +122,7 @@ def test_g3_a_hold_with_an_explicit_lease_is_told_when_the_lease_runs_out(server
     held = {}
     for kind in KIND_IDS:
         name = f"g3:{kind}"
-        if kind in ("read_lock", "write_lock"):
-            rw = client.read_write_lock(name, on_lost=lambda _l: told.release())
-            lock = rw.read_lock() if kind == "read_lock" else rw.write_lock()
-        else:
-            lock = getattr(client, kind)(name, on_lost=lambda _l: told.release())
+        lock = make(client, kind, name, lambda _l: told.release())
         assert lock.acquire(timeout=5, lease=0.4)
         held[kind] = lock
     for _ in held:

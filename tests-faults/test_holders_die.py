@@ -15,7 +15,7 @@ import time
 import pytest
 
 import crosslock
-from harness import FACTORY, KIND_IDS, RIVAL, Server, Worker, no_leaks, wait_until
+from harness import FACTORY, KIND_IDS, RIVAL, Server, Worker, make, no_leaks, wait_until
 
 SOAK_KINDS = [k for k in KIND_IDS if k != "read_lock"]  # readers share by design
 SOAK_SECONDS = 6.0
@@ -158,11 +158,7 @@ def test_g9_a_restart_keeps_every_hold_with_aof_and_tells_every_holder_without(p
         held = {}
         for kind in KIND_IDS:
             name = f"g9r:{kind}"
-            if kind in ("read_lock", "write_lock"):
-                rw = holder.read_write_lock(name, on_lost=on_lost)
-                lock = rw.read_lock() if kind == "read_lock" else rw.write_lock()
-            else:
-                lock = getattr(holder, kind)(name, on_lost=on_lost)
+            lock = make(holder, kind, name, on_lost)
             assert lock.acquire(timeout=5)
             held[kind] = lock
         server.restart()
