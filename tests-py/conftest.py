@@ -57,6 +57,16 @@ def client(url: str) -> Iterator[crosslock.Client]:
 
 
 @pytest.fixture
+def other(url: str) -> Iterator[crosslock.Client]:
+    """A second crosslock client of this test's server (another process, as Redis sees it)."""
+    c = crosslock.connect(url)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
 def fast_client(url: str) -> Iterator[crosslock.Client]:
     """A client whose watchdog lease is 0.6 s (renewed every 0.2 s), for renewal and loss tests."""
     c = crosslock.connect(url, watchdog_timeout=0.6)

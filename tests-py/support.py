@@ -164,3 +164,18 @@ def python_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+async def poll(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
+    """:func:`wait_until` for asyncio tests: polls ``predicate`` without blocking the event loop
+    until it returns something truthy (returned), or fails after ``timeout``."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.005)

@@ -26,7 +26,7 @@ import pytest
 
 import crosslock
 from crosslock._identity import current_owner
-from support import Raw, RedisServer, channel, wait_until
+from support import Raw, RedisServer, channel, poll, wait_until
 
 PAUSE_MS = 10_000  # a safety net only: every test lifts the pause itself
 
@@ -51,18 +51,6 @@ def writes_paused(raw: Raw) -> Iterator[None]:
         yield
     finally:
         raw.command("CLIENT", "UNPAUSE")
-
-
-async def poll(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    """Polls ``predicate`` without blocking the event loop until it is truthy (returned)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.005)
 
 
 class HashWrites:

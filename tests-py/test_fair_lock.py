@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 
 import crosslock
-from support import Raw, channel, wait_until
+from support import Raw, channel, poll, wait_until
 
 WAITERS = 5
 
@@ -39,25 +39,6 @@ def queued(raw: Raw, name: str) -> list[str]:
 def deadlines(raw: Raw, name: str) -> list[str]:
     return raw.command("ZRANGE", timeouts(name), 0, -1)
 
-
-async def poll(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
-@pytest.fixture
-def other(url: str):
-    c = crosslock.connect(url)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def test_threads_are_served_in_the_order_they_asked(client, other, raw, redis_server):

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Optional
 import pytest
 
 import crosslock
-from support import Raw, channel, wait_until
+from support import Raw, channel, poll, wait_until
 
 WATCHDOG = 0.5  # seconds: the short watchdog lease of the renewal and loss tests
 
@@ -189,18 +189,6 @@ def settled(kind: Kind, raw: Raw, name: str, holder: str) -> bool:
     return True
 
 
-async def poll(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    """``wait_until`` that lets the event loop run meanwhile."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 async def in_this_task(awaitable: Any, limit: float = 20.0) -> Any:
     """Awaits ``awaitable`` in the calling task (``asyncio.wait_for`` before 3.12 would run it in
     another task, another holder), failing the test if it takes longer than ``limit``."""
@@ -214,15 +202,6 @@ async def in_this_task(awaitable: Any, limit: float = 20.0) -> Any:
     finally:
         timer.cancel()
 
-
-@pytest.fixture
-def other(url: str) -> Iterator[crosslock.Client]:
-    """A second client of the same server: another process, as far as the locks can tell."""
-    c = crosslock.connect(url)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 import crosslock
-from support import Raw, python_env, wait_until
+from support import Raw, poll, python_env, wait_until
 
 WATCHDOG = 0.5
 
@@ -34,26 +34,6 @@ def permits_out(raw: Raw, name: str) -> dict[str, int]:
     """The taken permits in Redis: id (hex of the 16 raw bytes) → expiry in epoch ms."""
     flat = raw.command("ZRANGE", timeout_zset(name), 0, -1, "WITHSCORES")
     return {m.encode("utf-8", "surrogateescape").hex(): int(float(s)) for m, s in zip(flat[::2], flat[1::2])}
-
-
-async def poll(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
-@pytest.fixture
-def other(url: str) -> Iterator[crosslock.Client]:
-    c = crosslock.connect(url)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 @pytest.fixture

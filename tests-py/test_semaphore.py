@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 import crosslock
-from support import wait_until
+from support import poll, wait_until
 
 PERMITS = 3
 ROUNDS = 10
@@ -20,26 +20,6 @@ ROUNDS = 10
 
 def sc_channel(name: str) -> str:
     return f"redisson_sc:{{{name}}}"
-
-
-async def poll(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
-@pytest.fixture
-def other(url: str) -> Iterator[crosslock.Client]:
-    c = crosslock.connect(url)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def test_eight_threads_never_hold_more_permits_than_set(client, other, redis_server, raw):
