@@ -235,3 +235,47 @@ async fn a_live_waiter_keeps_its_place_longer_than_the_fair_wait() {
     }
     assert_eq!(*order.lock().unwrap(), vec![5, 6, 7]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_with_a_short_wait_keeps_its_place_when_one_with_no_limit_takes_the_lock() {
+    // Redisson moves every waiter's deadline a whole `wait` of the taker (here the default 5 min)
+    // earlier, which puts a waiter with a 20 s wait limit past its deadline: it is dropped and
+    // re-queued at the tail, behind a waiter that came after it.
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let lock = client.fair_lock("short-wait").unwrap();
+    assert!(
+        lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    let limits = [None, Some(Duration::from_secs(20)), None];
+    for (i, (owner, limit)) in [2u64, 3, 4].into_iter().zip(limits).enumerate() {
+        let (mine, order) = (lock.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let me = Owner::new(owner);
+            let mut options = AcquireOptions::new();
+            if let Some(limit) = limit {
+                options = options.wait(limit);
+            }
+            assert!(mine.acquire_as(me, &options).await.unwrap());
+            order.lock().unwrap().push(owner);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            mine.release_as(me).await.unwrap();
+        }));
+        until("the waiter to queue", async || {
+            lock.queue().await.unwrap().len() == i + 1
+        })
+        .await;
+    }
+    lock.release_as(Owner::new(1)).await.unwrap();
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(10), t)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![2, 3, 4]);
+}

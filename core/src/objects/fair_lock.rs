@@ -111,7 +111,12 @@ impl Protocol for Fair {
                     &self.hash.name,
                     &self.hash.channel,
                 ],
-                &[&&*request.holder, &ms(wait), &cx.conn.publish_command()],
+                &[
+                    &&*request.holder,
+                    &ms(wait),
+                    &cx.conn.publish_command(),
+                    &epoch_ms(),
+                ],
                 Some(&self.hash.name),
             )
             .await?;

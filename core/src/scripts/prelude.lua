@@ -62,6 +62,23 @@ local function purge_stale_heads(queue, timeouts, now)
     end
 end
 
+-- Fair lock: a waiter has just left 1-based place `from` of `queue`, so the waiters now at `from`
+-- and after it each moved up one place and their deadlines come earlier by one step each. A
+-- waiter's step is its own wait, which Redis does not know: it is at most `wait` (the leaver's) and
+-- at most the time left to its deadline divided by the place it stood at (a deadline is about the
+-- waiter's wait x its place). So a live waiter with a short wait limit keeps its place when one
+-- with a long wait moves on, and a dead waiter's deadline still comes closer with every move.
+local function move_up(queue, timeouts, from, wait, now)
+    local waiters = redis.call('lrange', queue, from - 1, -1)
+    for i, waiter in ipairs(waiters) do
+        local score = redis.call('zscore', timeouts, waiter)
+        if score then
+            local step = math.min(wait, math.floor((tonumber(score) - now) / (from + i)))
+            if step > 0 then redis.call('zincrby', timeouts, -step, waiter) end
+        end
+    end
+end
+
 -- Fair lock: fails with WRONGTYPE unless the queue is a list and the timeouts a sorted set.
 local function check_fair_keys(queue, timeouts)
     local q = redis.call('type', queue)['ok']

@@ -10,8 +10,10 @@
 -- Beyond Redisson (compatible with it): a queued caller resets its own deadline on every try to
 -- now + wait × its 1-based position (each waiter served ahead of it moves it `wait` earlier), so a
 -- live waiter stays in line however long it waits, while a dead one is purged about `wait` after
--- its last try (Redisson's first deadline also includes the holder's whole remaining lease); and
--- the retry hint never makes a queued caller spin on a free lock whose head is another waiter.
+-- its last try (Redisson's first deadline also includes the holder's whole remaining lease); a
+-- taker moves each waiter's deadline up by that waiter's own step, not by the taker's wait (see
+-- below); and the retry hint never makes a queued caller spin on a free lock whose head is another
+-- waiter.
 local lease = ms_arg(ARGV[1], 'the lease')
 local wait = ms_arg(ARGV[3], 'the fair-lock wait')
 local now = tonumber(ARGV[4])
@@ -25,9 +27,7 @@ if not exists then
     if head == false or head == ARGV[2] then
         if head == ARGV[2] then redis.call('lpop', KEYS[2]) end
         redis.call('zrem', KEYS[3], ARGV[2])
-        for _, waiter in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
-            redis.call('zincrby', KEYS[3], -wait, waiter)
-        end
+        move_up(KEYS[2], KEYS[3], 1, wait, now)
         redis.call('hset', KEYS[1], ARGV[2], 1)
         redis.call('pexpire', KEYS[1], ARGV[1])
         return nil
