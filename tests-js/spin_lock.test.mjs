@@ -107,7 +107,7 @@ describe('back-off options', () => {
     [{ backoff: { kind: 'constant', initial: NaN } }, /initial/],
     [{ backoff: { kind: 'exponential', initial: 1 } }, /max/],
     [{ backoff: 'fast' }, /backoff/],
-    ['fast', /options must be an object/]
+    ['fast', /options of spin lock .* must be an object/]
   ]
   for (const [options, pattern] of bad) {
     test(`spinLock(name, ${JSON.stringify(options)}) throws InvalidArgumentError for the lock`, () => {
@@ -123,6 +123,8 @@ describe('back-off options', () => {
       assert.ok(err instanceof InvalidArgumentError, String(err))
       assert.equal(err.code, 'INVALID_ARGUMENT')
       assert.match(err.message, pattern)
+      assert.ok(err.message.includes(`'${name}'`), err.message)
+      assert.doesNotMatch(err.message, /Constant\(|Exponential \{|ns\)/, 'no Rust Debug form')
       assert.equal(err.lockName, name)
       if (typeof options === 'object') assert.ok(err.message.includes(name), err.message)
     })

@@ -103,6 +103,9 @@ def test_a_bad_backoff_is_refused(client, raw, backoff):
     with pytest.raises(crosslock.InvalidArgumentError) as info:
         client.spin_lock("spin-bad", backoff=backoff)
     assert info.value.lock_name == "spin-bad" and info.value.code == "INVALID_ARGUMENT"
+    message = str(info.value)
+    assert "'spin-bad'" in message, message
+    assert "(" not in message.split(":")[0] and "ns)" not in message, message  # no Rust Debug form
     assert raw.command("KEYS", "*") == []
 
 

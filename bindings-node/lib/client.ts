@@ -379,7 +379,7 @@ function checkName(name: unknown): asserts name is string {
 
 function checkBackoff(options: unknown, name: string): native.BackoffOptions | undefined {
   if (options === undefined || options === null) return undefined
-  if (typeof options !== 'object') throw invalidArgument('type', `spin lock options must be an object, got ${typeof options}`, name)
+  if (typeof options !== 'object') throw invalidArgument('type', `the options of spin lock '${name}' must be an object, got ${typeof options}`, name)
   const b = (options as Record<string, unknown>).backoff
   if (b === undefined || b === null) return undefined
   const o = b as Record<string, unknown>

@@ -138,3 +138,102 @@ async fn losing_a_part_fires_the_multi_lost_signal() {
         .expect("no lost signal");
     let _ = guard.release().await;
 }
+
+fn exists(server: &RedisServer, key: &str) -> bool {
+    let n: i64 = redis::cmd("EXISTS")
+        .arg(key)
+        .query(&mut server.raw())
+        .unwrap();
+    n == 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_red_lock_with_a_minority_down_is_released_without_asking_the_part_never_taken() {
+    let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let cs = clients(&servers).await;
+    servers[2].kill();
+    let red = RedLock::new(cs.iter().map(|c| c.lock("rr").unwrap().erased()).collect()).unwrap();
+    let owner = Owner::new(7);
+    let options = AcquireOptions::new().wait(Duration::from_secs(5));
+    let (_, parts) = red.acquire_as(owner, &options).await.unwrap().unwrap();
+    assert_eq!(parts.len(), 2);
+    // The guard-less release (the bindings') and the guard's both succeed.
+    red.release_as(owner).await.unwrap();
+    assert!(!exists(&servers[0], "rr") && !exists(&servers[1], "rr"));
+    let guard = red.acquire_with(options).await.unwrap();
+    guard.release().await.unwrap();
+    assert!(!exists(&servers[0], "rr") && !exists(&servers[1], "rr"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_without_a_wait_limit_fails_naming_a_part_whose_server_is_down() {
+    let mut servers: Vec<RedisServer> = (0..2).map(|_| RedisServer::start()).collect();
+    let cs = clients(&servers).await;
+    servers[1].kill();
+    let multi = MultiLock::new(vec![
+        cs[0].lock("first").unwrap().erased(),
+        cs[1].lock("second").unwrap().erased(),
+    ])
+    .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(30), multi.acquire())
+        .await
+        .expect("the acquire never settled")
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("lock 'second'"), "{err}");
+    assert!(
+        !exists(&servers[0], "first"),
+        "the failed acquire kept a part"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_of_a_closed_client_fails_at_once() {
+    let servers = [RedisServer::start()];
+    let cs = clients(&servers).await;
+    let multi = MultiLock::new(vec![cs[0].lock("closed").unwrap().erased()]).unwrap();
+    cs[0].close().await;
+    let err = tokio::time::timeout(Duration::from_secs(10), multi.acquire())
+        .await
+        .expect("the acquire never settled")
+        .unwrap_err();
+    assert!(err.to_string().contains("closed"), "{err}");
+    assert!(err.to_string().contains("lock 'closed'"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_dropped_half_way_gives_back_the_parts_it_took() {
+    let servers: Vec<RedisServer> = (0..2).map(|_| RedisServer::start()).collect();
+    let cs = clients(&servers).await;
+    let busy = cs[1].lock("b").unwrap();
+    assert!(
+        busy.acquire_as(Owner::new(99), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let multi = MultiLock::new(vec![
+        cs[0].lock("a").unwrap().erased(),
+        cs[1].lock("b").unwrap().erased(),
+    ])
+    .unwrap();
+    let task = tokio::spawn(async move { multi.acquire().await.map(|g| g.parts()) });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !exists(&servers[0], "a") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first part was never taken"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while exists(&servers[0], "a") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the part taken was kept after the acquire was dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    busy.release_as(Owner::new(99)).await.unwrap();
+}

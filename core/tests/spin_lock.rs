@@ -55,5 +55,19 @@ fn a_back_off_outside_its_range_is_refused() {
             )
             .unwrap_err();
         assert_eq!(err.kind(), crosslock::ErrorKind::InvalidArgument);
+        assert_eq!(err.lock_name(), Some("x"));
+        assert_eq!(
+            err.to_string(),
+            "the back-off of spin lock 'x' is exponential from 0 ms to 5 ms: a pause must be \
+             longer than zero (a back-off needs 0 < initial ≤ max ≤ 1 h)"
+        );
+        let err = client
+            .spin_lock_with("y", Backoff::constant(Duration::from_secs(7200)))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("a constant 7200 s: a pause must be at most 1 h"),
+            "{err}"
+        );
     });
 }

@@ -28,6 +28,7 @@ pub(crate) mod renewal;
 pub(crate) mod unowned;
 pub(crate) mod wait;
 
+use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,17 +100,26 @@ impl Backoff {
         Backoff::Constant(pause)
     }
 
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Refuses a pause of zero, an initial pause above the longest, or a pause above an hour,
+    /// naming the lock (`lock`) it was meant for.
+    pub(crate) fn validate(&self, lock: &str) -> Result<()> {
         let (a, b) = match *self {
             Backoff::Exponential { initial, max } => (initial, max),
             Backoff::Constant(d) => (d, d),
         };
-        if a.is_zero() || b < a || b > Duration::from_secs(3600) {
-            return Err(Error::invalid(format!(
-                "a back-off needs 0 < initial ≤ max ≤ 1 h, got {self:?}"
-            )));
-        }
-        Ok(())
+        let problem = if a.is_zero() {
+            "a pause must be longer than zero"
+        } else if b < a {
+            "the initial pause must not be longer than the max"
+        } else if b > Duration::from_secs(3600) {
+            "a pause must be at most 1 h"
+        } else {
+            return Ok(());
+        };
+        Err(Error::invalid(format!(
+            "the back-off of spin lock '{lock}' is {self}: {problem} (a back-off needs 0 < initial ≤ max ≤ 1 h)"
+        ))
+        .with_lock(lock))
     }
 
     /// The pause after `failures` failed attempts (1 = after the first).
@@ -123,6 +133,27 @@ impl Backoff {
                 doubled.saturating_add(jitter).min(max)
             }
         }
+    }
+}
+
+impl fmt::Display for Backoff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Backoff::Exponential { initial, max } => {
+                write!(f, "exponential from {} to {}", human(initial), human(max))
+            }
+            Backoff::Constant(d) => write!(f, "a constant {}", human(d)),
+        }
+    }
+}
+
+/// A duration as people write it: `0 ms`, `1.5 ms`, `64 ms`, `2 s`.
+fn human(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        let ms = d.as_secs_f64() * 1000.0;
+        format!("{} ms", (ms * 1000.0).round() / 1000.0)
+    } else {
+        format!("{} s", (d.as_secs_f64() * 1000.0).round() / 1000.0)
     }
 }
 

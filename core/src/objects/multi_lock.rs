@@ -60,7 +60,7 @@ impl Parts {
     }
 
     /// One round over every part, in order; gives back what it took when the quorum can no
-    /// longer be reached. `Ok(None)`: the round failed (with the last failure, if any).
+    /// longer be reached, or when the round is dropped (cancelled) half-way.
     async fn round(
         &self,
         owner: Owner,
@@ -68,11 +68,13 @@ impl Parts {
         lease: Option<Duration>,
         cancel: &Option<CancellationToken>,
         deadline: Instant,
-    ) -> Result<std::result::Result<Held, Option<(String, Error)>>> {
+    ) -> Result<std::result::Result<Held, Missed>> {
         let allowed_failures = self.locks.len() - self.quorum;
-        let mut held = Vec::new();
-        let mut failed = 0;
-        let mut last: Option<(String, Error)> = None;
+        let mut taken = Taken {
+            parts: Vec::new(),
+            owner,
+        };
+        let mut missed = Missed::default();
         for lock in &self.locks {
             let left = deadline.saturating_duration_since(Instant::now());
             let mut options = AcquireOptions::new().wait(self.part_wait(left).min(wait));
@@ -83,23 +85,38 @@ impl Parts {
                 options = options.cancel(token.clone());
             }
             match lock.acquire_as(owner, &options).await {
-                Ok(Some(_)) => held.push(lock.clone()),
-                Ok(None) => failed += 1,
+                Ok(Some(_)) => taken.parts.push(lock.clone()),
+                Ok(None) => missed.busy += 1,
                 Err(e) if e.is_cancelled() => {
-                    release(&held, owner).await;
+                    release(&taken.give_back(), owner).await;
                     return Err(e);
                 }
                 Err(e) => {
-                    failed += 1;
-                    last = Some((lock.name().to_owned(), e));
+                    missed.errors += 1;
+                    missed.last = Some((lock.name().to_owned(), e));
                 }
             }
-            if failed > allowed_failures {
-                release(&held, owner).await;
-                return Ok(Err(last));
+            if missed.busy + missed.errors > allowed_failures {
+                release(&taken.give_back(), owner).await;
+                // Failed parts beyond what the quorum spares: waiting for a busy part cannot help.
+                missed.hopeless = missed.errors > allowed_failures;
+                return Ok(Err(missed));
             }
         }
-        Ok(Ok(Held { parts: held }))
+        Ok(Ok(Held {
+            parts: taken.give_back(),
+        }))
+    }
+
+    fn failed(&self, part: &str, e: &Error) -> Error {
+        Error::new(
+            e.kind(),
+            format!(
+                "could not take the multi-lock of {}: lock '{part}' failed: {e}; nothing is held",
+                self.names()
+            ),
+        )
+        .with_lock(part)
     }
 
     async fn acquire_as(&self, owner: Owner, options: &AcquireOptions) -> Result<Option<Held>> {
@@ -125,12 +142,20 @@ impl Parts {
                     cycle
                 }
             });
-            match self
+            let missed = match self
                 .round(owner, cycle, lease, &options.cancel, deadline)
                 .await?
             {
                 Ok(held) => return Ok(Some(held)),
-                Err(failure) => last = failure.or(last),
+                Err(missed) => missed,
+            };
+            let hopeless = missed.hopeless;
+            last = missed.last.or(last);
+            if hopeless {
+                // More parts failed (a server down, the client closed, a wrong type) than the
+                // quorum can spare: no wait cures that here, each part has retried on its own.
+                let (part, e) = last.as_ref().expect("a hopeless round has an error");
+                return Err(self.failed(part, e));
             }
             let out_of_time = options
                 .wait
@@ -138,24 +163,47 @@ impl Parts {
             if out_of_time {
                 // An error (a server down) says more than a plain timeout: report it, naming the part.
                 return match last {
-                    Some((part, e)) if !e.is_timeout() => Err(Error::new(
-                        e.kind(),
-                        format!("could not take the multi-lock of {}: lock '{part}' failed: {e}; nothing is held", self.names()),
-                    )
-                    .with_lock(&part)),
+                    Some((part, e)) if !e.is_timeout() => Err(self.failed(&part, &e)),
                     _ => Ok(None),
                 };
             }
-            if let Some((part, e)) = &last
-                && !e.is_timeout()
-                && !e.is_unavailable()
-            {
-                return Err(Error::new(
-                    e.kind(),
-                    format!("could not take the multi-lock of {}: lock '{part}' failed: {e}; nothing is held", self.names()),
-                )
-                .with_lock(part));
-            }
+        }
+    }
+}
+
+/// Why a round missed its quorum.
+#[derive(Default)]
+struct Missed {
+    /// Parts still held by others when their share of the wait ran out.
+    busy: usize,
+    /// Parts that failed with an error.
+    errors: usize,
+    /// The last error, naming its part.
+    last: Option<(String, Error)>,
+    /// More parts failed than the quorum can spare.
+    hopeless: bool,
+}
+
+/// The parts a round has taken so far; given back if the round is dropped before it ends.
+struct Taken {
+    parts: Vec<Arc<dyn AnyLock>>,
+    owner: Owner,
+}
+
+impl Taken {
+    fn give_back(&mut self) -> Vec<Arc<dyn AnyLock>> {
+        std::mem::take(&mut self.parts)
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        let parts = self.give_back();
+        if !parts.is_empty() {
+            let owner = self.owner;
+            crate::runtime::spawn(async move {
+                release(&parts, owner).await;
+            });
         }
     }
 }
@@ -392,7 +440,9 @@ macro_rules! composite {
                 }))
             }
 
-            /// Releases every part `owner` holds (parts it does not hold are skipped).
+            /// Releases every part `owner` holds through this process: the parts its clients
+            /// recorded as taken (for a [`RedLock`], the majority reached; a part never taken, on
+            /// a server that is down, say, is not asked).
             ///
             /// # Errors
             ///
@@ -402,7 +452,8 @@ macro_rules! composite {
             ///
             /// Dropping the future may leave some parts unreleased until their lease runs out.
             pub async fn release_as(&self, owner: Owner) -> Result<()> {
-                let errors = release(&self.parts.locks, owner).await;
+                let taken: Vec<_> = self.parts.locks.iter().filter(|l| l.lost_token(owner).is_some()).cloned().collect();
+                let errors = release(&taken, owner).await;
                 match errors.into_iter().find(|(_, e)| !e.is_not_held()) {
                     None => Ok(()),
                     Some((part, e)) => Err(Error::new(e.kind(), format!("releasing the {}: lock '{part}': {e}", $what)).with_lock(&part)),

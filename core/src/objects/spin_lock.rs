@@ -147,7 +147,7 @@ impl Client {
     /// ```
     pub fn spin_lock_with(&self, name: &str, backoff: Backoff) -> Result<SpinLock> {
         let name = check_name(name, "lock")?;
-        backoff.validate()?;
+        backoff.validate(&name)?;
         Ok(SpinLock {
             core: LockCore::new(
                 self.clone(),
