@@ -364,6 +364,9 @@ def contended(cfg, runner: Runner, r: redis.Redis) -> list[dict]:
     plan += [("python", "processes", lib) for lib in ["crosslock", "redis-py", "python-redis-lock", "pottery"]]
     plan += [("node", "tasks", lib) for lib in NODE_LIBS]
     plan += [("node", "processes", lib) for lib in NODE_LIBS]
+    # crosslock's FairLock beside its Lock: what first-come-first-served costs, and its max wait.
+    plan += [(lang, mode, "crosslock-fair") for lang, mode in
+             [("python", "threads"), ("python", "processes"), ("node", "tasks"), ("node", "processes")]]
     w = cfg.workers
     plan = [(lang, mode, lib) for lang, mode, lib in plan if cfg.want(lang, lib) and cfg.want_mode(mode)]
     acc: dict[tuple, list] = {}

@@ -27,24 +27,30 @@ function loadIORedis() {
   return mod.default || mod.Redis || mod;
 }
 
+/** crosslock's `kind` of lock (`lock`, `fairLock`) with the interface the scenarios use. */
+async function crosslockOf(kind, url, opts) {
+  const { connect } = require(ROOT);
+  const options = opts.watchdogMs ? { watchdogTimeout: opts.watchdogMs } : undefined;
+  const client = await connect(url, options);
+  return {
+    make(name) {
+      const lock = client[kind](name);
+      let held = null;
+      return {
+        async acquire() { held = await lock.acquire(); },
+        async release() { const h = held; held = null; await h.release(); },
+      };
+    },
+    watched: () => (typeof client.watchedLocks === 'function' ? client.watchedLocks() : -1),
+    async close() { await client.close(); },
+  };
+}
+
 const LIBS = {
-  async crosslock(url, opts = {}) {
-    const { connect } = require(ROOT);
-    const options = opts.watchdogMs ? { watchdogTimeout: opts.watchdogMs } : undefined;
-    const client = await connect(url, options);
-    return {
-      make(name) {
-        const lock = client.lock(name);
-        let held = null;
-        return {
-          async acquire() { held = await lock.acquire(); },
-          async release() { const h = held; held = null; await h.release(); },
-        };
-      },
-      watched: () => (typeof client.watchedLocks === 'function' ? client.watchedLocks() : -1),
-      async close() { await client.close(); },
-    };
-  },
+  crosslock(url, opts = {}) { return crosslockOf('lock', url, opts); },
+
+  // crosslock's FairLock: waiters served in the order they asked, each woken on its own channel.
+  'crosslock-fair'(url, opts = {}) { return crosslockOf('fairLock', url, opts); },
 
   async redlock(url) {
     const Redis = loadIORedis();

@@ -61,6 +61,13 @@ class CrosslockSync(Lib):
         self.client.close()
 
 
+class CrosslockFairSync(CrosslockSync):
+    """crosslock's FairLock: waiters served in the order they asked, each woken on its own channel."""
+
+    def make(self, name):
+        return self.client.fair_lock(name)
+
+
 class _CrosslockAsyncLock:
     __slots__ = ("lock",)
 
@@ -150,6 +157,7 @@ class PotteryLib(Lib):
 LIBS = {
     "crosslock": CrosslockSync,
     "crosslock-asyncio": CrosslockAsync,
+    "crosslock-fair": CrosslockFairSync,
     "redis-py": RedisPySync,
     "redis-py-asyncio": RedisPyAsync,
     "python-redis-lock": PythonRedisLock,
