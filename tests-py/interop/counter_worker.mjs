@@ -1,7 +1,8 @@
 // One Node process of the mixed Java/Python/Node counter test (run by test_redisson_lock.py):
-//   node counter_worker.mjs URL LOCK KEY N
+//   node counter_worker.mjs URL LOCK KEY N [KIND]
 // Connects, prints READY, waits for a line on stdin (the start signal), then N times: acquire the
-// lock, GET KEY, SET KEY value+1 (deliberately non-atomic), release. Prints "DONE N".
+// lock, GET KEY, SET KEY value+1 (deliberately non-atomic), release. Prints "DONE N". KIND is the
+// kind of lock as hold_worker.mjs names them (lock when not given).
 import { createRequire } from 'node:module'
 import net from 'node:net'
 import readline from 'node:readline'
@@ -50,10 +51,17 @@ function rawRedis (url) {
   }
 }
 
-const [url, name, key, n] = process.argv.slice(2)
+const [url, name, key, n, kind = 'lock'] = process.argv.slice(2)
 const client = await connect(url)
 const raw = rawRedis(url)
-const lock = client.lock(name)
+const lock = {
+  lock: (n) => client.lock(n),
+  fair: (n) => client.fairLock(n),
+  spin: (n) => client.spinLock(n),
+  fenced: (n) => client.fencedLock(n),
+  nonReentrant: (n) => client.nonReentrantLock(n),
+  write: (n) => client.readWriteLock(n).writeLock()
+}[kind](name)
 console.log('READY')
 const rl = readline.createInterface({ input: process.stdin })
 await new Promise((resolve) => rl.once('line', resolve))

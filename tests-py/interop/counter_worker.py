@@ -1,9 +1,10 @@
 """One Python process of the mixed Java/Python/Node counter test.
 
-    counter_worker.py URL LOCK KEY N
+    counter_worker.py URL LOCK KEY N [KIND]
 
 Connects, prints ``READY``, waits for a line on stdin (the start signal), then N times: acquire the
-lock, GET KEY, SET KEY value+1 (deliberately non-atomic), release. Prints ``DONE N``.
+lock, GET KEY, SET KEY value+1 (deliberately non-atomic), release. Prints ``DONE N``. KIND is the
+kind of lock (as ``hold_worker.py`` names them; ``lock`` when not given).
 """
 
 import sys
@@ -13,14 +14,16 @@ from urllib.parse import urlparse
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import crosslock  # noqa: E402
+from hold_worker import make  # noqa: E402
 from support import Raw  # noqa: E402
 
 
 def main() -> None:
     url, name, key, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    kind = sys.argv[5] if len(sys.argv) > 5 else "lock"
     client = crosslock.connect(url)
     raw = Raw(urlparse(url).port)
-    lock = client.lock(name)
+    lock = make(client, kind, name)
     print("READY", flush=True)
     if not sys.stdin.readline():
         sys.exit("no start signal")

@@ -386,8 +386,10 @@ JAVA_PROCS = PY_PROCS = NODE_PROCS = 2
 ITERATIONS = 100
 
 
-def test_java_python_node_processes_share_one_counter_exactly(java_built, redis_url, raw: Raw):
-    name, key = "interop:counter-lock", "interop:counter"
+@pytest.mark.parametrize("kind", ["lock", "fair", "spin", "fenced", "nonReentrant", "write"])
+def test_java_python_node_processes_share_one_counter_exactly(java_built, redis_url, raw: Raw, kind):
+    name, key = f"interop:counter-{kind}", f"interop:counter-{kind}:value"
+    iterations = ITERATIONS if kind == "lock" else ITERATIONS // 2
     javas: list[JavaDriver] = []
     others: list[subprocess.Popen] = []
     try:
@@ -395,15 +397,16 @@ def test_java_python_node_processes_share_one_counter_exactly(java_built, redis_
             javas.append(JavaDriver.start())
         for j in javas:
             j.connect(redis_url)
+            assert j.ok(f"kind {kind}") == kind
         env = python_env()
         for _ in range(PY_PROCS):
             others.append(subprocess.Popen(
-                [sys.executable, str(HERE / "counter_worker.py"), redis_url, name, key, str(ITERATIONS)],
+                [sys.executable, str(HERE / "counter_worker.py"), redis_url, name, key, str(iterations), kind],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
             ))
         for _ in range(NODE_PROCS):
             others.append(subprocess.Popen(
-                ["node", str(HERE / "counter_worker.mjs"), redis_url, name, key, str(ITERATIONS)],
+                ["node", str(HERE / "counter_worker.mjs"), redis_url, name, key, str(iterations), kind],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(REPO),
             ))
         for p in others:  # each prints READY once connected, then waits for "go"
@@ -411,18 +414,18 @@ def test_java_python_node_processes_share_one_counter_exactly(java_built, redis_
             assert line == "READY", f"worker {p.args[:2]} said {line!r}"
 
         for j in javas:
-            j.send(f"counter {name} {key} {ITERATIONS}")
+            j.send(f"counter {name} {key} {iterations}")
         for p in others:
             p.stdin.write("go\n")
             p.stdin.close()
 
         for j in javas:
-            assert j.expect_ok(j.reply(60)) == str(ITERATIONS)
+            assert j.expect_ok(j.reply(60)) == str(iterations)
         for p in others:
-            assert _readline(p, 60) == f"DONE {ITERATIONS}"
+            assert _readline(p, 60) == f"DONE {iterations}"
             assert p.wait(15) == 0
 
-        total = (JAVA_PROCS + PY_PROCS + NODE_PROCS) * ITERATIONS
+        total = (JAVA_PROCS + PY_PROCS + NODE_PROCS) * iterations
         assert raw.command("GET", key) == str(total), "increments were lost: two holders overlapped"
         assert raw.command("EXISTS", name) == 0
     finally:
