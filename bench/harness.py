@@ -322,10 +322,12 @@ def pct(sorted_vals, q):
 # Scenario 3: contended
 
 
-def contended_procs(cfg, runner, r, lang, lib, name, workers, iters, what):
+def contended_procs(cfg, runner, r, lang, lib, name, workers, iters, what, permits=0):
     counter = f"{name}:counter"
     r.set(counter, 0)
-    kids = [Child(runner.cmd(lang, "proc", lib, name=name, iters=iters), f"{what} #{i}") for i in range(workers)]
+    extra = {"permits": permits} if permits else {}
+    kids = [Child(runner.cmd(lang, "proc", lib, name=name, iters=iters, **extra), f"{what} #{i}")
+            for i in range(workers)]
     try:
         for k in kids:
             k.expect("ready", 60)
@@ -348,6 +350,7 @@ def contended_procs(cfg, runner, r, lang, lib, name, workers, iters, what):
             "ops": done, "seconds": elapsed, "ops_per_s": done / elapsed,
             "counter": int(r.get(counter) or 0), "expected": workers * iters,
             "max_wait_ms": max(x["max_wait_ms"] for x in results), "errors": [],
+            "max_holders": max(x.get("max_holders", 0) for x in results),
         }
     except Exception as e:  # noqa: BLE001
         fail(f"{what}: {e}")
@@ -396,6 +399,40 @@ def contended(cfg, runner: Runner, r: redis.Redis) -> list[dict]:
             acc.setdefault(key, []).append(res)
     return [{"lang": lang, "mode": mode, "lib": lib, "workers": w, "iters": cfg.iters, "runs": acc[(lang, mode, lib)]}
             for lang, mode, lib in plan if (lang, mode, lib) in acc]
+
+
+# --------------------------------------------------------------------------------------------
+# Scenario 7: a semaphore shared by W processes
+
+SEM_PERMITS = 3
+
+
+def semaphore(cfg, runner: Runner, r: redis.Redis) -> list[dict]:
+    """W processes each take one permit K times out of SEM_PERMITS; inside, they count the holders
+    at that moment (INCR/DECR on the server), so over-granting shows as more than SEM_PERMITS."""
+    plan = [("python", "crosslock-semaphore"), ("node", "crosslock-semaphore"), ("node", "redis-semaphore-semaphore")]
+    plan = [(lang, lib) for lang, lib in plan if cfg.want(lang, lib)]
+    acc: dict[tuple, list] = {}
+    for rep in range(cfg.contended_repeats):
+        for lang, lib in plan:
+            what = f"semaphore {lang}/{lib}"
+            name = f"bench:s:{lang}:{lib}:{rep}"
+            if lib.startswith("crosslock"):
+                r.set(name, SEM_PERMITS)  # Redisson's layout: the available permits at the name
+            res = contended_procs(cfg, runner, r, lang, lib, name, cfg.workers, cfg.iters, what, SEM_PERMITS)
+            if res is None:
+                continue
+            res["expected"] = cfg.workers * cfg.iters
+            back = int(r.get(name) or 0) if lib.startswith("crosslock") else SEM_PERMITS
+            res["exact"] = res["ops"] == res["expected"] and res["max_holders"] <= SEM_PERMITS and back == SEM_PERMITS
+            if not res["exact"]:
+                fail(f"{what}: {res['ops']} of {res['expected']} done, up to {res['max_holders']} holders at once "
+                     f"for {SEM_PERMITS} permits, {back} permits back")
+            log(f"{what} (round {rep + 1}): {res['ops_per_s']:.0f} ops/s, max wait {res['max_wait_ms']:.1f} ms, "
+                f"max holders {res['max_holders']}/{SEM_PERMITS}")
+            acc.setdefault((lang, lib), []).append(res)
+    return [{"lang": lang, "lib": lib, "workers": cfg.workers, "iters": cfg.iters, "permits": SEM_PERMITS,
+             "runs": acc[(lang, lib)]} for lang, lib in plan if (lang, lib) in acc]
 
 
 # --------------------------------------------------------------------------------------------
@@ -735,7 +772,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--rust-bin", required=True)
     p.add_argument("--smoke", action="store_true")
-    p.add_argument("--only", help="comma-separated scenarios: floor,uncontended,handoff,contended,holders,breakdown")
+    p.add_argument("--only", help="comma-separated scenarios: floor,uncontended,handoff,contended,holders,breakdown,semaphore")
     p.add_argument("--libs", help="comma-separated libraries (or lang/lib) to run; default all")
     a = p.parse_args()
     cfg = Config(a.smoke, set(a.only.split(",")) if a.only else None, set(a.libs.split(",")) if a.libs else None)
@@ -751,6 +788,7 @@ def main():
         ("contended", lambda: contended(cfg, runner, r)),
         ("holders", lambda: holders(cfg, runner, r, port)),
         ("breakdown", lambda: breakdown(cfg, runner)),
+        ("semaphore", lambda: semaphore(cfg, runner, r)),
     ]
     try:
         for key, fn in scenarios:

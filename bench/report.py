@@ -388,6 +388,31 @@ def main():
             w(table(["language", "operation (per call)", "wall (µs)", "CPU (µs)", "context switches"], rows))
             w("")
 
+    # ---- semaphore ----------------------------------------------------------------------------
+    sems = R.get("semaphore", [])
+    if sems:
+        w(f"## 7. Semaphore: {sems[0]['workers']} processes sharing {sems[0]['permits']} permits")
+        w("")
+        w("Each process takes one permit K times; inside, it counts the holders at that moment on the "
+          "server (INCR, then DECR), so a semaphore that over-grants shows more holders than permits. "
+          "ops/s = all iterations ÷ wall time; max wait is the longest single acquire. crosslock's "
+          "Semaphore (Redisson's layout, waiters woken by the release message) against "
+          "redis-semaphore's `Semaphore` (a sorted set, polled every 10 ms by default).")
+        w("")
+        mine = {s_["lang"]: med([x["ops_per_s"] for x in s_["runs"]]) for s_ in sems if s_["lib"] == "crosslock-semaphore"}
+        rows = []
+        for s_ in sems:
+            rates = [x["ops_per_s"] for x in s_["runs"]]
+            rows.append([LANG_NAME[s_["lang"]], s_["lib"], f"{s_['workers']} × {s_['iters']}", f0(med(rates)),
+                         f"{f0(min(rates))}–{f0(max(rates))}", len(rates),
+                         f1(max(x["max_wait_ms"] for x in s_["runs"])),
+                         f"{max(x['max_holders'] for x in s_['runs'])} / {s_['permits']}",
+                         "yes" if all(x["exact"] for x in s_["runs"]) else "**NO**",
+                         "" if s_["lib"].startswith("crosslock") else fr(ratio(mine.get(s_["lang"]), med(rates)))])
+        w(table(["language", "library", "W × K", "ops/s (median)", "min–max", "runs", "max wait (ms)",
+                 "most holders seen / permits", "all done, never over", "crosslock ÷ this"], rows))
+        w("")
+
     # ---- failures and notes -------------------------------------------------------------------
     if R.get("failures"):
         w("## Failures in this run")

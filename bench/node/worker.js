@@ -6,7 +6,7 @@
 //
 //   node worker.js uncontended LIB URL --name N --seconds S --repeats R --warmup-batch B
 //   node worker.js contended   LIB URL --name N --workers W --iters K     (async tasks)
-//   node worker.js proc        LIB URL --name N --iters K                 (one of W processes)
+//   node worker.js proc        LIB URL --name N --iters K [--permits P]   (one of W processes; P: a semaphore)
 //   node worker.js handoff     LIB URL --name N
 //   node worker.js holders     LIB URL --name N --n COUNT --watchdog-ms MS
 //   node worker.js rtt         crosslock URL --name N --calls C --repeats R   (per-call breakdown)
@@ -51,6 +51,35 @@ const LIBS = {
 
   // crosslock's FairLock: waiters served in the order they asked, each woken on its own channel.
   'crosslock-fair'(url, opts = {}) { return crosslockOf('fairLock', url, opts); },
+
+  // crosslock's Semaphore (Redisson's RSemaphore layout; the harness sets the permits).
+  async 'crosslock-semaphore'(url) {
+    const { connect } = require(ROOT);
+    const client = await connect(url);
+    return {
+      make(name) {
+        const sem = client.semaphore(name);
+        return { acquire: () => sem.acquire(), release: () => sem.release() };
+      },
+      async close() { await client.close(); },
+    };
+  },
+
+  // redis-semaphore's Semaphore. Defaults (lockTimeout 10 s, retryInterval 10 ms) except
+  // acquireTimeout, as for its Mutex below.
+  async 'redis-semaphore-semaphore'(url) {
+    const Redis = loadIORedis();
+    const { Semaphore } = require('redis-semaphore');
+    const redis = new Redis(url);
+    await redis.ping();
+    return {
+      make(name, { permits }) {
+        const sem = new Semaphore(redis, name, permits, { acquireTimeout: 600000 });
+        return { acquire: () => sem.acquire(), release: () => sem.release() };
+      },
+      async close() { redis.disconnect(); },
+    };
+  },
 
   async redlock(url) {
     const Redis = loadIORedis();
@@ -231,11 +260,15 @@ function lines() {
   return rl[Symbol.asyncIterator]();
 }
 
+// With --permits (a semaphore), the work inside counts the holders at once (INCR, DECR of
+// NAME:holders) and reports the most it saw; otherwise it bumps a non-atomic counter.
 async function proc(lib, a) {
   const Redis = loadIORedis();
   const r = new Redis(a.url);
   const counter = `${a.name}:counter`;
-  const lock = lib.make(a.name);
+  const holders = `${a.name}:holders`;
+  const lock = a.permits ? lib.make(a.name, { permits: a.permits }) : lib.make(a.name);
+  let maxHolders = 0;
   await r.ping();
   say('ready');
   const input = lines();
@@ -249,12 +282,17 @@ async function proc(lib, a) {
     await lock.acquire();
     const w = now() - t0;
     if (w > maxWait) maxWait = w;
-    const v = Number((await r.get(counter)) || 0);
-    await r.set(counter, v + 1);
+    if (a.permits) {
+      maxHolders = Math.max(maxHolders, await r.incr(holders));
+      await r.decr(holders);
+    } else {
+      const v = Number((await r.get(counter)) || 0);
+      await r.set(counter, v + 1);
+    }
     await lock.release();
     done++;
   }
-  say(JSON.stringify({ done, max_wait_ms: Number(maxWait) / 1e6, seconds: Number(now() - start) / 1e9 }));
+  say(JSON.stringify({ done, max_wait_ms: Number(maxWait) / 1e6, max_holders: maxHolders, seconds: Number(now() - start) / 1e9 }));
   r.disconnect();
 }
 
@@ -385,7 +423,7 @@ function parseArgs(argv) {
   const [scenario, lib, url, ...rest] = argv;
   const a = {
     scenario, lib, url, name: 'bench:node', seconds: 1, repeats: 5, warmupBatch: 1000,
-    workers: 8, iters: 100, n: 100, watchdogMs: 3000, calls: 2000,
+    workers: 8, iters: 100, n: 100, watchdogMs: 3000, calls: 2000, permits: 0,
   };
   for (let i = 0; i < rest.length; i += 2) {
     const key = rest[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());

@@ -5,7 +5,7 @@ object; multi-process scenarios speak a line protocol on stdin/stdout (see bench
 
     worker.py uncontended LIB URL --name N --seconds S --repeats R --warmup-batch B
     worker.py contended   LIB URL --name N --workers W --iters K      (threads or asyncio tasks)
-    worker.py proc        LIB URL --name N --iters K                  (one of W processes)
+    worker.py proc        LIB URL --name N --iters K [--permits P]    (one of W processes; P: a semaphore)
     worker.py handoff     LIB URL --name N
     worker.py holders     LIB URL --name N --n COUNT --watchdog-ms MS
     worker.py rtt         crosslock URL --name N --calls C --repeats R  (per-call breakdown)
@@ -66,6 +66,28 @@ class CrosslockFairSync(CrosslockSync):
 
     def make(self, name):
         return self.client.fair_lock(name)
+
+
+class _CrosslockPermit:
+    """One permit of a crosslock Semaphore, with the lock interface the scenarios use."""
+
+    __slots__ = ("sem",)
+
+    def __init__(self, sem):
+        self.sem = sem
+
+    def acquire(self):
+        return self.sem.acquire()
+
+    def release(self):
+        self.sem.release()
+
+
+class CrosslockSemaphore(CrosslockSync):
+    """crosslock's Semaphore (Redisson's RSemaphore layout; the harness sets the permits)."""
+
+    def make(self, name):
+        return _CrosslockPermit(self.client.semaphore(name))
 
 
 class _CrosslockAsyncLock:
@@ -158,6 +180,7 @@ LIBS = {
     "crosslock": CrosslockSync,
     "crosslock-asyncio": CrosslockAsync,
     "crosslock-fair": CrosslockFairSync,
+    "crosslock-semaphore": CrosslockSemaphore,
     "redis-py": RedisPySync,
     "redis-py-asyncio": RedisPyAsync,
     "python-redis-lock": PythonRedisLock,
@@ -384,27 +407,33 @@ async def contended_tasks(lib, url, name, workers, iters):
 # Scenario 3: one of W processes (line protocol: ready -> "go" -> one JSON line)
 
 
-def proc_sync(lib, url, name, iters):
+def proc_sync(lib, url, name, iters, permits=None):
+    """With ``permits`` (a semaphore), the work inside counts the holders at once (INCR, DECR of
+    ``{name}:holders``) and reports the most it saw; otherwise it bumps a non-atomic counter."""
     import redis
 
     r = redis.Redis.from_url(url)
-    counter = f"{name}:counter"
+    counter, holders = f"{name}:counter", f"{name}:holders"
     lock = lib.make(name)
     r.ping()
     say("ready")
     if sys.stdin.readline().strip() != "go":
         return
-    max_wait = done = 0
+    max_wait = done = max_holders = 0
     start = time.perf_counter_ns()
     for _ in range(iters):
         t0 = time.perf_counter_ns()
         lock.acquire()
         max_wait = max(max_wait, time.perf_counter_ns() - t0)
-        v = int(r.get(counter) or 0)
-        r.set(counter, v + 1)
+        if permits:
+            max_holders = max(max_holders, r.incr(holders))
+            r.decr(holders)
+        else:
+            v = int(r.get(counter) or 0)
+            r.set(counter, v + 1)
         lock.release()
         done += 1
-    say(json.dumps({"done": done, "max_wait_ms": max_wait / 1e6,
+    say(json.dumps({"done": done, "max_wait_ms": max_wait / 1e6, "max_holders": max_holders,
                     "seconds": (time.perf_counter_ns() - start) / 1e9}))
 
 
@@ -699,6 +728,7 @@ def main():
     p.add_argument("--n", type=int, default=100)
     p.add_argument("--watchdog-ms", type=int, default=3000)
     p.add_argument("--calls", type=int, default=2000)
+    p.add_argument("--permits", type=int, default=0)
     a = p.parse_args()
 
     if a.scenario == "rtt":
@@ -725,7 +755,7 @@ def main():
         if lib.is_async:
             asyncio.run(proc_async(lib, a.url, a.name, a.iters))
         else:
-            proc_sync(lib, a.url, a.name, a.iters)
+            proc_sync(lib, a.url, a.name, a.iters, a.permits)
     elif a.scenario == "handoff":
         if lib.is_async:
             asyncio.run(handoff_async(lib, a.name))
