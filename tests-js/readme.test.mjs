@@ -64,3 +64,33 @@ test("the README's Node tour runs and leaves no lock behind", async () => {
     await server.stop()
   }
 })
+
+test("the README's Node synchronizer tour runs and gives every permit back", async () => {
+  const server = await startRedis()
+  try {
+    const text = readFileSync(README, 'utf8')
+    const section = text.split('\n## Node.js')[1].split('\n## ')[0]
+    const blocks = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1])
+    assert.ok(blocks.length >= 3, "the README's Node section lost its synchronizer examples")
+    assert.ok(blocks[2].includes('semaphore') && blocks[2].includes('MultiLock'))
+    const req = createRequire(import.meta.url)
+    const require = (id) => req(id === 'crosslock' ? '../' : id)
+    const client = await require('crosslock').connect(server.url)
+    try {
+      const AsyncFunction = (async () => {}).constructor
+      await new AsyncFunction('client', 'require', blocks[2])(client, require)
+    } finally {
+      await client.close()
+    }
+    const raw = await RawRedis.connect(server.url)
+    try {
+      assert.equal(await raw.command('GET', 'renderers'), '3')
+      assert.equal(await raw.command('GET', 'licenses'), '2')
+      assert.deepEqual((await raw.command('KEYS', '*')).sort(), ['licenses', 'renderers'])
+    } finally {
+      raw.close()
+    }
+  } finally {
+    await server.stop()
+  }
+})

@@ -42,3 +42,16 @@ def test_readme_python_tour_runs(url, raw, capsys):
         assert "write with token 1" in capsys.readouterr().out
     # Only the fenced lock's token counter outlives its lock (as Redisson's does).
     assert raw.command("KEYS", "*") == ["redisson_lock_token:{ledger}"]
+
+
+def test_readme_python_synchronizer_tour_runs(url, raw):
+    blocks = python_blocks()
+    assert len(blocks) >= 4, "the README's Python section lost its synchronizer examples"
+    assert "semaphore" in blocks[3] and "MultiLock" in blocks[3]
+    with crosslock.connect(url) as client:
+        exec(compile(blocks[3], "README.md (synchronizers)", "exec"), {"client": client, "crosslock": crosslock})
+    # Every permit is back, the latch is open, and no lock is left.
+    assert raw.command("GET", "renderers") == "3"
+    assert raw.command("GET", "licenses") == "2"
+    assert raw.command("ZCARD", "{licenses}:timeout") == 0
+    assert sorted(raw.command("KEYS", "*")) == ["licenses", "renderers"]
