@@ -397,7 +397,36 @@ def contended(cfg, runner: Runner, r: redis.Redis) -> list[dict]:
             log(f"{what} (round {rep + 1}): {res['ops_per_s']:.0f} ops/s, max wait {res['max_wait_ms']:.1f} ms, "
                 f"exact={res['exact']}")
             acc.setdefault(key, []).append(res)
-    return [{"lang": lang, "mode": mode, "lib": lib, "workers": w, "iters": cfg.iters, "runs": acc[(lang, mode, lib)]}
+    # One more, untimed round of each process mode under MONITOR (which slows the server): the
+    # Redis calls each library makes per operation, beside the counter's own GET and SET.
+    calls: dict[tuple, dict] = {}
+    port = r.connection_pool.connection_kwargs["port"]
+    for key in plan:
+        lang, mode, lib = key
+        if mode != "processes" or key in broken:
+            continue
+        name = f"bench:c:{lang}:{mode}:{lib}:monitored"
+        mon = Monitor(port)
+        try:
+            t0 = time.time()
+            res = contended_procs(cfg, runner, r, lang, lib, name, w, cfg.iters, f"contended {lang}/{lib} (monitored)")
+            time.sleep(0.2)  # let MONITOR's stream catch up
+            seen = [c for _, c in mon.calls_between(t0, time.time())]
+        finally:
+            mon.close()
+        if res is None or not res["ops"]:
+            continue
+        by: dict[str, int] = {}
+        for c in seen:
+            by[c] = by.get(c, 0) + 1
+        ops = res["ops"]
+        by["get"] = by.get("get", 0) - ops  # the counter's own work
+        by["set"] = by.get("set", 0) - ops - 1  # and the harness's SET of the counter to 0
+        by = {c: n for c, n in by.items() if n > 0}
+        calls[key] = {"per_op": sum(by.values()) / ops, "by_command": {c: n / ops for c, n in by.items()}}
+        log(f"contended {lang}/{mode}/{lib}: {calls[key]['per_op']:.1f} Redis calls per operation")
+    return [{"lang": lang, "mode": mode, "lib": lib, "workers": w, "iters": cfg.iters, "runs": acc[(lang, mode, lib)],
+             "calls": calls.get((lang, mode, lib))}
             for lang, mode, lib in plan if (lang, mode, lib) in acc]
 
 

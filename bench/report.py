@@ -318,6 +318,16 @@ def main():
     w(table(["language", "workers", "library", "W × K", "ops/s (median)", "min–max", "runs", "max wait (ms)",
              "counter exact", "crosslock ÷ this"], rows))
     w("")
+    rows = [[LANG_NAME[lang], lib, f1(c["calls"]["per_op"]),
+             ", ".join(f"{k} {v:.2f}" for k, v in sorted(c["calls"]["by_command"].items(), key=lambda kv: -kv[1]))]
+            for (lang, mode, lib), c in con.items() if c.get("calls")]
+    if rows:
+        w("Redis calls per operation (acquire + release) in the process runs, counted with MONITOR in "
+          "one more, untimed round (commands inside a Lua script are not calls; the counter's own GET "
+          "and SET are left out). A polling library's count grows with the time it waits.")
+        w("")
+        w(table(["language", "library", "calls per op", "by command (per op)"], rows))
+        w("")
 
     # ---- holders ------------------------------------------------------------------------------
     w("## 4. Many holders: N locks held with renewal in one process")
