@@ -16,7 +16,10 @@ from support import channel, python_env, wait_until
 
 BLOCKED_CHILD = textwrap.dedent(
     """
-    import sys, time, crosslock
+    import signal, sys, time, crosslock
+    # Ctrl-C raises KeyboardInterrupt even when this test runs in a background job, whose children
+    # inherit SIGINT ignored (Python keeps an ignored SIGINT ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     url, name, how = sys.argv[1], sys.argv[2], sys.argv[3]
     client = crosslock.connect(url)
     lock = client.lock(name)
