@@ -1,15 +1,34 @@
-"""Python and Node processes sharing the other locks of the family: a fair lock's queue order
-across languages (with a waiter killed while queued), read locks held at once by both languages,
-and fencing tokens taken in turn by both.
+"""Python, Node and Java (Redisson) processes sharing the other locks of the family: a fair lock's
+queue order across languages (with a waiter killed while queued), read locks held at once by all
+three languages (the Java reader leaving first), and fencing tokens taken in turn by all three.
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from support import Raw, RedisServer, wait_until
 
 from test_cross_language import Worker, workers  # noqa: F401  (the fixture)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
+from java_driver import JavaDriver, ensure_built  # noqa: E402
+
+
+@pytest.fixture
+def java(redis_server: RedisServer) -> Iterator[JavaDriver]:
+    """A Redisson client in its own JVM on this test's server."""
+    ensure_built()
+    driver = JavaDriver.start()
+    try:
+        driver.connect(redis_server.url)
+        yield driver
+    finally:
+        driver.close()
 
 
 def test_fair_lock_serves_six_processes_of_two_languages_in_queue_order_past_a_killed_waiter(
@@ -44,23 +63,33 @@ def test_fair_lock_serves_six_processes_of_two_languages_in_queue_order_past_a_k
     assert raw.command("ZCARD", "redisson_lock_timeout:{cross:fair}") == 0
 
 
-def test_python_and_node_hold_the_read_lock_at_once_and_a_writer_waits_for_both(
-    redis_server: RedisServer, raw: Raw, workers  # noqa: F811
+def test_python_java_and_node_hold_the_read_lock_at_once_and_a_writer_waits_for_the_last(
+    redis_server: RedisServer, raw: Raw, workers, java: JavaDriver  # noqa: F811
 ) -> None:
     name = "cross:rw"
     readers = [workers(lang, redis_server.url, "hold", name, env={"CROSSLOCK_KIND": "read_lock"}) for lang in ["python", "node"]]
     for r in readers:
         r.expect("READY")
     held = [int(r.expect("HELD")) for r in readers]
-    # Both hold it now: neither released before the other acquired.
+    assert java.ok("kind read") == "read"
+    held.append(java.call(f"lock {name}").nanos)
+    # All three hold it now: none released before the others acquired.
     fields = raw.hgetall(name)
-    assert fields.pop("mode") == "read" and len(fields) == 2, fields
+    assert fields.pop("mode") == "read" and len(fields) == 3, fields
     writer = workers("node", redis_server.url, "wait", name, env={"CROSSLOCK_KIND": "write_lock"})
     writer.expect("READY")
     wait_until(lambda: raw.numsub("redisson_rwlock:{cross:rw}") >= 1, what="the writer to wait")
+
+    # The Java reader leaves first: the other two keep their holds, their timeout keys and a TTL.
+    first_release = java.call(f"unlock {name}").nanos
+    left = raw.hgetall(name)
+    assert left.pop("mode") == "read" and len(left) == 2 and set(left) < set(fields), left
+    for reader in left:
+        assert raw.command("EXISTS", f"{{{name}}}:{reader}:rwlock_timeout:1") == 1, reader
+    assert raw.command("PTTL", name) > 0
     readers[0].send_line()
-    first_release = int(readers[0].expect("RELEASED"))
-    assert raw.hgetall(name).get("mode") == "read", "one reader left, the other still reads"
+    readers[0].expect("RELEASED")
+    assert raw.hgetall(name).get("mode") == "read", "one reader left, the last still reads"
     readers[1].send_line()
     last_release = int(readers[1].expect("RELEASED"))
     written = int(writer.expect("ACQUIRED"))
@@ -72,22 +101,32 @@ def test_python_and_node_hold_the_read_lock_at_once_and_a_writer_waits_for_both(
 
 
 @pytest.mark.parametrize("rounds", [8])
-def test_fencing_tokens_from_python_and_node_strictly_increase_in_time_order(
-    redis_server: RedisServer, raw: Raw, workers, rounds: int  # noqa: F811
+def test_fencing_tokens_from_python_node_and_java_strictly_increase_in_time_order(
+    redis_server: RedisServer, raw: Raw, workers, java: JavaDriver, rounds: int  # noqa: F811
 ) -> None:
     name = "cross:fenced"
     procs = [workers(lang, redis_server.url, "tokens", name, str(rounds)) for lang in ["python", "node", "python", "node"]]
+    assert java.ok("kind fenced") == "fenced"
+    for _ in range(rounds):  # Redisson takes its tokens meanwhile, one command after the other
+        java.send(f"token {name}")
+        java.send(f"unlock {name}")
+    java_tokens = []
+    for _ in range(rounds):
+        taken = java.reply(60)
+        java_tokens.append((taken.nanos, int(java.expect_ok(taken))))
+        java.expect_ok(java.reply(60))
     for p in procs:
         p.expect("DONE", timeout=60)
         p.finish()
     tokens = sorted(
-        (int(ns), int(token))
-        for p in procs
-        for line in p.lines
-        if line.startswith("TOKEN ")
-        for ns, token in [line.split()[1:3]]
+        [(int(ns), int(token))
+         for p in procs
+         for line in p.lines
+         if line.startswith("TOKEN ")
+         for ns, token in [line.split()[1:3]]]
+        + java_tokens
     )
     seen = [t for _, t in tokens]
-    assert len(seen) == 4 * rounds
+    assert len(seen) == 5 * rounds
     assert seen == sorted(seen) and len(set(seen)) == len(seen), f"tokens out of order: {seen}"
     assert int(raw.command("GET", "redisson_lock_token:{cross:fenced}")) == seen[-1]

@@ -2,7 +2,7 @@
 //   node counter_worker.mjs URL LOCK KEY N [KIND]
 // Connects, prints READY, waits for a line on stdin (the start signal), then N times: acquire the
 // lock, GET KEY, SET KEY value+1 (deliberately non-atomic), release. Prints "DONE N". KIND is the
-// kind of lock as hold_worker.mjs names them (lock when not given).
+// kind of lock as tests-py/cross names them (lock when not given).
 import { createRequire } from 'node:module'
 import net from 'node:net'
 import readline from 'node:readline'
@@ -54,14 +54,9 @@ function rawRedis (url) {
 const [url, name, key, n, kind = 'lock'] = process.argv.slice(2)
 const client = await connect(url)
 const raw = rawRedis(url)
-const lock = {
-  lock: (n) => client.lock(n),
-  fair: (n) => client.fairLock(n),
-  spin: (n) => client.spinLock(n),
-  fenced: (n) => client.fencedLock(n),
-  nonReentrant: (n) => client.nonReentrantLock(n),
-  write: (n) => client.readWriteLock(n).writeLock()
-}[kind](name)
+// The kinds as tests-py/cross names them: lock, fair_lock, …, write_lock.
+const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
+const lock = kind === 'write_lock' ? client.readWriteLock(name).writeLock() : client[camel(kind)](name)
 console.log('READY')
 const rl = readline.createInterface({ input: process.stdin })
 await new Promise((resolve) => rl.once('line', resolve))

@@ -4,7 +4,7 @@
 
 Connects, prints ``READY``, waits for a line on stdin (the start signal), then N times: acquire the
 lock, GET KEY, SET KEY value+1 (deliberately non-atomic), release. Prints ``DONE N``. KIND is the
-kind of lock (as ``hold_worker.py`` names them; ``lock`` when not given).
+kind of lock as ``tests-py/cross/py_worker.py`` names them (``lock`` when not given).
 """
 
 import sys
@@ -12,9 +12,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cross"))
 
 import crosslock  # noqa: E402
-from hold_worker import make  # noqa: E402
+from py_worker import make  # noqa: E402
 from support import Raw  # noqa: E402
 
 

@@ -386,8 +386,13 @@ JAVA_PROCS = PY_PROCS = NODE_PROCS = 2
 ITERATIONS = 100
 
 
-@pytest.mark.parametrize("kind", ["lock", "fair", "spin", "fenced", "nonReentrant", "write"])
-def test_java_python_node_processes_share_one_counter_exactly(java_built, redis_url, raw: Raw, kind):
+# Our kind (as tests-py/cross names it) and the Java driver's.
+KINDS = [("lock", "lock"), ("fair_lock", "fair"), ("spin_lock", "spin"), ("fenced_lock", "fenced"),
+         ("non_reentrant_lock", "nonReentrant"), ("write_lock", "write")]
+
+
+@pytest.mark.parametrize("kind, java_kind", KINDS, ids=[k for k, _ in KINDS])
+def test_java_python_node_processes_share_one_counter_exactly(java_built, redis_url, raw: Raw, kind, java_kind):
     name, key = f"interop:counter-{kind}", f"interop:counter-{kind}:value"
     iterations = ITERATIONS if kind == "lock" else ITERATIONS // 2
     javas: list[JavaDriver] = []
@@ -397,7 +402,7 @@ def test_java_python_node_processes_share_one_counter_exactly(java_built, redis_
             javas.append(JavaDriver.start())
         for j in javas:
             j.connect(redis_url)
-            assert j.ok(f"kind {kind}") == kind
+            assert j.ok(f"kind {java_kind}") == java_kind
         env = python_env()
         for _ in range(PY_PROCS):
             others.append(subprocess.Popen(
