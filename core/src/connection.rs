@@ -250,8 +250,33 @@ impl Conn {
             reply
         };
         match reply {
-            Ok(reply) => reply.map_err(|e| Error::from_redis(e, subject)),
-            Err(_) => Err(Error::no_answer(subject, self.response_timeout)),
+            Ok(reply) => reply.map_err(|e| {
+                self.forget_scripts_if_lost(&e);
+                Error::from_redis(e, subject)
+            }),
+            Err(_) => {
+                self.forget_scripts();
+                Err(Error::no_answer(subject, self.response_timeout))
+            }
+        }
+    }
+
+    /// After the connection may have been lost, the next connection may reach a server that
+    /// restarted (an empty script cache): each script's next run is sent whole again.
+    fn forget_scripts(&self) {
+        self.loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    fn forget_scripts_if_lost(&self, e: &redis::RedisError) {
+        if e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_timeout()
+        {
+            self.forget_scripts();
         }
     }
 
@@ -265,8 +290,14 @@ impl Conn {
         let mut manager = self.manager.clone();
         self.touch();
         match tokio::time::timeout(self.response_timeout, cmd.query_async(&mut manager)).await {
-            Ok(reply) => reply.map_err(|e| Error::from_redis(e, subject)),
-            Err(_) => Err(Error::no_answer(subject, self.response_timeout)),
+            Ok(reply) => reply.map_err(|e| {
+                self.forget_scripts_if_lost(&e);
+                Error::from_redis(e, subject)
+            }),
+            Err(_) => {
+                self.forget_scripts();
+                Err(Error::no_answer(subject, self.response_timeout))
+            }
         }
     }
 
