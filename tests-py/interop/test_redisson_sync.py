@@ -6,13 +6,14 @@ a wake-up takes, and no lease runs out meanwhile), and a permit id travels betwe
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from typing import Any, Callable
 
 import pytest
 
 import crosslock
-from java_driver import JavaDriver
+from java_driver import REPO, JavaDriver
 from support import Raw, wait_until
 
 WITHIN = 10.0  # seconds a wake-up may take before the test fails
@@ -150,3 +151,72 @@ def test_a_latch_counted_down_by_one_side_opens_the_other_sides_waiters(java: Ja
     java.ok(f"latchCountDown {name}")
     assert waiting.value() is True
     assert latch.count() == 0 and java.ok(f"latchCount {name}") == "0"
+
+
+NODE_SEMAPHORE_WORKER = """
+const { connect } = require(process.argv[1])
+const [url, name, n] = process.argv.slice(2)
+;(async () => {
+  const client = await connect(url)
+  const sem = client.semaphore(name)
+  for (let i = 0; i < Number(n); i++) {
+    await sem.acquire({ wait: 30000 })
+    await sem.release()
+  }
+  await client.close()
+  console.log('DONE')
+})().catch((e) => { console.error(e); process.exit(1) })
+"""
+
+
+def test_java_python_and_node_share_one_semaphore_and_its_count_stays_exact(java: JavaDriver, client, redis_server, url):
+    name, permits, rounds = "sync:shared", 2, 40
+    sem = client.semaphore(name)
+    assert sem.try_set_permits(permits) is True
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def sample() -> None:  # the count as Redis has it, throughout
+        with redis_server.raw() as r:
+            while not stop.is_set():
+                seen.append(int(r.command("GET", name)))
+
+    holders = {"now": 0, "most": 0}
+    lock = threading.Lock()
+
+    def ours() -> None:  # Python threads, counting how many of them hold a permit at once
+        for _ in range(rounds):
+            assert sem.acquire(timeout=30) is True
+            with lock:
+                holders["now"] += 1
+                holders["most"] = max(holders["most"], holders["now"])
+            with lock:
+                holders["now"] -= 1
+            sem.release()
+
+    node = subprocess.Popen(
+        ["node", "-e", NODE_SEMAPHORE_WORKER, str(REPO), url, name, str(rounds)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    for _ in range(rounds):
+        java.send(f"semAcquire {name} 1 30000")
+        java.send(f"semRelease {name} 1")
+    threads = [threading.Thread(target=sample)] + [threading.Thread(target=ours) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(rounds):
+            assert java.expect_ok(java.reply(60)) == "true"
+            java.expect_ok(java.reply(60))
+        out, err = node.communicate(timeout=60)
+        assert node.returncode == 0 and out.strip() == "DONE", err
+        for t in threads[1:]:
+            t.join(60)
+    finally:
+        stop.set()
+        threads[0].join(10)
+        if node.poll() is None:
+            node.kill()
+    assert seen and min(seen) >= 0 and max(seen) <= permits, (min(seen), max(seen))
+    assert holders["most"] <= permits
+    assert sem.available_permits() == permits and java.ok(f"semAvailable {name}") == str(permits)
