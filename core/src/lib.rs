@@ -65,6 +65,7 @@ mod engine;
 mod error;
 #[doc(hidden)]
 pub mod ffi;
+pub mod inspect;
 mod objects;
 mod owner;
 mod pubsub;
@@ -76,6 +77,7 @@ pub use engine::family::{AcquireOptions, Acquisition, AnyLock, LockGuard};
 pub use engine::holds::{LockKind, LostListener, LostLock, LostReason};
 pub use engine::{Backoff, MAX_DURATION};
 pub use error::{Error, ErrorKind, Result};
+pub use inspect::{HolderInfo, Inspection, ObjectKind, PermitInfo, QueuedWaiter};
 pub use objects::count_down_latch::CountDownLatch;
 pub use objects::fair_lock::FairLock;
 pub use objects::fenced_lock::FencedLock;

@@ -103,3 +103,6 @@ script!(
 );
 script!(PES_INFO, "permit_expirable_semaphore/info.lua");
 script!(RENEW_PERMIT, "renewal/permit.lua");
+
+// The inspector (read-only)
+script!(INSPECT, "inspect/inspect.lua");

@@ -1,0 +1,416 @@
+//! The inspector: what lives at a name, as Redis has it now, in plain data — for operators ("who
+//! holds `orders:42`?") and for the bindings' `inspect` calls and command-line tools.
+//!
+//! One read-only script call reads the main key and every sibling key crosslock and Redisson keep
+//! beside it (a fair lock's queue and deadlines, a fenced lock's token counter, a permit-expirable
+//! semaphore's permits, each reader's lease keys), so the snapshot is consistent. Nothing is
+//! changed. [`Client::scan`] lists the names of such objects with `SCAN` (never `KEYS`), so it is
+//! safe on a busy server.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::client::Client;
+use crate::error::{Error, Result, What};
+use crate::objects::{check_name, prefix_name, suffix_name};
+use crate::scripts;
+
+/// What kind of object lives at a name, as far as its keys tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ObjectKind {
+    /// Nothing: no key of any kind under this name.
+    Absent,
+    /// A lock hash (`Lock`, `SpinLock`, `NonReentrantLock`: Redisson stores them alike).
+    Lock,
+    /// A lock hash with a fencing-token counter beside it (`FencedLock`); the hash may be gone
+    /// while the counter stays.
+    FencedLock,
+    /// A lock hash with a waiter queue beside it (`FairLock`); the hash may be gone while waiters
+    /// are queued.
+    FairLock,
+    /// A read-write lock hash (it has a `mode` field).
+    ReadWriteLock,
+    /// A counter: a `Semaphore`'s permits or a `CountDownLatch`'s count (Redis cannot tell which).
+    Counter,
+    /// A `PermitExpirableSemaphore`: permits available, and the permits out with their deadlines.
+    PermitExpirableSemaphore,
+    /// Some other Redis value (its `TYPE`), not a crosslock object.
+    Other(String),
+}
+
+impl ObjectKind {
+    /// A short name: `absent`, `lock`, `fenced_lock`, `fair_lock`, `read_write_lock`, `counter`,
+    /// `permit_expirable_semaphore`, or the Redis type of anything else.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ObjectKind::Absent => "absent",
+            ObjectKind::Lock => "lock",
+            ObjectKind::FencedLock => "fenced_lock",
+            ObjectKind::FairLock => "fair_lock",
+            ObjectKind::ReadWriteLock => "read_write_lock",
+            ObjectKind::Counter => "counter",
+            ObjectKind::PermitExpirableSemaphore => "permit_expirable_semaphore",
+            ObjectKind::Other(t) => t,
+        }
+    }
+}
+
+impl fmt::Display for ObjectKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One holder of a lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HolderInfo {
+    /// The holder string as stored: `<client-uuid>:<n>` (Redisson: `<client-uuid>:<thread-id>`).
+    pub holder: String,
+    /// The client part of the holder (the UUID), or the whole holder if it has no `:`.
+    pub client_id: String,
+    /// How many times it holds the lock (re-entries).
+    pub holds: i64,
+    /// Whether this is the write hold of a read-write lock (its field ends with `:write`).
+    pub write: bool,
+    /// For a reader of a read-write lock: the remaining lease of each of its read holds (a hold
+    /// whose lease key is gone is left out).
+    pub read_leases: Vec<Duration>,
+}
+
+/// A waiter queued on a fair lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueuedWaiter {
+    /// Its holder string.
+    pub holder: String,
+    /// The deadline (epoch milliseconds) past which it is skipped as dead unless it tries again;
+    /// `None` if the queue entry has no deadline.
+    pub deadline_ms: Option<i64>,
+}
+
+/// A permit out of a permit-expirable semaphore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PermitInfo {
+    /// The permit id, 32 hex characters (as Redisson shows it).
+    pub id: String,
+    /// When it expires (epoch milliseconds); `None` for a permit without expiry.
+    pub expires_ms: Option<i64>,
+}
+
+/// A snapshot of the object at a name: see [`Client::inspect`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Inspection {
+    /// The name inspected.
+    pub name: String,
+    /// What lives there.
+    pub kind: ObjectKind,
+    /// The main key's remaining time to live (a lock's lease); `None` when there is no key or it
+    /// never expires.
+    pub ttl: Option<Duration>,
+    /// The holders of a lock, in the hash's order.
+    pub holders: Vec<HolderInfo>,
+    /// A read-write lock's mode: `read` or `write`.
+    pub mode: Option<String>,
+    /// A fair lock's waiters, head first.
+    pub queue: Vec<QueuedWaiter>,
+    /// A fenced lock's last token handed out.
+    pub token: Option<i64>,
+    /// A counter's value: a semaphore's available permits or a latch's count.
+    pub count: Option<i64>,
+    /// A permit-expirable semaphore's permits out.
+    pub permits: Vec<PermitInfo>,
+}
+
+/// Permits stored without expiry carry this score (Redisson's).
+const NO_EXPIRY: i64 = 922_337_203_685_477;
+
+impl Inspection {
+    /// Whether a lock held under a watchdog of `watchdog_timeout` was renewed within the last
+    /// renewal period (a third of it): its TTL is then above two thirds of the timeout, less a
+    /// second of slack. `None` when nothing is held. `Some(false)` means the holder is dead,
+    /// paused, cut off, or holds with an explicit lease shorter than the watchdog's.
+    pub fn renewed_within_period(&self, watchdog_timeout: Duration) -> Option<bool> {
+        if self.holders.is_empty() {
+            return None;
+        }
+        let floor = (watchdog_timeout * 2 / 3).saturating_sub(Duration::from_secs(1));
+        Some(match self.ttl {
+            None => true, // no expiry: nothing can run out
+            Some(ttl) => ttl >= floor,
+        })
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Okay => Some("OK".into()),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(n) => Some(*n),
+        other => text(other)
+            .and_then(|s| s.parse::<f64>().ok())
+            .map(|f| f as i64),
+    }
+}
+
+fn items(v: &Value) -> &[Value] {
+    match v {
+        Value::Array(a) => a,
+        _ => &[],
+    }
+}
+
+fn hex(v: &Value) -> String {
+    match v {
+        Value::BulkString(b) => b.iter().map(|x| format!("{x:02x}")).collect(),
+        other => text(other).unwrap_or_default(),
+    }
+}
+
+fn parse(name: &str, reply: &[Value]) -> Result<Inspection> {
+    let bad = || {
+        Error::new(
+            crate::ErrorKind::Redis,
+            format!("inspecting '{name}': an unexpected reply from Redis"),
+        )
+    };
+    if reply.len() != 9 {
+        return Err(bad());
+    }
+    let redis_type = text(&reply[0]).ok_or_else(bad)?;
+    let pttl = int(&reply[1]).unwrap_or(-2);
+    let ttl = (pttl >= 0).then(|| Duration::from_millis(pttl as u64));
+    let hash = items(&reply[2]);
+    let queue_names = items(&reply[4]);
+    let deadlines = items(&reply[5]);
+    let token = int(&reply[6]);
+    let permits_raw = items(&reply[7]);
+    let leases = items(&reply[8]);
+
+    let mut holders = Vec::new();
+    let mut mode = None;
+    for pair in hash.chunks(2) {
+        let (Some(field), Some(count)) = (pair.first().and_then(text), pair.get(1)) else {
+            continue;
+        };
+        if field == "mode" {
+            mode = text(count);
+            continue;
+        }
+        let write = field.ends_with(":write") && mode_field_present(hash);
+        let base = if write {
+            &field[..field.len() - 6]
+        } else {
+            &field[..]
+        };
+        let client_id = base.rsplit_once(':').map_or(base, |(c, _)| c).to_owned();
+        let read_leases = leases
+            .chunks(2)
+            .find(|p| p.first().and_then(text).as_deref() == Some(field.as_str()))
+            .and_then(|p| p.get(1).and_then(text))
+            .map(|each| {
+                each.split(',')
+                    .filter_map(|ms| ms.parse::<i64>().ok())
+                    .filter(|ms| *ms >= 0)
+                    .map(|ms| Duration::from_millis(ms as u64))
+                    .collect()
+            })
+            .unwrap_or_default();
+        holders.push(HolderInfo {
+            holder: field.clone(),
+            client_id,
+            holds: int(count).unwrap_or(0),
+            write,
+            read_leases,
+        });
+    }
+    let scores: Vec<(String, Option<i64>)> = deadlines
+        .chunks(2)
+        .filter_map(|p| Some((p.first().and_then(text)?, p.get(1).and_then(int))))
+        .collect();
+    let queue = queue_names
+        .iter()
+        .filter_map(text)
+        .map(|holder| QueuedWaiter {
+            deadline_ms: scores
+                .iter()
+                .find(|(h, _)| *h == holder)
+                .and_then(|(_, s)| *s),
+            holder,
+        })
+        .collect::<Vec<_>>();
+    let permits = permits_raw
+        .chunks(2)
+        .filter_map(|p| {
+            let id = hex(p.first()?);
+            let score = p.get(1).and_then(int);
+            Some(PermitInfo {
+                id,
+                expires_ms: score.filter(|s| *s != NO_EXPIRY),
+            })
+        })
+        .collect::<Vec<_>>();
+
+    let kind = match redis_type.as_str() {
+        "hash" if mode.is_some() => ObjectKind::ReadWriteLock,
+        "hash" if !queue.is_empty() || !scores.is_empty() => ObjectKind::FairLock,
+        "hash" if token.is_some() => ObjectKind::FencedLock,
+        "hash" => ObjectKind::Lock,
+        "string" if !permits.is_empty() => ObjectKind::PermitExpirableSemaphore,
+        "string" => ObjectKind::Counter,
+        "none" if !queue.is_empty() || !scores.is_empty() => ObjectKind::FairLock,
+        "none" if token.is_some() => ObjectKind::FencedLock,
+        "none" if !permits.is_empty() => ObjectKind::PermitExpirableSemaphore,
+        "none" => ObjectKind::Absent,
+        other => ObjectKind::Other(other.to_owned()),
+    };
+    let count = if redis_type == "string" {
+        int(&reply[3])
+    } else {
+        None
+    };
+    Ok(Inspection {
+        name: name.to_owned(),
+        kind,
+        ttl,
+        holders,
+        mode,
+        queue,
+        token,
+        count,
+        permits,
+    })
+}
+
+fn mode_field_present(hash: &[Value]) -> bool {
+    hash.chunks(2)
+        .any(|p| p.first().and_then(text).as_deref() == Some("mode"))
+}
+
+/// The object a key belongs to: its own name, the name a sibling key (a queue, a token counter,
+/// permit deadlines) stands beside, or `None` for keys that never stand alone (lease keys, unlock
+/// latches).
+fn object_of(key: &str) -> Option<String> {
+    if key.contains(":rwlock_timeout:") || key.starts_with("redisson_unlock_latch:") {
+        return None;
+    }
+    let unbrace = |s: &str| match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+        Some(inner) if !inner.contains(['{', '}']) => inner.to_owned(),
+        _ => s.to_owned(),
+    };
+    for prefix in [
+        "redisson_lock_queue:",
+        "redisson_lock_timeout:",
+        "redisson_lock_token:",
+    ] {
+        if let Some(rest) = key.strip_prefix(prefix) {
+            return Some(unbrace(rest));
+        }
+    }
+    if let Some(rest) = key.strip_suffix(":timeout")
+        && rest.starts_with('{')
+        && rest.ends_with('}')
+    {
+        return Some(unbrace(rest));
+    }
+    Some(key.to_owned())
+}
+
+impl Client {
+    /// A snapshot of whatever lives at `name`, as Redis has it now: its kind, its lease, each
+    /// holder with its hold count (and a reader's per-hold leases), a fair lock's queue with each
+    /// waiter's deadline, a fenced lock's last token, a counter's value, a permit-expirable
+    /// semaphore's permits with their expiries. Read in one script call; nothing is changed.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name, and the
+    /// connection's errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let seen = client.inspect("orders:42").await?;
+    /// for h in &seen.holders {
+    ///     println!("{} holds {} time(s), {:?} left", h.holder, h.holds, seen.ttl);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn inspect(&self, name: &str) -> Result<Inspection> {
+        let name = check_name(name, "object")?;
+        let cx = self.state().await?;
+        let queue = prefix_name("redisson_lock_queue", &name);
+        let deadlines = prefix_name("redisson_lock_timeout", &name);
+        let token = prefix_name("redisson_lock_token", &name);
+        let permits = suffix_name(&name, "timeout");
+        let reader_prefix = if name.contains('{') {
+            name.to_string()
+        } else {
+            format!("{{{name}}}")
+        };
+        let reply: Vec<Value> = cx
+            .conn
+            .eval(
+                &scripts::INSPECT,
+                &[&name, &queue, &deadlines, &token, &permits],
+                &[&reader_prefix.as_str()],
+                Some(&name),
+            )
+            .await?;
+        parse(&name, &reply)
+    }
+
+    /// The names of the crosslock/Redisson objects whose names match `pattern` (Redis glob
+    /// syntax, `*` for all), found with `SCAN` (never `KEYS`, so a large database is not blocked),
+    /// sorted. A key that lives beside an object (a fair lock's queue, a fenced lock's token
+    /// counter) that matches stands for its object's name; lease keys are left out. Inspect a name
+    /// for its details. At most `limit` names are returned.
+    ///
+    /// # Errors
+    ///
+    /// The connection's errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// for name in client.scan("orders:*", 1000).await? {
+    ///     println!("{name}: {}", client.inspect(&name).await?.kind);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn scan(&self, pattern: &str, limit: usize) -> Result<Vec<String>> {
+        let cx = self.state().await?;
+        let mut names = std::collections::BTreeSet::new();
+        let mut cursor = 0u64;
+        loop {
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000);
+            let (next, keys): (u64, Vec<String>) = cx.conn.query(&cmd, What::Connection).await?;
+            names.extend(keys.iter().filter_map(|k| object_of(k)));
+            cursor = next;
+            if cursor == 0 || names.len() >= limit {
+                break;
+            }
+        }
+        Ok(names.into_iter().take(limit).collect())
+    }
+}

@@ -1,0 +1,209 @@
+//! The inspector: `Client::inspect` reports what lives at a name, as Redis has it, for every kind
+//! of object; `Client::scan` lists object names with SCAN.
+
+mod support;
+
+use std::time::Duration;
+
+use crosslock::{AcquireOptions, Client, ObjectKind, Owner};
+use support::RedisServer;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_reports_every_kind_of_object_as_redis_has_it() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    let id = client.id();
+
+    let seen = client.inspect("nothing").await.unwrap();
+    assert_eq!(seen.kind, ObjectKind::Absent);
+    assert!(seen.holders.is_empty() && seen.ttl.is_none());
+    assert!(
+        client.inspect("").await.is_err(),
+        "an empty name is refused"
+    );
+
+    // A reentrant lock held twice under the watchdog.
+    let lock = client.lock("orders:42").unwrap();
+    let me = Owner::new(7);
+    for _ in 0..2 {
+        assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
+    }
+    let seen = client.inspect("orders:42").await.unwrap();
+    assert_eq!(seen.kind, ObjectKind::Lock);
+    assert_eq!(seen.holders.len(), 1);
+    let h = &seen.holders[0];
+    assert_eq!(
+        (h.holder.as_str(), h.client_id.as_str(), h.holds, h.write),
+        (format!("{id}:7").as_str(), id.as_str(), 2, false)
+    );
+    let ttl = seen.ttl.unwrap();
+    assert!(
+        ttl > Duration::from_secs(20) && ttl <= Duration::from_secs(30),
+        "{ttl:?}"
+    );
+    assert_eq!(
+        seen.renewed_within_period(Duration::from_secs(30)),
+        Some(true)
+    );
+    assert_eq!(
+        seen.renewed_within_period(Duration::from_secs(300)),
+        Some(false)
+    );
+
+    // A fenced lock: held, then free with its counter left.
+    let fenced = client.fenced_lock("ledger").unwrap();
+    let guard = fenced.acquire().await.unwrap();
+    let seen = client.inspect("ledger").await.unwrap();
+    assert_eq!(
+        (seen.kind.clone(), seen.token, seen.holders.len()),
+        (ObjectKind::FencedLock, Some(1), 1)
+    );
+    guard.release().await.unwrap();
+    let seen = client.inspect("ledger").await.unwrap();
+    assert_eq!(
+        (seen.kind, seen.token, seen.holders.len()),
+        (ObjectKind::FencedLock, Some(1), 0)
+    );
+
+    // A fair lock with two waiters queued behind its holder.
+    let fair = client.fair_lock("printer").unwrap();
+    assert!(
+        fair.acquire_as(Owner::new(1), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let mut waiters = Vec::new();
+    for (i, n) in [2u64, 3].into_iter().enumerate() {
+        let theirs = other.fair_lock("printer").unwrap();
+        waiters.push(tokio::spawn(async move {
+            theirs
+                .acquire_as(
+                    Owner::new(n),
+                    &AcquireOptions::new().wait(Duration::from_secs(30)),
+                )
+                .await
+        }));
+        while fair.queue().await.unwrap().len() < i + 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let seen = client.inspect("printer").await.unwrap();
+    assert_eq!(seen.kind, ObjectKind::FairLock);
+    let oid = other.id();
+    assert_eq!(
+        seen.queue
+            .iter()
+            .map(|w| w.holder.clone())
+            .collect::<Vec<_>>(),
+        [format!("{oid}:2"), format!("{oid}:3")]
+    );
+    assert!(seen.queue.iter().all(|w| w.deadline_ms.is_some()));
+    for w in waiters {
+        w.abort();
+    }
+
+    // A read-write lock with two readers, each read hold with its own lease.
+    let rw = client.read_write_lock("catalog").unwrap();
+    for n in [4u64, 5] {
+        assert!(
+            rw.read()
+                .acquire_as(Owner::new(n), &AcquireOptions::new())
+                .await
+                .unwrap()
+        );
+    }
+    assert!(
+        rw.read()
+            .acquire_as(Owner::new(4), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let seen = client.inspect("catalog").await.unwrap();
+    assert_eq!(
+        (seen.kind.clone(), seen.mode.as_deref()),
+        (ObjectKind::ReadWriteLock, Some("read"))
+    );
+    let reader = seen
+        .holders
+        .iter()
+        .find(|h| h.holder == format!("{id}:4"))
+        .unwrap();
+    assert_eq!((reader.holds, reader.read_leases.len()), (2, 2));
+    assert!(
+        reader
+            .read_leases
+            .iter()
+            .all(|l| *l > Duration::from_secs(20))
+    );
+
+    // A writer.
+    let rw2 = client.read_write_lock("catalog:w").unwrap();
+    assert!(
+        rw2.write()
+            .acquire_as(Owner::new(6), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let seen = client.inspect("catalog:w").await.unwrap();
+    assert_eq!(seen.mode.as_deref(), Some("write"));
+    assert!(seen.holders[0].write && seen.holders[0].holder == format!("{id}:6:write"));
+
+    // A semaphore's permits, and a permit-expirable semaphore's permits out.
+    let sem = client.semaphore("renderers").unwrap();
+    assert!(sem.try_set_permits(3).await.unwrap());
+    let seen = client.inspect("renderers").await.unwrap();
+    assert_eq!((seen.kind, seen.count), (ObjectKind::Counter, Some(3)));
+    let pes = client.permit_expirable_semaphore("licenses").unwrap();
+    assert!(pes.try_set_permits(2).await.unwrap());
+    let permit = pes
+        .acquire_with(AcquireOptions::new().lease(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let seen = client.inspect("licenses").await.unwrap();
+    assert_eq!(
+        (seen.kind.clone(), seen.count),
+        (ObjectKind::PermitExpirableSemaphore, Some(1))
+    );
+    assert_eq!(seen.permits.len(), 1);
+    assert_eq!(seen.permits[0].id, permit.id());
+    assert!(seen.permits[0].expires_ms.is_some());
+
+    // Anything else is named by its Redis type.
+    let mut raw = server.raw();
+    let _: () = redis::cmd("RPUSH")
+        .arg("jobs")
+        .arg("x")
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(
+        client.inspect("jobs").await.unwrap().kind,
+        ObjectKind::Other("list".into())
+    );
+
+    // SCAN lists object names, not their sibling keys; a free fenced lock is listed by its counter.
+    let names = client.scan("*", 1000).await.unwrap();
+    for expected in [
+        "orders:42",
+        "ledger",
+        "printer",
+        "catalog",
+        "catalog:w",
+        "renderers",
+        "licenses",
+        "jobs",
+    ] {
+        assert!(
+            names.contains(&expected.to_owned()),
+            "{expected} missing from {names:?}"
+        );
+    }
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.starts_with("redisson_") && !n.contains("rwlock_timeout")),
+        "{names:?}"
+    );
+    assert_eq!(client.scan("order*", 1000).await.unwrap(), ["orders:42"]);
+    assert_eq!(client.scan("*", 2).await.unwrap().len(), 2);
+}
