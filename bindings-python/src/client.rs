@@ -7,6 +7,7 @@ use crosslock::{Backoff, Client, ClientOptions, LostLock, ffi};
 use pyo3::prelude::*;
 
 use crate::error::to_py_err;
+use crate::inspect::PyInspection;
 use crate::lock::PyLock;
 use crate::runtime::{self, OnSignal};
 
@@ -136,6 +137,38 @@ impl PyClient {
     /// The holder string `<client-uuid>:<owner>`.
     fn holder(&self, owner: u64) -> String {
         self.client.holder(crosslock::Owner::new(owner))
+    }
+
+    /// What lives at `name`, as a dict (blocking, GIL released).
+    fn inspect(&self, py: Python<'_>, name: String) -> PyResult<PyInspection> {
+        let client = self.client.clone();
+        runtime::wait(
+            py,
+            async move { client.inspect(&name).await.map(PyInspection) },
+            OnSignal::Detach,
+            None,
+        )
+    }
+
+    /// As `inspect`, as an awaitable.
+    fn inspect_async<'py>(&self, py: Python<'py>, name: String) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.client.clone();
+        runtime::awaitable(
+            py,
+            async move { client.inspect(&name).await.map(PyInspection) },
+            None,
+        )
+    }
+
+    /// The names of objects matching `pattern` (SCAN), sorted, at most `limit`.
+    fn scan(&self, py: Python<'_>, pattern: String, limit: usize) -> PyResult<Vec<String>> {
+        let client = self.client.clone();
+        runtime::wait(
+            py,
+            async move { client.scan(&pattern, limit).await },
+            OnSignal::Detach,
+            None,
+        )
     }
 
     /// A `Lock` (Redisson `RLock`) named `name`. Raises `InvalidArgumentError` for an empty name.

@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 
 mod client;
 mod error;
+mod inspect;
 mod lock;
 mod multi_lock;
 mod runtime;

@@ -50,6 +50,7 @@ from .errors import (
 from .count_down_latch import CountDownLatch
 from .fair_lock import FairLock
 from .fenced_lock import FencedLock
+from .inspect import HolderInfo, Inspection, PermitInfo, QueuedWaiter
 from .lock import Lock
 from .multi_lock import MultiLock, RedLock
 from .non_reentrant_lock import NonReentrantLock
@@ -78,6 +79,10 @@ __all__ = [
     "Semaphore",
     "PermitExpirableSemaphore",
     "CountDownLatch",
+    "Inspection",
+    "HolderInfo",
+    "QueuedWaiter",
+    "PermitInfo",
     "CrosslockError",
     "NotHeldError",
     "LockTimeoutError",

@@ -13,6 +13,7 @@ from ._identity import current_owner
 from ._lockable import LostCallback, _Lockable, _seconds
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
 from .fair_lock import FairLock
+from .inspect import Inspection
 from .fenced_lock import FencedLock
 from .lock import Lock
 from .non_reentrant_lock import NonReentrantLock
@@ -296,6 +297,36 @@ class Client:
         Name rules as for :meth:`lock`."""
         name = _check_name(name, "latch")
         return CountDownLatch(self, self._native.count_down_latch(name))
+
+    def inspect(self, name: str) -> Inspection:
+        """What lives at ``name``, as Redis has it now, as a plain dict (:class:`Inspection`): its
+        kind, the seconds left on its lease, each holder with its hold count (a reader with the
+        seconds left on each read hold), a fair lock's queue with each waiter's deadline, a fenced
+        lock's last token, a counter's value, a permit-expirable semaphore's permits. Read in one
+        call; nothing is changed. The same data as ``python -m crosslock inspect NAME``.
+
+        Example::
+
+            seen = client.inspect("orders:42")
+            for h in seen["holders"]:
+                print(h["holder"], "holds it", h["holds"], "time(s);", seen["ttl"], "s left")
+        """
+        return self._native.inspect(_check_name(name, "object"))
+
+    async def inspect_async(self, name: str) -> Inspection:
+        """:meth:`inspect` for asyncio."""
+        return await self._native.inspect_async(_check_name(name, "object"))
+
+    def scan(self, pattern: str = "*", limit: int = 1000) -> list[str]:
+        """The names of the objects whose names match ``pattern`` (Redis glob syntax), sorted, at
+        most ``limit``; found with ``SCAN``, never ``KEYS``, so it is safe on a busy server. A key
+        that lives beside an object (a fair lock's queue, a fenced lock's token counter) stands for
+        its object's name."""
+        if not isinstance(pattern, str) or not pattern:
+            raise InvalidArgumentError(f"scan(pattern): a non-empty glob pattern such as 'orders:*', got {pattern!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidArgumentError(f"scan(limit): a whole number of names >= 1, got {limit!r}")
+        return self._native.scan(pattern, limit)
 
     def _register_permits(self, sem: PermitExpirableSemaphore) -> None:
         with self._locks_guard:
