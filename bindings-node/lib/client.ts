@@ -4,6 +4,7 @@
  * @module
  */
 import native = require('../native')
+import type { Inspection } from '../native'
 import { invalidArgument, viaNative } from './errors'
 import { FairLock } from './fair_lock'
 import { FencedLock } from './fenced_lock'
@@ -302,6 +303,44 @@ export class Client implements AsyncDisposable {
   countDownLatch(name: string): CountDownLatch {
     checkName(name)
     return new CountDownLatch(this, viaNative(() => this.#native.countDownLatch(name)))
+  }
+
+  /**
+   * What lives at `name`, as Redis has it now, in plain data: its kind, the ms left on its lease,
+   * each holder with its hold count (a reader with the ms left on each read hold), a fair lock's
+   * queue with each waiter's deadline, a fenced lock's last token, a counter's value, a
+   * permit-expirable semaphore's permits. Read in one call; nothing is changed. The same data as
+   * `npx crosslock inspect NAME`.
+   *
+   * @example
+   * ```js
+   * const seen = await client.inspect('orders:42')
+   * for (const h of seen.holders) console.log(h.holder, 'holds it', h.holds, 'time(s);', seen.ttl, 'ms left')
+   * ```
+   */
+  async inspect(name: string): Promise<Inspection> {
+    checkName(name)
+    return await viaNative(() => this.#native.inspect(name))
+  }
+
+  /**
+   * The names of the objects whose names match `pattern` (Redis glob syntax), sorted, at most
+   * `limit` (default 1000); found with `SCAN`, never `KEYS`. A key that lives beside an object (a
+   * fair lock's queue, a fenced lock's token counter) stands for its object's name.
+   *
+   * @example
+   * ```js
+   * for (const name of await client.scan('orders:*')) console.log(name)
+   * ```
+   */
+  async scan(pattern = '*', { limit = 1000 }: { limit?: number } = {}): Promise<string[]> {
+    if (typeof pattern !== 'string' || pattern === '') {
+      throw invalidArgument('type', `scan(pattern): a non-empty glob pattern such as 'orders:*', got ${String(pattern)}`)
+    }
+    if (!Number.isInteger(limit) || limit < 1 || limit > 2 ** 32 - 1) {
+      throw invalidArgument('range', `scan({ limit }): a whole number of names >= 1, got ${String(limit)}`)
+    }
+    return await viaNative(() => this.#native.scan(pattern, limit))
   }
 
   /**

@@ -28,6 +28,7 @@
 import { Client, type ConnectOptions } from './client'
 
 export { Client, type ConnectOptions } from './client'
+export type { Inspection, HolderInfo, QueuedWaiter, PermitInfo } from '../native'
 export { Lockable, type AcquireOptions, type OwnerOptions } from './lockable'
 export { HeldLock } from './held'
 export { Lock } from './lock'

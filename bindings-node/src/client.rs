@@ -260,6 +260,28 @@ impl JsClient {
         })
     }
 
+    /// What lives at `name`, as Redis has it (see core's `Client::inspect`).
+    #[napi(ts_return_type = "Promise<Inspection>")]
+    pub fn inspect<'env>(&self, env: &'env Env, name: String) -> Result<Object<'env>> {
+        let client = self.inner.clone();
+        runtime::promise(env, async move {
+            client
+                .inspect(&name)
+                .await
+                .map(crate::inspect::Inspection::from)
+        })
+    }
+
+    /// The names of objects matching `pattern` (SCAN), sorted, at most `limit`.
+    #[napi(ts_return_type = "Promise<string[]>")]
+    pub fn scan<'env>(&self, env: &'env Env, pattern: String, limit: u32) -> Result<Object<'env>> {
+        let client = self.inner.clone();
+        runtime::promise(
+            env,
+            async move { client.scan(&pattern, limit as usize).await },
+        )
+    }
+
     /// How many channels the subscription connection listens to now (diagnostics, tests).
     #[napi]
     pub fn subscribed_channels(&self) -> u32 {

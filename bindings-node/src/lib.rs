@@ -12,6 +12,7 @@
 
 mod client;
 mod error;
+mod inspect;
 mod lock;
 mod multi_lock;
 mod runtime;

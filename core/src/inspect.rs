@@ -376,9 +376,9 @@ impl Client {
 
     /// The names of the crosslock/Redisson objects whose names match `pattern` (Redis glob
     /// syntax, `*` for all), found with `SCAN` (never `KEYS`, so a large database is not blocked),
-    /// sorted. A key that lives beside an object (a fair lock's queue, a fenced lock's token
-    /// counter) that matches stands for its object's name; lease keys are left out. Inspect a name
-    /// for its details. At most `limit` names are returned.
+    /// sorted. An object whose own key is gone but whose sibling key remains (a free fenced lock's
+    /// token counter, a fair lock's queue) is listed by its name too; lease keys are left out.
+    /// Inspect a name for its details. At most `limit` names are returned.
     ///
     /// # Errors
     ///
@@ -396,19 +396,32 @@ impl Client {
     pub async fn scan(&self, pattern: &str, limit: usize) -> Result<Vec<String>> {
         let cx = self.state().await?;
         let mut names = std::collections::BTreeSet::new();
-        let mut cursor = 0u64;
-        loop {
-            let mut cmd = redis::cmd("SCAN");
-            cmd.arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(1000);
-            let (next, keys): (u64, Vec<String>) = cx.conn.query(&cmd, What::Connection).await?;
-            names.extend(keys.iter().filter_map(|k| object_of(k)));
-            cursor = next;
-            if cursor == 0 || names.len() >= limit {
-                break;
+        // The names themselves, and the objects that may have no key of their own right now: a
+        // free fenced lock (its token counter) and a fair lock whose queue outlives its hash.
+        let mut patterns = vec![pattern.to_owned()];
+        if !pattern.contains(['{', '}']) {
+            patterns.push(prefix_name("redisson_lock_token", pattern));
+            patterns.push(prefix_name("redisson_lock_queue", pattern));
+        }
+        'patterns: for pattern in &patterns {
+            let mut cursor = 0u64;
+            loop {
+                let mut cmd = redis::cmd("SCAN");
+                cmd.arg(cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(1000);
+                let (next, keys): (u64, Vec<String>) =
+                    cx.conn.query(&cmd, What::Connection).await?;
+                names.extend(keys.iter().filter_map(|k| object_of(k)));
+                cursor = next;
+                if names.len() >= limit {
+                    break 'patterns;
+                }
+                if cursor == 0 {
+                    break;
+                }
             }
         }
         Ok(names.into_iter().take(limit).collect())

@@ -1,0 +1,101 @@
+//! `client.inspect` for Node: core's [`crosslock::Inspection`] as plain objects (durations in ms,
+//! deadlines in epoch ms).
+
+use napi_derive::napi;
+
+/// One holder of a lock.
+#[napi(object)]
+pub struct HolderInfo {
+    /// The holder string as stored: `<client-uuid>:<n>` (Redisson: `<client-uuid>:<thread-id>`).
+    pub holder: String,
+    /// The client part of the holder.
+    pub client_id: String,
+    /// How many times it holds the lock (re-entries).
+    pub holds: f64,
+    /// Whether this is a read-write lock's write hold.
+    pub write: bool,
+    /// For a reader: the ms left on each of its read holds.
+    pub read_leases: Vec<f64>,
+}
+
+/// A waiter queued on a fair lock.
+#[napi(object)]
+pub struct QueuedWaiter {
+    /// Its holder string.
+    pub holder: String,
+    /// Epoch ms past which it is skipped as dead unless it tries again.
+    pub deadline: Option<f64>,
+}
+
+/// A permit out of a permit-expirable semaphore.
+#[napi(object)]
+pub struct PermitInfo {
+    /// 32 hex characters, as Redisson shows it.
+    pub id: String,
+    /// Epoch ms when it expires; null for a permit without expiry.
+    pub expires: Option<f64>,
+}
+
+/// What lives at a name, as Redis has it.
+#[napi(object)]
+pub struct Inspection {
+    /// The name inspected.
+    pub name: String,
+    /// `absent`, `lock`, `fenced_lock`, `fair_lock`, `read_write_lock`, `counter`,
+    /// `permit_expirable_semaphore`, or the Redis type of anything else.
+    pub kind: String,
+    /// Ms the main key has left (a lock's lease); null without a key or an expiry.
+    pub ttl: Option<f64>,
+    /// The holders of a lock.
+    pub holders: Vec<HolderInfo>,
+    /// A read-write lock's mode: `read` or `write`.
+    pub mode: Option<String>,
+    /// A fair lock's waiters, head first.
+    pub queue: Vec<QueuedWaiter>,
+    /// A fenced lock's last token handed out.
+    pub token: Option<f64>,
+    /// A counter's value: a semaphore's permits or a latch's count.
+    pub count: Option<f64>,
+    /// A permit-expirable semaphore's permits out.
+    pub permits: Vec<PermitInfo>,
+}
+
+impl From<crosslock::Inspection> for Inspection {
+    fn from(i: crosslock::Inspection) -> Self {
+        Inspection {
+            kind: i.kind.as_str().to_owned(),
+            ttl: i.ttl.map(|d| d.as_millis() as f64),
+            holders: i
+                .holders
+                .into_iter()
+                .map(|h| HolderInfo {
+                    holder: h.holder,
+                    client_id: h.client_id,
+                    holds: h.holds as f64,
+                    write: h.write,
+                    read_leases: h.read_leases.iter().map(|d| d.as_millis() as f64).collect(),
+                })
+                .collect(),
+            mode: i.mode,
+            queue: i
+                .queue
+                .into_iter()
+                .map(|w| QueuedWaiter {
+                    holder: w.holder,
+                    deadline: w.deadline_ms.map(|d| d as f64),
+                })
+                .collect(),
+            token: i.token.map(|t| t as f64),
+            count: i.count.map(|c| c as f64),
+            permits: i
+                .permits
+                .into_iter()
+                .map(|p| PermitInfo {
+                    id: p.id,
+                    expires: p.expires_ms.map(|e| e as f64),
+                })
+                .collect(),
+            name: i.name,
+        }
+    }
+}
