@@ -83,6 +83,9 @@ def test_inspect_list_and_force_unlock_see_python_node_and_java_holders(url, cli
     out = cli(url, "inspect", "insp:orders", "--json")
     assert json.loads(out.stdout)["holders"][0]["holds"] == 2
     assert cli(url, "inspect", "insp:nothing").returncode == 1
+    # A holder whose lease is below two thirds of the watchdog timeout was not renewed lately.
+    assert "not renewed" not in cli(url, "inspect", "insp:orders").stdout
+    assert "not renewed within the last 100 s" in cli(url, "--watchdog-timeout", "300", "inspect", "insp:orders").stdout
     out = cli(url, "list", "insp:*")
     assert [line.split("\t")[:2] for line in out.stdout.splitlines()] == [
         ["insp:catalog", "read_write_lock"], ["insp:orders", "lock"], ["insp:printer", "fair_lock"], ["insp:slots", "counter"],

@@ -18,10 +18,9 @@ import type { Inspection } from '../native'
 import { Client } from './client'
 import { CrosslockError } from './errors'
 
-const USAGE = `usage: crosslock [--url URL] inspect NAME [--json]
+const USAGE = `usage: crosslock [--url URL] [--watchdog-timeout SECONDS] inspect NAME [--json]
        crosslock [--url URL] list [PATTERN] [--limit N] [--json]
-       crosslock [--url URL] force-unlock NAME [--yes] [--json]`
-const WATCHDOG_MS = 30000 // whether a watchdog holder looks alive is judged against this
+       crosslock [--url URL] [--watchdog-timeout SECONDS] force-unlock NAME [--yes] [--json]`
 
 const secs = (ms: number | null | undefined): string =>
   ms == null ? 'no expiry' : ms < 10000 ? `${(ms / 1000).toFixed(3)} s` : `${(ms / 1000).toFixed(1)} s`
@@ -29,15 +28,15 @@ const inSecs = (epochMs: number | null | undefined): string =>
   epochMs == null ? 'no deadline' : `in ${((epochMs - Date.now()) / 1000).toFixed(1)} s`
 
 /** A few lines a person can read at 3 a.m. */
-export function describe(seen: Inspection): string {
+export function describe(seen: Inspection, watchdogMs = 30000): string {
   if (seen.kind === 'absent') return `${seen.name}: nothing there (free)`
   const lines = [`${seen.name}: ${seen.kind.replace(/_/g, ' ')}${seen.mode ? `, ${seen.mode} mode` : ''}`]
   if (seen.holders.length > 0) {
     const ttl = seen.ttl
-    const alive = ttl == null || ttl >= (WATCHDOG_MS * 2) / 3 - 1000
+    const alive = ttl == null || ttl >= (watchdogMs * 2) / 3 - 1000
     lines.push(`  lease left: ${secs(ttl)}` + (alive
       ? ''
-      : `  (not renewed within the last ${WATCHDOG_MS / 3000} s: holder dead, paused, cut off, or holding with a short lease)`))
+      : `  (not renewed within the last ${(watchdogMs / 3000).toFixed(0)} s: holder dead, paused, cut off, or holding with a short lease)`))
     for (const h of seen.holders) {
       const what = h.write ? 'writer' : seen.mode ? 'reader' : 'holder'
       const extra = h.readLeases.length > 0 ? `; read holds expire in ${h.readLeases.map(secs).join(', ')}` : ''
@@ -85,23 +84,25 @@ async function forceUnlock(client: Client, seen: Inspection): Promise<boolean> {
   }
 }
 
-interface Args { url: string, command: string, rest: string[], json: boolean, yes: boolean, limit: number }
+interface Args { url: string, command: string, rest: string[], json: boolean, yes: boolean, limit: number, watchdogMs: number }
 
 function parse(argv: string[]): Args | string {
-  const args: Args = { url: process.env.CROSSLOCK_URL || 'redis://127.0.0.1:6379/0', command: '', rest: [], json: false, yes: false, limit: 1000 }
+  const args: Args = { url: process.env.CROSSLOCK_URL || 'redis://127.0.0.1:6379/0', command: '', rest: [], json: false, yes: false, limit: 1000, watchdogMs: 30000 }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string
     if (a === '--url') args.url = argv[++i] ?? ''
     else if (a === '--json') args.json = true
     else if (a === '--yes') args.yes = true
     else if (a === '--limit') args.limit = Number(argv[++i])
+    else if (a === '--watchdog-timeout') args.watchdogMs = Number(argv[++i]) * 1000
     else if (a === '-h' || a === '--help') return USAGE
     else if (a.startsWith('-')) return `crosslock: unknown option ${a}\n${USAGE}`
     else if (!args.command) args.command = a
     else args.rest.push(a)
   }
   const needsName = args.command === 'inspect' || args.command === 'force-unlock'
-  if (!['inspect', 'list', 'force-unlock'].includes(args.command) || (needsName && args.rest.length !== 1) || !args.url) {
+  const bad = !Number.isFinite(args.watchdogMs) || args.watchdogMs <= 0 || !Number.isInteger(args.limit) || args.limit < 1
+  if (bad || !['inspect', 'list', 'force-unlock'].includes(args.command) || (needsName && args.rest.length !== 1) || !args.url) {
     return USAGE
   }
   return args
@@ -124,7 +125,7 @@ export async function main(argv: string[], out: (line: string) => void = console
   try {
     if (args.command === 'inspect') {
       const seen = await client.inspect(args.rest[0] as string)
-      out(args.json ? JSON.stringify(seen) : describe(seen))
+      out(args.json ? JSON.stringify(seen) : describe(seen, args.watchdogMs))
       return seen.kind === 'absent' ? 1 : 0
     }
     if (args.command === 'list') {
@@ -141,7 +142,7 @@ export async function main(argv: string[], out: (line: string) => void = console
       return 1
     }
     if (!args.yes) {
-      out(describe(seen))
+      out(describe(seen, args.watchdogMs))
       const rl = createInterface({ input: process.stdin, output: process.stdout })
       const answer = await rl.question(`Delete '${name}', held by ${seen.holders.length} holder(s)? [y/N] `)
       rl.close()

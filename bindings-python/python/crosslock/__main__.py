@@ -102,6 +102,8 @@ def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout, ask: Ca
     parser = argparse.ArgumentParser(prog="crosslock", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default=os.environ.get("CROSSLOCK_URL", DEFAULT_URL),
                         help="the Redis server (default: $CROSSLOCK_URL or %(default)s)")
+    parser.add_argument("--watchdog-timeout", type=float, default=WATCHDOG_S, metavar="SECONDS",
+                        help="the holders' watchdog timeout, to tell whether one looks alive (default %(default)s)")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("inspect", help="who holds NAME, for how long, who waits")
     p.add_argument("name")
@@ -124,7 +126,7 @@ def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout, ask: Ca
     try:
         if args.command == "inspect":
             seen = client.inspect(args.name)
-            print(json.dumps(seen) if args.json else describe(seen), file=out)
+            print(json.dumps(seen) if args.json else describe(seen, args.watchdog_timeout), file=out)
             return 0 if seen["kind"] != "absent" else 1
         if args.command == "list":
             for name in client.scan(args.pattern, args.limit):
@@ -136,7 +138,7 @@ def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout, ask: Ca
             print(f"{args.name}: nothing to unlock ({seen['kind']})", file=out)
             return 1
         if not args.yes:
-            print(describe(seen), file=out)
+            print(describe(seen, args.watchdog_timeout), file=out)
             if ask(f"Delete '{args.name}', held by {len(seen['holders'])} holder(s)? [y/N] ").strip().lower() not in ("y", "yes"):
                 print("left as it was", file=out)
                 return 1
