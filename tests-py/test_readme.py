@@ -55,3 +55,18 @@ def test_readme_python_synchronizer_tour_runs(url, raw):
     assert raw.command("GET", "licenses") == "2"
     assert raw.command("ZCARD", "{licenses}:timeout") == 0
     assert sorted(raw.command("KEYS", "*")) == ["licenses", "renderers"]
+
+
+def test_readme_python_owner_handoff_runs(url, raw):
+    blocks = python_blocks()
+    assert len(blocks) >= 5 and "crosslock.Owner()" in blocks[4], "the README lost its hand-off example"
+    with crosslock.connect(url) as client:
+        namespace = {"client": client, "crosslock": crosslock}
+        exec(compile(blocks[4], "README.md (hand-off)", "exec"), namespace)
+        assert raw.hgetall("orders:42") == {f"{client.id}:{namespace['owner'].number}": "1"}
+        import threading
+
+        t = threading.Thread(target=namespace["finish"])
+        t.start()
+        t.join(30)
+        assert raw.command("EXISTS", "orders:42") == 0

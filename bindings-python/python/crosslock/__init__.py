@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 
 from . import _identity, _native
+from ._identity import Owner
 from .client import Client, connect, connect_async
 from .client import _reset_clients_after_fork
 from .errors import (
@@ -65,6 +66,7 @@ __all__ = [
     "connect",
     "connect_async",
     "Client",
+    "Owner",
     "Lock",
     "FairLock",
     "SpinLock",
