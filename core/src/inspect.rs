@@ -37,7 +37,8 @@ pub enum ObjectKind {
     Counter,
     /// A `PermitExpirableSemaphore`: permits available, and the permits out with their deadlines.
     PermitExpirableSemaphore,
-    /// Some other Redis value (its `TYPE`), not a crosslock object.
+    /// Some other Redis value (its `TYPE`), not a crosslock object (a hash whose fields are not
+    /// hold counts is `Other("hash")`).
     Other(String),
 }
 
@@ -202,6 +203,7 @@ fn parse(name: &str, reply: &[Value]) -> Result<Inspection> {
 
     let mut holders = Vec::new();
     let mut mode = None;
+    let mut lock_shaped = true; // every field but `mode` a hold count
     for pair in hash.chunks(2) {
         let (Some(field), Some(count)) = (pair.first().and_then(text), pair.get(1)) else {
             continue;
@@ -229,10 +231,17 @@ fn parse(name: &str, reply: &[Value]) -> Result<Inspection> {
                     .collect()
             })
             .unwrap_or_default();
+        let holds = match count {
+            Value::BulkString(b) => std::str::from_utf8(b)
+                .ok()
+                .and_then(|t| t.parse::<i64>().ok()),
+            other => int(other),
+        };
+        lock_shaped &= holds.is_some();
         holders.push(HolderInfo {
             holder: field.clone(),
             client_id,
-            holds: int(count).unwrap_or(0),
+            holds: holds.unwrap_or(0),
             write,
             read_leases,
         });
@@ -265,6 +274,7 @@ fn parse(name: &str, reply: &[Value]) -> Result<Inspection> {
         .collect::<Vec<_>>();
 
     let kind = match redis_type.as_str() {
+        "hash" if !lock_shaped => ObjectKind::Other("hash".to_owned()),
         "hash" if mode.is_some() => ObjectKind::ReadWriteLock,
         "hash" if !queue.is_empty() || !scores.is_empty() => ObjectKind::FairLock,
         "hash" if token.is_some() => ObjectKind::FencedLock,
