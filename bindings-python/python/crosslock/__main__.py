@@ -98,7 +98,10 @@ def _force_unlock(client: Client, seen: Inspection) -> bool:
     raise WrongTypeError(f"'{name}' is a {kind}, not a lock: force-unlock only deletes locks", lock_name=name)
 
 
-def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout, ask: Callable[[str], str] = input) -> int:
+def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, ask: Callable[[str], str] = input) -> int:
+    """Runs the command line ``argv`` (default ``sys.argv[1:]``), printing to ``out`` (default
+    stdout); returns the exit status."""
+    out = out if out is not None else sys.stdout
     parser = argparse.ArgumentParser(prog="crosslock", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default=os.environ.get("CROSSLOCK_URL", DEFAULT_URL),
                         help="the Redis server (default: $CROSSLOCK_URL or %(default)s)")
