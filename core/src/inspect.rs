@@ -287,6 +287,10 @@ fn parse(name: &str, reply: &[Value]) -> Result<Inspection> {
         "none" => ObjectKind::Absent,
         other => ObjectKind::Other(other.to_owned()),
     };
+    if matches!(kind, ObjectKind::Other(_)) {
+        holders.clear(); // not a lock: its fields are no holders
+        mode = None;
+    }
     let count = if redis_type == "string" {
         int(&reply[3])
     } else {
