@@ -1,0 +1,89 @@
+"""The packages install like any other and work outside the checkout: the wheel (`maturin build`,
+abi3, manylinux) into a fresh venv with no Rust and no index, and the npm tarball (`npm pack`) into
+a fresh Node project with no network; each then runs a short program against a real server,
+through `import`, `require` and the `crosslock` command. (`cargo package -p crosslock` is checked
+by ./dev test.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PY_PROGRAM = """
+import sys, crosslock
+assert "site-packages" in crosslock.__file__, crosslock.__file__
+with crosslock.connect(sys.argv[1]) as client:
+    with client.lock("pkg:py") as _:
+        print("held", client.inspect("pkg:py")["holders"][0]["holds"])
+"""
+
+MJS_PROGRAM = """
+import { connect } from 'crosslock'
+const client = await connect(process.argv[2])
+const held = await client.lock('pkg:mjs').acquire()
+console.log('held', (await client.inspect('pkg:mjs')).holders[0].holds)
+await held.release()
+await client.close()
+"""
+
+CJS_PROGRAM = """
+const { connect } = require('crosslock')
+;(async () => {
+  const client = await connect(process.argv[2])
+  await client.lock('pkg:cjs').withLock(async () => console.log('held'))
+  await client.close()
+})()
+"""
+
+
+def run(cmd: list, cwd: Path, timeout: float = 300, env: dict | None = None) -> str:
+    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    assert out.returncode == 0, f"{cmd} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}"
+    return out.stdout
+
+
+@pytest.mark.timeout(600)
+def test_the_wheel_installs_into_a_fresh_venv_without_rust_and_works(url, raw, tmp_path):
+    wheels = tmp_path / "wheels"
+    run([sys.executable, "-m", "maturin", "build", "--release", "-q", "-o", str(wheels)], ROOT, timeout=540,
+        env={**os.environ, "VIRTUAL_ENV": str(Path(sys.executable).parents[1])})
+    [wheel] = list(wheels.glob("*.whl"))
+    assert "-abi3-manylinux" in wheel.name, wheel.name
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    clean = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    clean["PATH"] = f"{env_dir / 'bin'}:/usr/bin:/bin"  # no cargo, no rustc
+    run([str(python), "-m", "pip", "install", "-q", "--no-index", str(wheel)], tmp_path, env=clean)
+    assert run([str(python), "-c", PY_PROGRAM, url], tmp_path, env=clean).split() == ["held", "1"]
+    listed = run([str(env_dir / "bin" / "crosslock"), "--url", url, "list", "--json"], tmp_path, env=clean)
+    assert listed == ""  # nothing left: the program released its lock
+    assert raw.command("KEYS", "*") == []
+
+
+@pytest.mark.timeout(300)
+def test_the_npm_tarball_installs_into_a_fresh_project_offline_and_works(url, raw, tmp_path):
+    packed = json.loads(run(["npm", "pack", "--ignore-scripts", "--json", "--pack-destination", str(tmp_path)], ROOT))
+    tarball = tmp_path / packed[0]["filename"]
+    files = {f["path"] for f in packed[0]["files"]}
+    assert {"bindings-node/dist/index.js", "bindings-node/dist/cli.js", "bindings-node/native.js", "LICENSE"} <= files
+    assert any(f.endswith(".node") for f in files), "the prebuilt addon is not in the package"
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "package.json").write_text('{"name": "app", "version": "1.0.0", "private": true}')
+    run(["npm", "install", "--offline", "--no-audit", "--no-fund", "--ignore-scripts", str(tarball)], project)
+    (project / "program.mjs").write_text(MJS_PROGRAM)
+    (project / "program.cjs").write_text(CJS_PROGRAM)
+    assert run(["node", "program.mjs", url], project).split() == ["held", "1"]
+    assert run(["node", "program.cjs", url], project).split() == ["held"]
+    listed = run([str(project / "node_modules" / ".bin" / "crosslock"), "--url", url, "list"], project)
+    assert listed == ""
+    assert raw.command("KEYS", "*") == []
