@@ -1,19 +1,49 @@
-// The published TypeScript declarations type the public API: tests-js/types/usage.ts (every export
-// used as the README does, plus one @ts-expect-error) must compile against bindings-node/dist.
-import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
-import { createRequire } from 'node:module'
+// crosslock's TypeScript declarations compile for a user with strict settings and the defaults
+// otherwise: no @types/node in scope (TypeScript ≥ 6 no longer loads it unless asked) and the
+// default library of an ES2022 target, so the declarations must bring what they use themselves
+// (Uint8Array, not Buffer; the disposable library for `await using`).
 import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 
-const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc')
-const project = fileURLToPath(new URL('./types/tsconfig.json', import.meta.url))
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
 
-test('the .d.ts files type the public API', async () => {
+const USER = `
+import { connect, MultiLock, LockTimeoutError, type Inspection } from 'crosslock'
+
+async function main(): Promise<void> {
+  const client = await connect('redis://127.0.0.1:6379/0', { tlsCaCert: new Uint8Array(0) })
+  await using held = await client.lock('orders:42').acquire({ wait: 100, signal: AbortSignal.timeout(1000) })
+  const token: bigint = (await client.fencedLock('ledger').acquire()).token
+  const seen: Inspection = await client.inspect('orders:42')
+  const both = await new MultiLock([client.lock('a'), client.fairLock('b')]).tryAcquire()
+  console.log(held.owner, token, seen.holders.length, both?.parts, LockTimeoutError.name)
+  await client.close()
+}
+void main()
+`
+
+test('the declarations compile under --strict without @types/node, for an ES2022 target', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'crosslock-types-'))
   try {
-    await promisify(execFile)(process.execPath, [tsc, '-p', project], { timeout: 60_000 })
-  } catch (e) {
-    assert.fail(`tsc reported:\n${e.stdout}${e.stderr}`)
+    mkdirSync(path.join(dir, 'node_modules'))
+    symlinkSync(ROOT, path.join(dir, 'node_modules', 'crosslock'), 'dir')
+    writeFileSync(path.join(dir, 'user.ts'), USER)
+    writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({
+      compilerOptions: {
+        strict: true, noEmit: true, target: 'es2022', types: [],
+        module: 'nodenext', moduleResolution: 'nodenext', skipLibCheck: false
+      },
+      files: ['user.ts']
+    }))
+    const run = spawnSync(process.execPath, [TSC, '-p', dir], { cwd: dir, encoding: 'utf8', timeout: 120000 })
+    assert.equal(run.status, 0, run.stdout + run.stderr)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
   }
 })

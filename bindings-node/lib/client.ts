@@ -45,9 +45,9 @@ export interface ConnectOptions {
   fairLockWaitTimeout?: number | undefined
   /**
    * For a `rediss://` server whose certificate comes from a private CA: the CA certificate(s) in
-   * PEM (a string or a Buffer, e.g. `fs.readFileSync('ca.pem')`). Default: the web roots.
+   * PEM (a string, or a Buffer / Uint8Array such as `fs.readFileSync('ca.pem')`). Default: the web roots.
    */
-  tlsCaCert?: string | Buffer | undefined
+  tlsCaCert?: string | Uint8Array | undefined
 }
 
 function checkConnectOptions(options: unknown): native.ConnectOptions {
@@ -72,10 +72,10 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
   }
   const ca = o.tlsCaCert
   if (ca !== undefined && ca !== null) {
-    if (typeof ca !== 'string' && !Buffer.isBuffer(ca)) {
-      throw invalidArgument('type', `tlsCaCert must be PEM text (a string or a Buffer), got ${typeof ca}`)
+    if (typeof ca !== 'string' && !(ca instanceof Uint8Array)) {
+      throw invalidArgument('type', `tlsCaCert must be PEM text (a string, a Buffer or a Uint8Array), got ${typeof ca}`)
     }
-    out.tlsCaCert = typeof ca === 'string' ? Buffer.from(ca, 'utf8') : ca
+    out.tlsCaCert = typeof ca === 'string' ? new TextEncoder().encode(ca) : ca
   }
   return out
 }

@@ -1,3 +1,4 @@
+/// <reference lib="esnext.disposable" preserve="true" />
 /**
  * crosslock for Node.js: distributed locks on a plain Redis server, stored exactly as Java's
  * Redisson stores them, so Node, Python, Rust and Java (Redisson) processes share the very same

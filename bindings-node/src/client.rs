@@ -24,7 +24,7 @@ pub struct ConnectOptions {
     /// skip it as dead (default 300000, Redisson's `fairLockWaitTimeout`).
     pub fair_lock_wait_timeout: Option<f64>,
     /// PEM root certificate(s) to trust for a `rediss://` server with a private CA.
-    pub tls_ca_cert: Option<napi::bindgen_prelude::Buffer>,
+    pub tls_ca_cert: Option<napi::bindgen_prelude::Uint8Array>,
 }
 
 /// A lock of this client that a renewal found gone.
