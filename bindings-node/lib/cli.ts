@@ -14,75 +14,18 @@
  */
 import { createInterface } from 'node:readline/promises'
 
-import type { Inspection } from '../native'
 import { Client } from './client'
-import { CrosslockError } from './errors'
+import { CrosslockError, invalidArgument, viaNative } from './errors'
+
+/** A non-empty object name, or the invalid-argument error. */
+function checked(name: string | undefined): string {
+  if (typeof name !== 'string' || name === '') throw invalidArgument('type', 'an object name must be a non-empty string such as \'orders:42\'')
+  return name
+}
 
 const USAGE = `usage: crosslock [--url URL] [--watchdog-timeout SECONDS] inspect NAME [--json]
        crosslock [--url URL] list [PATTERN] [--limit N] [--json]
        crosslock [--url URL] [--watchdog-timeout SECONDS] force-unlock NAME [--yes] [--json]`
-
-const secs = (ms: number | null | undefined): string =>
-  ms == null ? 'no expiry' : ms < 10000 ? `${(ms / 1000).toFixed(3)} s` : `${(ms / 1000).toFixed(1)} s`
-const inSecs = (epochMs: number | null | undefined): string =>
-  epochMs == null ? 'no deadline' : `in ${((epochMs - Date.now()) / 1000).toFixed(1)} s`
-
-/** A few lines a person can read at 3 a.m. */
-export function describe(seen: Inspection, watchdogMs = 30000): string {
-  if (seen.kind === 'absent') return `${seen.name}: nothing there (free)`
-  const lines = [`${seen.name}: ${seen.kind.replace(/_/g, ' ')}${seen.mode ? `, ${seen.mode} mode` : ''}`]
-  if (seen.holders.length > 0) {
-    const ttl = seen.ttl
-    const alive = ttl == null || ttl >= (watchdogMs * 2) / 3 - 1000
-    lines.push(`  lease left: ${secs(ttl)}` + (alive
-      ? ''
-      : `  (not renewed within the last ${(watchdogMs / 3000).toFixed(0)} s: holder dead, paused, cut off, or holding with a short lease)`))
-    for (const h of seen.holders) {
-      const what = h.write ? 'writer' : seen.mode ? 'reader' : 'holder'
-      const extra = h.readLeases.length > 0 ? `; read holds expire in ${h.readLeases.map(secs).join(', ')}` : ''
-      lines.push(`  ${what} ${h.holder} × ${h.holds}${extra}`)
-    }
-  } else if (['lock', 'fenced_lock', 'fair_lock', 'read_write_lock'].includes(seen.kind)) {
-    lines.push('  free')
-  }
-  seen.queue.forEach((w, i) => lines.push(`  waiting #${i + 1}: ${w.holder} (skipped as dead ${inSecs(w.deadline)} unless it tries again)`))
-  if (seen.token != null) lines.push(`  last fencing token: ${seen.token}`)
-  if (seen.count != null) {
-    const label = seen.kind === 'permit_expirable_semaphore' ? 'permits available' : 'count (semaphore permits or latch count)'
-    lines.push(`  ${label}: ${seen.count}`)
-  }
-  for (const p of seen.permits) lines.push(`  permit ${p.id} expires ${inSecs(p.expires)}`)
-  return lines.join('\n')
-}
-
-function oneLine(seen: Inspection): string {
-  let state: string
-  if (seen.holders.length > 0) {
-    state = `held by ${seen.holders.map((h) => `${h.holder}×${h.holds}`).join(', ')}, ${secs(seen.ttl)} left`
-  } else if (seen.count != null) {
-    state = `count ${seen.count}`
-  } else {
-    state = 'free'
-  }
-  if (seen.queue.length > 0) state += `, ${seen.queue.length} waiting`
-  return `${seen.name}\t${seen.kind}\t${state}`
-}
-
-async function forceUnlock(client: Client, seen: Inspection): Promise<boolean> {
-  switch (seen.kind) {
-    case 'lock':
-    case 'fenced_lock':
-      return await client.lock(seen.name).forceUnlock()
-    case 'fair_lock':
-      return await client.fairLock(seen.name).forceUnlock()
-    case 'read_write_lock': {
-      const rw = client.readWriteLock(seen.name)
-      return await (seen.mode === 'write' ? rw.writeLock() : rw.readLock()).forceUnlock()
-    }
-    default:
-      throw new Error(`'${seen.name}' is a ${seen.kind}, not a lock: force-unlock only deletes locks`)
-  }
-}
 
 interface Args { url: string, command: string, rest: string[], json: boolean, yes: boolean, limit: number, watchdogMs: number }
 
@@ -122,27 +65,29 @@ export async function main(argv: string[], out: (line: string) => void = console
     process.stderr.write(`crosslock: ${(e as Error).message}\n`)
     return 2
   }
+  // The data, its text and the force-unlock come from core; this file only parses and prints.
+  const native = client._native
   try {
     if (args.command === 'inspect') {
-      const seen = await client.inspect(args.rest[0] as string)
-      out(args.json ? JSON.stringify(seen) : describe(seen, args.watchdogMs))
-      return seen.kind === 'absent' ? 1 : 0
+      const { inspection, text } = await viaNative(() => native.describe(checked(args.rest[0]), args.watchdogMs))
+      out(args.json ? JSON.stringify(inspection) : text)
+      return inspection.kind === 'absent' ? 1 : 0
     }
     if (args.command === 'list') {
       for (const name of await client.scan(args.rest[0] ?? '*', { limit: args.limit })) {
-        const seen = await client.inspect(name)
-        out(args.json ? JSON.stringify(seen) : oneLine(seen))
+        const { inspection, line } = await viaNative(() => native.describe(name, args.watchdogMs))
+        out(args.json ? JSON.stringify(inspection) : line)
       }
       return 0
     }
-    const name = args.rest[0] as string
-    const seen = await client.inspect(name)
+    const name = checked(args.rest[0])
+    const { inspection: seen, text } = await viaNative(() => native.describe(name, args.watchdogMs))
     if (seen.holders.length === 0) {
       out(`${name}: nothing to unlock (${seen.kind})`)
       return 1
     }
     if (!args.yes) {
-      out(describe(seen, args.watchdogMs))
+      out(text)
       const rl = createInterface({ input: process.stdin, output: process.stdout })
       const answer = await rl.question(`Delete '${name}', held by ${seen.holders.length} holder(s)? [y/N] `)
       rl.close()
@@ -151,7 +96,7 @@ export async function main(argv: string[], out: (line: string) => void = console
         return 1
       }
     }
-    const removed = await forceUnlock(client, seen)
+    const removed = await viaNative(() => native.forceUnlockAny(name))
     out(args.json
       ? JSON.stringify({ removed, was: seen })
       : `${name}: ${removed ? `unlocked; it held ${seen.holders.map((h) => h.holder).join(', ')}` : 'already free'}`)

@@ -107,6 +107,11 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
  */
 export class Client implements AsyncDisposable {
   readonly #native: native.Client
+
+  /** @internal The native client, for the `crosslock` command (lib/cli.ts). */
+  get _native(): native.Client {
+    return this.#native
+  }
   /** @internal Live holds, for lost-lock signals, owner look-ups and `close()`. */
   readonly _holds = new Holds()
   /** @internal Live permits of permit-expirable semaphores, for lost-permit signals. */

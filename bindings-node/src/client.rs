@@ -272,6 +272,34 @@ impl JsClient {
         })
     }
 
+    /// `inspect` with core's text forms, judging liveness against `watchdog_ms`.
+    #[napi(ts_return_type = "Promise<Described>")]
+    pub fn describe<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        watchdog_ms: f64,
+    ) -> Result<Object<'env>> {
+        let watchdog = crosslock::ffi::duration(watchdog_ms, 0.001, "watchdogTimeout")
+            .map_err(|e| error::to_napi(&e))?;
+        let client = self.inner.clone();
+        runtime::promise(env, async move {
+            let seen = client.inspect(&name).await?;
+            Ok(crate::inspect::Described {
+                text: seen.describe(watchdog),
+                line: seen.summary(),
+                inspection: seen.into(),
+            })
+        })
+    }
+
+    /// Deletes the lock at `name` whatever its kind; `true` if one was deleted.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn force_unlock_any<'env>(&self, env: &'env Env, name: String) -> Result<Object<'env>> {
+        let client = self.inner.clone();
+        runtime::promise(env, async move { client.force_unlock_any(&name).await })
+    }
+
     /// The names of objects matching `pattern` (SCAN), sorted, at most `limit`.
     #[napi(ts_return_type = "Promise<string[]>")]
     pub fn scan<'env>(&self, env: &'env Env, pattern: String, limit: u32) -> Result<Object<'env>> {

@@ -99,3 +99,14 @@ impl From<crosslock::Inspection> for Inspection {
         }
     }
 }
+
+/// An inspection with core's text forms (for the `crosslock` command).
+#[napi(object)]
+pub struct Described {
+    /// The data.
+    pub inspection: Inspection,
+    /// A few lines a person can read.
+    pub text: String,
+    /// One tab-separated line: name, kind, state.
+    pub line: String,
+}

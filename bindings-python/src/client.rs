@@ -160,6 +160,40 @@ impl PyClient {
         )
     }
 
+    /// `inspect` with core's text forms: `(inspection, description, one-line summary)`, the
+    /// description judging liveness against `watchdog_timeout` seconds (the `crosslock` command).
+    fn describe(
+        &self,
+        py: Python<'_>,
+        name: String,
+        watchdog_timeout: f64,
+    ) -> PyResult<(PyInspection, String, String)> {
+        let watchdog = ffi::duration(watchdog_timeout, 1.0, "watchdog_timeout")
+            .map_err(|e| to_py_err(py, e, None))?;
+        let client = self.client.clone();
+        runtime::wait(
+            py,
+            async move {
+                let seen = client.inspect(&name).await?;
+                let (text, line) = (seen.describe(watchdog), seen.summary());
+                Ok((PyInspection(seen), text, line))
+            },
+            OnSignal::Detach,
+            None,
+        )
+    }
+
+    /// Deletes the lock at `name` whatever its kind; `True` if one was deleted.
+    fn force_unlock_any(&self, py: Python<'_>, name: String) -> PyResult<bool> {
+        let client = self.client.clone();
+        runtime::wait(
+            py,
+            async move { client.force_unlock_any(&name).await },
+            OnSignal::Detach,
+            None,
+        )
+    }
+
     /// The names of objects matching `pattern` (SCAN), sorted, at most `limit`.
     fn scan(&self, py: Python<'_>, pattern: String, limit: usize) -> PyResult<Vec<String>> {
         let client = self.client.clone();

@@ -148,6 +148,126 @@ impl Inspection {
     }
 }
 
+/// Seconds as the inspector prints them: `1.234 s` below ten seconds, `12.3 s` above.
+fn secs(d: Option<Duration>) -> String {
+    match d {
+        None => "no expiry".to_owned(),
+        Some(d) if d < Duration::from_secs(10) => format!("{:.3} s", d.as_secs_f64()),
+        Some(d) => format!("{:.1} s", d.as_secs_f64()),
+    }
+}
+
+/// An epoch-ms deadline as "in 12.3 s" from now.
+fn from_now(epoch_ms: Option<i64>) -> String {
+    let Some(at) = epoch_ms else {
+        return "no deadline".to_owned();
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    format!("in {:.1} s", (at - now) as f64 / 1000.0)
+}
+
+impl Inspection {
+    /// A few lines a person can read at 3 a.m.: the kind, the lease left (and whether a holder
+    /// under a watchdog of `watchdog_timeout` looks renewed), each holder with its holds, the
+    /// queue, the token, the count, the permits. What the `crosslock inspect` command prints.
+    pub fn describe(&self, watchdog_timeout: Duration) -> String {
+        if self.kind == ObjectKind::Absent {
+            return format!("{}: nothing there (free)", self.name);
+        }
+        let mut lines = vec![format!(
+            "{}: {}{}",
+            self.name,
+            self.kind.as_str().replace('_', " "),
+            self.mode
+                .as_deref()
+                .map(|m| format!(", {m} mode"))
+                .unwrap_or_default()
+        )];
+        if !self.holders.is_empty() {
+            let mut lease = format!("  lease left: {}", secs(self.ttl));
+            if self.renewed_within_period(watchdog_timeout) == Some(false) {
+                lease.push_str(&format!(
+                    "  (not renewed within the last {:.0} s: holder dead, paused, cut off, or holding with a short lease)",
+                    watchdog_timeout.as_secs_f64() / 3.0
+                ));
+            }
+            lines.push(lease);
+            for h in &self.holders {
+                let what = if h.write {
+                    "writer"
+                } else if self.mode.is_some() {
+                    "reader"
+                } else {
+                    "holder"
+                };
+                let mut line = format!("  {what} {} × {}", h.holder, h.holds);
+                if !h.read_leases.is_empty() {
+                    let each: Vec<String> = h.read_leases.iter().map(|l| secs(Some(*l))).collect();
+                    line.push_str(&format!("; read holds expire in {}", each.join(", ")));
+                }
+                lines.push(line);
+            }
+        } else if matches!(
+            self.kind,
+            ObjectKind::Lock
+                | ObjectKind::FencedLock
+                | ObjectKind::FairLock
+                | ObjectKind::ReadWriteLock
+        ) {
+            lines.push("  free".to_owned());
+        }
+        for (i, w) in self.queue.iter().enumerate() {
+            lines.push(format!(
+                "  waiting #{}: {} (skipped as dead {} unless it tries again)",
+                i + 1,
+                w.holder,
+                from_now(w.deadline_ms)
+            ));
+        }
+        if let Some(token) = self.token {
+            lines.push(format!("  last fencing token: {token}"));
+        }
+        if let Some(count) = self.count {
+            let label = if self.kind == ObjectKind::PermitExpirableSemaphore {
+                "permits available"
+            } else {
+                "count (semaphore permits or latch count)"
+            };
+            lines.push(format!("  {label}: {count}"));
+        }
+        for p in &self.permits {
+            lines.push(format!(
+                "  permit {} expires {}",
+                p.id,
+                from_now(p.expires_ms)
+            ));
+        }
+        lines.join("\n")
+    }
+
+    /// One tab-separated line: name, kind, state. What `crosslock list` prints per object.
+    pub fn summary(&self) -> String {
+        let mut state = if !self.holders.is_empty() {
+            let who: Vec<String> = self
+                .holders
+                .iter()
+                .map(|h| format!("{}×{}", h.holder, h.holds))
+                .collect();
+            format!("held by {}, {} left", who.join(", "), secs(self.ttl))
+        } else if let Some(count) = self.count {
+            format!("count {count}")
+        } else {
+            "free".to_owned()
+        };
+        if !self.queue.is_empty() {
+            state.push_str(&format!(", {} waiting", self.queue.len()));
+        }
+        format!("{}\t{}\t{state}", self.name, self.kind)
+    }
+}
+
 fn text(v: &Value) -> Option<String> {
     match v {
         Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
@@ -386,6 +506,37 @@ impl Client {
             )
             .await?;
         parse(&name, &reply)
+    }
+
+    /// Deletes the lock at `name` whoever holds it, whatever its kind (a lock, fenced, fair or
+    /// read-write lock, as [`inspect`](Self::inspect) finds it), waking its waiters as that kind's
+    /// force-unlock does. `Ok(true)` when a lock was deleted, `Ok(false)` when nothing was held.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::WrongType`](crate::ErrorKind::WrongType) when the name holds something that is
+    /// not a lock (a semaphore, a latch, another value): nothing is changed. The connection's
+    /// errors.
+    pub async fn force_unlock_any(&self, name: &str) -> Result<bool> {
+        let seen = self.inspect(name).await?;
+        match seen.kind {
+            ObjectKind::Absent => Ok(false),
+            ObjectKind::Lock | ObjectKind::FencedLock => self.lock(name)?.force_unlock().await,
+            ObjectKind::FairLock => self.fair_lock(name)?.force_unlock().await,
+            ObjectKind::ReadWriteLock => {
+                let rw = self.read_write_lock(name)?;
+                if seen.mode.as_deref() == Some("write") {
+                    rw.write().force_unlock().await
+                } else {
+                    rw.read().force_unlock().await
+                }
+            }
+            other => Err(Error::new(
+                crate::ErrorKind::WrongType,
+                format!("'{name}' is a {other}, not a lock: force-unlock only deletes locks; nothing was changed"),
+            )
+            .with_lock(name)),
+        }
     }
 
     /// The names of the crosslock/Redisson objects whose names match `pattern` (Redis glob

@@ -207,3 +207,57 @@ async fn inspect_reports_every_kind_of_object_as_redis_has_it() {
     assert_eq!(client.scan("order*", 1000).await.unwrap(), ["orders:42"]);
     assert_eq!(client.scan("*", 2).await.unwrap().len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_summary_and_force_unlock_any_follow_the_kind() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let id = client.id();
+    let rw = client.read_write_lock("doc").unwrap();
+    assert!(
+        rw.write()
+            .acquire_as(Owner::new(3), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let seen = client.inspect("doc").await.unwrap();
+    let text = seen.describe(Duration::from_secs(30));
+    assert!(
+        text.starts_with("doc: read write lock, write mode\n  lease left: "),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("  writer {id}:3:write × 1")),
+        "{text}"
+    );
+    assert!(!text.contains("not renewed"), "{text}");
+    assert!(
+        seen.describe(Duration::from_secs(300))
+            .contains("not renewed within the last 100 s")
+    );
+    assert!(
+        seen.summary()
+            .starts_with(&format!("doc\tread_write_lock\theld by {id}:3:write×1, ")),
+        "{}",
+        seen.summary()
+    );
+    assert_eq!(
+        client
+            .inspect("none")
+            .await
+            .unwrap()
+            .describe(Duration::from_secs(30)),
+        "none: nothing there (free)"
+    );
+
+    assert!(client.force_unlock_any("doc").await.unwrap());
+    assert!(
+        !client.force_unlock_any("doc").await.unwrap(),
+        "nothing left to unlock"
+    );
+    let sem = client.semaphore("slots").unwrap();
+    assert!(sem.try_set_permits(2).await.unwrap());
+    let err = client.force_unlock_any("slots").await.unwrap_err();
+    assert_eq!(err.kind(), crosslock::ErrorKind::WrongType, "{err}");
+    assert_eq!(sem.available_permits().await.unwrap(), 2);
+}

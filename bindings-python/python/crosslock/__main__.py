@@ -15,87 +15,15 @@ import argparse
 import json
 import os
 import sys
-import time
 from typing import Callable, Optional, Sequence, TextIO
 
 from . import connect
-from .client import Client
-from .errors import CrosslockError, WrongTypeError
-from .inspect import Inspection
+from .client import _check_name
+from .errors import CrosslockError
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 # Whether a watchdog holder looks alive is judged against this (Redisson's and our default).
 WATCHDOG_S = 30.0
-
-
-def _secs(s: Optional[float]) -> str:
-    if s is None:
-        return "no expiry"
-    return f"{s:.3f} s" if s < 10 else f"{s:.1f} s"
-
-
-def _in(epoch: Optional[float]) -> str:
-    return "no deadline" if epoch is None else f"in {epoch - time.time():.1f} s"
-
-
-def describe(seen: Inspection, watchdog: float = WATCHDOG_S) -> str:
-    """A few lines a person can read at 3 a.m."""
-    name, kind = seen["name"], seen["kind"]
-    if kind == "absent":
-        return f"{name}: nothing there (free)"
-    lines = [f"{name}: {kind.replace('_', ' ')}" + (f", {seen['mode']} mode" if seen["mode"] else "")]
-    if seen["holders"]:
-        ttl = seen["ttl"]
-        alive = ttl is None or ttl >= watchdog * 2 / 3 - 1
-        lines.append(
-            f"  lease left: {_secs(ttl)}"
-            + ("" if alive else f"  (not renewed within the last {watchdog / 3:.0f} s: holder dead, paused,"
-               " cut off, or holding with a short lease)")
-        )
-        for h in seen["holders"]:
-            what = "writer" if h["write"] else ("reader" if seen["mode"] else "holder")
-            extra = ""
-            if h["read_leases"]:
-                extra = "; read holds expire in " + ", ".join(_secs(x) for x in h["read_leases"])
-            lines.append(f"  {what} {h['holder']} × {h['holds']}{extra}")
-    elif kind in ("lock", "fenced_lock", "fair_lock", "read_write_lock"):
-        lines.append("  free")
-    for i, w in enumerate(seen["queue"]):
-        lines.append(f"  waiting #{i + 1}: {w['holder']} (skipped as dead {_in(w['deadline'])} unless it tries again)")
-    if seen["token"] is not None:
-        lines.append(f"  last fencing token: {seen['token']}")
-    if seen["count"] is not None:
-        label = "permits available" if kind == "permit_expirable_semaphore" else "count (semaphore permits or latch count)"
-        lines.append(f"  {label}: {seen['count']}")
-    for p in seen["permits"]:
-        lines.append(f"  permit {p['id']} expires {_in(p['expires'])}")
-    return "\n".join(lines)
-
-
-def _one_line(seen: Inspection) -> str:
-    kind = seen["kind"]
-    if seen["holders"]:
-        who = ", ".join(f"{h['holder']}×{h['holds']}" for h in seen["holders"])
-        state = f"held by {who}, {_secs(seen['ttl'])} left"
-    elif seen["count"] is not None:
-        state = f"count {seen['count']}"
-    else:
-        state = "free"
-    if seen["queue"]:
-        state += f", {len(seen['queue'])} waiting"
-    return f"{seen['name']}\t{kind}\t{state}"
-
-
-def _force_unlock(client: Client, seen: Inspection) -> bool:
-    name, kind = seen["name"], seen["kind"]
-    if kind in ("lock", "fenced_lock"):
-        return client.lock(name).force_unlock()
-    if kind == "fair_lock":
-        return client.fair_lock(name).force_unlock()
-    if kind == "read_write_lock":
-        rw = client.read_write_lock(name)
-        return (rw.write_lock() if seen["mode"] == "write" else rw.read_lock()).force_unlock()
-    raise WrongTypeError(f"'{name}' is a {kind}, not a lock: force-unlock only deletes locks", lock_name=name)
 
 
 def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, ask: Callable[[str], str] = input) -> int:
@@ -126,30 +54,32 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, ask
     except CrosslockError as e:
         print(f"crosslock: {e}", file=sys.stderr)
         return 2
+    native = client._native
     try:
         if args.command == "inspect":
-            seen = client.inspect(args.name)
-            print(json.dumps(seen) if args.json else describe(seen, args.watchdog_timeout), file=out)
+            seen, text, _ = native.describe(_check_name(args.name, "object"), args.watchdog_timeout)
+            print(json.dumps(seen) if args.json else text, file=out)
             return 0 if seen["kind"] != "absent" else 1
         if args.command == "list":
             for name in client.scan(args.pattern, args.limit):
-                seen = client.inspect(name)
-                print(json.dumps(seen) if args.json else _one_line(seen), file=out)
+                seen, _, line = native.describe(name, args.watchdog_timeout)
+                print(json.dumps(seen) if args.json else line, file=out)
             return 0
-        seen = client.inspect(args.name)
+        seen, text, _ = native.describe(_check_name(args.name, "object"), args.watchdog_timeout)
         if not seen["holders"]:
             print(f"{args.name}: nothing to unlock ({seen['kind']})", file=out)
             return 1
         if not args.yes:
-            print(describe(seen, args.watchdog_timeout), file=out)
+            print(text, file=out)
             if ask(f"Delete '{args.name}', held by {len(seen['holders'])} holder(s)? [y/N] ").strip().lower() not in ("y", "yes"):
                 print("left as it was", file=out)
                 return 1
-        removed = _force_unlock(client, seen)
+        removed = native.force_unlock_any(args.name)
         if args.json:
             print(json.dumps({"removed": removed, "was": seen}), file=out)
         else:
-            print(f"{args.name}: {'unlocked; it held ' + ', '.join(h['holder'] for h in seen['holders']) if removed else 'already free'}", file=out)
+            held_by = ", ".join(h["holder"] for h in seen["holders"])
+            print(f"{args.name}: {'unlocked; it held ' + held_by if removed else 'already free'}", file=out)
         return 0 if removed else 1
     except CrosslockError as e:
         print(f"crosslock: {e}", file=sys.stderr)
