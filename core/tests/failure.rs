@@ -83,7 +83,10 @@ async fn dropping_an_acquire_whose_first_attempt_is_in_flight_gives_the_lock_bac
     let me = Owner::new(1);
     let options = AcquireOptions::new();
     let mut acquiring = Box::pin(lock.acquire_as(me, &options));
-    // Poll once so the attempt is sent, then let it win without ever claiming the result.
+    // Poll once so the attempt is sent, then let it win without ever claiming the result. The
+    // server is paused meanwhile, so the attempt is surely still in flight after that poll (on a
+    // busy machine, an unpaused server could answer before the poll returns).
+    stall(&server, 300);
     let first =
         std::future::poll_fn(|cx| std::task::Poll::Ready(acquiring.as_mut().poll(cx))).await;
     assert!(first.is_pending(), "one poll only starts the acquire task");
