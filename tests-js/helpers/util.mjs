@@ -66,3 +66,22 @@ export async function within (promise, ms, what) {
     clearTimeout(timer)
   }
 }
+
+/**
+ * Starts `lock.acquire(options)` in the background: `state.done` once it settled, with `held` or
+ * `error`, and `acquiredNs` (CLOCK_MONOTONIC, comparable with the Java driver's) when it returned.
+ */
+export function background (lock, options) {
+  const state = { done: false, held: null, error: null, acquiredNs: 0n }
+  state.promise = (async () => {
+    try {
+      state.held = await lock.acquire(options)
+      state.acquiredNs = process.hrtime.bigint()
+    } catch (err) {
+      state.error = err
+    } finally {
+      state.done = true
+    }
+  })()
+  return state
+}

@@ -14,13 +14,12 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { JavaDriver } from './java-driver.mjs'
 import { startRedis } from '../helpers/redis-server.mjs'
 import { RawRedis } from '../helpers/resp.mjs'
-import { crosslock, channelOf, unique, waitUntil, within } from '../helpers/util.mjs'
+import { background, crosslock, channelOf, unique, waitUntil, within } from '../helpers/util.mjs'
 
 const { connect, LockLostError, NonReentrantError } = crosslock
 
 const WOKEN_WITHIN = 10000 // ms
 const MAX_GAP_NS = 2_000_000_000n // release (one side) -> acquire returned (other side)
-const now = () => process.hrtime.bigint()
 const rwChannel = (name) => `redisson_rwlock:{${name}}`
 const queueOf = (name) => `redisson_lock_queue:{${name}}`
 
@@ -52,21 +51,6 @@ const KINDS = [
   ['writeLock', 'write', (c, n) => c.readWriteLock(n).writeLock(), ':write', rwChannel]
 ]
 
-/** Starts an acquire in the background; records when it returned. */
-function background (lock, options) {
-  const state = { done: false, held: null, error: null, acquiredNs: 0n }
-  state.promise = (async () => {
-    try {
-      state.held = await lock.acquire(options)
-      state.acquiredNs = now()
-    } catch (err) {
-      state.error = err
-    } finally {
-      state.done = true
-    }
-  })()
-  return state
-}
 
 /** Our waiter is verifiably waiting: subscribed, queued (fair), or no answer yet (spin). */
 async function blocked (kind, name, waiter, waitsOn) {

@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { JavaDriver, ensureBuilt } from './java-driver.mjs'
 import { startRedis } from '../helpers/redis-server.mjs'
 import { RawRedis } from '../helpers/resp.mjs'
-import { crosslock, channelOf as channel, waitUntil } from '../helpers/util.mjs'
+import { background, crosslock, channelOf as channel, waitUntil } from '../helpers/util.mjs'
 
 const { connect } = crosslock
 
@@ -63,21 +63,6 @@ async function subscriber (url, name) {
   return sub
 }
 
-/** Starts an acquire in the background; records when it returned. */
-function background (lock, options) {
-  const state = { done: false, held: null, error: null, acquiredNs: 0n }
-  state.promise = (async () => {
-    try {
-      state.held = await lock.acquire(options)
-      state.acquiredNs = now()
-    } catch (err) {
-      state.error = err
-    } finally {
-      state.done = true
-    }
-  })()
-  return state
-}
 
 async function within (promise, ms, what) {
   let timer
