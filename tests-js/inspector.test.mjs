@@ -89,3 +89,92 @@ test('the command says when the server cannot be reached', () => {
   assert.equal(run.status, 2)
   assert.match(run.stderr, /127\.0\.0\.1:1/)
 })
+
+/** `crosslock watch NAME --json` in a child process; its lines read as they come. */
+function watchProcess(name) {
+  const child = spawn(process.execPath, [CLI, '--url', env.server.url, 'watch', name, '--json', '--interval', '0.05'], {
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  const lines = []
+  let buffered = ''
+  let stderr = ''
+  child.stdout.on('data', (d) => {
+    buffered += d
+    const parts = buffered.split('\n')
+    buffered = parts.pop()
+    lines.push(...parts.filter(Boolean).map((l) => JSON.parse(l)))
+  })
+  child.stderr.on('data', (d) => { stderr += d })
+  const exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)))
+  return {
+    child,
+    exited,
+    stderr: () => stderr,
+    /** The next event; skips those in `skip`; it must be `event` (by `holder`). */
+    async expect(event, holder, skip = []) {
+      for (;;) {
+        await waitUntil(() => lines.length > 0, `crosslock watch to print ${event}`)
+        const e = lines.shift()
+        if (skip.includes(e.event)) continue
+        assert.equal(e.event, event, JSON.stringify(e))
+        if (holder !== undefined) assert.equal(e.holder, holder, JSON.stringify(e))
+        return e
+      }
+    }
+  }
+}
+
+test('crosslock watch follows Node and Python holders until Ctrl-C', async (t) => {
+  const { client } = env
+  const watch = watchProcess('w:orders')
+  t.after(() => watch.child.kill('SIGKILL'))
+  const start = await watch.expect('start')
+  assert.equal(start.state.kind, 'absent')
+
+  const lock = client.lock('w:orders')
+  const held = await lock.acquire({ owner: 3 })
+  const e = await watch.expect('acquired', `${client.id}:3`)
+  assert.match(e.detail, /^1 hold, lease/)
+  assert.match(e.text, /acquired\s+w:orders/)
+  await held.release()
+  await watch.expect('released', `${client.id}:3`)
+
+  const python = spawn(PYTHON, [path.join(ROOT, 'tests-py', 'cross', 'py_worker.py'), env.server.url, 'hold', 'w:orders'], {
+    stdio: ['pipe', 'pipe', 'inherit']
+  })
+  t.after(() => python.kill())
+  let out = ''
+  python.stdout.on('data', (d) => { out += d })
+  await waitUntil(() => out.includes('HELD'), 'the Python process to hold the lock')
+  const pythonId = /READY (\S+)/.exec(out)[1]
+  const theirs = await watch.expect('acquired')
+  assert.ok(theirs.holder.startsWith(`${pythonId}:`), theirs.holder)
+  python.stdin.write('\n')
+  await watch.expect('released', theirs.holder)
+
+  watch.child.kill('SIGINT')
+  assert.equal(await watch.exited, 0, watch.stderr())
+})
+
+test('client.watch is an async iterator that ends when closed', async () => {
+  const { client } = env
+  const latch = client.countDownLatch('w:gate')
+  const watch = await client.watch('w:gate', { interval: 50 })
+  assert.equal(watch.initial.kind, 'absent')
+  assert.equal(await latch.trySetCount(2), true)
+  const seen = []
+  for await (const e of watch) {
+    seen.push([e.event, e.detail, e.state.count])
+    if (seen.length === 1) await latch.countDown()
+    else break
+  }
+  assert.deepEqual(seen, [['count', 'none → 2', 2], ['count', '2 → 1', 1]])
+  assert.equal(await watch.next(), null, 'the loop\'s exit closed the watch')
+  await assert.rejects(client.watch('w:gate', { interval: 1 }), { code: 'INVALID_ARGUMENT' })
+
+  // close() ends a loop that is waiting for a change.
+  const idle = await client.watch('w:idle', { interval: 50 })
+  const loop = (async () => { for await (const _ of idle) return 'an event'; return 'ended' })()
+  setTimeout(() => idle.close(), 100)
+  assert.equal(await loop, 'ended')
+})

@@ -1,14 +1,18 @@
-"""The inspector end to end: ``client.inspect`` / ``client.scan`` and the ``crosslock`` command
-(``python -m crosslock``) against a real server holding locks taken by Python, Node and Java's
+"""The inspector end to end: ``client.inspect`` / ``client.scan`` / ``client.watch`` and the
+``crosslock`` command (``python -m crosslock``) against a real server holding locks taken by Python, Node and Java's
 Redisson."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import queue
+import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Optional, Sequence
 
 import pytest
 
@@ -112,3 +116,129 @@ def test_inspect_list_and_force_unlock_see_python_node_and_java_holders(url, cli
 def test_the_command_says_when_the_server_cannot_be_reached():
     out = cli("redis://127.0.0.1:1/0", "list")
     assert out.returncode == 2 and "127.0.0.1:1" in out.stderr
+
+
+class WatchProcess:
+    """``python -m crosslock watch NAME --json`` in a child process, its lines read as they come."""
+
+    def __init__(self, url: str, name: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "crosslock", "--url", url, "watch", name, "--json", "--interval", "0.05"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=python_env(),
+        )
+        self.lines: "queue.Queue[str]" = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def next(self, expecting: str) -> dict:
+        try:
+            return json.loads(self.lines.get(timeout=10))
+        except queue.Empty:
+            raise AssertionError(f"crosslock watch printed nothing within 10 s; expected {expecting}") from None
+
+    def expect(self, event: str, holder: Optional[str] = None, skip: Sequence[str] = ()) -> dict:
+        """The next event, skipping those named in ``skip``; it must be ``event`` (by ``holder``)."""
+        while True:
+            e = self.next(event)
+            if e["event"] in skip:
+                continue
+            assert e["event"] == event, f"expected {event}, got {e}"
+            if holder is not None:
+                assert e["holder"] == holder, e
+            return e
+
+    def stop(self) -> subprocess.CompletedProcess:
+        """Ctrl-C, as an operator would; the command ends cleanly."""
+        self.proc.send_signal(signal.SIGINT)
+        _, err = self.proc.communicate(timeout=10)
+        return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, "", err)
+
+
+def test_watch_follows_python_node_and_java_holders_until_ctrl_c(url, client, java: JavaDriver, request):
+    watch = WatchProcess(url, "w:orders")
+    request.addfinalizer(lambda: watch.proc.poll() is None and watch.proc.kill())
+    start = watch.next("the starting state")
+    assert start["event"] == "start" and start["state"]["kind"] == "absent"
+
+    # Python: an acquire, a re-entry, two releases.
+    lock = client.lock("w:orders")
+    assert lock.acquire()
+    e = watch.expect("acquired", client.holder())
+    assert e["state"]["holders"][0]["holds"] == 1 and "lease" in e["detail"]
+    assert "acquired" in e["text"] and "w:orders" in e["text"]
+    assert lock.acquire()
+    watch.expect("reentered", client.holder())
+    lock.release()
+    watch.expect("exited", client.holder())
+    lock.release()
+    watch.expect("released", client.holder())
+
+    # Node: a holder in another process.
+    node = Worker("node", url, "hold", "w:orders")
+    request.addfinalizer(node.kill)
+    node_id = node.expect("READY")
+    node.expect("HELD")
+    e = watch.expect("acquired")
+    assert e["holder"].startswith(node_id + ":")
+    node.send_line()
+    node.expect("RELEASED")
+    node.finish()
+    watch.expect("released", e["holder"])
+
+    # Java's Redisson: held twice, then force-unlocked from the command line.
+    java_holder = java.holder()
+    java.ok("lock w:orders")
+    watch.expect("acquired", java_holder)
+    java.ok("lock w:orders")
+    watch.expect("reentered", java_holder)
+    out = cli(url, "force-unlock", "w:orders", "--yes")
+    assert out.returncode == 0, out.stdout + out.stderr
+    watch.expect("force-unlocked", java_holder)
+
+    # A short explicit lease that runs out: expired.
+    assert lock.acquire(lease=0.3)
+    watch.expect("acquired", client.holder())
+    watch.expect("expired", client.holder())
+
+    done = watch.stop()
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+
+
+def test_watch_from_the_library_sync_and_asyncio(url, client):
+    sem = client.semaphore("w:pool")
+    with client.watch("w:pool", interval=0.05) as watch:
+        assert watch.initial["kind"] == "absent"
+        assert sem.try_set_permits(2)
+        e = next(watch)
+        assert (e["event"], e["detail"], e["state"]["count"]) == ("count", "none → 2", 2)
+        sem.acquire()
+        assert next(watch)["detail"] == "2 → 1"
+    assert watch.next() is None, "a closed watch answers None"
+    assert list(watch) == []
+    # close() from another thread ends a loop waiting for a change.
+    idle = client.watch("w:idle", interval=0.05)
+    threading.Timer(0.1, idle.close).start()
+    assert list(idle) == []
+    with pytest.raises(crosslock.InvalidArgumentError):
+        client.watch("w:pool", interval=0)
+
+    async def follow() -> list:
+        aclient = await crosslock.connect_async(url)
+        try:
+            watch = await aclient.watch_async("w:pool", interval=0.05)
+            async with watch:
+                await asyncio.get_running_loop().run_in_executor(None, sem.release)
+                seen = []
+                async for e in watch:
+                    seen.append(e["detail"])
+                    break
+                return seen
+        finally:
+            await aclient.aclose()
+
+    assert asyncio.run(asyncio.wait_for(follow(), 10)) == ["1 → 2"]

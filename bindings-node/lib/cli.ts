@@ -5,6 +5,8 @@
  *
  *     crosslock inspect NAME [--url URL] [--json]       who holds NAME, for how long, who waits
  *     crosslock list [PATTERN] [--url URL] [--json]     the objects whose names match (SCAN, never KEYS)
+ *     crosslock watch NAME [--url URL] [--json]         follow NAME live until Ctrl-C: acquire, release,
+ *                                                       expiry, force-unlock, queue and count changes
  *     crosslock force-unlock NAME [--url URL] [--yes]   delete a lock whoever holds it (asks first)
  *
  * The server is `--url`, else `$CROSSLOCK_URL`, else `redis://127.0.0.1:6379/0`. Exit status: 0
@@ -25,12 +27,13 @@ function checked(name: string | undefined): string {
 
 const USAGE = `usage: crosslock [--url URL] [--watchdog-timeout SECONDS] inspect NAME [--json]
        crosslock [--url URL] list [PATTERN] [--limit N] [--json]
+       crosslock [--url URL] watch NAME [--interval SECONDS] [--json]
        crosslock [--url URL] [--watchdog-timeout SECONDS] force-unlock NAME [--yes] [--json]`
 
-interface Args { url: string, command: string, rest: string[], json: boolean, yes: boolean, limit: number, watchdogMs: number }
+interface Args { url: string, command: string, rest: string[], json: boolean, yes: boolean, limit: number, watchdogMs: number, intervalMs: number }
 
 function parse(argv: string[]): Args | string {
-  const args: Args = { url: process.env.CROSSLOCK_URL || 'redis://127.0.0.1:6379/0', command: '', rest: [], json: false, yes: false, limit: 1000, watchdogMs: 30000 }
+  const args: Args = { url: process.env.CROSSLOCK_URL || 'redis://127.0.0.1:6379/0', command: '', rest: [], json: false, yes: false, limit: 1000, watchdogMs: 30000, intervalMs: 100 }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string
     if (a === '--url') args.url = argv[++i] ?? ''
@@ -38,14 +41,15 @@ function parse(argv: string[]): Args | string {
     else if (a === '--yes') args.yes = true
     else if (a === '--limit') args.limit = Number(argv[++i])
     else if (a === '--watchdog-timeout') args.watchdogMs = Number(argv[++i]) * 1000
+    else if (a === '--interval') args.intervalMs = Number(argv[++i]) * 1000
     else if (a === '-h' || a === '--help') return USAGE
     else if (a.startsWith('-')) return `crosslock: unknown option ${a}\n${USAGE}`
     else if (!args.command) args.command = a
     else args.rest.push(a)
   }
-  const needsName = args.command === 'inspect' || args.command === 'force-unlock'
-  const bad = !Number.isFinite(args.watchdogMs) || args.watchdogMs <= 0 || !Number.isInteger(args.limit) || args.limit < 1
-  if (bad || !['inspect', 'list', 'force-unlock'].includes(args.command) || (needsName && args.rest.length !== 1) || !args.url) {
+  const needsName = ['inspect', 'watch', 'force-unlock'].includes(args.command)
+  const bad = !Number.isFinite(args.watchdogMs) || args.watchdogMs <= 0 || !Number.isInteger(args.limit) || args.limit < 1 || !(args.intervalMs >= 10)
+  if (bad || !['inspect', 'list', 'watch', 'force-unlock'].includes(args.command) || (needsName && args.rest.length !== 1) || !args.url) {
     return USAGE
   }
   return args
@@ -80,6 +84,7 @@ export async function main(argv: string[], out: (line: string) => void = console
       }
       return 0
     }
+    if (args.command === 'watch') return await watch(client, args, out)
     const name = checked(args.rest[0])
     const { inspection: seen, text } = await viaNative(() => native.describe(name, args.watchdogMs))
     if (seen.holders.length === 0) {
@@ -107,6 +112,26 @@ export async function main(argv: string[], out: (line: string) => void = console
     return code === 'UNAVAILABLE' || code === 'AUTH' ? 2 : 1
   } finally {
     await client.close()
+  }
+}
+
+/** Prints the object's state, then one line (or JSON object) per change, until Ctrl-C. */
+async function watch(client: Client, args: Args, out: (line: string) => void): Promise<number> {
+  const name = checked(args.rest[0])
+  const live = await client.watch(name, { interval: args.intervalMs })
+  const stop = (): void => live.close()
+  process.once('SIGINT', stop)
+  process.once('SIGTERM', stop)
+  try {
+    const { text } = await viaNative(() => client._native.describe(name, args.watchdogMs))
+    if (args.json) out(JSON.stringify({ event: 'start', name, state: live.initial }))
+    else out(`${text}\nwatching (Ctrl-C to stop)`)
+    for await (const event of live) out(args.json ? JSON.stringify(event) : event.text)
+    return 0
+  } finally {
+    process.off('SIGINT', stop)
+    process.off('SIGTERM', stop)
+    live.close()
   }
 }
 

@@ -16,6 +16,7 @@ import { CountDownLatch } from './count_down_latch'
 import { PermitExpirableSemaphore, Permits } from './permit_expirable_semaphore'
 import { Semaphore } from './semaphore'
 import { SpinLock, type SpinLockOptions } from './spin_lock'
+import { Watch } from './watch'
 
 /**
  * Client settings. Durations are milliseconds.
@@ -326,6 +327,29 @@ export class Client implements AsyncDisposable {
   async inspect(name: string): Promise<Inspection> {
     checkName(name)
     return await viaNative(() => this.#native.inspect(name))
+  }
+
+  /**
+   * Follows the object at `name` live: a {@link Watch} that yields each change (acquire,
+   * re-entry, release, expiry, force-unlock, queue and count changes) as a {@link WatchEvent},
+   * until closed. The same events as `npx crosslock watch NAME`.
+   *
+   * It subscribes to every channel the object can publish on (on a connection of its own) and
+   * takes a snapshot after each message and at least every `interval` ms (default 100, at least
+   * 10), so changes that publish nothing (an acquire) are seen within `interval`.
+   *
+   * @example
+   * ```js
+   * const watch = await client.watch('orders:42', { interval: 100 })
+   * for await (const event of watch) console.log(event.text) // 2026-11-24T22:15:01.123Z  released  orders:42  …
+   * ```
+   */
+  async watch(name: string, { interval = 100 }: { interval?: number } = {}): Promise<Watch> {
+    checkName(name)
+    if (typeof interval !== 'number' || !(interval >= 10)) {
+      throw invalidArgument('range', `watch({ interval }): ms between snapshots, at least 10, got ${String(interval)}`)
+    }
+    return new Watch(await viaNative(() => this.#native.watch(name, interval)), name)
   }
 
   /**

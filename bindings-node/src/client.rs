@@ -300,6 +300,25 @@ impl JsClient {
         runtime::promise(env, async move { client.force_unlock_any(&name).await })
     }
 
+    /// Starts following the object at `name` live, a snapshot at least every `interval_ms`.
+    #[napi(ts_return_type = "Promise<Watch>")]
+    pub fn watch<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        interval_ms: f64,
+    ) -> Result<Object<'env>> {
+        let interval = crosslock::ffi::duration(interval_ms, 0.001, "interval")
+            .map_err(|e| error::to_napi(&e))?;
+        let client = self.inner.clone();
+        runtime::promise(env, async move {
+            client
+                .watch(&name, interval)
+                .await
+                .map(crate::watch::JsWatch::new)
+        })
+    }
+
     /// The names of objects matching `pattern` (SCAN), sorted, at most `limit`.
     #[napi(ts_return_type = "Promise<string[]>")]
     pub fn scan<'env>(&self, env: &'env Env, pattern: String, limit: u32) -> Result<Object<'env>> {

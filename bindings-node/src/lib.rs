@@ -17,6 +17,7 @@ mod lock;
 mod multi_lock;
 mod runtime;
 mod semaphore;
+mod watch;
 
 use napi_derive::napi;
 

@@ -10,6 +10,7 @@ use crate::error::to_py_err;
 use crate::inspect::PyInspection;
 use crate::lock::PyLock;
 use crate::runtime::{self, OnSignal};
+use crate::watch::PyWatch;
 
 /// A back-off from the Python layer's tuple form.
 fn backoff_of(name: &str, kind: &str, a: f64, b: Option<f64>) -> crosslock::Result<Backoff> {
@@ -192,6 +193,21 @@ impl PyClient {
             OnSignal::Detach,
             None,
         )
+    }
+
+    /// Starts following the object at `name` live, a snapshot at least every `interval` seconds.
+    fn watch(&self, py: Python<'_>, name: String, interval: f64) -> PyResult<PyWatch> {
+        crate::watch::start(py, self.client.clone(), name, interval)
+    }
+
+    /// As `watch`, as an awaitable.
+    fn watch_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        interval: f64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        crate::watch::start_async(py, self.client.clone(), name, interval)
     }
 
     /// The names of objects matching `pattern` (SCAN), sorted, at most `limit`.

@@ -9,6 +9,7 @@
 //! - [`lock`]: `Lock` (acquire/release/queries for an explicit owner number) and `PendingHold`
 //!   (what `acquire_async` resolves to: a won hold given back unless the caller claims it);
 //! - [`semaphore`]: `Semaphore`, `PermitExpirableSemaphore`, `CountDownLatch`;
+//! - [`watch`]: `Watch` (a live view of one object, for `Client.watch` and `crosslock watch`);
 //! - [`multi_lock`]: `MultiLock` (also the `RedLock`), over native `Lock`s;
 //! - [`error`]: the one core-error → Python-exception conversion;
 //! - [`runtime`]: the one blocking helper (GIL released, Ctrl-C honoured) and the asyncio bridge,
@@ -23,6 +24,7 @@ mod lock;
 mod multi_lock;
 mod runtime;
 mod semaphore;
+mod watch;
 
 /// Makes the forked child's runtime switch eager: called by `os.register_at_fork(after_in_child=…)`.
 ///
@@ -49,6 +51,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<semaphore::PyPermitExpirableSemaphore>()?;
     m.add_class::<semaphore::PyCountDownLatch>()?;
     m.add_class::<multi_lock::PyMultiLock>()?;
+    m.add_class::<watch::PyWatch>()?;
     m.add_function(wrap_pyfunction!(_after_fork, m)?)?;
     m.add_function(wrap_pyfunction!(_write_unraisable, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -191,6 +191,10 @@ impl Client {
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a malformed URL or
     /// refused credentials; [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) when the
     /// server cannot be reached within the connect timeout (the message names the address).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropping the future drops the connection being made; nothing is left in Redis.
     pub async fn connect(url: &str) -> Result<Client> {
         Self::connect_with(url, ClientOptions::default()).await
     }
@@ -200,6 +204,10 @@ impl Client {
     /// # Errors
     ///
     /// As [`connect`](Self::connect), and `InvalidArgument` for out-of-range options.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`connect`](Self::connect).
     pub async fn connect_with(url: &str, options: ClientOptions) -> Result<Client> {
         options.validate()?;
         let endpoint = Endpoint::parse(url, options.tls_ca_cert.clone())?;
@@ -305,6 +313,10 @@ impl Client {
         } else {
             self.inner.generation.load_full()
         }
+    }
+
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.inner.endpoint
     }
 
     pub(crate) fn state_now(&self) -> Option<Arc<Ctx>> {

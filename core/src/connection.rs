@@ -310,6 +310,16 @@ impl Conn {
         }
     }
 
+    /// Subscribes to every channel matching `pattern` (PSUBSCRIBE).
+    pub(crate) async fn psubscribe(&self, pattern: &str) -> Result<()> {
+        let mut manager = self.manager.clone();
+        self.touch();
+        match tokio::time::timeout(self.response_timeout, manager.psubscribe(pattern)).await {
+            Ok(reply) => reply.map_err(|e| Error::from_redis(e, What::Connection)),
+            Err(_) => Err(Error::no_answer(What::Connection, self.response_timeout)),
+        }
+    }
+
     pub(crate) async fn unsubscribe(&self, channel: &str) -> Result<()> {
         let mut manager = self.manager.clone();
         self.touch();

@@ -64,6 +64,10 @@ pub fn timeout(message: impl Into<String>, waited: Duration) -> Error {
 
 /// Acquires `lock` for `owner`; when the wait limit passes, `Ok(None)`, or the timeout error when
 /// `raise_timeout`.
+///
+/// # Cancel safety
+///
+/// As the lock's own `acquire_as`: dropping the future gives back a hold won meanwhile.
 pub async fn acquire(
     lock: &Arc<dyn AnyLock>,
     owner: Owner,

@@ -484,6 +484,10 @@ impl Client {
     /// }
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads (one script that changes nothing).
     pub async fn inspect(&self, name: &str) -> Result<Inspection> {
         let name = check_name(name, "object")?;
         let cx = self.state().await?;
@@ -517,6 +521,11 @@ impl Client {
     /// [`ErrorKind::WrongType`](crate::ErrorKind::WrongType) when the name holds something that is
     /// not a lock (a semaphore, a latch, another value): nothing is changed. The connection's
     /// errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future after the delete was sent may leave the lock deleted without telling
+    /// you which; calling it again is harmless (it answers `Ok(false)` once nothing is held).
     pub async fn force_unlock_any(&self, name: &str) -> Result<bool> {
         let seen = self.inspect(name).await?;
         match seen.kind {
@@ -558,6 +567,10 @@ impl Client {
     /// }
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads.
     pub async fn scan(&self, pattern: &str, limit: usize) -> Result<Vec<String>> {
         let cx = self.state().await?;
         let mut names = std::collections::BTreeSet::new();

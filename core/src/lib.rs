@@ -71,6 +71,7 @@ mod owner;
 mod pubsub;
 pub mod runtime;
 mod scripts;
+pub mod watch;
 
 pub use client::{Client, ClientOptions};
 pub use engine::family::{AcquireOptions, Acquisition, AnyLock, LockGuard};
@@ -90,6 +91,7 @@ pub use objects::semaphore::Semaphore;
 pub use objects::spin_lock::SpinLock;
 pub use owner::Owner;
 pub use tokio_util::sync::CancellationToken;
+pub use watch::{Watch, WatchEvent, WatchEventKind};
 
 /// The README's Rust example, compiled as a doctest so it cannot rot.
 #[cfg(doctest)]

@@ -64,6 +64,10 @@ impl Owner {
 
     /// Runs `future` with `self` as the [`Owner::current`] of everything it awaits, so locks
     /// taken inside can be released by another task that uses the same owner.
+    ///
+    /// # Cancel safety
+    ///
+    /// As cancel-safe as `future`: dropping the scope drops `future` where it stands.
     pub async fn scope<F: Future>(self, future: F) -> F::Output {
         SCOPED.scope(self, future).await
     }

@@ -1,5 +1,8 @@
 //! CountDownLatch: waiters are released by the count-down to zero, from any client.
 
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::time::{Duration, Instant};

@@ -1,6 +1,9 @@
 //! Regressions for failures found in review: cancellation of re-entrant and already-won
 //! acquires, renewal racing re-acquisition, and lost replies.
 
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::future::Future;

@@ -1,6 +1,9 @@
 //! FairLock: first come, first served; give-ups leave the queue; dead waiters are skipped; live
 //! waiters keep their place however long they wait.
 
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::time::{Duration, Instant};

@@ -1,5 +1,8 @@
 //! FencedLock: every acquisition (re-entries included) takes the next token.
 
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use crosslock::{AcquireOptions, Client, Owner};

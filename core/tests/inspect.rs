@@ -1,6 +1,9 @@
 //! The inspector: `Client::inspect` reports what lives at a name, as Redis has it, for every kind
 //! of object; `Client::scan` lists object names with SCAN.
 
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::time::Duration;

@@ -1,6 +1,9 @@
 //! PermitExpirableSemaphore: permits with ids and leases; the watchdog keeps a live holder's
 //! permit; expired permits come back; release by id from another client.
 
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::time::Duration;

@@ -1,6 +1,9 @@
 //! ReadWriteLock: readers share, a writer excludes, downgrade, upgrade refused, and the raw layout
 //! with each reader's timeout keys.
 
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::collections::HashMap;

@@ -1,6 +1,9 @@
 //! Semaphore: permits never over-granted, releases wake waiters, wait limits, cancellation, a
 //! multi-permit waiter not starved by single-permit takers, Redisson's layout.
 
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::sync::Arc;

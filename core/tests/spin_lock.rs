@@ -1,5 +1,8 @@
 //! SpinLock: waits without any subscription, with a back-off.
 
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::time::Duration;

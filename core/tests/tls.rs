@@ -1,5 +1,8 @@
 //! `rediss://`: the Lock over TLS, against a redis-server that only listens with TLS.
 
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

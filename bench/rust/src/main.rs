@@ -14,6 +14,9 @@
 //! crosslock-bench rtt         URL --name N --calls C --repeats R             (per-call breakdown)
 //! ```
 
+// A benchmark program: a bad option or a failed call ends the run loudly, by design.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::sync::Arc;
@@ -272,10 +275,8 @@ fn holders(url: String, name: String, n: usize, watchdog_ms: u64) -> Res<()> {
         for i in 0..n {
             let lock = c.lock(&format!("{name}:{i}"))?;
             set.spawn(async move { lock.acquire_as(owner, &AcquireOptions::new()).await });
-            if set.len() >= 256 {
-                if !set.join_next().await.expect("a task")?? {
-                    return Err("an acquire timed out".into());
-                }
+            if set.len() >= 256 && !set.join_next().await.expect("a task")?? {
+                return Err("an acquire timed out".into());
             }
         }
         while let Some(r) = set.join_next().await {

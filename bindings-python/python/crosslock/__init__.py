@@ -51,7 +51,7 @@ from .errors import (
 from .count_down_latch import CountDownLatch
 from .fair_lock import FairLock
 from .fenced_lock import FencedLock
-from .inspect import HolderInfo, Inspection, PermitInfo, QueuedWaiter
+from .inspect import HolderInfo, Inspection, PermitInfo, QueuedWaiter, Watch, WatchEvent
 from .lock import Lock
 from .multi_lock import MultiLock, RedLock
 from .non_reentrant_lock import NonReentrantLock
@@ -85,6 +85,8 @@ __all__ = [
     "HolderInfo",
     "QueuedWaiter",
     "PermitInfo",
+    "Watch",
+    "WatchEvent",
     "CrosslockError",
     "NotHeldError",
     "LockTimeoutError",

@@ -3,6 +3,8 @@ Redis server, whoever took them — Python, Node, Rust or Java's Redisson.
 
     crosslock inspect NAME [--url URL] [--json]       who holds NAME, for how long, who waits
     crosslock list [PATTERN] [--url URL] [--json]     the objects whose names match (SCAN, never KEYS)
+    crosslock watch NAME [--url URL] [--json]         follow NAME live until Ctrl-C: acquire, release,
+                                                      expiry, force-unlock, queue and count changes
     crosslock force-unlock NAME [--url URL] [--yes]   delete a lock whoever holds it (asks first)
 
 The server is ``--url``, else ``$CROSSLOCK_URL``, else ``redis://127.0.0.1:6379/0``. Exit status:
@@ -18,6 +20,7 @@ import sys
 from typing import Callable, Optional, Sequence, TextIO
 
 from . import connect
+from .client import Client
 from .client import _check_name
 from .errors import CrosslockError
 
@@ -43,6 +46,11 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, ask
     p.add_argument("pattern", nargs="?", default="*")
     p.add_argument("--limit", type=int, default=1000)
     p.add_argument("--json", action="store_true", help="one JSON inspection per line")
+    p = sub.add_parser("watch", help="follow NAME live until Ctrl-C")
+    p.add_argument("name")
+    p.add_argument("--interval", type=float, default=0.1, metavar="SECONDS",
+                   help="longest time between two snapshots (default %(default)s; releases are seen at once)")
+    p.add_argument("--json", action="store_true", help="one JSON event per line")
     p = sub.add_parser("force-unlock", help="delete a lock whoever holds it")
     p.add_argument("name")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
@@ -65,6 +73,8 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, ask
                 seen, _, line = native.describe(name, args.watchdog_timeout)
                 print(json.dumps(seen) if args.json else line, file=out)
             return 0
+        if args.command == "watch":
+            return _watch(client, args, out)
         seen, text, _ = native.describe(_check_name(args.name, "object"), args.watchdog_timeout)
         if not seen["holders"]:
             print(f"{args.name}: nothing to unlock ({seen['kind']})", file=out)
@@ -86,6 +96,23 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, ask
         return 1 if e.code not in ("UNAVAILABLE", "AUTH") else 2
     finally:
         client.close()
+
+
+def _watch(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    """Prints the object's state, then one line (or JSON object) per change, until Ctrl-C."""
+    try:
+        with client.watch(args.name, args.interval) as watch:
+            _, text, _ = client._native.describe(args.name, args.watchdog_timeout)
+            if args.json:
+                print(json.dumps({"event": "start", "name": args.name, "state": watch.initial}), file=out, flush=True)
+            else:
+                print(text, file=out)
+                print("watching (Ctrl-C to stop)", file=out, flush=True)
+            for event in watch:
+                print(json.dumps(event) if args.json else event["text"], file=out, flush=True)
+    except KeyboardInterrupt:
+        return 0
+    return 0  # pragma: no cover - the iteration never ends by itself
 
 
 if __name__ == "__main__":

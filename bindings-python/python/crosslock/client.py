@@ -13,7 +13,7 @@ from ._identity import current_owner
 from ._lockable import LostCallback, _Lockable, _seconds
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
 from .fair_lock import FairLock
-from .inspect import Inspection
+from .inspect import Inspection, Watch
 from .fenced_lock import FencedLock
 from .lock import Lock
 from .non_reentrant_lock import NonReentrantLock
@@ -153,6 +153,12 @@ async def connect_async(
         _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout, fair_lock_wait_timeout, tls_ca_cert)
     )
     return Client(native)
+
+
+def _interval(interval: object) -> float:
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval >= 0.01:
+        raise InvalidArgumentError(f"watch(interval): seconds between snapshots, at least 0.01, got {interval!r}")
+    return float(interval)
 
 
 class Client:
@@ -316,6 +322,30 @@ class Client:
     async def inspect_async(self, name: str) -> Inspection:
         """:meth:`inspect` for asyncio."""
         return await self._native.inspect_async(_check_name(name, "object"))
+
+    def watch(self, name: str, interval: float = 0.1) -> Watch:
+        """Follows the object at ``name`` live: a :class:`Watch` that yields each change
+        (acquire, re-entry, release, expiry, force-unlock, queue and count changes) as a
+        :class:`WatchEvent` dict, until closed. The same events as
+        ``python -m crosslock watch NAME``.
+
+        It subscribes to every channel the object can publish on (on a connection of its own) and
+        takes a snapshot after each message and at least every ``interval`` seconds (>= 0.01), so
+        changes that publish nothing (an acquire) are seen within ``interval``.
+
+        Example::
+
+            with client.watch("orders:42") as watch:
+                for event in watch:
+                    print(event["text"])  # 2026-11-24T22:15:01.123Z  released  orders:42  …
+        """
+        name = _check_name(name, "object")
+        return Watch(self._native.watch(name, _interval(interval)), name)
+
+    async def watch_async(self, name: str, interval: float = 0.1) -> Watch:
+        """:meth:`watch` for asyncio: iterate the result with ``async for``."""
+        name = _check_name(name, "object")
+        return Watch(await self._native.watch_async(name, _interval(interval)), name)
 
     def scan(self, pattern: str = "*", limit: int = 1000) -> list[str]:
         """The names of the objects whose names match ``pattern`` (Redis glob syntax), sorted, at

@@ -1,11 +1,11 @@
-"""The shapes :meth:`crosslock.Client.inspect` returns: plain dicts (typed here), ready to print
-or serialize as JSON."""
+"""The shapes :meth:`crosslock.Client.inspect` and :meth:`crosslock.Client.watch` return: plain
+dicts (typed here), ready to print or serialize as JSON, and the :class:`Watch` iterator."""
 
 from __future__ import annotations
 
-from typing import List, Optional, TypedDict
+from typing import Any, AsyncIterator, Iterator, List, Optional, TypedDict
 
-__all__ = ["Inspection", "HolderInfo", "QueuedWaiter", "PermitInfo"]
+__all__ = ["Inspection", "HolderInfo", "QueuedWaiter", "PermitInfo", "Watch", "WatchEvent"]
 
 
 class HolderInfo(TypedDict):
@@ -60,3 +60,103 @@ class Inspection(TypedDict):
     count: Optional[int]
     """A counter's value."""
     permits: List[PermitInfo]
+
+
+class WatchEvent(TypedDict):
+    """One change seen by a :class:`Watch`."""
+
+    at: float
+    """Epoch seconds when the change was seen."""
+    event: str
+    """What changed: ``acquired``, ``reentered``, ``exited`` (one of several holds given back),
+    ``released``, ``force-unlocked``, ``expired``, ``removed`` (gone without a message before its
+    lease ran out: a non-reentrant lock's release, or a delete), ``queued``, ``dequeued``,
+    ``count``, ``mode`` or ``other``."""
+    name: str
+    holder: Optional[str]
+    """The holder (``<client-uuid>:<n>``) or permit id concerned, if any."""
+    detail: str
+    """The details in words: hold counts, lease, token, queue place, counts before and after."""
+    text: str
+    """The line ``crosslock watch`` prints: UTC timestamp, event, name, holder, detail."""
+    state: Inspection
+    """The object after the change, as :meth:`crosslock.Client.inspect` returns it."""
+
+
+class Watch:
+    """A live view of one object: see :meth:`crosslock.Client.watch`.
+
+    Iterate it (``for event in watch``, or ``async for`` under asyncio) to receive each change as a
+    :class:`WatchEvent`; it never ends by itself. Close it (or use it as a context manager) to
+    drop its subscription connection.
+
+    What a watch can tell apart: a hold gone right after a release message was *released*; a lock
+    held several times gone at once with one message was *force-unlocked* (a force-unlock of a lock
+    held once looks exactly like its release); a hold gone silently once its lease ran out
+    *expired*. Acquires publish nothing, so they are found by the snapshot taken at least every
+    ``interval`` seconds.
+    """
+
+    __slots__ = ("_native", "name")
+
+    def __init__(self, native: Any, name: str) -> None:
+        self._native = native
+        self.name = name
+
+    @property
+    def initial(self) -> Inspection:
+        """The object as it was when the watch started."""
+        result: Inspection = self._native.initial
+        return result
+
+    def next(self) -> Optional[WatchEvent]:
+        """The next change; blocks (GIL released, Ctrl-C honoured) as long as nothing changes.
+        ``None`` once the watch is closed (also for a call waiting when another thread closes it).
+
+        Raises :class:`RedisUnavailableError` when no snapshot can be taken; the watch stays
+        usable and the next call tries again."""
+        event: Optional[WatchEvent] = self._native.next()
+        return event
+
+    async def next_async(self) -> Optional[WatchEvent]:
+        """:meth:`next` for asyncio. Cancelling it loses no event."""
+        event: Optional[WatchEvent] = await self._native.next_async()
+        return event
+
+    def close(self) -> None:
+        """Closes the watch's subscription connection; a waiting or later :meth:`next` answers
+        ``None`` and iteration ends. Idempotent."""
+        self._native.close()
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        return self
+
+    def __next__(self) -> WatchEvent:
+        event = self.next()
+        if event is None:
+            raise StopIteration
+        return event
+
+    def __aiter__(self) -> AsyncIterator[WatchEvent]:
+        return self
+
+    async def __anext__(self) -> WatchEvent:
+        event = await self.next_async()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "Watch":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<crosslock.Watch {self.name!r}>"

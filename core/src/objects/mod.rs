@@ -404,6 +404,10 @@ macro_rules! lock_type {
             /// that got `Ok(false)` and want to report it the same way. It names the lock, `owner`'s
             /// holder string, how long it waited and who holds the lock now (asked with a short
             /// bound, best effort).
+            ///
+            /// # Cancel safety
+            ///
+            /// Cancel-safe: it only reads.
             pub async fn timeout_error(&self, owner: crate::Owner, waited: std::time::Duration) -> crate::Error {
                 self.core.timeout_error(owner, waited).await
             }

@@ -405,6 +405,10 @@ impl PermitExpirableSemaphore {
     }
 
     /// The [`ErrorKind::Timeout`] error of a wait for a permit that lasted `waited`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads.
     pub async fn timeout_error(&self, waited: Duration) -> Error {
         Error::new(
             ErrorKind::Timeout,

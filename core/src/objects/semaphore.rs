@@ -307,6 +307,10 @@ impl Semaphore {
 
     /// As [`acquire_with`](Self::acquire_with), answering `Ok(false)` when the wait limit passed.
     #[doc(hidden)]
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
     pub async fn take(&self, permits: u32, options: AcquireOptions) -> Result<bool> {
         let start = Instant::now();
         if options.lease.is_some() || options.owner.is_some() {
@@ -334,6 +338,10 @@ impl Semaphore {
     }
 
     /// The [`ErrorKind::Timeout`] error of a wait for `permits` permits that lasted `waited`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only reads.
     pub async fn timeout_error(&self, permits: u32, waited: Duration) -> Error {
         let available = match tokio::time::timeout(
             Duration::from_millis(200),

@@ -1,6 +1,8 @@
 //! A disposable redis-server for tests: a free loopback port, started on creation, killed on drop.
 
 #![allow(dead_code)]
+// Test helpers fail loudly: an unwrap here is a failed test, not a library panic.
+#![allow(clippy::unwrap_used)]
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
