@@ -3,6 +3,8 @@
  *
  * @module
  */
+import { debuglog } from 'node:util'
+
 import native = require('../native')
 import type { Inspection } from '../native'
 import { invalidArgument, viaNative } from './errors'
@@ -129,6 +131,7 @@ export class Client implements AsyncDisposable {
       throw invalidArgument('type', `connect(url): url must be a non-empty string such as 'redis://127.0.0.1:6379/0', got ${url === '' ? 'an empty string' : typeof url}`)
     }
     const opts = checkConnectOptions(options)
+    if (debuglog('crosslock').enabled) native.enableDebugLog()
     let self: WeakRef<Client> | undefined
     const onLost = (event: native.LostLockEvent) => {
       const client = self?.deref()

@@ -11,6 +11,7 @@
 #![deny(clippy::all)]
 
 mod client;
+mod debug_log;
 mod error;
 mod inspect;
 mod lock;

@@ -11,6 +11,7 @@
 //! - [`semaphore`]: `Semaphore`, `PermitExpirableSemaphore`, `CountDownLatch`;
 //! - [`watch`]: `Watch` (a live view of one object, for `Client.watch` and `crosslock watch`);
 //! - [`multi_lock`]: `MultiLock` (also the `RedLock`), over native `Lock`s;
+//! - [`logging`]: core's `tracing` events into Python's `logging` (logger `crosslock`);
 //! - [`error`]: the one core-error → Python-exception conversion;
 //! - [`runtime`]: the one blocking helper (GIL released, Ctrl-C honoured) and the asyncio bridge,
 //!   both on core's process runtime.
@@ -21,6 +22,7 @@ mod client;
 mod error;
 mod inspect;
 mod lock;
+mod logging;
 mod multi_lock;
 mod runtime;
 mod semaphore;
@@ -54,6 +56,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<watch::PyWatch>()?;
     m.add_function(wrap_pyfunction!(_after_fork, m)?)?;
     m.add_function(wrap_pyfunction!(_write_unraisable, m)?)?;
+    m.add_function(wrap_pyfunction!(logging::_refresh_log_level, m)?)?;
+    logging::install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -123,6 +123,41 @@ pub(crate) struct Conn {
     /// The scripts this connection has run (by SHA1): the others are sent whole (see
     /// [`crate::scripts`]).
     loaded: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    health: Arc<Health>,
+}
+
+/// Whether a connection is up, as its last command found it: the one place that logs a
+/// connection going down and coming back (once per change, not per failed command).
+struct Health {
+    /// `command` or `subscription`.
+    role: &'static str,
+    /// `host:port`: never the password.
+    address: String,
+    down: std::sync::atomic::AtomicBool,
+}
+
+impl Health {
+    fn lost(&self, why: &dyn std::fmt::Display) {
+        if !self.down.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                target: "crosslock",
+                "{} connection to {} lost ({why}); reconnecting",
+                self.role,
+                self.address
+            );
+        }
+    }
+
+    fn answered(&self) {
+        if self.down.load(Ordering::Relaxed) && self.down.swap(false, Ordering::Relaxed) {
+            tracing::info!(
+                target: "crosslock",
+                "{} connection to {} is back",
+                self.role,
+                self.address
+            );
+        }
+    }
 }
 
 /// How long a connection may stay idle before the keepalive pings it. Well under the smallest
@@ -137,14 +172,29 @@ impl Conn {
         stop: CancellationToken,
     ) -> Result<Self> {
         let client = endpoint.client(ProtocolVersion::RESP3)?;
-        let config = manager_config(timeouts);
+        // The manager reconnects by itself when the server closes the connection; its
+        // disconnection notice is how that gets logged.
+        let (pushes, mut notices) = tokio::sync::mpsc::unbounded_channel();
+        let config = manager_config(timeouts).set_push_sender(pushes);
         let manager = connect_within(
             endpoint,
             timeouts,
             client.get_connection_manager_with_config(config),
         )
         .await?;
-        let conn = Conn::new(manager, timeouts);
+        let conn = Conn::new(manager, timeouts, "command", endpoint);
+        tracing::debug!(target: "crosslock", "connected to {}", endpoint.address);
+        let health = Arc::downgrade(&conn.health);
+        crate::runtime::spawn(async move {
+            while let Some(notice) = notices.recv().await {
+                let Some(health) = health.upgrade() else {
+                    return;
+                };
+                if notice.kind == redis::PushKind::Disconnection {
+                    health.lost(&"the server closed it");
+                }
+            }
+        });
         crate::runtime::spawn(keepalive(conn.clone(), stop));
         Ok(conn)
     }
@@ -166,17 +216,37 @@ impl Conn {
             client.get_connection_manager_with_config(config),
         )
         .await?;
-        Ok(Conn::new(manager, timeouts))
+        Ok(Conn::new(manager, timeouts, "subscription", endpoint))
     }
 
-    fn new(manager: ConnectionManager, timeouts: Timeouts) -> Self {
+    fn new(
+        manager: ConnectionManager,
+        timeouts: Timeouts,
+        role: &'static str,
+        endpoint: &Endpoint,
+    ) -> Self {
         Conn {
             manager,
             response_timeout: timeouts.response,
             last_used: Arc::new(AtomicU64::new(0)),
             epoch: Instant::now(),
             loaded: Arc::default(),
+            health: Arc::new(Health {
+                role,
+                address: endpoint.address.clone(),
+                down: false.into(),
+            }),
         }
+    }
+
+    /// Logs the connection going down (once) when `e` says it was lost.
+    pub(crate) fn note_lost(&self, why: &dyn std::fmt::Display) {
+        self.health.lost(why);
+    }
+
+    /// Logs the connection coming back (once) after it was lost.
+    pub(crate) fn note_answered(&self) {
+        self.health.answered();
     }
 
     fn touch(&self) {
@@ -250,12 +320,17 @@ impl Conn {
             reply
         };
         match reply {
-            Ok(reply) => reply.map_err(|e| {
-                self.forget_scripts_if_lost(&e);
-                Error::from_redis(e, subject)
-            }),
+            Ok(reply) => {
+                if reply.is_ok() {
+                    self.health.answered();
+                }
+                reply.map_err(|e| {
+                    self.forget_scripts_if_lost(&e);
+                    Error::from_redis(e, subject)
+                })
+            }
             Err(_) => {
-                self.forget_scripts();
+                self.no_answer();
                 Err(Error::no_answer(subject, self.response_timeout))
             }
         }
@@ -277,7 +352,18 @@ impl Conn {
             || e.is_timeout()
         {
             self.forget_scripts();
+            self.health.lost(e);
+        } else {
+            self.health.answered();
         }
+    }
+
+    fn no_answer(&self) {
+        self.forget_scripts();
+        self.health.lost(&format_args!(
+            "no answer within {:?}",
+            self.response_timeout
+        ));
     }
 
     /// Runs one plain command, bounded by the response timeout.
@@ -290,12 +376,17 @@ impl Conn {
         let mut manager = self.manager.clone();
         self.touch();
         match tokio::time::timeout(self.response_timeout, cmd.query_async(&mut manager)).await {
-            Ok(reply) => reply.map_err(|e| {
-                self.forget_scripts_if_lost(&e);
-                Error::from_redis(e, subject)
-            }),
+            Ok(reply) => {
+                if reply.is_ok() {
+                    self.health.answered();
+                }
+                reply.map_err(|e| {
+                    self.forget_scripts_if_lost(&e);
+                    Error::from_redis(e, subject)
+                })
+            }
             Err(_) => {
-                self.forget_scripts();
+                self.no_answer();
                 Err(Error::no_answer(subject, self.response_timeout))
             }
         }

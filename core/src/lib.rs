@@ -53,6 +53,15 @@
 //!
 //! Every operation returns [`Result`], whose [`Error`] has a [`kind`](Error::kind), the lock's
 //! name and the holder concerned.
+//!
+//! ## Logging
+//!
+//! crosslock emits [`tracing`](https://docs.rs/tracing) events under the target `crosslock` and
+//! is silent unless the application installs a subscriber: a connection lost (`WARN`, once per
+//! loss, naming `host:port`, never a password) and back (`INFO`), a watchdog renewal that failed
+//! and is retried (`WARN`), a lock found lost and why (`WARN`), channel subscriptions made and
+//! left (`DEBUG`). For example, with `tracing-subscriber`:
+//! `tracing_subscriber::fmt().with_env_filter("crosslock=info").init()`.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![deny(unused_must_use)]

@@ -116,8 +116,10 @@ impl PubSub {
             *subscribed = true;
             if let Err(e) = self.shared.conn.subscribe(channel).await {
                 *subscribed = false;
+                tracing::debug!(target: "crosslock", "subscribing to {channel} failed: {e}");
                 return Err(e);
             }
+            tracing::debug!(target: "crosslock", "subscribed to {channel}");
         }
         drop(subscribed);
         Ok(subscription)
@@ -173,6 +175,7 @@ impl Drop for Subscription {
                 // channel that redis-rs saw us leave, so forgetting it is right either way.
                 let _ = shared.conn.unsubscribe(&entry.channel).await;
                 *subscribed = false;
+                tracing::debug!(target: "crosslock", "unsubscribed from {}", entry.channel);
             }
             let mut entries = lock(&shared.entries);
             if entry.users.load(Ordering::Relaxed) == 0
@@ -214,6 +217,9 @@ async fn dispatch(
                 }
             }
             redis::PushKind::Disconnection => {
+                shared
+                    .conn
+                    .note_lost(&"the server closed it; waiters retry at once");
                 wake_all(&shared);
                 // Once the connection is back (and re-subscribed), wake everyone again: a
                 // release during the gap published to nobody.
@@ -226,6 +232,7 @@ async fn dispatch(
                             return;
                         }
                         if s.conn.ping().await.is_ok() {
+                            s.conn.note_answered();
                             wake_all(&s);
                             return;
                         }

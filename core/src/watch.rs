@@ -150,6 +150,8 @@ pub struct Watch {
     last: Inspection,
     last_at: Instant,
     pending: VecDeque<WatchEvent>,
+    /// Whether the name was ever seen as a fair lock (whose queue keys vanish when empty).
+    fair: bool,
 }
 
 impl fmt::Debug for Watch {
@@ -224,9 +226,10 @@ impl Client {
             _subscriber: subscriber,
             pushes,
             interval,
-            last,
             last_at: Instant::now(),
             pending: VecDeque::new(),
+            fair: last.kind == ObjectKind::FairLock,
+            last,
         })
     }
 }
@@ -268,8 +271,14 @@ impl Watch {
             let seen = self.client.inspect(&self.name).await?;
             let at = SystemTime::now();
             let elapsed = self.last_at.elapsed();
-            self.pending
-                .extend(diff(&self.last, &seen, released, elapsed, at));
+            self.fair |= seen.kind == ObjectKind::FairLock;
+            let context = Seen {
+                released,
+                elapsed,
+                at,
+                fair: self.fair,
+            };
+            self.pending.extend(diff(&self.last, &seen, &context));
             self.last = seen;
             self.last_at = Instant::now();
         }
@@ -324,15 +333,29 @@ fn plural(n: i64, one: &str) -> String {
     }
 }
 
-/// The events that turn `before` into `after`. `released` tells whether a message came between
-/// the two snapshots, `elapsed` how long after `before` the second was taken.
-fn diff(
-    before: &Inspection,
-    after: &Inspection,
+/// What is known about the time between two snapshots.
+#[derive(Clone, Copy)]
+struct Seen {
+    /// Whether a message came between them.
     released: bool,
+    /// How long after the first the second was taken.
     elapsed: Duration,
+    /// When the second was taken.
     at: SystemTime,
-) -> Vec<WatchEvent> {
+    /// Whether the name has been seen as a fair lock: its release publishes only to the next
+    /// waiter, so with nobody queued it is silent (and its emptied queue keys are gone, so the
+    /// snapshot alone may not say it is a fair lock).
+    fair: bool,
+}
+
+/// The events that turn `before` into `after`.
+fn diff(before: &Inspection, after: &Inspection, seen: &Seen) -> Vec<WatchEvent> {
+    let Seen {
+        released,
+        elapsed,
+        at,
+        fair,
+    } = *seen;
     let mut events = Vec::new();
     let mut push = |kind, holder: Option<&str>, detail: String| {
         events.push(WatchEvent {
@@ -370,10 +393,7 @@ fn diff(
             )
         } else if released {
             (WatchEventKind::Released, String::new())
-        } else if before.kind == ObjectKind::FairLock
-            && before.queue.is_empty()
-            && !ran_out(before.ttl)
-        {
+        } else if fair && before.queue.is_empty() && !ran_out(before.ttl) {
             // A fair lock publishes only to the next waiter: with nobody queued, a release is
             // silent.
             (WatchEventKind::Released, String::new())

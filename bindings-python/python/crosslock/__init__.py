@@ -24,10 +24,16 @@ Example::
 
 Each thread and each asyncio task is its own holder; blocking waits release the GIL and Ctrl-C
 interrupts them, leaving nothing behind in Redis.
+
+Logging: crosslock says nothing by default. It reports reconnects, renewal failures and lost
+locks (WARNING and INFO) and subscription changes (DEBUG) on the standard :mod:`logging` logger
+``crosslock``; ``logging.basicConfig(level=logging.INFO)`` or a handler on that logger shows them.
+No record carries a password.
 """
 
 from __future__ import annotations
 
+import logging as _logging
 import os
 
 from . import _identity, _native
@@ -61,6 +67,9 @@ from .semaphore import Semaphore
 from .spin_lock import Backoff, SpinLock
 
 __version__: str = _native.__version__
+
+# A library stays quiet unless the application configures logging (no "last resort" output).
+_logging.getLogger("crosslock").addHandler(_logging.NullHandler())
 
 __all__ = [
     "connect",

@@ -22,6 +22,7 @@ __all__ = [
     "Watch",
     "_after_fork",
     "_write_unraisable",
+    "_refresh_log_level",
     "__version__",
 ]
 
@@ -205,3 +206,5 @@ class Watch:
     def next(self) -> Optional[WatchEvent]: ...
     def next_async(self) -> Awaitable[Optional[WatchEvent]]: ...
     def close(self) -> None: ...
+
+def _refresh_log_level() -> None: ...

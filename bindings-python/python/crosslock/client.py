@@ -126,6 +126,7 @@ def connect(
             ...
         client.close()
     """
+    _native._refresh_log_level()
     native = _native.Client.connect(
         _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout, fair_lock_wait_timeout, tls_ca_cert)
     )
@@ -149,6 +150,7 @@ async def connect_async(
             async with client.lock("orders:42"):
                 ...
     """
+    _native._refresh_log_level()
     native = await _native.Client.connect_async(
         _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout, fair_lock_wait_timeout, tls_ca_cert)
     )

@@ -72,6 +72,22 @@ pub enum LostReason {
     Expired,
 }
 
+impl std::fmt::Display for LostReason {
+    /// Why, in words: `a renewal found it gone (…)` or `its lease ran out before a renewal was
+    /// confirmed (…)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LostReason::Gone => {
+                "a renewal found it gone (it expired, was force-unlocked or deleted)"
+            }
+            LostReason::Expired => {
+                "its lease ran out before a renewal was confirmed (Redis unreachable, a partition, \
+                 a paused process, or an explicit lease outlived)"
+            }
+        })
+    }
+}
+
 /// A hold of this client found lost.
 #[derive(Debug, Clone)]
 #[non_exhaustive]

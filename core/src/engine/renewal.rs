@@ -166,10 +166,18 @@ async fn renew_round(holds: &Holds, conn: &Conn, listener: &ArcSwapOption<LostLi
     let results = futures_util::future::join_all(batches).await;
     let mut all_ok = true;
     for (batch, sent, result) in results {
-        let Ok(flags) = result else {
-            // Keep the holds: the retry (or the local deadline) settles them.
-            all_ok = false;
-            continue;
+        let flags = match result {
+            Ok(flags) => flags,
+            Err(e) => {
+                // Keep the holds: the retry (or the local deadline) settles them.
+                tracing::warn!(
+                    target: "crosslock",
+                    "watchdog renewal of {} lock(s) failed, retrying: {e}",
+                    batch.len()
+                );
+                all_ok = false;
+                continue;
+            }
         };
         for (w, flag) in batch.iter().zip(flags) {
             if flag == 1 {
@@ -185,6 +193,15 @@ async fn renew_round(holds: &Holds, conn: &Conn, listener: &ArcSwapOption<LostLi
 fn report(listener: &ArcSwapOption<LostListener>, lost: Vec<LostLock>) {
     if lost.is_empty() {
         return;
+    }
+    for event in &lost {
+        tracing::warn!(
+            target: "crosslock",
+            "lock '{}' lost by {}: {}",
+            event.name,
+            event.holder,
+            event.reason
+        );
     }
     let Some(listener) = listener.load_full() else {
         return;
