@@ -1,5 +1,6 @@
 """The packages install like any other and work outside the checkout: the wheel (`maturin build`,
-abi3, manylinux) into a fresh venv with no Rust and no index, and the npm tarball (`npm pack`) into
+abi3, manylinux) into a fresh venv with no Rust and no index, the sdist (`maturin sdist`) into a
+fresh venv that builds it with Rust, and the npm tarball (`npm pack`) into
 a fresh Node project with no network; each then runs a short program against a real server,
 through `import`, `require` and the `crosslock` command. (`cargo package -p crosslock` is checked
 by ./dev test.)"""
@@ -86,4 +87,28 @@ def test_the_npm_tarball_installs_into_a_fresh_project_offline_and_works(url, ra
     assert run(["node", "program.cjs", url], project).split() == ["held"]
     listed = run([str(project / "node_modules" / ".bin" / "crosslock"), "--url", url, "list"], project)
     assert listed == ""
+    assert raw.command("KEYS", "*") == []
+
+
+@pytest.mark.timeout(900)
+def test_the_sdist_builds_with_rust_into_a_fresh_venv_and_works(url, raw, tmp_path):
+    dist = tmp_path / "dist"
+    run([sys.executable, "-m", "maturin", "sdist", "-o", str(dist)], ROOT, timeout=120,
+        env={**os.environ, "VIRTUAL_ENV": str(Path(sys.executable).parents[1])})
+    [sdist] = list(dist.glob("*.tar.gz"))
+    listing = run(["tar", "tzf", str(sdist)], tmp_path).split()
+    top = listing[0].split("/")[0]
+    for needed in ("core/src/lib.rs", "core/src/scripts", "bindings-python/src/lib.rs", "pyproject.toml", "LICENSE"):
+        assert any(p.startswith(f"{top}/{needed}") for p in listing), f"{needed} is missing from the sdist"
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    clean = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    # pip fetches the build backend (maturin) from the index; cargo builds everything from the
+    # sdist's own sources in a target directory of its own. Unoptimized, only to keep CI short:
+    # the sources and the build are what is being proven.
+    clean.update(CARGO_TARGET_DIR=str(tmp_path / "target"), CARGO_PROFILE_RELEASE_OPT_LEVEL="0",
+                 CARGO_PROFILE_RELEASE_LTO="off", CARGO_PROFILE_RELEASE_CODEGEN_UNITS="256", CARGO_INCREMENTAL="0")
+    run([str(python), "-m", "pip", "install", "-q", "--no-cache-dir", str(sdist)], tmp_path, env=clean, timeout=840)
+    assert run([str(python), "-c", PY_PROGRAM, url], tmp_path, env=clean).split() == ["held", "1"]
     assert raw.command("KEYS", "*") == []
