@@ -11,7 +11,11 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
+// The TypeScript the package builds with, and the newest (7.x, the native compiler).
+const COMPILERS = {
+  typescript: path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
+  typescript7: path.join(ROOT, 'node_modules', 'typescript7', 'bin', 'tsc')
+}
 
 const USER = `
 import { connect, MultiLock, LockTimeoutError, type Inspection } from 'crosslock'
@@ -28,7 +32,7 @@ async function main(): Promise<void> {
 void main()
 `
 
-test('the declarations compile under --strict without @types/node, for an ES2022 target', () => {
+for (const [name, tsc] of Object.entries(COMPILERS)) test(`the declarations compile under --strict without @types/node, for an ES2022 target (${name})`, () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'crosslock-types-'))
   try {
     mkdirSync(path.join(dir, 'node_modules'))
@@ -41,8 +45,9 @@ test('the declarations compile under --strict without @types/node, for an ES2022
       },
       files: ['user.ts']
     }))
-    const run = spawnSync(process.execPath, [TSC, '-p', dir], { cwd: dir, encoding: 'utf8', timeout: 120000 })
-    assert.equal(run.status, 0, run.stdout + run.stderr)
+    const version = spawnSync(process.execPath, [tsc, '--version'], { encoding: 'utf8' }).stdout.trim()
+    const run = spawnSync(process.execPath, [tsc, '-p', dir], { cwd: dir, encoding: 'utf8', timeout: 120000 })
+    assert.equal(run.status, 0, `${version}:\n${run.stdout}${run.stderr}`)
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
