@@ -17,6 +17,19 @@ use crate::owner::Owner;
 use crate::pubsub::PubSub;
 
 /// Settings of a [`Client`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example() -> crosslock::Result<()> {
+/// use std::time::Duration;
+/// use crosslock::{Client, ClientOptions};
+/// let options = ClientOptions::new()
+///     .connect_timeout(Duration::from_secs(2))
+///     .watchdog_timeout(Duration::from_secs(30));
+/// let client = Client::connect_with("redis://127.0.0.1:6379/0", options).await?;
+/// # client.close().await; Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ClientOptions {
@@ -56,41 +69,98 @@ impl Default for ClientOptions {
 
 impl ClientOptions {
     /// The defaults.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let options = crosslock::ClientOptions::new();
+    /// assert_eq!(options.watchdog_timeout, std::time::Duration::from_secs(30));
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Sets [`connect_timeout`](Self::connect_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let options = crosslock::ClientOptions::new().connect_timeout(Duration::from_secs(2));
+    /// assert_eq!(options.connect_timeout, Duration::from_secs(2));
+    /// ```
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
     /// Sets [`response_timeout`](Self::response_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let options = crosslock::ClientOptions::new().response_timeout(Duration::from_secs(1));
+    /// assert_eq!(options.response_timeout, Duration::from_secs(1));
+    /// ```
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
     }
 
     /// Sets [`watchdog_timeout`](Self::watchdog_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// // Renewed every 5 s; keep it equal in every client (and Redisson's lockWatchdogTimeout).
+    /// let options = crosslock::ClientOptions::new().watchdog_timeout(Duration::from_secs(15));
+    /// assert_eq!(options.watchdog_timeout, Duration::from_secs(15));
+    /// ```
     pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
         self.watchdog_timeout = timeout;
         self
     }
 
     /// Sets [`watchdog_batch_size`](Self::watchdog_batch_size).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let options = crosslock::ClientOptions::new().watchdog_batch_size(500);
+    /// assert_eq!(options.watchdog_batch_size, 500);
+    /// ```
     pub fn watchdog_batch_size(mut self, size: usize) -> Self {
         self.watchdog_batch_size = size;
         self
     }
 
     /// Sets [`fair_lock_wait_timeout`](Self::fair_lock_wait_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let options = crosslock::ClientOptions::new().fair_lock_wait_timeout(Duration::from_secs(60));
+    /// assert_eq!(options.fair_lock_wait_timeout, Duration::from_secs(60));
+    /// ```
     pub fn fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
         self.fair_lock_wait_timeout = timeout;
         self
     }
 
     /// Sets [`tls_ca_cert`](Self::tls_ca_cert) (PEM bytes).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example() -> crosslock::Result<()> {
+    /// let pem = std::fs::read("ca.pem").expect("the CA certificate");
+    /// let options = crosslock::ClientOptions::new().tls_ca_cert(pem);
+    /// let client = crosslock::Client::connect_with("rediss://redis.internal:6380/0", options).await?;
+    /// # client.close().await; Ok(()) }
+    /// ```
     pub fn tls_ca_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls_ca_cert = Some(pem.into());
         self
@@ -195,6 +265,17 @@ impl Client {
     /// # Cancel safety
     ///
     /// Cancel-safe: dropping the future drops the connection being made; nothing is left in Redis.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example() -> crosslock::Result<()> {
+    /// let client = crosslock::Client::connect("redis://127.0.0.1:6379/0").await?;
+    /// let guard = client.lock("orders:42")?.acquire().await?;
+    /// guard.release().await?;
+    /// client.close().await;
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(url: &str) -> Result<Client> {
         Self::connect_with(url, ClientOptions::default()).await
     }
@@ -208,6 +289,16 @@ impl Client {
     /// # Cancel safety
     ///
     /// As [`connect`](Self::connect).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example() -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let options = crosslock::ClientOptions::new().response_timeout(Duration::from_secs(1));
+    /// let client = crosslock::Client::connect_with("redis://127.0.0.1:6379/0", options).await?;
+    /// # client.close().await; Ok(()) }
+    /// ```
     pub async fn connect_with(url: &str, options: ClientOptions) -> Result<Client> {
         options.validate()?;
         let endpoint = Endpoint::parse(url, options.tls_ca_cert.clone())?;
@@ -229,21 +320,54 @@ impl Client {
     }
 
     /// This client's id in the current process: the `<client-uuid>` of its holder strings.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// println!("this process is {}", client.id()); // the <client-uuid> of its holder strings
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> String {
         self.generation().id.clone()
     }
 
     /// The holder string of `owner`: `<client-uuid>:<n>`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let holder = client.holder(crosslock::Owner::new(7));
+    /// assert_eq!(holder, format!("{}:7", client.id()));
+    /// # Ok(()) }
+    /// ```
     pub fn holder(&self, owner: Owner) -> String {
         owner.holder(&self.id())
     }
 
     /// The address this client connects to (`host:port`), for messages.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// println!("connected to {}", client.address()); // host:port, never the password
+    /// # Ok(()) }
+    /// ```
     pub fn address(&self) -> &str {
         &self.inner.endpoint.address
     }
 
     /// The options it was made with.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// println!("watchdog lease {:?}", client.options().watchdog_timeout);
+    /// # Ok(()) }
+    /// ```
     pub fn options(&self) -> &ClientOptions {
         &self.inner.options
     }
@@ -251,6 +375,16 @@ impl Client {
     /// Calls `listener` (on a runtime thread) for every hold of this client found lost: a renewal
     /// found it gone, or its last confirmed lease ran out unrenewed. Replaces any previous
     /// listener. Per hold, [`LockGuard::lost`](crate::LockGuard::lost) is the simpler tool.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// client.on_lock_lost(|lost| {
+    ///     eprintln!("lock {} lost by {}: {}", lost.name, lost.holder, lost.reason);
+    /// });
+    /// # Ok(()) }
+    /// ```
     pub fn on_lock_lost(&self, listener: impl Fn(LostLock) + Send + Sync + 'static) {
         self.inner
             .listener
@@ -258,6 +392,15 @@ impl Client {
     }
 
     /// Whether [`close`](Self::close) was called.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// client.close().await;
+    /// assert!(client.is_closed());
+    /// # Ok(()) }
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.inner.closed.is_cancelled()
     }
@@ -268,6 +411,15 @@ impl Client {
     /// # Cancel safety
     ///
     /// Once called, the client is closed; dropping the future only stops waiting for the releases.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let _guard = client.lock("orders:42")?.acquire().await?;
+    /// client.close().await; // releases it, stops renewal, closes the connections
+    /// # Ok(()) }
+    /// ```
     pub async fn close(&self) {
         if self.inner.closed.is_cancelled() {
             return;
@@ -286,11 +438,29 @@ impl Client {
     }
 
     /// The number of locks the watchdog currently renews (for tests and diagnostics).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let guard = client.lock("orders:42")?.acquire().await?;
+    /// assert_eq!(client.watched_locks(), 1); // renewed by the watchdog
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn watched_locks(&self) -> usize {
         self.state_now().map_or(0, |s| s.holds.watched_count())
     }
 
     /// The number of channels the subscription connection is subscribed to right now.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// println!("{} channels subscribed", client.subscribed_channels());
+    /// # Ok(()) }
+    /// ```
     pub fn subscribed_channels(&self) -> usize {
         self.state_now().map_or(0, |s| s.pubsub.channel_count())
     }

@@ -6,6 +6,20 @@ use std::time::Duration;
 /// What went wrong, coarsely: the part of an [`Error`] a program branches on.
 ///
 /// New kinds may be added, so match with a wildcard arm.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// use crosslock::ErrorKind;
+/// match client.lock("orders:42")?.try_acquire().await {
+///     Ok(Some(guard)) => guard.release().await?,
+///     Ok(None) => println!("busy"),
+///     Err(e) if e.kind() == ErrorKind::WrongType => println!("not a lock: {e}"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -42,6 +56,12 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// A stable upper-case code for this kind, the same string the Node binding exposes as
     /// `error.code` (`"NOT_HELD"`, `"TIMEOUT"`, …).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(crosslock::ErrorKind::Timeout.code(), "TIMEOUT");
+    /// ```
     pub fn code(self) -> &'static str {
         match self {
             ErrorKind::NotHeld => "NOT_HELD",
@@ -59,6 +79,13 @@ impl ErrorKind {
     }
 
     /// Every kind, in a stable order: the one table the bindings build their error maps from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let codes: Vec<_> = crosslock::ErrorKind::ALL.iter().map(|k| k.code()).collect();
+    /// assert!(codes.contains(&"NOT_HELD"));
+    /// ```
     pub const ALL: [ErrorKind; 11] = [
         ErrorKind::NotHeld,
         ErrorKind::Timeout,
@@ -79,6 +106,17 @@ impl ErrorKind {
 /// Its [`kind`](Error::kind) says what happened; [`lock_name`](Error::lock_name) and
 /// [`holder`](Error::holder) say which lock and which holder it concerns; the `Display` text says
 /// all of that in a sentence, with what to do about it.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// if let Err(e) = client.lock("orders:42")?.release_as(crosslock::Owner::new(1)).await {
+///     eprintln!("{e}"); // says what happened, which lock and what to do
+///     assert_eq!(e.lock_name(), Some("orders:42"));
+/// }
+/// # Ok(()) }
+/// ```
 pub struct Error {
     repr: Box<Repr>,
 }
@@ -150,6 +188,17 @@ impl What<'_> {
 }
 
 /// `Result<T, crosslock::Error>`.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// async fn take(client: &crosslock::Client) -> crosslock::Result<()> {
+///     client.lock("orders:42")?.acquire().await?.release().await
+/// }
+/// take(client).await?;
+/// # Ok(()) }
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
@@ -314,57 +363,181 @@ impl Error {
     }
 
     /// What kind of error this is.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let options = crosslock::AcquireOptions::new().wait(Duration::ZERO);
+    /// if let Err(e) = client.lock("orders:42")?.acquire_with(options).await {
+    ///     println!("{:?}: {}", e.kind(), e.kind().code()); // Timeout: TIMEOUT
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn kind(&self) -> ErrorKind {
         self.repr.kind
     }
 
     /// The lock this error concerns, when it concerns one.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// if let Err(e) = client.lock("orders:42")?.release_as(crosslock::Owner::new(1)).await {
+    ///     println!("about {:?}", e.lock_name());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn lock_name(&self) -> Option<&str> {
         self.repr.lock_name.as_deref()
     }
 
     /// The holder string (`<client-uuid>:<n>`) of the caller this error concerns, when known.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// if let Err(e) = client.lock("orders:42")?.release_as(crosslock::Owner::new(1)).await {
+    ///     println!("caller {:?}", e.holder());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn holder(&self) -> Option<&str> {
         self.repr.holder.as_deref()
     }
 
     /// How long the caller waited before giving up ([`ErrorKind::Timeout`] and
     /// [`ErrorKind::Cancelled`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let options = crosslock::AcquireOptions::new().wait(Duration::from_millis(100));
+    /// if let Err(e) = client.lock("orders:42")?.acquire_with(options).await {
+    ///     println!("gave up after {:?}", e.waited());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn waited(&self) -> Option<Duration> {
         self.repr.waited
     }
 
     /// The human-readable message without the kind prefix.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// if let Err(e) = client.lock("orders:42")?.release_as(crosslock::Owner::new(1)).await {
+    ///     println!("{}", e.message());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn message(&self) -> &str {
         &self.repr.message
     }
 
     /// `true` for [`ErrorKind::NotHeld`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let result = client.lock("orders:42")?.release_as(crosslock::Owner::new(1)).await;
+    /// assert!(result.is_err_and(|e| e.is_not_held()));
+    /// # Ok(()) }
+    /// ```
     pub fn is_not_held(&self) -> bool {
         self.kind() == ErrorKind::NotHeld
     }
 
     /// `true` for [`ErrorKind::Timeout`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let options = crosslock::AcquireOptions::new().wait(Duration::from_millis(10));
+    /// match client.lock("orders:42")?.acquire_with(options).await {
+    ///     Err(e) if e.is_timeout() => println!("busy"),
+    ///     other => other?.release().await?,
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_timeout(&self) -> bool {
         self.kind() == ErrorKind::Timeout
     }
 
     /// `true` for [`ErrorKind::LockLost`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let guard = client.lock("orders:42")?.acquire().await?;
+    /// if let Err(e) = guard.release().await {
+    ///     if e.is_lock_lost() {
+    ///         eprintln!("exclusion was broken meanwhile: {e}");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_lock_lost(&self) -> bool {
         self.kind() == ErrorKind::LockLost
     }
 
     /// `true` for [`ErrorKind::Unavailable`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example() {
+    /// match crosslock::Client::connect("redis://127.0.0.1:1/0").await {
+    ///     Err(e) if e.is_unavailable() => eprintln!("no Redis there: {e}"),
+    ///     _ => {}
+    /// }
+    /// # }
+    /// ```
     pub fn is_unavailable(&self) -> bool {
         self.kind() == ErrorKind::Unavailable
     }
 
     /// `true` for [`ErrorKind::Auth`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example() {
+    /// if let Err(e) = crosslock::Client::connect("redis://:wrong@127.0.0.1:6379/0").await {
+    ///     if e.is_auth() {
+    ///         eprintln!("check the password: {e}");
+    ///     }
+    /// }
+    /// # }
+    /// ```
     pub fn is_auth(&self) -> bool {
         self.kind() == ErrorKind::Auth
     }
 
     /// `true` for [`ErrorKind::Cancelled`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use crosslock::{AcquireOptions, CancellationToken};
+    /// let stop = CancellationToken::new();
+    /// stop.cancel();
+    /// let result = client.lock("orders:42")?.acquire_with(AcquireOptions::new().cancel(stop)).await;
+    /// assert!(result.is_err_and(|e| e.is_cancelled()));
+    /// # Ok(()) }
+    /// ```
     pub fn is_cancelled(&self) -> bool {
         self.kind() == ErrorKind::Cancelled
     }

@@ -18,6 +18,19 @@ use crate::objects::{check_name, prefix_name, suffix_name};
 use crate::scripts;
 
 /// What kind of object lives at a name, as far as its keys tell.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// use crosslock::ObjectKind;
+/// match client.inspect("orders:42").await?.kind {
+///     ObjectKind::Absent => println!("free"),
+///     ObjectKind::Lock | ObjectKind::FairLock => println!("a lock"),
+///     other => println!("a {other}"),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ObjectKind {
@@ -45,6 +58,12 @@ pub enum ObjectKind {
 impl ObjectKind {
     /// A short name: `absent`, `lock`, `fenced_lock`, `fair_lock`, `read_write_lock`, `counter`,
     /// `permit_expirable_semaphore`, or the Redis type of anything else.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(crosslock::ObjectKind::FairLock.as_str(), "fair_lock");
+    /// ```
     pub fn as_str(&self) -> &str {
         match self {
             ObjectKind::Absent => "absent",
@@ -66,6 +85,16 @@ impl fmt::Display for ObjectKind {
 }
 
 /// One holder of a lock.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// for h in client.inspect("orders:42").await?.holders {
+///     println!("{} (client {}) holds it {} time(s)", h.holder, h.client_id, h.holds);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HolderInfo {
@@ -83,6 +112,16 @@ pub struct HolderInfo {
 }
 
 /// A waiter queued on a fair lock.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// for (place, w) in client.inspect("printer").await?.queue.iter().enumerate() {
+///     println!("#{}: {} (deadline {:?})", place + 1, w.holder, w.deadline_ms);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QueuedWaiter {
@@ -94,6 +133,16 @@ pub struct QueuedWaiter {
 }
 
 /// A permit out of a permit-expirable semaphore.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// for p in client.inspect("slots").await?.permits {
+///     println!("permit {} expires at {:?}", p.id, p.expires_ms);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PermitInfo {
@@ -104,6 +153,15 @@ pub struct PermitInfo {
 }
 
 /// A snapshot of the object at a name: see [`Client::inspect`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// let seen = client.inspect("orders:42").await?;
+/// println!("{} is a {} with {} holder(s), {:?} left", seen.name, seen.kind, seen.holders.len(), seen.ttl);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Inspection {
@@ -136,6 +194,18 @@ impl Inspection {
     /// renewal period (a third of it): its TTL is then above two thirds of the timeout, less a
     /// second of slack. `None` when nothing is held. `Some(false)` means the holder is dead,
     /// paused, cut off, or holds with an explicit lease shorter than the watchdog's.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let seen = client.inspect("orders:42").await?;
+    /// if seen.renewed_within_period(Duration::from_secs(30)) == Some(false) {
+    ///     println!("the holder looks dead, paused or cut off");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn renewed_within_period(&self, watchdog_timeout: Duration) -> Option<bool> {
         if self.holders.is_empty() {
             return None;
@@ -172,6 +242,15 @@ impl Inspection {
     /// A few lines a person can read at 3 a.m.: the kind, the lease left (and whether a holder
     /// under a watchdog of `watchdog_timeout` looks renewed), each holder with its holds, the
     /// queue, the token, the count, the permits. What the `crosslock inspect` command prints.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// println!("{}", client.inspect("orders:42").await?.describe(Duration::from_secs(30)));
+    /// # Ok(()) }
+    /// ```
     pub fn describe(&self, watchdog_timeout: Duration) -> String {
         if self.kind == ObjectKind::Absent {
             return format!("{}: nothing there (free)", self.name);
@@ -248,6 +327,16 @@ impl Inspection {
     }
 
     /// One tab-separated line: name, kind, state. What `crosslock list` prints per object.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// for name in client.scan("orders:*", 100).await? {
+    ///     println!("{}", client.inspect(&name).await?.summary());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn summary(&self) -> String {
         let mut state = if !self.holders.is_empty() {
             let who: Vec<String> = self
@@ -526,6 +615,16 @@ impl Client {
     ///
     /// Dropping the future after the delete was sent may leave the lock deleted without telling
     /// you which; calling it again is harmless (it answers `Ok(false)` once nothing is held).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// if client.force_unlock_any("orders:42").await? {
+    ///     println!("deleted the lock, whatever its kind");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock_any(&self, name: &str) -> Result<bool> {
         let seen = self.inspect(name).await?;
         match seen.kind {

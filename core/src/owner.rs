@@ -10,6 +10,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// re-enter it. By default an operation runs as [`Owner::current`]: the enclosing
 /// [`Owner::scope`] if there is one, else the current tokio task, else the current thread. The
 /// bindings pass their own: a Python thread or asyncio task, a Node async call chain.
+///
+/// # Examples
+///
+/// ```
+/// use crosslock::Owner;
+/// let job = Owner::new(42);
+/// assert_eq!(job.holder("6f1c…"), "6f1c…:42");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Owner(u64);
 
@@ -33,22 +41,49 @@ fn next_id() -> u64 {
 impl Owner {
     /// An owner with an explicit number, for example one agreed with another process or handed
     /// over from another task.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(crosslock::Owner::new(7).get(), 7);
+    /// ```
     pub const fn new(n: u64) -> Self {
         Owner(n)
     }
 
     /// A fresh owner, distinct from every other owner this process made.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use crosslock::Owner;
+    /// assert_ne!(Owner::unique(), Owner::unique());
+    /// ```
     pub fn unique() -> Self {
         Owner(next_id())
     }
 
     /// The number `<n>` that goes into the holder string.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(crosslock::Owner::new(3).get(), 3);
+    /// ```
     pub const fn get(self) -> u64 {
         self.0
     }
 
     /// The owner of the calling code: the innermost [`Owner::scope`], else the current tokio
     /// task, else the current thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use crosslock::Owner;
+    /// // Outside any scope or task: the current thread, the same at every call.
+    /// assert_eq!(Owner::current(), Owner::current());
+    /// ```
     pub fn current() -> Self {
         if let Ok(owner) = SCOPED.try_with(|o| *o) {
             return owner;
@@ -68,11 +103,30 @@ impl Owner {
     /// # Cancel safety
     ///
     /// As cancel-safe as `future`: dropping the scope drops `future` where it stands.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use crosslock::Owner;
+    /// let job = Owner::unique();
+    /// let lock = client.lock("orders:42")?;
+    /// let guard = job.scope(lock.acquire()).await?; // acquired as `job`
+    /// assert_eq!(guard.owner(), job);
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn scope<F: Future>(self, future: F) -> F::Output {
         SCOPED.scope(self, future).await
     }
 
     /// The holder string Redisson uses for this owner of `client_id`: `<client-uuid>:<n>`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(crosslock::Owner::new(1).holder("abc"), "abc:1");
+    /// ```
     pub fn holder(self, client_id: &str) -> String {
         format!("{client_id}:{}", self.0)
     }

@@ -60,11 +60,26 @@ fn build(pid: u32) -> &'static ProcessRuntime {
 }
 
 /// A handle to the process-wide runtime, building it if needed.
+///
+/// # Examples
+///
+/// ```
+/// let handle = crosslock::runtime::handle();
+/// let answer = handle.block_on(async { 6 * 7 });
+/// assert_eq!(answer, 42);
+/// ```
 pub fn handle() -> Handle {
     current().runtime.handle().clone()
 }
 
 /// Spawns `future` on the process-wide runtime.
+///
+/// # Examples
+///
+/// ```
+/// let task = crosslock::runtime::spawn(async { 6 * 7 });
+/// assert_eq!(crosslock::runtime::block_on(task).unwrap(), 42);
+/// ```
 pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
@@ -79,6 +94,12 @@ where
 ///
 /// When called from inside an asynchronous context (a runtime worker thread), as
 /// [`tokio::runtime::Runtime::block_on`] does.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(crosslock::runtime::block_on(async { 1 + 1 }), 2);
+/// ```
 pub fn block_on<F: Future>(future: F) -> F::Output {
     current().runtime.block_on(future)
 }
@@ -87,6 +108,12 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 ///
 /// Calling it is optional (every entry point notices a foreign pid by itself), but a fork hook
 /// (`os.register_at_fork(after_in_child=...)`) makes the switch eager.
+///
+/// # Examples
+///
+/// ```
+/// crosslock::runtime::reset_after_fork(); // harmless outside a forked child
+/// ```
 pub fn reset_after_fork() {
     let _ = current();
 }

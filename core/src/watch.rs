@@ -34,6 +34,20 @@ use crate::inspect::{Inspection, ObjectKind};
 use crate::objects::{check_name, prefix_name};
 
 /// What changed, in a [`WatchEvent`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// use std::time::Duration;
+/// use crosslock::WatchEventKind;
+/// let mut watch = client.watch("orders:42", Duration::from_millis(100)).await?;
+/// let event = watch.next().await?;
+/// if event.kind == WatchEventKind::Expired {
+///     println!("{} let its lease run out", event.holder.unwrap_or_default());
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WatchEventKind {
@@ -70,6 +84,12 @@ impl WatchEventKind {
     /// The event's name as the command line prints it: `acquired`, `reentered`, `exited`,
     /// `released`, `force-unlocked`, `expired`, `removed`, `queued`, `dequeued`, `count`, `mode`,
     /// `other`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(crosslock::WatchEventKind::ForceUnlocked.as_str(), "force-unlocked");
+    /// ```
     pub fn as_str(&self) -> &'static str {
         match self {
             WatchEventKind::Acquired => "acquired",
@@ -95,6 +115,17 @@ impl fmt::Display for WatchEventKind {
 }
 
 /// One change seen by a [`Watch`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// use std::time::Duration;
+/// let mut watch = client.watch("orders:42", Duration::from_millis(100)).await?;
+/// let event = watch.next().await?;
+/// println!("{} {:?} {}", event.kind, event.holder, event.detail);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WatchEvent {
@@ -112,6 +143,16 @@ pub struct WatchEvent {
 
 impl WatchEvent {
     /// Milliseconds since the Unix epoch of [`at`](Self::at).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let mut watch = client.watch("orders:42", Duration::from_millis(100)).await?;
+    /// println!("seen at {} ms since the epoch", watch.next().await?.at_ms());
+    /// # Ok(()) }
+    /// ```
     pub fn at_ms(&self) -> i64 {
         epoch_ms(self.at)
     }
@@ -140,6 +181,19 @@ impl fmt::Display for WatchEvent {
 /// A live view of one object: see [`Client::watch`].
 ///
 /// Dropping it closes its subscription connection.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// use std::time::Duration;
+/// let mut watch = client.watch("orders:42", Duration::from_millis(100)).await?;
+/// for _ in 0..3 {
+///     println!("{}", watch.next().await?);
+/// }
+/// drop(watch); // closes its subscription connection
+/// # Ok(()) }
+/// ```
 pub struct Watch {
     client: Client,
     name: String,
@@ -237,6 +291,16 @@ impl Client {
 impl Watch {
     /// The object as the last snapshot showed it (when [`Client::watch`] returned, the state
     /// everything after is compared with).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let watch = client.watch("orders:42", Duration::from_millis(100)).await?;
+    /// println!("starting from: {}", watch.current().summary());
+    /// # Ok(()) }
+    /// ```
     pub fn current(&self) -> &Inspection {
         &self.last
     }
@@ -251,6 +315,21 @@ impl Watch {
     /// # Cancel safety
     ///
     /// Cancel-safe: an event already found stays queued for the next call.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let mut watch = client.watch("orders:42", Duration::from_millis(100)).await?;
+    /// for _ in 0..10 {
+    ///     match watch.next().await {
+    ///         Ok(event) => println!("{event}"),
+    ///         Err(e) => eprintln!("cannot see the server ({e}); the next call retries"),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn next(&mut self) -> Result<WatchEvent> {
         loop {
             if let Some(event) = self.pending.pop_front() {

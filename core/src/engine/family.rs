@@ -55,29 +55,86 @@ pub struct AcquireOptions {
 
 impl AcquireOptions {
     /// Wait without limit, watchdog lease, current owner.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let options = crosslock::AcquireOptions::new();
+    /// assert!(options.wait.is_none() && options.lease.is_none() && options.owner.is_none());
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Gives up after `wait` (zero: a single attempt).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.lock("orders:42")?;
+    /// let options = crosslock::AcquireOptions::new().wait(Duration::from_millis(500));
+    /// match lock.acquire_with(options).await {
+    ///     Ok(guard) => guard.release().await?,
+    ///     Err(e) if e.is_timeout() => println!("busy: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = Some(wait);
         self
     }
 
     /// Lets the lock expire `lease` after acquiring it, with no renewal. Must be at least 1 ms.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let options = crosslock::AcquireOptions::new().lease(Duration::from_secs(10));
+    /// let _guard = client.lock("orders:42")?.acquire_with(options).await?; // expires after 10 s
+    /// # Ok(()) }
+    /// ```
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = Some(lease);
         self
     }
 
     /// Acquires on behalf of `owner` instead of [`Owner::current`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use crosslock::{AcquireOptions, Owner};
+    /// let lock = client.lock("orders:42")?;
+    /// let _guard = lock.acquire_with(AcquireOptions::new().owner(Owner::new(7))).await?;
+    /// assert!(lock.is_held_by(Owner::new(7)).await?);
+    /// # Ok(()) }
+    /// ```
     pub fn owner(mut self, owner: Owner) -> Self {
         self.owner = Some(owner);
         self
     }
 
     /// Stops waiting when `token` is cancelled.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use crosslock::{AcquireOptions, CancellationToken};
+    /// let stop = CancellationToken::new();
+    /// let options = AcquireOptions::new().cancel(stop.clone());
+    /// let lock = client.lock("orders:42")?;
+    /// let waiting = lock.acquire_with(options);
+    /// stop.cancel(); // e.g. on shutdown: the wait ends with ErrorKind::Cancelled
+    /// let _ = waiting.await;
+    /// # Ok(()) }
+    /// ```
     pub fn cancel(mut self, token: CancellationToken) -> Self {
         self.cancel = Some(token);
         self
@@ -564,6 +621,18 @@ impl<P: Family> Drop for Settle<P> {
 }
 
 /// One successful type-erased acquire (see [`AnyLock::acquire_as`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// use crosslock::{AcquireOptions, Owner};
+/// let lock = client.fenced_lock("ledger")?.erased();
+/// if let Some(won) = lock.acquire_as(Owner::new(1), &AcquireOptions::new()).await? {
+///     println!("token {:?}", won.token);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Acquisition {
@@ -734,6 +803,16 @@ impl<P: Family> AnyLock for Erased<P> {
 ///
 /// Prefer [`release`](Self::release), which reports errors; a dropped guard releases in the
 /// background and can only log nothing.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// let guard = client.lock("orders:42")?.acquire().await?;
+/// // ... the protected work ...
+/// guard.release().await?; // or drop it: released in the background
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard<W = ()> {
     lock: Option<Arc<dyn GuardLock>>,
@@ -760,6 +839,15 @@ impl<P: Family> GuardLock for LockCore<P> {
 
 impl<W> LockGuard<W> {
     /// The owner holding the lock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let guard = client.lock("orders:42")?.acquire().await?;
+    /// println!("held as {}", client.holder(guard.owner()));
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> Owner {
         self.owner
     }
@@ -767,11 +855,36 @@ impl<W> LockGuard<W> {
     /// Cancelled as soon as the lock may be lost: a renewal found it gone (expired or
     /// force-unlocked), or no renewal was confirmed before its last confirmed lease ran out.
     /// Watch it next to the protected work and stop when it fires.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let guard = client.lock("orders:42")?.acquire().await?;
+    /// tokio::select! {
+    ///     _ = guard.lost().cancelled() => println!("lost the lock: stop writing"),
+    ///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+    /// }
+    /// guard.release().await.ok();
+    /// # Ok(()) }
+    /// ```
     pub fn lost(&self) -> &CancellationToken {
         &self.lost
     }
 
     /// Whether the lock was found lost.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let guard = client.lock("orders:42")?.acquire().await?;
+    /// if !guard.is_lost() {
+    ///     // still ours
+    /// }
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.lost.is_cancelled()
     }
@@ -786,6 +899,17 @@ impl<W> LockGuard<W> {
     /// # Cancel safety
     ///
     /// Dropping the future does not stop the release: it completes in the background.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let guard = client.lock("orders:42")?.acquire().await?;
+    /// if let Err(e) = guard.release().await {
+    ///     eprintln!("release failed: {e}"); // e.g. the lock was lost meanwhile
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn release(mut self) -> Result<()> {
         let lock = self.lock.take().expect("released once");
         lock.release_as(self.owner).await.map(|_| ())
@@ -796,6 +920,16 @@ impl LockGuard<u64> {
     /// The fencing token this acquire got: strictly greater than every token handed out before
     /// on this lock, by any client in any language. Pass it to the resource the lock protects so
     /// it can refuse writes carrying an older token.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let guard = client.fenced_lock("ledger")?.acquire().await?;
+    /// println!("write with fencing token {}", guard.token());
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn token(&self) -> u64 {
         self.won
     }

@@ -22,6 +22,18 @@ use crate::pubsub::lock;
 use super::clock_drift;
 
 /// Which kind of lock a hold (or a lost-lock event) is about.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// client.on_lock_lost(|lost| {
+///     if lost.kind == crosslock::LockKind::FairLock {
+///         eprintln!("fair lock {} lost", lost.name);
+///     }
+/// });
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LockKind {
@@ -46,6 +58,12 @@ pub enum LockKind {
 
 impl LockKind {
     /// The name used in messages and by the bindings (`"lock"`, `"fair_lock"`, …).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(crosslock::LockKind::FairLock.as_str(), "fair_lock");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             LockKind::Lock => "lock",
@@ -61,6 +79,18 @@ impl LockKind {
 }
 
 /// Why a hold was found lost.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// use crosslock::LostReason;
+/// client.on_lock_lost(|lost| match lost.reason {
+///     LostReason::Gone => eprintln!("{} was deleted or expired in Redis", lost.name),
+///     _ => eprintln!("{} may be held by someone else: {}", lost.name, lost.reason),
+/// });
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LostReason {
@@ -89,6 +119,14 @@ impl std::fmt::Display for LostReason {
 }
 
 /// A hold of this client found lost.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// client.on_lock_lost(|lost| eprintln!("lock {} lost by {}: {}", lost.name, lost.holder, lost.reason));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LostLock {
@@ -105,6 +143,17 @@ pub struct LostLock {
 }
 
 /// Called (on a runtime thread) for every hold found lost.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// use std::sync::Arc;
+/// let listener: crosslock::LostListener = Arc::new(|lost| eprintln!("lost {}", lost.name));
+/// let l = listener.clone();
+/// client.on_lock_lost(move |lost| l(lost));
+/// # Ok(()) }
+/// ```
 pub type LostListener = Arc<dyn Fn(LostLock) + Send + Sync>;
 
 /// How a hold is renewed by the watchdog.

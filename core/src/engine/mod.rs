@@ -40,6 +40,13 @@ pub(crate) use crate::pubsub::WakePolicy;
 /// The longest lease or wait crosslock accepts: 2^53 − 1 ms (about 285,000 years), the largest
 /// integer a JavaScript number or a Lua number holds exactly. Longer values are refused before
 /// anything is sent, so Redis never sees a TTL it would reject or wrap.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(crosslock::MAX_DURATION, Duration::from_millis(9_007_199_254_740_991));
+/// ```
 pub const MAX_DURATION: Duration = Duration::from_millis((1 << 53) - 1);
 
 /// What one attempt got.
@@ -65,6 +72,17 @@ pub(crate) enum Waiting {
 ///
 /// Redisson's spin lock default is exponential: 1 ms, doubling (plus a little jitter) up to
 /// 128 ms.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// use std::time::Duration;
+/// let backoff = crosslock::Backoff::exponential(Duration::from_millis(1), Duration::from_millis(128));
+/// let lock = client.spin_lock_with("jobs", backoff)?;
+/// let _guard = lock.acquire().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Backoff {
@@ -91,11 +109,28 @@ impl Default for Backoff {
 
 impl Backoff {
     /// Redisson's `ExponentialBackOff` with its defaults (1 ms doubling to 128 ms).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use crosslock::Backoff;
+    /// let b = Backoff::exponential(Duration::from_millis(1), Duration::from_millis(128));
+    /// assert_eq!(b, Backoff::default());
+    /// ```
     pub fn exponential(initial: Duration, max: Duration) -> Self {
         Backoff::Exponential { initial, max }
     }
 
     /// Redisson's `ConstantBackOff` (its default is 64 ms).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let b = crosslock::Backoff::constant(Duration::from_millis(64));
+    /// assert_eq!(b.to_string(), "a constant 64 ms");
+    /// ```
     pub fn constant(pause: Duration) -> Self {
         Backoff::Constant(pause)
     }

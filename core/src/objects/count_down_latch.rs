@@ -103,6 +103,14 @@ pub struct CountDownLatch {
 
 impl CountDownLatch {
     /// The latch's name: its key in Redis.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// assert_eq!(client.count_down_latch("batch:7")?.name(), "batch:7");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.keys.name
     }
@@ -125,6 +133,15 @@ impl CountDownLatch {
     /// # Cancel safety
     ///
     /// Dropping the future may or may not stop the change (the command may already be sent).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let latch = client.count_down_latch("batch:7")?;
+    /// latch.try_set_count(3).await?; // three workers must report
+    /// # Ok(()) }
+    /// ```
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
         if count == 0 || count > crate::MAX_DURATION.as_millis() as u64 {
             return Err(Error::invalid(format!(
@@ -155,6 +172,15 @@ impl CountDownLatch {
     /// # Cancel safety
     ///
     /// As [`try_set_count`](Self::try_set_count).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let left = client.count_down_latch("batch:7")?.count_down().await?;
+    /// println!("{left} to go");
+    /// # Ok(()) }
+    /// ```
     pub async fn count_down(&self) -> Result<u64> {
         let cx = self.cx().await?;
         let left: i64 = cx
@@ -178,6 +204,14 @@ impl CountDownLatch {
     /// # Cancel safety
     ///
     /// A query: dropping the future changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// println!("{} to go", client.count_down_latch("batch:7")?.count().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn count(&self) -> Result<u64> {
         let cx = self.cx().await?;
         let count: i64 = cx
@@ -202,6 +236,14 @@ impl CountDownLatch {
     /// # Cancel safety
     ///
     /// Dropping the future leaves nothing behind (no subscription).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// client.count_down_latch("batch:7")?.wait().await?; // until the count reaches zero
+    /// # Ok(()) }
+    /// ```
     pub async fn wait(&self) -> Result<()> {
         self.wait_with(AcquireOptions::new()).await
     }
@@ -218,6 +260,16 @@ impl CountDownLatch {
     /// # Cancel safety
     ///
     /// As [`wait`](Self::wait).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let latch = client.count_down_latch("batch:7")?;
+    /// latch.wait_with(crosslock::AcquireOptions::new().wait(Duration::from_secs(5))).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn wait_with(&self, options: AcquireOptions) -> Result<()> {
         let waited = options.wait.unwrap_or_default();
         if self.open_within(options).await? {
@@ -249,6 +301,19 @@ impl CountDownLatch {
     /// # Cancel safety
     ///
     /// As [`wait`](Self::wait).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let latch = client.count_down_latch("batch:7")?;
+    /// let options = crosslock::AcquireOptions::new().wait(Duration::from_secs(5));
+    /// if !latch.open_within(options).await? {
+    ///     println!("still {} to go", latch.count().await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn open_within(&self, options: AcquireOptions) -> Result<bool> {
         let start = Instant::now();
         if options.lease.is_some() || options.owner.is_some() {
@@ -279,6 +344,14 @@ impl CountDownLatch {
     /// # Cancel safety
     ///
     /// As [`try_set_count`](Self::try_set_count).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// client.count_down_latch("batch:7")?.delete().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn delete(&self) -> Result<bool> {
         let cx = self.cx().await?;
         let deleted: i64 = cx
@@ -308,6 +381,15 @@ impl Client {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`] for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let latch = client.count_down_latch("batch:7")?; // Redisson's getCountDownLatch
+    /// latch.try_set_count(2).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn count_down_latch(&self, name: &str) -> Result<CountDownLatch> {
         let name = check_name(name, "latch")?;
         let channel = format!("redisson_countdownlatch__channel__{{{name}}}");

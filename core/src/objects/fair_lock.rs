@@ -242,6 +242,16 @@ impl FairLock {
     /// # Cancel safety
     ///
     /// A query: dropping the future changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// for waiter in client.fair_lock("printer")?.queue().await? {
+    ///     println!("waiting: {waiter}");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn queue(&self) -> Result<Vec<String>> {
         let cx = self.core.client.state().await?;
         cx.conn
@@ -262,6 +272,15 @@ impl Client {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let guard = client.fair_lock("printer")?.acquire().await?; // first come, first served
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fair_lock(&self, name: &str) -> Result<FairLock> {
         let name = check_name(name, "lock")?;
         let queue = prefix_name("redisson_lock_queue", &name);

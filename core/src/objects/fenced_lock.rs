@@ -156,6 +156,19 @@ impl FencedLock {
     /// # Cancel safety
     ///
     /// As [`acquire`](FencedLock::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use crosslock::{AcquireOptions, Owner};
+    /// let lock = client.fenced_lock("ledger")?;
+    /// if let Some(token) = lock.acquire_token_as(Owner::new(1), &AcquireOptions::new()).await? {
+    ///     println!("write with token {token}");
+    ///     lock.release_as(Owner::new(1)).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_token_as(
         &self,
         owner: crate::Owner,
@@ -174,6 +187,14 @@ impl FencedLock {
     /// # Cancel safety
     ///
     /// A query: dropping the future changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// println!("last token: {}", client.fenced_lock("ledger")?.token().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn token(&self) -> Result<u64> {
         let cx = self.core.client.state().await?;
         let token: i64 = cx
@@ -195,6 +216,16 @@ impl Client {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let guard = client.fenced_lock("ledger")?.acquire().await?;
+    /// println!("token {}", guard.token());
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fenced_lock(&self, name: &str) -> Result<FencedLock> {
         let name = check_name(name, "lock")?;
         let token_key = prefix_name("redisson_lock_token", &name);

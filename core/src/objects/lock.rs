@@ -139,6 +139,14 @@ lock_type! {
 
 impl Lock {
     /// The channel its releases are published on: `redisson_lock__channel:{name}`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// assert_eq!(client.lock("orders:42")?.channel(), "redisson_lock__channel:{orders:42}");
+    /// # Ok(()) }
+    /// ```
     pub fn channel(&self) -> &str {
         &self.core.proto.hash.channel
     }
@@ -150,6 +158,15 @@ impl Client {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let guard = client.lock("orders:42")?.acquire().await?; // Redisson's getLock("orders:42")
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lock(&self, name: &str) -> Result<Lock> {
         let name = check_name(name, "lock")?;
         Ok(Lock {

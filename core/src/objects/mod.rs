@@ -201,6 +201,15 @@ macro_rules! lock_type {
 
         impl $ty {
             /// The lock's name: its key in Redis.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// let lock = client.lock("orders:42")?;
+            /// assert_eq!(lock.name(), "orders:42");
+            /// # Ok(()) }
+            /// ```
             pub fn name(&self) -> &str {
                 self.core.name()
             }
@@ -217,6 +226,17 @@ macro_rules! lock_type {
             ///
             /// Dropping the future leaves nothing behind: if an attempt in flight acquired the lock, it
             /// is given back.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// let guard = client.lock("orders:42")?.acquire().await?; // waits as long as it takes
+            /// // ... the protected work; the watchdog renews the lease meanwhile ...
+            /// guard.release().await?;
+            /// # Ok(()) }
+            /// ```
             pub async fn acquire(&self) -> crate::Result<crate::LockGuard<$won>> {
                 self.acquire_with(crate::AcquireOptions::new()).await
             }
@@ -235,6 +255,18 @@ macro_rules! lock_type {
             ///
             /// # Cancel safety
             ///
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// use std::time::Duration;
+            /// let options = crosslock::AcquireOptions::new().wait(Duration::from_secs(2)).lease(Duration::from_secs(10));
+            /// let guard = client.lock("orders:42")?.acquire_with(options).await?;
+            /// guard.release().await?;
+            /// # Ok(()) }
+            /// ```
             #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
             pub async fn acquire_with(&self, options: crate::AcquireOptions) -> crate::Result<crate::LockGuard<$won>> {
                 let owner = options.owner.unwrap_or_else(crate::Owner::current);
@@ -253,6 +285,18 @@ macro_rules! lock_type {
             ///
             /// # Cancel safety
             ///
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// match client.lock("orders:42")?.try_acquire().await? {
+            ///     Some(guard) => guard.release().await?,
+            ///     None => println!("someone else has it"),
+            /// }
+            /// # Ok(()) }
+            /// ```
             #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
             pub async fn try_acquire(&self) -> crate::Result<Option<crate::LockGuard<$won>>> {
                 let owner = crate::Owner::current();
@@ -272,6 +316,19 @@ macro_rules! lock_type {
             ///
             /// # Cancel safety
             ///
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// use crosslock::{AcquireOptions, Owner};
+            /// let lock = client.lock("orders:42")?;
+            /// let job = Owner::unique(); // acquired here, released by whichever task finishes the job
+            /// assert!(lock.acquire_as(job, &AcquireOptions::new()).await?);
+            /// lock.release_as(job).await?;
+            /// # Ok(()) }
+            /// ```
             #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
             pub async fn acquire_as(&self, owner: crate::Owner, options: &crate::AcquireOptions) -> crate::Result<bool> {
                 Ok(self.core.acquire_as(owner, options).await?.is_some())
@@ -296,6 +353,21 @@ macro_rules! lock_type {
             ///
             /// Once called, a release completes even if the future is dropped midway: it finishes in
             /// the background.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// use crosslock::{AcquireOptions, Owner};
+            /// let lock = client.lock("orders:42")?;
+            /// let me = Owner::new(1);
+            /// lock.acquire_as(me, &AcquireOptions::new()).await?;
+            /// lock.acquire_as(me, &AcquireOptions::new()).await?; // re-entered
+            /// assert!(!lock.release_as(me).await?); // still held once
+            /// assert!(lock.release_as(me).await?);  // now free
+            /// # Ok(()) }
+            /// ```
             pub async fn release_as(&self, owner: crate::Owner) -> crate::Result<bool> {
                 self.core.release_as(owner).await
             }
@@ -314,6 +386,17 @@ macro_rules! lock_type {
             /// # Cancel safety
             ///
             /// Dropping the future may or may not stop the deletion (the command may already be sent).
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// if client.lock("orders:42")?.force_unlock().await? {
+            ///     println!("deleted a lock someone held");
+            /// }
+            /// # Ok(()) }
+            /// ```
             pub async fn force_unlock(&self) -> crate::Result<bool> {
                 self.core.force_unlock().await
             }
@@ -329,6 +412,16 @@ macro_rules! lock_type {
             /// # Cancel safety
             ///
             /// A query: dropping the future changes nothing.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// let locked = client.lock("orders:42")?.is_locked().await?;
+            /// println!("orders:42 is {}", if locked { "taken" } else { "free" });
+            /// # Ok(()) }
+            /// ```
             pub async fn is_locked(&self) -> crate::Result<bool> {
                 self.core.is_locked().await
             }
@@ -342,6 +435,18 @@ macro_rules! lock_type {
             /// # Cancel safety
             ///
             /// A query: dropping the future changes nothing.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// let lock = client.lock("orders:42")?;
+            /// let guard = lock.acquire().await?;
+            /// assert!(lock.is_held_by(guard.owner()).await?);
+            /// guard.release().await?;
+            /// # Ok(()) }
+            /// ```
             pub async fn is_held_by(&self, owner: crate::Owner) -> crate::Result<bool> {
                 Ok(self.core.hold_count_of(owner).await? > 0)
             }
@@ -355,6 +460,18 @@ macro_rules! lock_type {
             /// # Cancel safety
             ///
             /// A query: dropping the future changes nothing.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// let lock = client.lock("orders:42")?;
+            /// let guard = lock.acquire().await?;
+            /// assert_eq!(lock.hold_count_of(guard.owner()).await?, 1);
+            /// guard.release().await?;
+            /// # Ok(()) }
+            /// ```
             pub async fn hold_count_of(&self, owner: crate::Owner) -> crate::Result<u32> {
                 self.core.hold_count_of(owner).await
             }
@@ -369,6 +486,17 @@ macro_rules! lock_type {
             /// # Cancel safety
             ///
             /// A query: dropping the future changes nothing.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// if let Some(left) = client.lock("orders:42")?.remaining_lease().await? {
+            ///     println!("expires in {left:?} unless renewed");
+            /// }
+            /// # Ok(()) }
+            /// ```
             pub async fn remaining_lease(&self) -> crate::Result<Option<std::time::Duration>> {
                 self.core.remaining_lease().await
             }
@@ -383,6 +511,17 @@ macro_rules! lock_type {
             /// # Cancel safety
             ///
             /// A query: dropping the future changes nothing.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// for holder in client.lock("orders:42")?.holders_now().await? {
+            ///     println!("held by {holder}"); // <client-uuid>:<n>
+            /// }
+            /// # Ok(()) }
+            /// ```
             pub async fn holders_now(&self) -> crate::Result<Vec<String>> {
                 self.core.holders_now().await
             }
@@ -390,11 +529,37 @@ macro_rules! lock_type {
             /// A token cancelled when the hold of `owner` may be lost (see
             /// [`LockGuard::lost`](crate::LockGuard::lost)). `None` when this process records no hold
             /// of `owner`.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// use crosslock::{AcquireOptions, Owner};
+            /// let lock = client.lock("orders:42")?;
+            /// let me = Owner::new(1);
+            /// lock.acquire_as(me, &AcquireOptions::new()).await?;
+            /// let lost = lock.lost_token(me).expect("held here");
+            /// tokio::spawn(async move { lost.cancelled().await; eprintln!("orders:42 lost") });
+            /// # Ok(()) }
+            /// ```
             pub fn lost_token(&self, owner: crate::Owner) -> Option<crate::CancellationToken> {
                 self.core.lost_token(owner)
             }
 
             /// Whether the hold of `owner` was found lost and not released since.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// use crosslock::{AcquireOptions, Owner};
+            /// let lock = client.lock("orders:42")?;
+            /// lock.acquire_as(Owner::new(1), &AcquireOptions::new()).await?;
+            /// assert!(!lock.is_lost(Owner::new(1)));
+            /// # Ok(()) }
+            /// ```
             pub fn is_lost(&self, owner: crate::Owner) -> bool {
                 self.core.is_lost(owner)
             }
@@ -408,11 +573,40 @@ macro_rules! lock_type {
             /// # Cancel safety
             ///
             /// Cancel-safe: it only reads.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// use std::time::{Duration, Instant};
+            /// use crosslock::{AcquireOptions, Owner};
+            /// let lock = client.lock("orders:42")?;
+            /// let started = Instant::now();
+            /// let wait = AcquireOptions::new().wait(Duration::from_millis(100));
+            /// if !lock.acquire_as(Owner::new(1), &wait).await? {
+            ///     return Err(lock.timeout_error(Owner::new(1), started.elapsed()).await);
+            /// }
+            /// # Ok(()) }
+            /// ```
             pub async fn timeout_error(&self, owner: crate::Owner, waited: std::time::Duration) -> crate::Error {
                 self.core.timeout_error(owner, waited).await
             }
 
             /// This lock, type-erased: for code (and composite locks) that handle every kind alike.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// use std::sync::Arc;
+            /// let any: Vec<Arc<dyn crosslock::AnyLock>> =
+            ///     vec![client.lock("a")?.erased(), client.fair_lock("b")?.erased()];
+            /// for lock in &any {
+            ///     println!("{} is a {}", lock.name(), lock.kind().as_str());
+            /// }
+            /// # Ok(()) }
+            /// ```
             pub fn erased(&self) -> std::sync::Arc<dyn crate::AnyLock> {
                 std::sync::Arc::new(crate::engine::family::Erased(self.core.clone()))
             }

@@ -218,6 +218,18 @@ async fn release(parts: &[Arc<dyn AnyLock>], owner: Owner) -> Vec<(String, Error
 }
 
 /// A guard of a [`MultiLock`] or [`RedLock`] acquisition; releases every part when dropped.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// use crosslock::MultiLock;
+/// let both = MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+/// let guard = both.acquire().await?; // every part held, or none
+/// println!("holding {:?}", guard.parts());
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping the guard releases the locks at once"]
 pub struct MultiGuard {
     parts: Option<Vec<Arc<dyn AnyLock>>>,
@@ -279,12 +291,34 @@ impl MultiGuard {
     }
 
     /// The owner holding the parts.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+    /// let guard = both.acquire().await?;
+    /// println!("held as {}", client.holder(guard.owner()));
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> Owner {
         self.owner
     }
 
     /// Cancelled as soon as too many parts may be lost (any part for a [`MultiLock`]; more than a
     /// minority for a [`RedLock`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+    /// let guard = both.acquire().await?;
+    /// assert!(!guard.lost().is_cancelled());
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lost(&self) -> &CancellationToken {
         &self.lost
     }
@@ -292,11 +326,34 @@ impl MultiGuard {
     /// For an acquisition with a lease: how long the locks are still certainly held, measured
     /// when acquired: `lease − time to acquire − clock drift` (Redlock's validity time). `None`
     /// without a lease (the watchdog keeps the parts).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let red = crosslock::RedLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased(), client.lock("c")?.erased()])?;
+    /// let guard = red.acquire_with(crosslock::AcquireOptions::new().lease(Duration::from_secs(10))).await?;
+    /// println!("certainly held for {:?}", guard.validity());
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn validity(&self) -> Option<Duration> {
         self.validity
     }
 
     /// The names of the parts held (for a [`RedLock`], the majority that was reached).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let red = crosslock::RedLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased(), client.lock("c")?.erased()])?;
+    /// let guard = red.acquire().await?;
+    /// assert!(guard.parts().len() >= 2); // a majority
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn parts(&self) -> Vec<String> {
         self.parts
             .iter()
@@ -315,6 +372,15 @@ impl MultiGuard {
     /// # Cancel safety
     ///
     /// Dropping the future may leave some parts unreleased until their lease runs out.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+    /// both.acquire().await?.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn release(mut self) -> Result<()> {
         let parts = self.parts.take().expect("released once");
         self.watch.cancel();
@@ -365,11 +431,31 @@ macro_rules! composite {
             /// # Errors
             ///
             /// [`ErrorKind::InvalidArgument`] for an empty list.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a MultiLock; a RedLock has the same method
+            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.fair_lock("b")?.erased()])?;
+            /// assert_eq!(both.names(), ["a", "b"]);
+            /// # Ok(()) }
+            /// ```
             pub fn new(locks: Vec<Arc<dyn AnyLock>>) -> Result<Self> {
                 Ok($ty { parts: Parts::new(locks, $red)? })
             }
 
             /// The names of its parts, in order.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a MultiLock; a RedLock has the same method
+            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+            /// assert_eq!(both.names(), ["a", "b"]);
+            /// # Ok(()) }
+            /// ```
             pub fn names(&self) -> Vec<String> {
                 self.parts.locks.iter().map(|l| l.name().to_owned()).collect()
             }
@@ -385,6 +471,17 @@ macro_rules! composite {
             /// # Cancel safety
             ///
             /// Dropping the future gives back what was taken (each part's own cancel safety).
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a MultiLock; a RedLock has the same method
+            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+            /// let guard = both.acquire().await?;
+            /// guard.release().await?;
+            /// # Ok(()) }
+            /// ```
             pub async fn acquire(&self) -> Result<MultiGuard> {
                 self.acquire_with(AcquireOptions::new()).await
             }
@@ -402,6 +499,18 @@ macro_rules! composite {
             ///
             /// # Cancel safety
             ///
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a MultiLock; a RedLock has the same method
+            /// use std::time::Duration;
+            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+            /// let guard = both.acquire_with(crosslock::AcquireOptions::new().wait(Duration::from_secs(2))).await?;
+            /// guard.release().await?;
+            /// # Ok(()) }
+            /// ```
             #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
             pub async fn acquire_with(&self, options: AcquireOptions) -> Result<MultiGuard> {
                 let owner = options.owner.unwrap_or_else(crate::Owner::current);
@@ -431,6 +540,19 @@ macro_rules! composite {
             ///
             /// # Cancel safety
             ///
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a MultiLock; a RedLock has the same method
+            /// use crosslock::{AcquireOptions, Owner};
+            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+            /// if both.acquire_as(Owner::new(9), &AcquireOptions::new()).await?.is_some() {
+            ///     both.release_as(Owner::new(9)).await?;
+            /// }
+            /// # Ok(()) }
+            /// ```
             #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
             pub async fn acquire_as(&self, owner: Owner, options: &AcquireOptions) -> Result<Option<(Option<Duration>, Vec<String>)>> {
                 let start = Instant::now();
@@ -451,6 +573,18 @@ macro_rules! composite {
             /// # Cancel safety
             ///
             /// Dropping the future may leave some parts unreleased until their lease runs out.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a MultiLock; a RedLock has the same method
+            /// use crosslock::{AcquireOptions, Owner};
+            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+            /// both.acquire_as(Owner::new(9), &AcquireOptions::new()).await?;
+            /// both.release_as(Owner::new(9)).await?;
+            /// # Ok(()) }
+            /// ```
             pub async fn release_as(&self, owner: Owner) -> Result<()> {
                 let taken: Vec<_> = self.parts.locks.iter().filter(|l| l.lost_token(owner).is_some()).cloned().collect();
                 let errors = release(&taken, owner).await;
@@ -462,6 +596,18 @@ macro_rules! composite {
 
             /// Whether the acquisition of `owner` may be lost: more of its parts found lost than
             /// the quorum can spare.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a MultiLock; a RedLock has the same method
+            /// use crosslock::{AcquireOptions, Owner};
+            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+            /// both.acquire_as(Owner::new(9), &AcquireOptions::new()).await?;
+            /// assert!(!both.is_lost(Owner::new(9)));
+            /// # Ok(()) }
+            /// ```
             pub fn is_lost(&self, owner: Owner) -> bool {
                 let lost = self.parts.locks.iter().filter(|l| l.is_lost(owner)).count();
                 lost > self.parts.locks.len() - self.parts.quorum
@@ -475,6 +621,18 @@ macro_rules! composite {
             ///
             /// # Cancel safety
             ///
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a MultiLock; a RedLock has the same method
+            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+            /// if let Some(guard) = both.try_acquire(crosslock::AcquireOptions::new()).await? {
+            ///     guard.release().await?;
+            /// }
+            /// # Ok(()) }
+            /// ```
             #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
             pub async fn try_acquire(&self, options: AcquireOptions) -> Result<Option<MultiGuard>> {
                 let owner = options.owner.unwrap_or_else(crate::Owner::current);

@@ -148,6 +148,17 @@ impl Client {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let lock = client.non_reentrant_lock("orders:42")?;
+    /// let guard = lock.acquire().await?;
+    /// assert!(lock.try_acquire().await.is_err()); // a second acquire by its holder is refused
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn non_reentrant_lock(&self, name: &str) -> Result<NonReentrantLock> {
         let name = check_name(name, "lock")?;
         Ok(NonReentrantLock {

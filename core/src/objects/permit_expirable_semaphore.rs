@@ -227,6 +227,14 @@ pub struct PermitExpirableSemaphore {
 
 impl PermitExpirableSemaphore {
     /// The semaphore's name: its key in Redis.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// assert_eq!(client.permit_expirable_semaphore("slots")?.name(), "slots");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.keys.name
     }
@@ -252,6 +260,14 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// Dropping the future may or may not stop the change (the command may already be sent).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// client.permit_expirable_semaphore("slots")?.try_set_permits(4).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         self.semaphore().try_set_permits(permits).await
     }
@@ -265,6 +281,15 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let now = client.permit_expirable_semaphore("slots")?.add_permits(2).await?;
+    /// println!("{now} available");
+    /// # Ok(()) }
+    /// ```
     pub async fn add_permits(&self, permits: i64) -> Result<i64> {
         self.semaphore().add_permits(permits).await
     }
@@ -278,6 +303,14 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// Dropping the future may leave expired permits counted back (no loss: that is all it does).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// println!("{} free", client.permit_expirable_semaphore("slots")?.available_permits().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn available_permits(&self) -> Result<i64> {
         let cx = self.cx().await?;
         Ok(self.keys.info(&cx, "").await?[0])
@@ -292,6 +325,14 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// As [`available_permits`](Self::available_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// println!("{} out", client.permit_expirable_semaphore("slots")?.acquired_permits().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn acquired_permits(&self) -> Result<i64> {
         let cx = self.cx().await?;
         Ok(self.keys.info(&cx, "").await?[1])
@@ -308,6 +349,16 @@ impl PermitExpirableSemaphore {
     ///
     /// Dropping the future leaves nothing behind: a permit an attempt in flight took is given
     /// back.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let permit = client.permit_expirable_semaphore("slots")?.acquire().await?;
+    /// println!("permit {}", permit.id());
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self) -> Result<Permit> {
         self.acquire_with(AcquireOptions::new()).await
     }
@@ -324,6 +375,18 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let slots = client.permit_expirable_semaphore("slots")?;
+    /// let options = crosslock::AcquireOptions::new().lease(Duration::from_secs(60));
+    /// let permit = slots.acquire_with(options).await?; // expires after 60 s unless released
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_with(&self, options: AcquireOptions) -> Result<Permit> {
         let wait = options.wait;
         match self.try_acquire(options).await? {
@@ -342,6 +405,19 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let slots = client.permit_expirable_semaphore("slots")?;
+    /// let options = crosslock::AcquireOptions::new().wait(Duration::from_millis(200));
+    /// if let Some(permit) = slots.try_acquire(options).await? {
+    ///     permit.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire(&self, options: AcquireOptions) -> Result<Option<Permit>> {
         let start = Instant::now();
         if options.owner.is_some() {
@@ -409,6 +485,20 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe: it only reads.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::{Duration, Instant};
+    /// let slots = client.permit_expirable_semaphore("slots")?;
+    /// let started = Instant::now();
+    /// let options = crosslock::AcquireOptions::new().wait(Duration::from_millis(100));
+    /// if slots.try_acquire(options).await?.is_none() {
+    ///     return Err(slots.timeout_error(started.elapsed()).await);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn timeout_error(&self, waited: Duration) -> Error {
         Error::new(
             ErrorKind::Timeout,
@@ -435,6 +525,16 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let slots = client.permit_expirable_semaphore("slots")?;
+    /// let id = slots.acquire().await?.detach();
+    /// assert!(slots.try_release(&id).await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn try_release(&self, id: &str) -> Result<bool> {
         let id = check_id(self.name(), id)?;
         let cx = self.cx().await?;
@@ -454,6 +554,16 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let slots = client.permit_expirable_semaphore("slots")?;
+    /// let id = slots.acquire().await?.detach(); // e.g. handed to another task by id
+    /// slots.release(&id).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn release(&self, id: &str) -> Result<()> {
         let id = check_id(self.name(), id)?;
         let cx = self.cx().await?;
@@ -488,6 +598,17 @@ impl PermitExpirableSemaphore {
     }
 
     /// Whether this client found its permit `id` lost (and has not released it since).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let slots = client.permit_expirable_semaphore("slots")?;
+    /// let permit = slots.acquire().await?;
+    /// assert!(!slots.is_lost(permit.id()));
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self, id: &str) -> bool {
         let Ok(id) = check_id(self.name(), id) else {
             return false;
@@ -499,6 +620,18 @@ impl PermitExpirableSemaphore {
 
     /// A token cancelled when this client's permit `id` may be lost (see [`Permit::lost`]);
     /// `None` when this client does not track it.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let slots = client.permit_expirable_semaphore("slots")?;
+    /// let permit = slots.acquire().await?;
+    /// let lost = slots.lost_token(permit.id()).expect("held here");
+    /// assert!(!lost.is_cancelled());
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lost_token(&self, id: &str) -> Option<CancellationToken> {
         let id = check_id(self.name(), id).ok()?;
         self.client
@@ -517,6 +650,17 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let slots = client.permit_expirable_semaphore("slots")?;
+    /// let id = slots.acquire().await?.detach();
+    /// slots.update_lease(&id, Duration::from_secs(120)).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn update_lease(&self, id: &str, lease: Duration) -> Result<bool> {
         let id = check_id(self.name(), id)?;
         AcquireOptions::new().lease(lease).validate(self.name())?;
@@ -549,6 +693,17 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// As [`available_permits`](Self::available_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let slots = client.permit_expirable_semaphore("slots")?;
+    /// let permit = slots.acquire().await?;
+    /// println!("{:?} left", slots.remaining_lease(permit.id()).await?);
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn remaining_lease(&self, id: &str) -> Result<Option<Duration>> {
         let id = check_id(self.name(), id)?;
         let cx = self.cx().await?;
@@ -585,6 +740,19 @@ impl fmt::Debug for PermitExpirableSemaphore {
 /// A permit taken from a [`PermitExpirableSemaphore`]; released when dropped.
 ///
 /// Prefer [`release`](Self::release), which reports errors.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+/// let permit = client.permit_expirable_semaphore("slots")?.acquire().await?;
+/// tokio::select! {
+///     _ = permit.lost().cancelled() => eprintln!("permit {} lost", permit.id()),
+///     _ = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+/// }
+/// permit.release().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping the permit releases it at once"]
 pub struct Permit {
     sem: Option<PermitExpirableSemaphore>,
@@ -595,6 +763,16 @@ pub struct Permit {
 impl Permit {
     /// The permit's id: 32 hex characters, the same Redisson shows. Any process may release it
     /// by this id.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let permit = client.permit_expirable_semaphore("slots")?.acquire().await?;
+    /// assert_eq!(permit.id().len(), 32); // hex, as Redisson shows it
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -602,6 +780,16 @@ impl Permit {
     /// Cancelled as soon as the permit may be lost: a renewal found it gone (released by someone
     /// else, expired and counted back), or its lease ran out unrenewed (a lease, or Redis out of
     /// reach). Watch it next to the work the permit allows.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let permit = client.permit_expirable_semaphore("slots")?.acquire().await?;
+    /// assert!(!permit.lost().is_cancelled());
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lost(&self) -> &CancellationToken {
         &self.lost
     }
@@ -615,6 +803,15 @@ impl Permit {
     /// # Cancel safety
     ///
     /// Dropping the future may or may not stop the release (the command may already be sent).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let permit = client.permit_expirable_semaphore("slots")?.acquire().await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn release(mut self) -> Result<()> {
         let sem = self.sem.take().expect("released once");
         sem.release(&self.id).await
@@ -623,6 +820,16 @@ impl Permit {
     /// Keeps the permit taken and kept (renewed by the watchdog, its loss reported) but no longer
     /// released when this value is dropped: for code that tracks permits by id (release it with
     /// [`PermitExpirableSemaphore::release`]). Returns its id.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let slots = client.permit_expirable_semaphore("slots")?;
+    /// let id: String = slots.acquire().await?.detach(); // still renewed; release it by id
+    /// slots.release(&id).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn detach(mut self) -> String {
         self.sem = None;
         self.id.to_string()
@@ -631,6 +838,16 @@ impl Permit {
     /// Keeps the permit taken but stops tracking it here: it is no longer renewed nor released
     /// with this value (it expires after its lease, or is released by id, by anyone). Returns
     /// its id.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let slots = client.permit_expirable_semaphore("slots")?;
+    /// let id = slots.acquire().await?.into_id(); // no longer renewed: expires after its lease
+    /// slots.release(&id).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn into_id(mut self) -> String {
         if let Some(sem) = self.sem.take()
             && let Some(cx) = sem.client.state_now()
@@ -667,6 +884,15 @@ impl Client {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`] for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let slots = client.permit_expirable_semaphore("slots")?; // Redisson's getPermitExpirableSemaphore
+    /// slots.try_set_permits(2).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn permit_expirable_semaphore(&self, name: &str) -> Result<PermitExpirableSemaphore> {
         let name = check_name(name, "semaphore")?;
         let timeouts = Arc::from(suffix_name(&name, "timeout"));

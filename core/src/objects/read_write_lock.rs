@@ -355,6 +355,18 @@ lock_type! {
     /// `{name}:<client-uuid>:<n>:rwlock_timeout:<k>`, renewed by this client's watchdog: as
     /// Redisson's readers do, so that a Java reader's release never mistakes a live crosslock
     /// reader for a dead one. A read release wakes one waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let rw = client.read_write_lock("catalog")?;
+    /// let a = rw.read().acquire().await?;
+    /// let b = rw.read().try_acquire().await?; // another reader gets in too
+    /// assert!(b.is_some());
+    /// a.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub struct ReadLock(Read) -> ();
     what = "read lock";
 }
@@ -367,6 +379,18 @@ lock_type! {
     /// the write lock gets [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused) at once
     /// (an upgrade would wait for itself forever); the writer may take the read lock (a downgrade)
     /// and release the write lock, keeping the read hold. A write release wakes every waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let rw = client.read_write_lock("catalog")?;
+    /// let writing = rw.write().acquire().await?;
+    /// let reading = rw.read().acquire().await?; // the writer may also read (a downgrade)
+    /// writing.release().await?;                  // still reading
+    /// reading.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub struct WriteLock(Write) -> ();
     what = "write lock";
 }
@@ -406,16 +430,44 @@ pub struct ReadWriteLock {
 
 impl ReadWriteLock {
     /// The lock's name: its key in Redis.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// assert_eq!(client.read_write_lock("catalog")?.name(), "catalog");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         self.read.name()
     }
 
     /// The read lock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let rw = client.read_write_lock("catalog")?;
+    /// let reading = rw.read().acquire().await?; // shared with other readers
+    /// reading.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn read(&self) -> &ReadLock {
         &self.read
     }
 
     /// The write lock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let rw = client.read_write_lock("catalog")?;
+    /// let writing = rw.write().acquire().await?; // excludes readers and writers
+    /// writing.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn write(&self) -> &WriteLock {
         &self.write
     }
@@ -427,6 +479,16 @@ impl Client {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let rw = client.read_write_lock("catalog")?; // Redisson's getReadWriteLock
+    /// let guard = rw.read().acquire().await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn read_write_lock(&self, name: &str) -> Result<ReadWriteLock> {
         let name = check_name(name, "lock")?;
         Ok(ReadWriteLock {

@@ -134,6 +134,14 @@ pub struct Semaphore {
 
 impl Semaphore {
     /// The semaphore's name: its key in Redis.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// assert_eq!(client.semaphore("pool")?.name(), "pool");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.counter.name
     }
@@ -155,6 +163,17 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// Dropping the future may or may not stop the change (the command may already be sent).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let pool = client.semaphore("pool")?;
+    /// if pool.try_set_permits(10).await? {
+    ///     println!("created with 10 permits");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         let cx = self.cx().await?;
         let set: i64 = cx
@@ -179,6 +198,15 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let now = client.semaphore("pool")?.add_permits(5).await?;
+    /// println!("{now} permits available");
+    /// # Ok(()) }
+    /// ```
     pub async fn add_permits(&self, permits: i64) -> Result<i64> {
         let cx = self.cx().await?;
         cx.conn
@@ -200,6 +228,14 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// A query: dropping the future changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// println!("{} free", client.semaphore("pool")?.available_permits().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn available_permits(&self) -> Result<i64> {
         let cx = self.cx().await?;
         cx.conn
@@ -221,6 +257,15 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let taken = client.semaphore("pool")?.drain_permits().await?;
+    /// println!("took the {taken} permits that were left");
+    /// # Ok(()) }
+    /// ```
     pub async fn drain_permits(&self) -> Result<i64> {
         let cx = self.cx().await?;
         cx.conn
@@ -243,6 +288,17 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let pool = client.semaphore("pool")?;
+    /// pool.acquire(2).await?;
+    /// // ... use two connections ...
+    /// pool.release(2).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn release(&self, permits: u32) -> Result<()> {
         if permits == 0 {
             return Err(Error::invalid(format!(
@@ -267,6 +323,16 @@ impl Semaphore {
     ///
     /// Dropping the future leaves nothing behind: permits an attempt in flight took are given
     /// back.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let pool = client.semaphore("pool")?;
+    /// pool.acquire(1).await?; // waits for a release if none is free
+    /// pool.release(1).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self, permits: u32) -> Result<()> {
         self.acquire_with(permits, AcquireOptions::new()).await
     }
@@ -283,6 +349,18 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let pool = client.semaphore("pool")?;
+    /// let options = crosslock::AcquireOptions::new().wait(Duration::from_secs(1));
+    /// pool.acquire_with(1, options).await?; // ErrorKind::Timeout after 1 s
+    /// pool.release(1).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_with(&self, permits: u32, options: AcquireOptions) -> Result<()> {
         let wait = options.wait;
         if self.take(permits, options).await? {
@@ -301,6 +379,18 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let pool = client.semaphore("pool")?;
+    /// if pool.try_acquire(1, Duration::ZERO).await? {
+    ///     pool.release(1).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire(&self, permits: u32, wait: Duration) -> Result<bool> {
         self.take(permits, AcquireOptions::new().wait(wait)).await
     }
@@ -342,6 +432,19 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe: it only reads.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::{Duration, Instant};
+    /// let pool = client.semaphore("pool")?;
+    /// let started = Instant::now();
+    /// if !pool.try_acquire(1, Duration::from_millis(100)).await? {
+    ///     return Err(pool.timeout_error(1, started.elapsed()).await);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn timeout_error(&self, permits: u32, waited: Duration) -> Error {
         let available = match tokio::time::timeout(
             Duration::from_millis(200),
@@ -375,6 +478,14 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// client.semaphore("pool")?.delete().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn delete(&self) -> Result<bool> {
         let cx = self.cx().await?;
         let deleted: i64 = cx
@@ -404,6 +515,15 @@ impl Client {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`] for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let pool = client.semaphore("pool")?; // Redisson's getSemaphore("pool")
+    /// pool.try_set_permits(3).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn semaphore(&self, name: &str) -> Result<Semaphore> {
         let name = check_name(name, "semaphore")?;
         Ok(Semaphore {

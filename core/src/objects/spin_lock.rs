@@ -125,6 +125,15 @@ impl Client {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let guard = client.spin_lock("jobs")?.acquire().await?; // polls with back-off, no pub/sub
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn spin_lock(&self, name: &str) -> Result<SpinLock> {
         self.spin_lock_with(name, Backoff::default())
     }
