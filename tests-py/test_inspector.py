@@ -125,6 +125,9 @@ class WatchProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "crosslock", "--url", url, "watch", name, "--json", "--interval", "0.05"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=python_env(),
+            # Ctrl-C reaches it as in a terminal, even when this suite runs where SIGINT is ignored
+            # (a background job), which Python would otherwise inherit.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self.lines: "queue.Queue[str]" = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
