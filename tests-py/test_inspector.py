@@ -203,7 +203,7 @@ def test_watch_follows_python_node_and_java_holders_until_ctrl_c(url, client, ja
     watch.expect("force-unlocked", java_holder)
 
     # A short explicit lease that runs out: expired.
-    assert lock.acquire(lease=0.3)
+    assert lock.acquire(lease=1.0)  # long enough that a snapshot sees it held on a loaded machine
     watch.expect("acquired", client.holder())
     watch.expect("expired", client.holder())
 

@@ -80,7 +80,8 @@ async fn watch_reports_acquire_reentry_release_force_unlock_and_expiry() {
     assert_eq!(e.holder, Some(other.holder(me)));
 
     // An explicit short lease that runs out: expired, no message.
-    let lease = AcquireOptions::new().lease(Duration::from_millis(300));
+    // Long enough that a snapshot sees it held even on a loaded machine.
+    let lease = AcquireOptions::new().lease(Duration::from_millis(1000));
     assert!(lock.acquire_as(me, &lease).await.unwrap());
     assert_eq!(
         next(&mut watch, "acquired").await.kind,
