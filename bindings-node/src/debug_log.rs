@@ -11,29 +11,15 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 struct ToStderr;
 
-struct Message(String);
-
-impl tracing::field::Visit for Message {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        use std::fmt::Write;
-        if field.name() == "message" {
-            let _ = write!(self.0, "{value:?}");
-        } else {
-            let _ = write!(self.0, " {}={value:?}", field.name());
-        }
-    }
-}
-
 impl<S: Subscriber> Layer<S> for ToStderr {
     fn enabled(&self, metadata: &tracing::Metadata<'_>, _: Context<'_, S>) -> bool {
         metadata.target().starts_with("crosslock")
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        let mut message = Message(String::new());
-        event.record(&mut message);
+        let message = crosslock::ffi::event_text(event);
         let level = event.metadata().level().as_str().to_ascii_lowercase();
-        let line = format!("CROSSLOCK {}: {level}: {}\n", std::process::id(), message.0);
+        let line = format!("CROSSLOCK {}: {level}: {message}\n", std::process::id());
         // One write per line, so lines from several threads do not interleave.
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }

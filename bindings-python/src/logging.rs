@@ -42,19 +42,6 @@ fn python_level(level: &Level) -> u8 {
 
 struct ToPython;
 
-struct Message(String);
-
-impl tracing::field::Visit for Message {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        use std::fmt::Write;
-        if field.name() == "message" {
-            let _ = write!(self.0, "{value:?}");
-        } else {
-            let _ = write!(self.0, " {}={value:?}", field.name());
-        }
-    }
-}
-
 impl<S: Subscriber> Layer<S> for ToPython {
     fn register_callsite(
         &self,
@@ -74,9 +61,8 @@ impl<S: Subscriber> Layer<S> for ToPython {
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        let mut message = Message(String::new());
-        event.record(&mut message);
-        send(python_level(event.metadata().level()), message.0);
+        let message = crosslock::ffi::event_text(event);
+        send(python_level(event.metadata().level()), message);
     }
 }
 

@@ -83,6 +83,25 @@ pub async fn acquire(
     Ok(acquired)
 }
 
+/// The text of one of crosslock's `tracing` events, as the bindings' log bridges print it: the
+/// message, then any other fields as ` name=value`.
+pub fn event_text(event: &tracing::Event<'_>) -> String {
+    struct Text(String);
+    impl tracing::field::Visit for Text {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            use std::fmt::Write;
+            let _ = if field.name() == "message" {
+                write!(self.0, "{value:?}")
+            } else {
+                write!(self.0, " {}={value:?}", field.name())
+            };
+        }
+    }
+    let mut text = Text(String::new());
+    event.record(&mut text);
+    text.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,25 +19,14 @@ static EVENTS: Mutex<Vec<(tracing::Level, String, String)>> = Mutex::new(Vec::ne
 
 struct Capture;
 
-struct Message(String);
-
-impl tracing::field::Visit for Message {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            self.0 = format!("{value:?}");
-        }
-    }
-}
-
 impl<S: tracing::Subscriber> Layer<S> for Capture {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        let mut message = Message(String::new());
-        event.record(&mut message);
         let meta = event.metadata();
+        let message = crosslock::ffi::event_text(event);
         EVENTS
             .lock()
             .unwrap()
-            .push((*meta.level(), meta.target().to_owned(), message.0));
+            .push((*meta.level(), meta.target().to_owned(), message));
     }
 }
 
