@@ -319,15 +319,24 @@ impl Conn {
             }
             reply
         };
+        self.settle(reply, subject)
+    }
+
+    /// The result of one command bounded by the response timeout: its reply, or the error that
+    /// says what happened, noting on the way whether the connection was lost or answered.
+    fn settle<T>(
+        &self,
+        reply: std::result::Result<redis::RedisResult<T>, tokio::time::error::Elapsed>,
+        subject: What<'_>,
+    ) -> Result<T> {
         match reply {
-            Ok(reply) => {
-                if reply.is_ok() {
-                    self.health.answered();
-                }
-                reply.map_err(|e| {
-                    self.forget_scripts_if_lost(&e);
-                    Error::from_redis(e, subject)
-                })
+            Ok(Ok(value)) => {
+                self.health.answered();
+                Ok(value)
+            }
+            Ok(Err(e)) => {
+                self.forget_scripts_if_lost(&e);
+                Err(Error::from_redis(e, subject))
             }
             Err(_) => {
                 self.no_answer();
@@ -375,21 +384,9 @@ impl Conn {
         let subject = subject.into();
         let mut manager = self.manager.clone();
         self.touch();
-        match tokio::time::timeout(self.response_timeout, cmd.query_async(&mut manager)).await {
-            Ok(reply) => {
-                if reply.is_ok() {
-                    self.health.answered();
-                }
-                reply.map_err(|e| {
-                    self.forget_scripts_if_lost(&e);
-                    Error::from_redis(e, subject)
-                })
-            }
-            Err(_) => {
-                self.no_answer();
-                Err(Error::no_answer(subject, self.response_timeout))
-            }
-        }
+        let reply =
+            tokio::time::timeout(self.response_timeout, cmd.query_async(&mut manager)).await;
+        self.settle(reply, subject)
     }
 
     pub(crate) async fn subscribe(&self, channel: &str) -> Result<()> {
