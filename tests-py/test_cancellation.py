@@ -3,8 +3,9 @@ takes away a hold the caller still has, and never half-releases.
 
 * An ``acquire_async`` cancelled just as it succeeds (the acquire completed on Redis, but the
   caller gets ``CancelledError``) gives that one hold back, at each of the three points where the
-  result can be lost on its way to the task: before pyo3-async-runtimes looks at it, while it
-  waits in the event loop's queue, and after it was set but before the task resumed.
+  result can be lost on its way to the task: cancelled before it was produced (the bridge drops it
+  unconverted), while it waits in the event loop's completion queue, and after it was set but
+  before the task resumed.
 * A cancelled nested ``acquire_async`` gives back only the hold it won, never the outer one.
 * A cancelled ``release_async`` still releases (Redis and the client's bookkeeping agree).
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import select
 import time
 from contextlib import contextmanager
 from typing import Any, Awaitable, Callable, Iterator
@@ -88,13 +90,19 @@ def hash_writes(server: RedisServer, raw: Raw, key: str) -> Iterator[HashWrites]
 
 
 def result_queued(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether a native result waits in the event loop's queue (pyo3-async-runtimes' completor,
-    scheduled with ``call_soon_threadsafe``). Reads asyncio's private ready queue: the only way to
-    see that moment, which these tests must hit exactly."""
-    ready = getattr(loop, "_ready", None)
-    if ready is None:
-        pytest.fail(f"{type(loop).__name__} has no _ready queue to look at")
-    return any(type(getattr(h, "_callback", None)).__name__ == "CheckedCompletor" for h in list(ready))
+    """Whether a native result waits for the event loop: the socket crosslock's completion queue
+    wakes the loop with (registered with ``loop.add_reader``) is readable. Reads the selector loop's
+    private reader map: the only way to see that moment, which these tests must hit exactly."""
+    selector = getattr(loop, "_selector", None)
+    if selector is None:
+        pytest.fail(f"{type(loop).__name__} has no selector to look at")
+    wakers = [
+        key.fd
+        for key in selector.get_map().values()
+        if type(getattr(key.data[0], "_callback", None)).__name__ == "_Completions"
+    ]
+    assert wakers, "no crosslock completion queue is registered with the loop"
+    return bool(select.select(wakers, [], [], 0)[0])
 
 
 async def cancelled_when(awaitable: Awaitable[Any], condition: Callable[[], Any], what: str) -> None:
@@ -147,8 +155,9 @@ def others_can_take(url: str, name: str) -> None:
 
 async def test_cancel_before_the_native_result_is_looked_at_gives_the_hold_back(client, raw, redis_server, url):
     """The asyncio future is cancelled while the acquire's script waits in Redis, and the event
-    loop stays busy until Redis ran it: pyo3-async-runtimes finds the future cancelled and drops
-    the finished result unconverted."""
+    loop stays busy until Redis ran it: the done-callback that would stop the Rust future cannot
+    run, so the acquire wins; when the loop runs again, the bridge finds the future cancelled and
+    drops the finished result unconverted, which gives the hold back."""
     name = "race-unconverted"
     lock = client.lock(name)
     with redis_server.raw() as sub:
@@ -160,13 +169,14 @@ async def test_cancel_before_the_native_result_is_looked_at_gives_the_hold_back(
             # Cancels the native future at once; the done-callback that would stop the Rust
             # future needs the event loop, which stays blocked below.
             task.cancel()
-        # Still without yielding to the loop: the acquire wins in Redis, finds its future
-        # cancelled, and its hold is given back (the release publishes the unlock message).
+        # Still without yielding to the loop: the acquire wins in Redis.
+        wait_until(lambda: raw.hgetall(name), what="the cancelled acquire to win in Redis")
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The loop ran: the won hold is given back (the release publishes the unlock message).
         message = sub.next_message(timeout=10)
         assert message is not None, "the hold won by the cancelled acquire was never given back"
         assert message[:2] == ["message", channel(name)]
-    with pytest.raises(asyncio.CancelledError):
-        await task
     await released(client, raw, name)
     others_can_take(url, name)
 
@@ -197,10 +207,12 @@ async def test_cancel_after_the_result_was_set_but_before_the_task_resumed_gives
     task = asyncio.ensure_future(lock.acquire_async())
     await asyncio.sleep(0)
     wait_until(lambda: result_queued(loop), what="the acquire's result to be queued for the loop")
-    # Queue: [result setter, this test]. The setter runs first and queues the task's wake-up
-    # behind this test, so the cancel below finds the future done and the task not yet resumed.
-    await asyncio.sleep(0)
-    assert not result_queued(loop) and not task.done()
+    # Each pass lets the loop run once, this test's next step queued before anything the drain
+    # of the completion queue schedules: once the result is set, the task's wake-up waits behind
+    # this test, so the cancel below finds the future done and the task not yet resumed.
+    while result_queued(loop):
+        await asyncio.sleep(0)
+    assert not task.done()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -223,8 +235,10 @@ async def test_a_dropped_nested_result_gives_back_one_hold_only(client, raw, red
                 inner = lock._native.acquire_async(owner)
                 wait_until(lambda: a_script_is_held_up(raw), what="the nested acquire to wait in Redis")
                 inner.cancel()
-            # Loop still blocked: the acquire wins (count 2), sees its future cancelled, gives one back.
-            assert writes.wait_for(2) == ["hincrby", "hincrby"]
+            # Loop still blocked: the acquire wins (count 2).
+            assert writes.wait_for(1) == ["hincrby"]
+            # The loop runs: the bridge finds the future cancelled and gives that one hold back.
+            assert await asyncio.to_thread(writes.wait_for, 2) == ["hincrby", "hincrby"]
         else:
             inner = lock._native.acquire_async(owner)
             wait_until(lambda: result_queued(loop), what="the nested result to be queued for the loop")

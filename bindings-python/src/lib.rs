@@ -13,11 +13,14 @@
 //! - [`multi_lock`]: `MultiLock` (also the `RedLock`), over native `Lock`s;
 //! - [`logging`]: core's `tracing` events into Python's `logging` (logger `crosslock`);
 //! - [`error`]: the one core-error → Python-exception conversion;
-//! - [`runtime`]: the one blocking helper (GIL released, Ctrl-C honoured) and the asyncio bridge,
-//!   both on core's process runtime.
+//! - [`runtime`]: the one blocking helper (GIL released, Ctrl-C honoured) and the awaitable
+//!   helper, both on core's process runtime;
+//! - [`asyncio`]: the asyncio bridge under the awaitable helper (one completion queue per event
+//!   loop, woken through a socket pair the loop watches).
 
 use pyo3::prelude::*;
 
+mod asyncio;
 mod client;
 mod error;
 mod inspect;

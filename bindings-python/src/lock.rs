@@ -288,7 +288,7 @@ impl PyLock {
 /// hold it won, given back (one `release_as(owner)`, in the background) unless claimed.
 ///
 /// The Python layer claims it as soon as its `await` returns; any other fate (dropped by
-/// pyo3-async-runtimes or asyncio because the awaiting task was cancelled at that moment, or
+/// the asyncio bridge or asyncio because the awaiting task was cancelled at that moment, or
 /// `abandon()`ed) gives the hold back, so a cancelled `acquire_async` never leaves a hold that
 /// nobody knows about (and that the watchdog would renew forever).
 #[pyclass(module = "crosslock._native", name = "PendingHold", frozen)]

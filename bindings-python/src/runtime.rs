@@ -11,15 +11,14 @@
 //! Waiting on the calling thread (rather than on a helper thread or event loop) keeps the caller's
 //! identity, which the Python layer has already turned into an owner number.
 //!
-//! **asyncio** ([`awaitable`]): `pyo3_async_runtimes::generic::future_into_py` over
-//! [`CoreRuntime`], so the awaitable's future runs on core's runtime. Cancelling the asyncio
-//! future while the core future still runs drops the core future, and core's cancel-safety
-//! leaves nothing behind. A cancel that comes *after* the core future finished is another matter:
-//! pyo3-async-runtimes then drops the finished result (unconverted if the asyncio future was
-//! already cancelled when it looked, converted if the cancel came while the result waited for the
-//! event loop), and asyncio itself drops a result that arrives for a task cancelled before it
-//! resumed. A result that must not be lost that way (a won hold) carries an [`Unclaimed`] guard:
-//! whoever drops it unclaimed runs its undo.
+//! **asyncio** ([`awaitable`]): an `asyncio.Future` completed on its event loop's thread through
+//! the loop's completion queue ([`crate::asyncio`]), the core future running on core's runtime.
+//! Cancelling the asyncio future while the core future still runs drops the core future, and
+//! core's cancel-safety leaves nothing behind. A cancel that comes *after* the core future
+//! finished is another matter: the bridge then drops the finished result unconverted, and asyncio
+//! itself drops a result that arrives for a task cancelled before it resumed. A result that must
+//! not be lost that way (a won hold) carries an [`Unclaimed`] guard: whoever drops it unclaimed
+//! runs its undo.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,8 +29,6 @@ use crosslock::CancellationToken;
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3_async_runtimes::TaskLocals;
-use pyo3_async_runtimes::generic::{ContextExt, Runtime};
 
 use crate::error::to_py_err;
 
@@ -126,12 +123,10 @@ fn interrupted<T: Send + 'static>(
 /// guard is dropped unclaimed, skipped once [`claim`](Self::claim)ed.
 ///
 /// It travels with a result on its way to an asyncio awaiter, which can be dropped unseen at
-/// three points: by pyo3-async-runtimes before conversion (`generic.rs`,
-/// `future_into_py_with_locals`: it checks `cancelled()` and returns, dropping the result), by its
-/// `CheckedCompletor` after conversion (the future was cancelled while the result waited in the
-/// event loop's queue), or by asyncio when the awaiting task was cancelled after the result was
-/// set (the Python layer calls `PendingHold.abandon()` for that one). The first is this guard's
-/// own drop; the other two are the drop of the Python object holding it.
+/// two points: by the bridge, unconverted, when the asyncio future was cancelled before the result
+/// reached the loop ([`crate::asyncio`]), or by asyncio when the awaiting task was cancelled after
+/// the result was set (the Python layer calls `PendingHold.abandon()` for that one). The first is
+/// this guard's own drop; the second is the drop of the Python object holding it.
 pub(crate) struct Unclaimed {
     undo: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
@@ -159,47 +154,8 @@ impl Drop for Unclaimed {
     }
 }
 
-/// Core's runtime, as pyo3-async-runtimes sees a runtime.
-pub(crate) struct CoreRuntime;
-
-tokio::task_local! {
-    static TASK_LOCALS: TaskLocals;
-}
-
-impl Runtime for CoreRuntime {
-    type JoinError = tokio::task::JoinError;
-    type JoinHandle = tokio::task::JoinHandle<()>;
-
-    fn spawn<F>(fut: F) -> Self::JoinHandle
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        crosslock::runtime::spawn(fut)
-    }
-
-    fn spawn_blocking<F>(f: F) -> Self::JoinHandle
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        crosslock::runtime::handle().spawn_blocking(f)
-    }
-}
-
-impl ContextExt for CoreRuntime {
-    fn scope<F, R>(locals: TaskLocals, fut: F) -> Pin<Box<dyn Future<Output = R> + Send>>
-    where
-        F: Future<Output = R> + Send + 'static,
-    {
-        Box::pin(TASK_LOCALS.scope(locals, fut))
-    }
-
-    fn get_task_locals() -> Option<TaskLocals> {
-        TASK_LOCALS.try_with(Clone::clone).ok()
-    }
-}
-
-/// A core result on its way to Python: converted (value or exception) with the GIL held, when
-/// pyo3-async-runtimes sets the asyncio future's result.
+/// A core result on its way to Python: converted (value or exception) on the event loop's thread
+/// when the bridge sets the asyncio future's result.
 struct Converted<T> {
     result: crosslock::Result<T>,
     lock_name: Option<String>,
@@ -220,7 +176,7 @@ impl<'py, T: IntoPyObject<'py>> IntoPyObject<'py> for Converted<T> {
 
 /// Returns an asyncio awaitable for `future`, run on core's runtime. Must be called with a
 /// running event loop (from a coroutine). Cancelling the awaitable drops `future` if it is still
-/// running; if it has finished, its result is dropped unconverted or, once converted, as a Python
+/// running; if it has finished, its result is dropped unconverted or, once set, as a Python
 /// object (see [`Unclaimed`] for results that must be undone then).
 pub(crate) fn awaitable<'py, T, F>(
     py: Python<'py>,
@@ -232,10 +188,10 @@ where
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
     let lock_name = lock_name.map(str::to_owned);
-    pyo3_async_runtimes::generic::future_into_py::<CoreRuntime, _, _>(py, async move {
-        Ok(Converted {
+    crate::asyncio::future(py, async move {
+        Converted {
             result: future.await,
             lock_name,
-        })
+        }
     })
 }
