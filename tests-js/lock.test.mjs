@@ -466,6 +466,22 @@ describe('release and disposal', () => {
     assert.equal(await env.raw.command('EXISTS', name), 0, 'released at exit, not left for its 30 s lease')
   })
 
+  test('a pending acquire keeps the process alive until it settles (nothing else on the event loop)', async () => {
+    const name = unique('alive')
+    const held = await env.client.lock(name).acquire()
+    const script = fileURLToPath(new URL('./workers/hold-process.mjs', import.meta.url))
+    const child = spawn(process.execPath, [script, env.url, name, '30000', 'exit'], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.on('data', (d) => { out += d })
+    const exited = once(child, 'exit')
+    await waitUntil(async () => (await env.raw.numsub(channelOf(name))) === 1, 'the child to wait for the lock')
+    assert.equal(child.exitCode, null, 'the child is still waiting (a pending promise keeps its event loop alive)')
+    await held.release()
+    const [code] = await within(exited, 15_000, 'the child to take the lock and exit')
+    assert.equal(code, 0, 'exit code 13 would mean the event loop ended with the acquire unsettled')
+    assert.match(out, /^held /)
+  })
+
   test('forceUnlock tells whether it was locked', async () => {
     const lock = env.client.lock(unique('force'))
     assert.equal(await lock.forceUnlock(), false)

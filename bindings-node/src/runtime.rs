@@ -1,52 +1,163 @@
 //! Promises over crosslock's runtime, and the per-environment clean-up.
 //!
-//! No napi runtime is ever started: a call creates a deferred promise on the JavaScript thread,
-//! spawns its work on crosslock's one process runtime ([`crosslock::runtime::spawn`]) and settles
-//! the promise from there. napi-rs queues the settlement back to the JavaScript thread, and drops
-//! it if that thread's environment (a terminated worker) is gone by then.
+//! No napi runtime is ever started: a call creates a promise on the JavaScript thread, spawns its
+//! work on crosslock's one process runtime ([`crosslock::runtime::spawn`]) and hands the
+//! settlement back to the JavaScript thread through its environment's one completion queue: a
+//! thread-safe function created once per environment and kept for its lifetime (not one per
+//! call, as napi-rs's `JsDeferred` does: that costs a libuv handle opened and closed and a
+//! clean-up hook added and removed per promise). The queue keeps the event loop alive only while
+//! a promise is pending (it is referenced when the first one starts and unreferenced when the
+//! last one settles), like any pending I/O.
 //!
 //! Every environment (the main thread and each `worker_thread`) keeps a registry of the clients it
 //! connected. Its clean-up hook, run when the environment exits, closes them all: core's `close()`
 //! cancels their pending acquires and releases the locks they hold, so terminating a worker
-//! leaves no lock and no waiter behind.
+//! leaves no lock and no waiter behind. A settlement that arrives after its environment is gone
+//! is dropped: the queue is closed first, under the same lock every sender takes, so no runtime
+//! thread ever calls into a freed thread-safe function.
 
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::future::Future;
+use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::{Object, ToNapiValue};
-use napi::{Env, JsDeferred};
+use napi::{Env, JsValue, sys};
 
 use crate::error;
 
-type Resolver<T> = Box<dyn FnOnce(Env) -> napi::Result<T> + Send>;
+/// Work for the JavaScript thread: settle one promise.
+type Completion = Box<dyn FnOnce(Env) + Send>;
 
-/// Settles a deferred exactly once: with `resolve`/`reject`, or, if the task is dropped without
-/// either (it panicked), with an internal error, so no promise is left pending forever.
-struct Settle<T: ToNapiValue + 'static>(Option<JsDeferred<T, Resolver<T>>>);
+/// An environment's completion queue as runtime threads see it.
+struct Queue {
+    /// `None` once the environment is tearing down.
+    tsfn: Mutex<Option<Tsfn>>,
+}
 
-impl<T: ToNapiValue + 'static> Settle<T> {
-    fn resolve(mut self, resolver: Resolver<T>) {
-        if let Some(deferred) = self.0.take() {
-            deferred.resolve(resolver);
-        }
-    }
+struct Tsfn(sys::napi_threadsafe_function);
 
-    fn reject(mut self, err: napi::Error) {
-        if let Some(deferred) = self.0.take() {
-            deferred.reject(err);
+// SAFETY: napi thread-safe functions are made to be called from any thread; the pointer is only
+// used under `Queue::tsfn`'s lock, which the environment's clean-up hook takes before releasing it.
+unsafe impl Send for Tsfn {}
+
+impl Queue {
+    /// Queues `completion` for the JavaScript thread; drops it if the environment is gone.
+    fn send(&self, completion: Completion) {
+        let data = Box::into_raw(Box::new(completion));
+        let tsfn = self.tsfn.lock().unwrap_or_else(|e| e.into_inner());
+        let status = match tsfn.as_ref() {
+            // SAFETY: the thread-safe function is alive while it is in `tsfn` (see `Tsfn`); the
+            // queue is unbounded, so a non-blocking call never fails for being full.
+            Some(Tsfn(raw)) => unsafe {
+                sys::napi_call_threadsafe_function(
+                    *raw,
+                    data.cast(),
+                    sys::ThreadsafeFunctionCallMode::nonblocking,
+                )
+            },
+            None => sys::Status::napi_closing,
+        };
+        drop(tsfn);
+        if status != sys::Status::napi_ok {
+            // SAFETY: not queued, so still ours.
+            drop(unsafe { Box::from_raw(data) });
         }
     }
 }
 
-impl<T: ToNapiValue + 'static> Drop for Settle<T> {
+/// Runs one completion on the JavaScript thread (or drops it when the environment is gone).
+unsafe extern "C" fn run_completion(
+    env: sys::napi_env,
+    _js_callback: sys::napi_value,
+    _context: *mut c_void,
+    data: *mut c_void,
+) {
+    // SAFETY: `data` is the box `Queue::send` queued, handed back exactly once.
+    let completion = unsafe { Box::from_raw(data.cast::<Completion>()) };
+    if env.is_null() {
+        return; // the environment is tearing down: nobody is left to settle
+    }
+    let env = Env::from_raw(env);
+    completion(env);
+    if let Ok(Some(state)) = env.get_instance_data::<EnvState>() {
+        state.settled(&env);
+    }
+}
+
+/// The environment's clean-up hook for its queue: closes it before Node finalizes it.
+unsafe extern "C" fn close_queue(arg: *mut c_void) {
+    // SAFETY: the strong count `env_state` leaked for this hook, taken back once.
+    let queue = unsafe { Arc::from_raw(arg.cast::<Queue>().cast_const()) };
+    let taken = queue.tsfn.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(Tsfn(raw)) = taken {
+        // SAFETY: no sender can reach it any more (taken under the lock); releasing our one
+        // thread lets Node close and free it, dropping what is still queued (null env).
+        unsafe {
+            sys::napi_release_threadsafe_function(raw, sys::ThreadsafeFunctionReleaseMode::abort)
+        };
+    }
+}
+
+/// A promise on its way to be settled: settles it exactly once, with `resolve`/`reject`, or, if
+/// the task is dropped without either (it panicked), with an internal error, so no promise is left
+/// pending forever.
+struct Settle {
+    pending: Option<(RawDeferred, Arc<Queue>)>,
+}
+
+struct RawDeferred(sys::napi_deferred);
+
+// SAFETY: the deferred is only used on the JavaScript thread, inside the completion it travels in.
+unsafe impl Send for RawDeferred {}
+
+impl RawDeferred {
+    /// The pointer (a method, so a closure captures the whole `Send` wrapper, not the field).
+    fn get(&self) -> sys::napi_deferred {
+        self.0
+    }
+}
+
+impl Settle {
+    fn with<F>(mut self, outcome: F)
+    where
+        F: FnOnce(Env) -> napi::Result<sys::napi_value> + Send + 'static,
+    {
+        let Some((deferred, queue)) = self.pending.take() else {
+            return;
+        };
+        queue.send(Box::new(move |env| {
+            let raw = env.raw();
+            let deferred = deferred.get();
+            // SAFETY: on the JavaScript thread of the environment that created the deferred,
+            // which is settled here once.
+            unsafe {
+                match outcome(env) {
+                    Ok(value) => sys::napi_resolve_deferred(raw, deferred, value),
+                    Err(err) => match ToNapiValue::to_napi_value(raw, err) {
+                        Ok(err) => sys::napi_reject_deferred(raw, deferred, err),
+                        Err(_) => sys::napi_reject_deferred(raw, deferred, ptr::null_mut()),
+                    },
+                };
+            }
+        }));
+    }
+}
+
+impl Drop for Settle {
     fn drop(&mut self) {
-        if let Some(deferred) = self.0.take() {
-            deferred.reject(error::internal(
-                "crosslock: an operation ended abnormally (a panic in the native module); \
-                 please report it",
-            ));
+        if self.pending.is_some() {
+            Settle {
+                pending: self.pending.take(),
+            }
+            .with(|_| {
+                Err(error::internal(
+                    "crosslock: an operation ended abnormally (a panic in the native module); \
+                     please report it",
+                ))
+            });
         }
     }
 }
@@ -73,41 +184,132 @@ where
     R: ToNapiValue + 'static,
     G: FnOnce(Env, T) -> napi::Result<R> + Send + 'static,
 {
-    let (deferred, promise) = env.create_deferred::<R, Resolver<R>>()?;
-    let settle = Settle(Some(deferred));
+    let state = env_state(env)?;
+    let mut deferred = ptr::null_mut();
+    let mut promise = ptr::null_mut();
+    // SAFETY: on the JavaScript thread, with out-pointers to locals.
+    let status = unsafe { sys::napi_create_promise(env.raw(), &mut deferred, &mut promise) };
+    if status != sys::Status::napi_ok {
+        return Err(napi::Error::new(
+            napi::Status::from(status),
+            "crosslock: cannot create a promise",
+        ));
+    }
+    state.started(env);
+    let settle = Settle {
+        pending: Some((RawDeferred(deferred), state.queue.clone())),
+    };
     crosslock::runtime::spawn(async move {
-        match work.await {
-            Ok(value) => settle.resolve(Box::new(move |env| finish(env, value))),
-            Err(err) => settle.reject(error::to_napi(&err)),
-        }
+        let result = work.await;
+        settle.with(move |env| {
+            let value = finish(env, result.map_err(|e| error::to_napi(&e))?)?;
+            // SAFETY: on the JavaScript thread (the completion runs there).
+            unsafe { R::to_napi_value(env.raw(), value) }
+        });
     });
-    Ok(promise)
+    Ok(Object::from_raw(env.raw(), promise))
 }
 
 /// The clients one environment connected, closed by its clean-up hook.
 type Clients = Arc<Mutex<HashMap<u64, crosslock::Client>>>;
 
-/// The environment's instance data.
+/// The environment's instance data (used on its JavaScript thread only).
 struct EnvState {
     clients: Clients,
+    queue: Arc<Queue>,
+    /// Promises created and not yet settled; the queue keeps the event loop alive while > 0.
+    pending: usize,
+    tsfn: sys::napi_threadsafe_function,
+}
+
+impl EnvState {
+    /// A promise was created: keep the loop alive until it settles.
+    fn started(&mut self, env: &Env) {
+        self.pending += 1;
+        if self.pending == 1 {
+            // SAFETY: on the JavaScript thread, before the environment's clean-up (it is running).
+            unsafe { sys::napi_ref_threadsafe_function(env.raw(), self.tsfn) };
+        }
+    }
+
+    /// A promise was settled.
+    fn settled(&mut self, env: &Env) {
+        self.pending = self.pending.saturating_sub(1);
+        if self.pending == 0 {
+            // SAFETY: as in `started`.
+            unsafe { sys::napi_unref_threadsafe_function(env.raw(), self.tsfn) };
+        }
+    }
 }
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
-fn env_clients(env: &Env) -> napi::Result<Clients> {
+fn env_state(env: &Env) -> napi::Result<&'static mut EnvState> {
     if let Some(state) = env.get_instance_data::<EnvState>()? {
-        return Ok(state.clients.clone());
+        return Ok(state);
+    }
+    let raw_env = env.raw();
+    let mut tsfn = ptr::null_mut();
+    let name = env.create_string("crosslock")?;
+    // SAFETY: on the JavaScript thread; no JavaScript function (the call-back does the work), an
+    // unbounded queue and one thread (ours, released by `close_queue`).
+    let status = unsafe {
+        sys::napi_create_threadsafe_function(
+            raw_env,
+            ptr::null_mut(),
+            ptr::null_mut(),
+            name.raw(),
+            0,
+            1,
+            ptr::null_mut(),
+            None,
+            ptr::null_mut(),
+            Some(run_completion),
+            &mut tsfn,
+        )
+    };
+    if status != sys::Status::napi_ok {
+        return Err(napi::Error::new(
+            napi::Status::from(status),
+            "crosslock: cannot create its completion queue",
+        ));
+    }
+    // SAFETY: as above; idle until a promise is pending.
+    unsafe { sys::napi_unref_threadsafe_function(raw_env, tsfn) };
+    let queue = Arc::new(Queue {
+        tsfn: Mutex::new(Some(Tsfn(tsfn))),
+    });
+    // Registered after the thread-safe function, so it runs before Node's own teardown of it
+    // (clean-up hooks run in reverse order of registration).
+    let hook_arg = Arc::into_raw(queue.clone()).cast_mut().cast::<c_void>();
+    // SAFETY: `close_queue` takes back the count leaked into `hook_arg`.
+    let status = unsafe { sys::napi_add_env_cleanup_hook(raw_env, Some(close_queue), hook_arg) };
+    if status != sys::Status::napi_ok {
+        // SAFETY: the hook was not added: close the queue now.
+        unsafe { close_queue(hook_arg) };
+        return Err(napi::Error::new(
+            napi::Status::from(status),
+            "crosslock: cannot register its clean-up hook",
+        ));
     }
     let clients: Clients = Arc::default();
     env.set_instance_data(
         EnvState {
             clients: clients.clone(),
+            queue,
+            pending: 0,
+            tsfn,
         },
         (),
         |_| {},
     )?;
-    env.add_env_cleanup_hook(clients.clone(), close_all)?;
-    Ok(clients)
+    env.add_env_cleanup_hook(clients, close_all)?;
+    env.get_instance_data::<EnvState>()?
+        .ok_or_else(|| error::internal("crosslock: its per-environment state is missing"))
+}
+
+fn env_clients(env: &Env) -> napi::Result<Clients> {
+    Ok(env_state(env)?.clients.clone())
 }
 
 /// Records `client` as belonging to `env`; returns the key to [`forget`] it with.
