@@ -239,6 +239,62 @@ async fn watchdog_keeps_lock_past_its_lease_and_reports_loss() {
     assert_eq!(err.kind(), ErrorKind::LockLost);
 }
 
+/// The renewal loop is woken only by a hold that needs it earlier than it planned to wake: a
+/// lease hold taken while it sleeps out a long watchdog period still hears its loss on time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_taken_while_the_watchdog_sleeps_is_still_reported_lost_on_time() {
+    let server = RedisServer::start();
+    let options = ClientOptions::new().watchdog_timeout(Duration::from_secs(60));
+    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let owner = AcquireOptions::new().owner(Owner::new(1));
+    // A watchdog hold: the loop now sleeps until its first round, 20 s away.
+    let _watched = client
+        .lock("sleeping")
+        .unwrap()
+        .acquire_with(owner.clone())
+        .await
+        .unwrap();
+    let leased = client
+        .lock("leased")
+        .unwrap()
+        .acquire_with(owner.clone().lease(Duration::from_millis(300)))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), leased.lost().cancelled())
+        .await
+        .expect("the lease's end reported long before the watchdog's next round");
+}
+
+/// Whether any hold is watched can change between the loop's look and its sleep: a watchdog hold
+/// released and another taken at once must still be renewed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watchdog_hold_taken_right_after_the_last_one_left_is_renewed() {
+    let server = RedisServer::start();
+    let options = ClientOptions::new().watchdog_timeout(Duration::from_millis(600));
+    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let owner = AcquireOptions::new().owner(Owner::new(1));
+    for round in 0..20 {
+        let first = client.lock(&format!("first:{round}")).unwrap();
+        first
+            .acquire_with(owner.clone())
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        let name = format!("second:{round}");
+        let second = client.lock(&name).unwrap();
+        let guard = second.acquire_with(owner.clone()).await.unwrap();
+        if round % 5 == 4 {
+            tokio::time::sleep(Duration::from_millis(1500)).await; // 2.5 leases
+            let pttl: i64 = server.raw().pttl(&name).unwrap();
+            assert!(pttl > 0, "round {round}: the watchdog renewed {name}");
+            assert!(!guard.lost().is_cancelled());
+        }
+        guard.release().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_by_non_holder_changes_nothing() {
     let server = RedisServer::start();

@@ -231,10 +231,22 @@ pub(crate) struct Holds {
     /// Set (under `map`'s lock) when the client closes: no new hold may be recorded after.
     closed: AtomicBool,
     next_tenure: AtomicU64,
-    /// Notified when a hold appears (the renewal loop may need to wake earlier).
+    /// Notified when a hold appears that the renewal loop's current sleep does not cover.
     pub(crate) changed: Notify,
+    /// How the renewal loop last went to sleep (always taken after `map`).
+    plan: Mutex<Plan>,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) batch: usize,
+}
+
+/// How the renewal loop sleeps: until `at` (or until notified, if `None`), and whether it is
+/// already counting periods for watched holds. An acquire wakes it only when the new hold needs it
+/// earlier than that, so a burst of acquires costs the loop nothing (each wake-up scans every
+/// hold, which made acquiring N locks O(N²)).
+#[derive(Clone, Copy, Default)]
+struct Plan {
+    at: Option<Instant>,
+    watching: bool,
 }
 
 /// What recording an acquire needs besides the key.
@@ -254,6 +266,7 @@ impl Holds {
             closed: AtomicBool::new(false),
             next_tenure: AtomicU64::new(1),
             changed: Notify::new(),
+            plan: Mutex::new(Plan::default()),
             watchdog_timeout,
             batch: batch.max(1),
         })
@@ -288,8 +301,13 @@ impl Holds {
         hold.leases.push(acquired.lease);
         hold.confirm(acquired.sent, lease);
         let token = hold.lost.clone();
+        let plan = *lock(&self.plan);
+        let wake = (acquired.lease.is_none() && !plan.watching)
+            || plan.at.is_none_or(|at| hold.deadline < at);
         drop(map);
-        self.changed.notify_one();
+        if wake {
+            self.changed.notify_one();
+        }
         Some(token)
     }
 
@@ -441,6 +459,34 @@ impl Holds {
         let mut map = lock(&self.map);
         self.closed.store(true, Ordering::Relaxed);
         map.drain().map(|(_, h)| (h.holder, h.releaser)).collect()
+    }
+
+    /// Records how the renewal loop goes to sleep and returns until when: the next renewal round
+    /// (`next_round`, when `watching`) or the earliest deadline of a live hold, whichever is
+    /// first; `Some(now)` (go round again) if whether any hold is watched changed since the loop
+    /// looked. From then on, an acquire that needs the loop earlier notifies
+    /// [`changed`](Self::changed).
+    pub(crate) fn plan_sleep(&self, watching: bool, next_round: Instant) -> Option<Instant> {
+        let map = lock(&self.map);
+        let watched_now = map.values().any(|h| h.watched() && !h.lost.is_cancelled());
+        let at = if watched_now != watching {
+            Some(Instant::now())
+        } else {
+            let deadline = map
+                .values()
+                .filter(|h| !h.lost.is_cancelled() && h.releasing == 0)
+                .map(|h| h.deadline)
+                .min();
+            [watching.then_some(next_round), deadline]
+                .into_iter()
+                .flatten()
+                .min()
+        };
+        *lock(&self.plan) = Plan {
+            at,
+            watching: watching && watched_now,
+        };
+        at
     }
 
     /// Number of holds renewed by the watchdog.

@@ -87,10 +87,7 @@ pub(crate) async fn run(
             }
             continue;
         }
-        let wake_at = [watched.then_some(next_round), h.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min();
+        let wake_at = h.plan_sleep(watched, next_round);
         let changed = h.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
