@@ -309,6 +309,38 @@ def handoff(cfg, runner: Runner) -> list[dict]:
     return out
 
 
+def cpu_hog() -> subprocess.Popen:
+    """A busy loop pinned to CPU 0 (one of the machine's cores kept busy), for the handoff under load."""
+    def pin():
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {0})
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin)
+
+
+def handoff_load(cfg, runner: Runner) -> list[dict]:
+    """Scenario 2 again for crosslock only, with a CPU hog on one core: a busy machine's handoff."""
+    out = []
+    plan = [("rust", "crosslock"), ("python", "crosslock"), ("python", "crosslock-asyncio"), ("node", "crosslock")]
+    hog = cpu_hog()
+    try:
+        for lang, lib in plan:
+            if not cfg.want(lang, lib):
+                continue
+            what = f"handoff under load {lang}/{lib}"
+            name = f"bench:hl:{lang}:{lib}"
+            res = handoff_pair(cfg, runner.cmd(lang, "handoff", lib, name=name),
+                               runner.cmd(lang, "handoff", lib, name=name), what, cfg.handoff_rounds,
+                               cfg.repeats, POLL_SPAN_MS.get(lib, 3))
+            if res:
+                pooled = sorted(x for lat in res for x in lat)
+                log(f"{what}: p50 {pct(pooled, .5):.0f} us, p99 {pct(pooled, .99):.0f} us over {len(pooled)}")
+                out.append({"lang": lang, "lib": lib, "span_ms": POLL_SPAN_MS.get(lib, 3), "latencies_us": res})
+    finally:
+        hog.kill()
+        hog.wait()
+    return out
+
+
 def pct(sorted_vals, q):
     import math
 
@@ -801,7 +833,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--rust-bin", required=True)
     p.add_argument("--smoke", action="store_true")
-    p.add_argument("--only", help="comma-separated scenarios: floor,uncontended,handoff,contended,holders,breakdown,semaphore")
+    p.add_argument("--only", help="comma-separated scenarios: floor,uncontended,handoff,handoff_load,contended,holders,breakdown,semaphore")
     p.add_argument("--libs", help="comma-separated libraries (or lang/lib) to run; default all")
     a = p.parse_args()
     cfg = Config(a.smoke, set(a.only.split(",")) if a.only else None, set(a.libs.split(",")) if a.libs else None)
@@ -814,6 +846,7 @@ def main():
         ("floor", lambda: floor(cfg, r, port)),
         ("uncontended", lambda: uncontended(cfg, runner)),
         ("handoff", lambda: handoff(cfg, runner)),
+        ("handoff_load", lambda: handoff_load(cfg, runner)),
         ("contended", lambda: contended(cfg, runner, r)),
         ("holders", lambda: holders(cfg, runner, r, port)),
         ("breakdown", lambda: breakdown(cfg, runner)),
