@@ -346,6 +346,20 @@ describe('lost lock', () => {
     assert.equal(client.watchedLocks(), 0)
   })
 
+  test('a hold lost before anyone read held.signal: the signal is born aborted, with the same reason', async () => {
+    const client = await env.connect({ watchdogTimeout: 600 })
+    const lock = client.lock(unique('lost-unread'))
+    const held = await lock.acquire()
+    await env.raw.command('DEL', lock.name)
+    await waitUntil(() => held.lost, 'the hold to be reported lost', 5000)
+    const signal = held.signal
+    assert.equal(signal.aborted, true)
+    assert.ok(signal.reason instanceof LockLostError)
+    assert.equal(signal.reason.holder, held.holder)
+    assert.equal(held.signal, signal, 'one signal per hold')
+    await assert.rejects(held.release(), (e) => e === signal.reason)
+  })
+
   test('a force-unlocked reentrant hold aborts every HeldLock of that owner', async () => {
     const client = await env.connect({ watchdogTimeout: 600 })
     const lock = client.lock(unique('lost2'))

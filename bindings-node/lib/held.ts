@@ -37,7 +37,11 @@ export class HeldLock implements AsyncDisposable {
    * handed out before on the lock, by any client in any language. `undefined` for other kinds.
    */
   readonly token: bigint | undefined
-  readonly #controller = new AbortController()
+  /** Made on the first read of `signal` (most holds never read it): an AbortController per hold
+   * costs more than the rest of the hold. */
+  #controller: AbortController | undefined
+  /** Why the hold may be lost, once it may be. */
+  #lostReason: CrosslockError | undefined
   #released = false
 
   /** @internal HeldLocks come from `lock.acquire()`. */
@@ -72,6 +76,10 @@ export class HeldLock implements AsyncDisposable {
    * ```
    */
   get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController()
+      if (this.#lostReason !== undefined) this.#controller.abort(this.#lostReason)
+    }
     return this.#controller.signal
   }
 
@@ -85,7 +93,7 @@ export class HeldLock implements AsyncDisposable {
    * ```
    */
   get lost(): boolean {
-    return this.#controller.signal.aborted
+    return this.#lostReason !== undefined
   }
 
   /**
@@ -129,7 +137,7 @@ export class HeldLock implements AsyncDisposable {
         this._lost(e as LockLostError)
         throw e
       }
-      if (hasCode(e, 'NOT_HELD') && this.lost) throw this.signal.reason
+      if (hasCode(e, 'NOT_HELD') && this.#lostReason !== undefined) throw this.#lostReason
       if (!hasCode(e, 'NOT_HELD')) {
         // Redis did not answer (core already retried within the connect timeout): the hold may
         // still be there, no longer renewed, so it expires after its lease at worst. Keep it
@@ -158,7 +166,9 @@ export class HeldLock implements AsyncDisposable {
 
   /** @internal The lock was found lost. */
   _lost(reason: CrosslockError): void {
-    if (!this.#controller.signal.aborted) this.#controller.abort(reason)
+    if (this.#lostReason !== undefined) return
+    this.#lostReason = reason
+    this.#controller?.abort(reason)
   }
 
   /** @internal The client closed, which released every hold. */
