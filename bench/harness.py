@@ -619,8 +619,12 @@ def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
             time.sleep(0.05)
         calls = mon.calls_between(t0, t1)
         mon.close()
+        # Rounds are found from the renewal calls only: a connection's keepalive PINGs (sent when it
+        # is idle, between rounds) would otherwise split the quiet gaps into rounds of their own.
         rounds = []
         for ts, cmd in calls:
+            if cmd == "ping":
+                continue
             if rounds and ts - rounds[-1][-1][0] < 0.3 * period:
                 rounds[-1].append((ts, cmd))
             else:
@@ -636,6 +640,11 @@ def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
             starts = [r[0][0] for r in rounds]
             actual_period = (starts[-1] - starts[0]) / (len(starts) - 1) if len(starts) > 1 else period
             window = n_periods * actual_period
+            # The PINGs of the same stretch of time, one period per complete round.
+            t_a = complete[0][0][0]
+            for ts, cmd in calls:
+                if cmd == "ping" and t_a <= ts < t_a + window:
+                    by_command[cmd] = by_command.get(cmd, 0) + 1
         else:
             for _, cmd in calls:
                 by_command[cmd] = by_command.get(cmd, 0) + 1

@@ -66,6 +66,21 @@ impl Queue {
             drop(unsafe { Box::from_raw(data) });
         }
     }
+
+    /// References (keeps the event loop alive) or unreferences the queue; nothing once closed.
+    fn hold_loop(&self, env: &Env, alive: bool) {
+        let tsfn = self.tsfn.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(Tsfn(raw)) = tsfn.as_ref() {
+            // SAFETY: on the JavaScript thread; the thread-safe function is alive while in `tsfn`.
+            unsafe {
+                if alive {
+                    sys::napi_ref_threadsafe_function(env.raw(), *raw)
+                } else {
+                    sys::napi_unref_threadsafe_function(env.raw(), *raw)
+                }
+            };
+        }
+    }
 }
 
 /// Runs one completion on the JavaScript thread (or drops it when the environment is gone).
@@ -219,7 +234,6 @@ struct EnvState {
     queue: Arc<Queue>,
     /// Promises created and not yet settled; the queue keeps the event loop alive while > 0.
     pending: usize,
-    tsfn: sys::napi_threadsafe_function,
 }
 
 impl EnvState {
@@ -227,8 +241,7 @@ impl EnvState {
     fn started(&mut self, env: &Env) {
         self.pending += 1;
         if self.pending == 1 {
-            // SAFETY: on the JavaScript thread, before the environment's clean-up (it is running).
-            unsafe { sys::napi_ref_threadsafe_function(env.raw(), self.tsfn) };
+            self.queue.hold_loop(env, true);
         }
     }
 
@@ -236,8 +249,7 @@ impl EnvState {
     fn settled(&mut self, env: &Env) {
         self.pending = self.pending.saturating_sub(1);
         if self.pending == 0 {
-            // SAFETY: as in `started`.
-            unsafe { sys::napi_unref_threadsafe_function(env.raw(), self.tsfn) };
+            self.queue.hold_loop(env, false);
         }
     }
 }
@@ -298,7 +310,6 @@ fn env_state(env: &Env) -> napi::Result<&'static mut EnvState> {
             clients: clients.clone(),
             queue,
             pending: 0,
-            tsfn,
         },
         (),
         |_| {},
