@@ -147,12 +147,16 @@ async def test_java_holder_wakes_asyncio_waiter_and_task_reentry_is_respected(ja
     lock = client.lock(name)
     assert await lock.acquire_async(blocking=False) is False
     java_ok = lambda cmd: asyncio.to_thread(java.ok, cmd)  # noqa: E731 - keep the loop running
+    # The driver answers in order on one pipe: the task may be woken (and ask Java) before the
+    # thread that sent `unlock` has read its answer, so it waits for that first.
+    unlock_answered = asyncio.Event()
 
     async def task() -> int:
         assert await lock.acquire_async(timeout=60) is True
         acquired_ns = time.monotonic_ns()
         ours = client.holder()  # this task's holder
         assert raw.hgetall(name) == {ours: "1"}
+        await unlock_answered.wait()
         async with lock:  # the task re-enters its own lock
             assert await lock.hold_count_async() == 2
             assert raw.hgetall(name) == {ours: "2"}
@@ -169,6 +173,7 @@ async def test_java_holder_wakes_asyncio_waiter_and_task_reentry_is_respected(ja
     assert not waiter.done(), "the asyncio waiter got a lock Java holds"
     before_unlock = time.monotonic_ns()
     unlocked = await asyncio.to_thread(java.call, f"unlock {name}")
+    unlock_answered.set()
     java.expect_ok(unlocked)
     acquired_ns = await asyncio.wait_for(waiter, WOKEN_WITHIN + 10)
     assert before_unlock <= acquired_ns
