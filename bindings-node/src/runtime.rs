@@ -136,38 +136,21 @@ impl RawDeferred {
 }
 
 impl Settle {
+    /// Settles the promise (on the JavaScript thread) with what `outcome` produces there.
     fn with<F>(mut self, outcome: F)
     where
         F: FnOnce(Env) -> napi::Result<sys::napi_value> + Send + 'static,
     {
-        let Some((deferred, queue)) = self.pending.take() else {
-            return;
-        };
-        queue.send(Box::new(move |env| {
-            let raw = env.raw();
-            let deferred = deferred.get();
-            // SAFETY: on the JavaScript thread of the environment that created the deferred,
-            // which is settled here once.
-            unsafe {
-                match outcome(env) {
-                    Ok(value) => sys::napi_resolve_deferred(raw, deferred, value),
-                    Err(err) => match ToNapiValue::to_napi_value(raw, err) {
-                        Ok(err) => sys::napi_reject_deferred(raw, deferred, err),
-                        Err(_) => sys::napi_reject_deferred(raw, deferred, ptr::null_mut()),
-                    },
-                };
-            }
-        }));
+        if let Some((deferred, queue)) = self.pending.take() {
+            send_settlement(deferred, &queue, outcome);
+        }
     }
 }
 
 impl Drop for Settle {
     fn drop(&mut self) {
-        if self.pending.is_some() {
-            Settle {
-                pending: self.pending.take(),
-            }
-            .with(|_| {
+        if let Some((deferred, queue)) = self.pending.take() {
+            send_settlement(deferred, &queue, |_| {
                 Err(error::internal(
                     "crosslock: an operation ended abnormally (a panic in the native module); \
                      please report it",
@@ -175,6 +158,47 @@ impl Drop for Settle {
             });
         }
     }
+}
+
+fn send_settlement<F>(deferred: RawDeferred, queue: &Queue, outcome: F)
+where
+    F: FnOnce(Env) -> napi::Result<sys::napi_value> + Send + 'static,
+{
+    queue.send(Box::new(move |env| {
+        let raw = env.raw();
+        let deferred = deferred.get();
+        let settled = outcome(env);
+        // SAFETY: on the JavaScript thread of the environment that created the deferred, which is
+        // settled here once.
+        unsafe {
+            match settled {
+                Ok(value) => sys::napi_resolve_deferred(raw, deferred, value),
+                Err(err) => {
+                    let reason = ToNapiValue::to_napi_value(raw, err)
+                        .unwrap_or_else(|_| plain_error(raw, c"crosslock: an operation failed"));
+                    sys::napi_reject_deferred(raw, deferred, reason)
+                }
+            };
+        }
+    }));
+}
+
+/// A plain `Error` with `message`, for when the real error cannot be converted (a promise must
+/// never be rejected with no value: napi refuses it and the promise would stay pending).
+///
+/// # Safety
+///
+/// On the JavaScript thread of `env`.
+unsafe fn plain_error(env: sys::napi_env, message: &std::ffi::CStr) -> sys::napi_value {
+    let mut text = ptr::null_mut();
+    let mut error = ptr::null_mut();
+    // SAFETY: the caller is on the JavaScript thread; out-pointers to locals, a NUL-terminated
+    // message (length -1: up to the NUL).
+    unsafe {
+        sys::napi_create_string_utf8(env, message.as_ptr(), -1, &mut text);
+        sys::napi_create_error(env, ptr::null_mut(), text, &mut error);
+    }
+    error
 }
 
 /// Runs `work` on crosslock's runtime and returns a promise of its result.
