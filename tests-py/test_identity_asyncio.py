@@ -208,3 +208,27 @@ async def test_two_event_loops_in_two_threads(client):
     for t in threads:
         t.join(20)
     assert len(results) == 2 and results[0] != results[1]
+
+
+def test_event_loops_that_come_and_go_leave_no_descriptor_behind(url):
+    """Each event loop gets its own completion queue (a socket pair it watches): it goes with the
+    loop, so a program calling asyncio.run() over and over does not leak descriptors."""
+    import gc
+    import os
+
+    with crosslock.connect(url) as client:
+        lock = client.lock("loops-come-and-go")
+
+        async def once():
+            async with lock:
+                assert await lock.is_held_async()
+
+        def open_fds() -> int:
+            gc.collect()
+            return len(os.listdir("/proc/self/fd"))
+
+        asyncio.run(once())
+        before = open_fds()
+        for _ in range(100):
+            asyncio.run(once())
+        assert open_fds() <= before, "asyncio.run() loops left descriptors open"
