@@ -15,6 +15,12 @@ async fn client(server: &RedisServer) -> Client {
     Client::connect(&server.url()).await.unwrap()
 }
 
+/// A client whose watchdog lease is `watchdog` (renewed every third of it).
+async fn client_with_watchdog(server: &RedisServer, watchdog: Duration) -> Client {
+    let options = ClientOptions::new().watchdog_timeout(watchdog);
+    Client::connect_with(&server.url(), options).await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_writes_redisson_layout_and_release_publishes() {
     let server = RedisServer::start();
@@ -203,8 +209,7 @@ async fn wait_limit_gives_up_with_timeout_error_naming_holder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_keeps_lock_past_its_lease_and_reports_loss() {
     let server = RedisServer::start();
-    let options = ClientOptions::new().watchdog_timeout(Duration::from_millis(600));
-    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let client = client_with_watchdog(&server, Duration::from_millis(600)).await;
     let lost = Arc::new(AtomicUsize::new(0));
     let seen = lost.clone();
     client.on_lock_lost(move |l| {
@@ -244,8 +249,7 @@ async fn watchdog_keeps_lock_past_its_lease_and_reports_loss() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_taken_while_the_watchdog_sleeps_is_still_reported_lost_on_time() {
     let server = RedisServer::start();
-    let options = ClientOptions::new().watchdog_timeout(Duration::from_secs(60));
-    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let client = client_with_watchdog(&server, Duration::from_secs(60)).await;
     let owner = AcquireOptions::new().owner(Owner::new(1));
     // A watchdog hold: the loop now sleeps until its first round, 20 s away.
     let _watched = client
@@ -270,8 +274,7 @@ async fn a_lease_taken_while_the_watchdog_sleeps_is_still_reported_lost_on_time(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watchdog_hold_taken_right_after_the_last_one_left_is_renewed() {
     let server = RedisServer::start();
-    let options = ClientOptions::new().watchdog_timeout(Duration::from_millis(600));
-    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let client = client_with_watchdog(&server, Duration::from_millis(600)).await;
     let owner = AcquireOptions::new().owner(Owner::new(1));
     for round in 0..20 {
         let first = client.lock(&format!("first:{round}")).unwrap();
