@@ -8,7 +8,7 @@ use std::time::Duration;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{Conn, Endpoint, Timeouts};
+use crate::connection::{Conn, Endpoint, Route, Timeouts};
 use crate::context::Ctx;
 use crate::engine::holds::{Holds, LostListener, LostLock};
 use crate::engine::renewal;
@@ -485,10 +485,6 @@ impl Client {
         }
     }
 
-    pub(crate) fn endpoint(&self) -> &Endpoint {
-        &self.inner.endpoint
-    }
-
     pub(crate) fn state_now(&self) -> Option<Arc<Ctx>> {
         self.generation().state.get().cloned()
     }
@@ -513,9 +509,10 @@ impl Client {
             response: options.response_timeout,
         };
         let stop = self.inner.closed.child_token();
+        let route = Route::open(&self.inner.endpoint, timeouts, stop.clone()).await?;
         let (conn, pubsub) = tokio::try_join!(
-            Conn::connect(&self.inner.endpoint, timeouts, stop.clone()),
-            PubSub::connect(&self.inner.endpoint, timeouts, stop.clone()),
+            Conn::connect(&route, timeouts, stop.clone()),
+            PubSub::connect(&route, timeouts, stop.clone()),
         )?;
         let holds = Holds::new(options.watchdog_timeout, options.watchdog_batch_size);
         crate::runtime::spawn(renewal::run(
@@ -526,6 +523,7 @@ impl Client {
         ));
         Ok(Arc::new(Ctx {
             id: generation.id.clone(),
+            route,
             conn,
             pubsub,
             holds,

@@ -1,11 +1,15 @@
 //! Connections to the deployment, behind one type whatever its topology.
 //!
-//! Only a single node ships today. Everything else in the crate talks to [`Conn`] through a few
-//! operations (run a script on the node owning a key, publish command to use, subscribe), so
-//! Sentinel and Cluster slot in here without touching the lock types.
+//! A single server or the master of a Sentinel group (followed through failovers by
+//! [`Route`]). Everything else in the crate talks to [`Conn`] through a few operations (run a
+//! script on the node owning a key, publish command to use, subscribe), so Cluster slots in here
+//! without touching the lock types.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use arc_swap::ArcSwap;
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -16,27 +20,65 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorKind, Result, What};
+use crate::sentinel::{SentinelSpec, Sentinels};
 
 /// Where and how to connect, parsed from the user's URL.
 #[derive(Clone)]
 pub(crate) struct Endpoint {
-    info: ConnectionInfo,
-    /// PEM root certificates to trust instead of the built-in roots (`rediss://` only).
+    target: Target,
+    /// PEM root certificates to trust instead of the built-in roots (TLS only).
     tls_ca: Option<Vec<u8>>,
-    /// `host:port` (or the socket path), safe to print: never contains a password.
+    /// `host:port` (or the socket path, or the sentinel group), safe to print: never contains a
+    /// password.
     pub(crate) address: String,
+}
+
+#[derive(Clone)]
+enum Target {
+    /// One server.
+    Node(ConnectionInfo),
+    /// The master of a group that sentinels watch over.
+    Sentinel(Arc<SentinelSpec>),
+}
+
+/// One data node: how to reach it, and its address for messages.
+#[derive(Clone)]
+pub(crate) struct Node {
+    info: ConnectionInfo,
+    pub(crate) address: String,
+}
+
+impl PartialEq for Node {
+    fn eq(&self, other: &Self) -> bool {
+        self.address == other.address
+    }
 }
 
 impl Endpoint {
     pub(crate) fn parse(url: &str, tls_ca: Option<Vec<u8>>) -> Result<Self> {
+        if url.starts_with("redis+sentinel://") || url.starts_with("rediss+sentinel://") {
+            let spec = SentinelSpec::parse(url, &redact(url))?;
+            if tls_ca.is_some() && !spec.tls {
+                return Err(Error::invalid(format!(
+                    "a TLS CA certificate was given but '{}' is not a rediss+sentinel:// URL",
+                    redact(url)
+                )));
+            }
+            return Ok(Endpoint {
+                address: spec.describe(),
+                target: Target::Sentinel(Arc::new(spec)),
+                tls_ca,
+            });
+        }
         let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
             .iter()
             .any(|s| url.starts_with(s));
         if !scheme_ok {
             return Err(Error::invalid(format!(
                 "'{}' is not a Redis URL; write redis://[user:password@]host:port/db (or rediss:// \
-                 for TLS)",
-                redact(url)
+                 for TLS, or {} for Sentinel)",
+                redact(url),
+                crate::sentinel::FORM
             )));
         }
         let info = url.into_connection_info().map_err(|e| {
@@ -58,15 +100,15 @@ impl Endpoint {
             )));
         }
         Ok(Endpoint {
-            info,
+            target: Target::Node(info),
             address,
             tls_ca,
         })
     }
 
-    fn client(&self, protocol: ProtocolVersion) -> Result<redis::Client> {
-        let settings = self.info.redis_settings().clone().set_protocol(protocol);
-        let info = self.info.clone().set_redis_settings(settings);
+    fn client(&self, node: &Node, protocol: ProtocolVersion) -> Result<redis::Client> {
+        let settings = node.info.redis_settings().clone().set_protocol(protocol);
+        let info = node.info.clone().set_redis_settings(settings);
         let client = match &self.tls_ca {
             Some(pem) => redis::Client::build_with_tls(
                 info,
@@ -80,10 +122,129 @@ impl Endpoint {
         client.map_err(|e| {
             Error::invalid(format!(
                 "cannot set up the connection to {}: {e}",
-                self.address
+                node.address
             ))
             .with_source(e)
         })
+    }
+}
+
+/// Which node the connections of one client talk to: fixed for a single server; for Sentinel,
+/// the current master, followed through failovers.
+pub(crate) struct Route {
+    endpoint: Endpoint,
+    current: tokio::sync::watch::Sender<Node>,
+    /// Set for Sentinel: the sentinels, and the signal that a command suspects the master moved.
+    sentinels: Option<(Sentinels, tokio::sync::Notify)>,
+}
+
+impl Route {
+    /// Finds the node to talk to (asking the sentinels, for Sentinel) and, for Sentinel, starts
+    /// following it until `stop` is cancelled.
+    pub(crate) async fn open(
+        endpoint: &Endpoint,
+        timeouts: Timeouts,
+        stop: CancellationToken,
+    ) -> Result<Arc<Route>> {
+        match &endpoint.target {
+            Target::Node(info) => {
+                let node = Node {
+                    info: info.clone(),
+                    address: endpoint.address.clone(),
+                };
+                Ok(Arc::new(Route {
+                    endpoint: endpoint.clone(),
+                    current: tokio::sync::watch::Sender::new(node),
+                    sentinels: None,
+                }))
+            }
+            Target::Sentinel(spec) => {
+                let sentinels = Sentinels::new((**spec).clone(), endpoint.tls_ca.clone());
+                let found = sentinels.locate(timeouts.connect).await?;
+                let node = Node {
+                    info: spec.node_info(&found.host, found.port)?,
+                    address: format!("{}:{}", found.host, found.port),
+                };
+                tracing::debug!(
+                    target: "crosslock",
+                    "the sentinels say master '{}' is {}",
+                    spec.master,
+                    node.address
+                );
+                let route = Arc::new(Route {
+                    endpoint: endpoint.clone(),
+                    current: tokio::sync::watch::Sender::new(node),
+                    sentinels: Some((sentinels, tokio::sync::Notify::new())),
+                });
+                crate::runtime::spawn(follow_sentinels(Arc::downgrade(&route), timeouts, stop));
+                Ok(route)
+            }
+        }
+    }
+
+    /// The node commands go to now.
+    pub(crate) fn current(&self) -> Node {
+        self.current.borrow().clone()
+    }
+
+    /// Asks the sentinels again at once (no-op for a single server): a command's reply suggests
+    /// the master moved.
+    fn suspect(&self) {
+        if let Some((_, kick)) = &self.sentinels {
+            kick.notify_one();
+        }
+    }
+}
+
+/// Asks the sentinels where the master is every [`sentinel::POLL`](crate::sentinel::POLL), and
+/// at once when a command suspects a move, publishing every change to the route's followers.
+async fn follow_sentinels(
+    route: std::sync::Weak<Route>,
+    timeouts: Timeouts,
+    stop: CancellationToken,
+) {
+    loop {
+        {
+            let Some(r) = route.upgrade() else { return };
+            let Some((_, kick)) = &r.sentinels else {
+                return;
+            };
+            let kicked = kick.notified();
+            tokio::select! {
+                _ = tokio::time::sleep(crate::sentinel::POLL) => {}
+                _ = kicked => {}
+                _ = stop.cancelled() => return,
+            }
+        }
+        let Some(r) = route.upgrade() else { return };
+        let Some((sentinels, _)) = &r.sentinels else {
+            return;
+        };
+        match sentinels.locate(timeouts.response).await {
+            Ok(found) => {
+                let address = format!("{}:{}", found.host, found.port);
+                if r.current.borrow().address != address {
+                    match sentinels.spec().node_info(&found.host, found.port) {
+                        Ok(info) => {
+                            tracing::warn!(
+                                target: "crosslock",
+                                "master '{}' moved from {} to {address} (a failover); following it",
+                                sentinels.spec().master,
+                                r.current.borrow().address
+                            );
+                            r.current.send_replace(Node { info, address });
+                        }
+                        Err(e) => tracing::warn!(target: "crosslock", "{e}"),
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(target: "crosslock", "asking the sentinels failed: {e}");
+            }
+        }
+        drop(r);
+        // A burst of suspicious replies makes one question, not one each.
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -112,18 +273,39 @@ pub(crate) struct Timeouts {
 /// `CLIENT KILL`, a restart) the manager hears it at once and reconnects before the next command
 /// needs it, and a keepalive `PING` keeps an otherwise idle connection from being closed at all.
 /// Every command is bounded by the response timeout, whatever the manager is doing underneath
-/// (reconnecting included).
+/// (reconnecting included). Behind Sentinel, the connection moves to the new master after a
+/// failover (subscriptions included), and a reply that suggests a move makes the client ask
+/// the sentinels at once.
 #[derive(Clone)]
 pub(crate) struct Conn {
-    manager: ConnectionManager,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The manager of the node commands go to now; replaced when the master moves.
+    link: ArcSwap<Link>,
+    route: Arc<Route>,
     response_timeout: Duration,
     /// When a command was last sent (ms since `epoch`), for the keepalive.
-    last_used: Arc<AtomicU64>,
+    last_used: AtomicU64,
     epoch: Instant,
     /// The scripts this connection has run (by SHA1): the others are sent whole (see
     /// [`crate::scripts`]).
-    loaded: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
-    health: Arc<Health>,
+    loaded: std::sync::Mutex<HashSet<String>>,
+    health: Health,
+    /// What a subscription connection is subscribed to, to subscribe again on a new master.
+    subscriptions: std::sync::Mutex<Subscriptions>,
+}
+
+struct Link {
+    manager: ConnectionManager,
+    node: Node,
+}
+
+#[derive(Default)]
+struct Subscriptions {
+    channels: HashSet<String>,
+    patterns: HashSet<String>,
 }
 
 /// Whether a connection is up, as its last command found it: the one place that logs a
@@ -131,30 +313,26 @@ pub(crate) struct Conn {
 struct Health {
     /// `command` or `subscription`.
     role: &'static str,
-    /// `host:port`: never the password.
-    address: String,
     down: std::sync::atomic::AtomicBool,
 }
 
 impl Health {
-    fn lost(&self, why: &dyn std::fmt::Display) {
+    fn lost(&self, address: &str, why: &dyn std::fmt::Display) {
         if !self.down.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 target: "crosslock",
-                "{} connection to {} lost ({why}); reconnecting",
+                "{} connection to {address} lost ({why}); reconnecting",
                 self.role,
-                self.address
             );
         }
     }
 
-    fn answered(&self) {
+    fn answered(&self, address: &str) {
         if self.down.load(Ordering::Relaxed) && self.down.swap(false, Ordering::Relaxed) {
             tracing::info!(
                 target: "crosslock",
-                "{} connection to {} is back",
+                "{} connection to {address} is back",
                 self.role,
-                self.address
             );
         }
     }
@@ -164,34 +342,30 @@ impl Health {
 /// idle `timeout` a server can be configured with (1 s is the smallest non-zero value).
 const KEEPALIVE_IDLE: Duration = Duration::from_millis(400);
 
+/// The push a subscription connection's owner receives after it moved to a new master: messages
+/// published during the move went nowhere, so every waiter retries.
+pub(crate) const MOVED: &str = "crosslock-moved";
+
 impl Conn {
     /// Connects the command connection; its keepalive runs until `stop` is cancelled.
     pub(crate) async fn connect(
-        endpoint: &Endpoint,
+        route: &Arc<Route>,
         timeouts: Timeouts,
         stop: CancellationToken,
     ) -> Result<Self> {
-        let client = endpoint.client(ProtocolVersion::RESP3)?;
         // The manager reconnects by itself when the server closes the connection; its
         // disconnection notice is how that gets logged.
         let (pushes, mut notices) = tokio::sync::mpsc::unbounded_channel();
-        let config = manager_config(timeouts).set_push_sender(pushes);
-        let manager = connect_within(
-            endpoint,
-            timeouts,
-            client.get_connection_manager_with_config(config),
-        )
-        .await?;
-        let conn = Conn::new(manager, timeouts, "command", endpoint);
-        tracing::debug!(target: "crosslock", "connected to {}", endpoint.address);
-        let health = Arc::downgrade(&conn.health);
+        let conn = Conn::open(route, timeouts, "command", pushes, false).await?;
+        tracing::debug!(target: "crosslock", "connected to {}", conn.address());
+        let inner = Arc::downgrade(&conn.inner);
         crate::runtime::spawn(async move {
             while let Some(notice) = notices.recv().await {
-                let Some(health) = health.upgrade() else {
+                let Some(inner) = inner.upgrade() else {
                     return;
                 };
                 if notice.kind == redis::PushKind::Disconnection {
-                    health.lost(&"the server closed it");
+                    Conn { inner }.note_lost(&"the server closed it");
                 }
             }
         });
@@ -199,75 +373,99 @@ impl Conn {
         Ok(conn)
     }
 
-    /// Connects a RESP3 connection whose pushes (messages, disconnections) go to `pushes`, and
-    /// which re-subscribes by itself after reconnecting.
+    /// Connects a RESP3 connection whose pushes (messages, disconnections, and [`MOVED`] after
+    /// following a failover) go to `pushes`, and which re-subscribes by itself after
+    /// reconnecting.
     pub(crate) async fn connect_subscriber(
-        endpoint: &Endpoint,
+        route: &Arc<Route>,
         timeouts: Timeouts,
         pushes: UnboundedSender<redis::PushInfo>,
     ) -> Result<Self> {
-        let client = endpoint.client(ProtocolVersion::RESP3)?;
-        let config = manager_config(timeouts)
-            .set_push_sender(pushes)
-            .set_automatic_resubscription();
-        let manager = connect_within(
-            endpoint,
-            timeouts,
-            client.get_connection_manager_with_config(config),
-        )
-        .await?;
-        Ok(Conn::new(manager, timeouts, "subscription", endpoint))
+        Conn::open(route, timeouts, "subscription", pushes, true).await
     }
 
-    fn new(
-        manager: ConnectionManager,
+    async fn open(
+        route: &Arc<Route>,
         timeouts: Timeouts,
         role: &'static str,
-        endpoint: &Endpoint,
-    ) -> Self {
-        Conn {
-            manager,
-            response_timeout: timeouts.response,
-            last_used: Arc::new(AtomicU64::new(0)),
-            epoch: Instant::now(),
-            loaded: Arc::default(),
-            health: Arc::new(Health {
-                role,
-                address: endpoint.address.clone(),
-                down: false.into(),
+        pushes: UnboundedSender<redis::PushInfo>,
+        subscriber: bool,
+    ) -> Result<Self> {
+        let node = route.current();
+        let manager =
+            open_manager(&route.endpoint, &node, timeouts, pushes.clone(), subscriber).await?;
+        let conn = Conn {
+            inner: Arc::new(Inner {
+                link: ArcSwap::from_pointee(Link { manager, node }),
+                route: route.clone(),
+                response_timeout: timeouts.response,
+                last_used: AtomicU64::new(0),
+                epoch: Instant::now(),
+                loaded: Default::default(),
+                health: Health {
+                    role,
+                    down: false.into(),
+                },
+                subscriptions: Default::default(),
             }),
+        };
+        if route.sentinels.is_some() {
+            crate::runtime::spawn(follow_master(
+                Arc::downgrade(&conn.inner),
+                route.current.subscribe(),
+                timeouts,
+                pushes,
+                subscriber,
+            ));
         }
+        Ok(conn)
+    }
+
+    /// The address of the node this connection talks to now.
+    pub(crate) fn address(&self) -> String {
+        self.inner.link.load().node.address.clone()
+    }
+
+    fn manager(&self) -> ConnectionManager {
+        self.inner.link.load().manager.clone()
     }
 
     /// Logs the connection going down (once) when `e` says it was lost.
     pub(crate) fn note_lost(&self, why: &dyn std::fmt::Display) {
-        self.health.lost(why);
+        self.inner.health.lost(&self.address(), why);
+        self.inner.route.suspect();
     }
 
     /// Logs the connection coming back (once) after it was lost.
     pub(crate) fn note_answered(&self) {
-        self.health.answered();
+        if self.inner.health.down.load(Ordering::Relaxed) {
+            self.inner.health.answered(&self.address());
+        }
     }
 
     fn touch(&self) {
-        let now = self.epoch.elapsed().as_millis() as u64;
-        self.last_used.store(now, Ordering::Relaxed);
+        let now = self.inner.epoch.elapsed().as_millis() as u64;
+        self.inner.last_used.store(now, Ordering::Relaxed);
     }
 
     fn idle_for(&self) -> Duration {
-        let now = self.epoch.elapsed().as_millis() as u64;
-        Duration::from_millis(now.saturating_sub(self.last_used.load(Ordering::Relaxed)))
+        let now = self.inner.epoch.elapsed().as_millis() as u64;
+        Duration::from_millis(now.saturating_sub(self.inner.last_used.load(Ordering::Relaxed)))
     }
 
     /// The response timeout every command of this connection is bounded by.
     pub(crate) fn response_timeout(&self) -> Duration {
-        self.response_timeout
+        self.inner.response_timeout
     }
 
     /// The command a script uses to notify waiters of `channel` (`publish`; `spublish` once
     /// sharded pub/sub on a cluster is supported).
     pub(crate) fn publish_command(&self) -> &'static str {
         "publish"
+    }
+
+    fn knows(&self, script: &Lua) -> bool {
+        lock(&self.inner.loaded).contains(script.hash())
     }
 
     /// Runs `script` with `keys` and `args`; errors are attributed to `subject`. Fails with
@@ -284,14 +482,10 @@ impl Conn {
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
         let subject = subject.into();
-        let mut manager = self.manager.clone();
+        let mut manager = self.manager();
         self.touch();
-        let known = self
-            .loaded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(script.hash());
-        let reply = if known {
+        let timeout = self.inner.response_timeout;
+        let reply = if self.knows(script) {
             let mut invocation = script.script.prepare_invoke();
             for key in keys {
                 invocation.key(*key);
@@ -299,7 +493,7 @@ impl Conn {
             for arg in args {
                 arg.push(&mut invocation);
             }
-            tokio::time::timeout(self.response_timeout, invocation.invoke_async(&mut manager)).await
+            tokio::time::timeout(timeout, invocation.invoke_async(&mut manager)).await
         } else {
             let mut cmd = redis::cmd("EVAL");
             cmd.arg(script.code).arg(keys.len());
@@ -309,13 +503,9 @@ impl Conn {
             for arg in args {
                 arg.push_cmd(&mut cmd);
             }
-            let reply =
-                tokio::time::timeout(self.response_timeout, cmd.query_async(&mut manager)).await;
+            let reply = tokio::time::timeout(timeout, cmd.query_async(&mut manager)).await;
             if let Ok(Ok(_)) = &reply {
-                self.loaded
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(script.hash().to_owned());
+                lock(&self.inner.loaded).insert(script.hash().to_owned());
             }
             reply
         };
@@ -331,16 +521,16 @@ impl Conn {
     ) -> Result<T> {
         match reply {
             Ok(Ok(value)) => {
-                self.health.answered();
+                self.note_answered();
                 Ok(value)
             }
             Ok(Err(e)) => {
-                self.forget_scripts_if_lost(&e);
+                self.check_lost(&e);
                 Err(Error::from_redis(e, subject))
             }
             Err(_) => {
                 self.no_answer();
-                Err(Error::no_answer(subject, self.response_timeout))
+                Err(Error::no_answer(subject, self.inner.response_timeout))
             }
         }
     }
@@ -348,30 +538,31 @@ impl Conn {
     /// After the connection may have been lost, the next connection may reach a server that
     /// restarted (an empty script cache): each script's next run is sent whole again.
     fn forget_scripts(&self) {
-        self.loaded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        lock(&self.inner.loaded).clear();
     }
 
-    fn forget_scripts_if_lost(&self, e: &redis::RedisError) {
+    fn check_lost(&self, e: &redis::RedisError) {
         if e.is_io_error()
             || e.is_connection_dropped()
             || e.is_connection_refusal()
             || e.is_timeout()
         {
             self.forget_scripts();
-            self.health.lost(e);
+            self.note_lost(e);
         } else {
-            self.health.answered();
+            if matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING")) {
+                // A replica, or a master cut off from its group: the master may have moved.
+                self.inner.route.suspect();
+            }
+            self.note_answered();
         }
     }
 
     fn no_answer(&self) {
         self.forget_scripts();
-        self.health.lost(&format_args!(
+        self.note_lost(&format_args!(
             "no answer within {:?}",
-            self.response_timeout
+            self.inner.response_timeout
         ));
     }
 
@@ -382,44 +573,175 @@ impl Conn {
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
         let subject = subject.into();
-        let mut manager = self.manager.clone();
+        let mut manager = self.manager();
         self.touch();
         let reply =
-            tokio::time::timeout(self.response_timeout, cmd.query_async(&mut manager)).await;
+            tokio::time::timeout(self.inner.response_timeout, cmd.query_async(&mut manager)).await;
         self.settle(reply, subject)
     }
 
+    /// Subscribes to `channel` (SUBSCRIBE), on the current master and on every later one.
     pub(crate) async fn subscribe(&self, channel: &str) -> Result<()> {
-        let mut manager = self.manager.clone();
-        self.touch();
-        match tokio::time::timeout(self.response_timeout, manager.subscribe(channel)).await {
-            Ok(reply) => reply.map_err(|e| Error::from_redis(e, What::Connection)),
-            Err(_) => Err(Error::no_answer(What::Connection, self.response_timeout)),
-        }
+        lock(&self.inner.subscriptions)
+            .channels
+            .insert(channel.to_owned());
+        self.pubsub_command(|mut m| async move { m.subscribe(channel).await })
+            .await
     }
 
     /// Subscribes to every channel matching `pattern` (PSUBSCRIBE).
     pub(crate) async fn psubscribe(&self, pattern: &str) -> Result<()> {
-        let mut manager = self.manager.clone();
-        self.touch();
-        match tokio::time::timeout(self.response_timeout, manager.psubscribe(pattern)).await {
-            Ok(reply) => reply.map_err(|e| Error::from_redis(e, What::Connection)),
-            Err(_) => Err(Error::no_answer(What::Connection, self.response_timeout)),
-        }
+        lock(&self.inner.subscriptions)
+            .patterns
+            .insert(pattern.to_owned());
+        self.pubsub_command(|mut m| async move { m.psubscribe(pattern).await })
+            .await
     }
 
     pub(crate) async fn unsubscribe(&self, channel: &str) -> Result<()> {
-        let mut manager = self.manager.clone();
+        lock(&self.inner.subscriptions).channels.remove(channel);
+        self.pubsub_command(|mut m| async move { m.unsubscribe(channel).await })
+            .await
+    }
+
+    /// Runs a (un)subscription on the current master. Changes to the subscription set are made
+    /// before the manager is read: a move that happens meanwhile subscribes the new master from
+    /// that set after switching, so either the command or the move reaches the new master.
+    async fn pubsub_command<F, Fut>(&self, command: F) -> Result<()>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<()>>,
+    {
+        let manager = self.manager();
         self.touch();
-        match tokio::time::timeout(self.response_timeout, manager.unsubscribe(channel)).await {
+        match tokio::time::timeout(self.inner.response_timeout, command(manager)).await {
             Ok(reply) => reply.map_err(|e| Error::from_redis(e, What::Connection)),
-            Err(_) => Err(Error::no_answer(What::Connection, self.response_timeout)),
+            Err(_) => Err(Error::no_answer(
+                What::Connection,
+                self.inner.response_timeout,
+            )),
         }
     }
 
     pub(crate) async fn ping(&self) -> Result<()> {
         self.query::<()>(&redis::cmd("PING"), What::Connection)
             .await
+    }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn open_manager(
+    endpoint: &Endpoint,
+    node: &Node,
+    timeouts: Timeouts,
+    pushes: UnboundedSender<redis::PushInfo>,
+    subscriber: bool,
+) -> Result<ConnectionManager> {
+    let client = endpoint.client(node, ProtocolVersion::RESP3)?;
+    let mut config = manager_config(timeouts).set_push_sender(pushes);
+    if subscriber {
+        config = config.set_automatic_resubscription();
+    }
+    connect_within(
+        node,
+        timeouts,
+        client.get_connection_manager_with_config(config),
+    )
+    .await
+}
+
+/// Moves a connection to each new master the route announces: connects to it (retrying while it
+/// is still the master and not yet reachable), subscribes there to what the old one was
+/// subscribed to, then switches; commands in flight finish (or fail) on the old one.
+async fn follow_master(
+    conn: std::sync::Weak<Inner>,
+    mut masters: tokio::sync::watch::Receiver<Node>,
+    timeouts: Timeouts,
+    pushes: UnboundedSender<redis::PushInfo>,
+    subscriber: bool,
+) {
+    loop {
+        if masters.changed().await.is_err() {
+            return;
+        }
+        loop {
+            let node = masters.borrow_and_update().clone();
+            let Some(inner) = conn.upgrade() else { return };
+            if inner.link.load().node == node {
+                break;
+            }
+            let endpoint = inner.route.endpoint.clone();
+            drop(inner);
+            match open_manager(&endpoint, &node, timeouts, pushes.clone(), subscriber).await {
+                Ok(manager) => {
+                    let Some(inner) = conn.upgrade() else { return };
+                    let from = inner.link.load().node.address.clone();
+                    inner.link.store(Arc::new(Link {
+                        manager: manager.clone(),
+                        node: node.clone(),
+                    }));
+                    let conn = Conn { inner };
+                    conn.forget_scripts();
+                    if subscriber {
+                        resubscribe(&conn, manager).await;
+                        let _ = pushes.send(redis::PushInfo {
+                            kind: redis::PushKind::Other(MOVED.to_owned()),
+                            data: Vec::new(),
+                        });
+                    }
+                    tracing::info!(
+                        target: "crosslock",
+                        "{} connection moved from {from} to the new master {}",
+                        conn.inner.health.role,
+                        node.address
+                    );
+                    break;
+                }
+                Err(e) => {
+                    tracing::debug!(
+                        target: "crosslock",
+                        "cannot reach the new master {} yet: {e}",
+                        node.address
+                    );
+                    tokio::select! {
+                        changed = masters.changed() => if changed.is_err() { return },
+                        _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Subscribes `manager` (the new master's) to everything `conn` is subscribed to, and leaves
+/// again what was unsubscribed while that ran.
+async fn resubscribe(conn: &Conn, mut manager: ConnectionManager) {
+    let (channels, patterns) = {
+        let subs = lock(&conn.inner.subscriptions);
+        (
+            subs.channels.iter().cloned().collect::<Vec<_>>(),
+            subs.patterns.iter().cloned().collect::<Vec<_>>(),
+        )
+    };
+    let timeout = conn.inner.response_timeout;
+    for channel in &channels {
+        let _ = tokio::time::timeout(timeout, manager.subscribe(channel)).await;
+    }
+    for pattern in &patterns {
+        let _ = tokio::time::timeout(timeout, manager.psubscribe(pattern)).await;
+    }
+    let gone: Vec<String> = {
+        let subs = lock(&conn.inner.subscriptions);
+        channels
+            .into_iter()
+            .filter(|c| !subs.channels.contains(c))
+            .collect()
+    };
+    for channel in gone {
+        let _ = tokio::time::timeout(timeout, manager.unsubscribe(&channel)).await;
     }
 }
 
@@ -468,14 +790,14 @@ fn manager_config(timeouts: Timeouts) -> ConnectionManagerConfig {
 }
 
 async fn connect_within<F>(
-    endpoint: &Endpoint,
+    node: &Node,
     timeouts: Timeouts,
     connecting: F,
 ) -> Result<ConnectionManager>
 where
     F: std::future::Future<Output = redis::RedisResult<ConnectionManager>>,
 {
-    let address = &endpoint.address;
+    let address = &node.address;
     let unreachable = |detail: String| {
         Error::new(
             ErrorKind::Unavailable,
@@ -507,9 +829,9 @@ where
         Error::invalid(format!(
             "Redis at {address} has no database {} ({e}); use a database index below the \
              server's `databases` setting (16 by default) in the URL's path",
-            endpoint.info.redis_settings().db()
+            node.info.redis_settings().db()
         ))
-    } else if text.contains("max number of clients") || refuses_clients(endpoint).await {
+    } else if text.contains("max number of clients") || refuses_clients(node).await {
         Error::new(
             ErrorKind::Unavailable,
             format!(
@@ -526,9 +848,9 @@ where
 /// Whether the server at `endpoint` greets a new connection with "max number of clients
 /// reached". When it does, it closes at once, and a client that already sent its handshake often
 /// sees only a reset; a silent probe reads the greeting. (Plain TCP only.)
-async fn refuses_clients(endpoint: &Endpoint) -> bool {
+async fn refuses_clients(node: &Node) -> bool {
     use tokio::io::AsyncReadExt;
-    let ConnectionAddr::Tcp(host, port) = endpoint.info.addr() else {
+    let ConnectionAddr::Tcp(host, port) = node.info.addr() else {
         return false;
     };
     let probe = async {

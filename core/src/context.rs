@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::Conn;
+use crate::connection::{Conn, Route};
 use crate::engine::holds::Holds;
 use crate::engine::unowned::Gates;
 use crate::pubsub::PubSub;
@@ -15,6 +15,8 @@ use crate::pubsub::PubSub;
 pub(crate) struct Ctx {
     /// The client id: the `<client-uuid>` of every holder string.
     pub(crate) id: String,
+    /// The node the connections talk to (followed through failovers behind Sentinel).
+    pub(crate) route: Arc<Route>,
     pub(crate) conn: Conn,
     pub(crate) pubsub: PubSub,
     pub(crate) holds: Arc<Holds>,

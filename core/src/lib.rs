@@ -80,6 +80,7 @@ mod owner;
 mod pubsub;
 pub mod runtime;
 mod scripts;
+mod sentinel;
 pub mod watch;
 
 pub use client::{Client, ClientOptions};

@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{Conn, Endpoint, Timeouts};
+use crate::connection::{Conn, Route, Timeouts};
 use crate::error::Result;
 use crate::runtime;
 
@@ -63,12 +63,12 @@ pub(crate) struct PubSub {
 
 impl PubSub {
     pub(crate) async fn connect(
-        endpoint: &Endpoint,
+        route: &Arc<Route>,
         timeouts: Timeouts,
         stop: CancellationToken,
     ) -> Result<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let conn = Conn::connect_subscriber(endpoint, timeouts, tx).await?;
+        let conn = Conn::connect_subscriber(route, timeouts, tx).await?;
         let shared = Arc::new(Shared {
             conn,
             entries: Mutex::new(HashMap::new()),
@@ -215,6 +215,11 @@ async fn dispatch(
                 if let Some(entry) = entry {
                     wake(&entry, push.data.get(1));
                 }
+            }
+            redis::PushKind::Other(kind) if kind == crate::connection::MOVED => {
+                // The subscription moved to a new master: what was published meanwhile went
+                // nowhere, so every waiter retries.
+                wake_all(&shared);
             }
             redis::PushKind::Disconnection => {
                 shared

@@ -267,7 +267,8 @@ impl Client {
             response: options.response_timeout,
         };
         let (tx, pushes) = unbounded_channel();
-        let subscriber = Conn::connect_subscriber(self.endpoint(), timeouts, tx).await?;
+        let route = self.state().await?.route.clone();
+        let subscriber = Conn::connect_subscriber(&route, timeouts, tx).await?;
         for channel in channels(&name) {
             subscriber.subscribe(&channel).await?;
         }

@@ -1,0 +1,508 @@
+//! Redis Sentinel: which node is the master of a named group, now and after a failover.
+//!
+//! A `redis+sentinel://` URL names the sentinels and the master group. The client asks every
+//! sentinel (`SENTINEL MASTER <name>`) and believes the answer with the highest configuration
+//! epoch, so one sentinel that has not yet heard of a failover cannot send it back to the old
+//! master. It asks again every [`POLL`] (Redisson's `scanInterval`), and at once when a command
+//! suggests the master moved (a `READONLY` reply, a lost connection, no answer).
+
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// How often the sentinels are asked where the master is, failover or not.
+pub(crate) const POLL: Duration = Duration::from_secs(1);
+
+/// The default port of a sentinel.
+const DEFAULT_PORT: u16 = 26379;
+
+/// A `redis+sentinel://` URL, parsed.
+#[derive(Clone)]
+pub(crate) struct SentinelSpec {
+    /// The master group's name, as the sentinels know it (`sentinel monitor <name> …`).
+    pub(crate) master: String,
+    /// The sentinels, `host:port`.
+    pub(crate) sentinels: Vec<(String, u16)>,
+    /// TLS to the sentinels and to the data nodes (`rediss+sentinel://`).
+    pub(crate) tls: bool,
+    /// Database, user and password for the data nodes (the URL's user info and path).
+    pub(crate) node: RedisConnectionInfo,
+    /// User and password for the sentinels (`sentinel_username`, `sentinel_password`).
+    sentinel_auth: RedisConnectionInfo,
+}
+
+/// The form of a sentinel URL, for error messages.
+pub(crate) const FORM: &str = "redis+sentinel://[user:password@]host:port[,host:port…]/<master \
+                               name>[/db][?sentinel_password=…&sentinel_username=…] (or \
+                               rediss+sentinel:// for TLS)";
+
+impl SentinelSpec {
+    /// Parses `redis+sentinel://…` or `rediss+sentinel://…`; `shown` is the URL without its
+    /// passwords, for messages.
+    pub(crate) fn parse(url: &str, shown: &str) -> Result<Self> {
+        let bad = |what: String| Error::invalid(format!("'{shown}' {what}; write {FORM}"));
+        let (tls, rest) = if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+            (false, rest)
+        } else if let Some(rest) = url.strip_prefix("rediss+sentinel://") {
+            (true, rest)
+        } else {
+            return Err(bad("is not a sentinel URL".to_owned()));
+        };
+        let (rest, query) = match rest.split_once('?') {
+            Some((rest, query)) => (rest, Some(query)),
+            None => (rest, None),
+        };
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let (userinfo, hosts) = match authority.rfind('@') {
+            Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
+            None => (None, authority),
+        };
+        let mut sentinels = Vec::new();
+        for host in hosts.split(',') {
+            let host = host.trim();
+            if host.is_empty() {
+                return Err(bad("lists an empty sentinel address".to_owned()));
+            }
+            let (name, port) = match host.rsplit_once(':') {
+                Some((name, port)) if !name.ends_with(':') => {
+                    let port = port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
+                        bad(format!("has a bad port in the sentinel address '{host}'"))
+                    })?;
+                    (name, port)
+                }
+                _ => (host, DEFAULT_PORT),
+            };
+            let name = name.trim_start_matches('[').trim_end_matches(']');
+            if name.is_empty() {
+                return Err(bad(format!("has no host in the sentinel address '{host}'")));
+            }
+            sentinels.push((name.to_owned(), port));
+        }
+        let mut segments = path.split('/').filter(|s| !s.is_empty());
+        let master = segments
+            .next()
+            .ok_or_else(|| bad("names no master group".to_owned()))?;
+        let master = decode(master).map_err(bad)?;
+        let db = match segments.next() {
+            Some(db) => db
+                .parse::<i64>()
+                .ok()
+                .filter(|db| *db >= 0)
+                .ok_or_else(|| bad(format!("has '{db}' where the database number goes")))?,
+            None => 0,
+        };
+        if let Some(extra) = segments.next() {
+            return Err(bad(format!("has '{extra}' after the database number")));
+        }
+        // The data nodes' credentials: let redis-rs read (and percent-decode) the user info.
+        let node = credentials(userinfo.unwrap_or(""), shown)?.set_db(db);
+        let mut sentinel_user = String::new();
+        let mut sentinel_password = String::new();
+        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match key {
+                "sentinel_username" => sentinel_user = value.to_owned(),
+                "sentinel_password" => sentinel_password = value.to_owned(),
+                other => {
+                    return Err(bad(format!(
+                        "has the unknown parameter '{other}' (sentinel_username and \
+                         sentinel_password are the ones there are)"
+                    )));
+                }
+            }
+        }
+        let sentinel_auth = if sentinel_user.is_empty() && sentinel_password.is_empty() {
+            RedisConnectionInfo::default()
+        } else {
+            credentials(&format!("{sentinel_user}:{sentinel_password}"), shown)?
+        };
+        Ok(SentinelSpec {
+            master,
+            sentinels,
+            tls,
+            node,
+            sentinel_auth,
+        })
+    }
+
+    /// `master 'name' via sentinels h1:p1,h2:p2`, for messages.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "master '{}' via sentinels {}",
+            self.master,
+            self.sentinel_list()
+        )
+    }
+
+    fn sentinel_list(&self) -> String {
+        self.sentinels
+            .iter()
+            .map(|(h, p)| format!("{h}:{p}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The connection info of a data node at `host:port`.
+    pub(crate) fn node_info(&self, host: &str, port: u16) -> Result<ConnectionInfo> {
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        let info = format!("{scheme}://{}/", host_port(host, port))
+            .into_connection_info()
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Unavailable,
+                    format!("the sentinels named the master '{host}:{port}', which is not an address: {e}"),
+                )
+            })?;
+        Ok(info.set_redis_settings(self.node.clone()))
+    }
+
+    fn sentinel_info(&self, host: &str, port: u16) -> Result<ConnectionInfo> {
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        let info = format!("{scheme}://{}/", host_port(host, port))
+            .into_connection_info()
+            .map_err(|e| Error::invalid(format!("bad sentinel address '{host}:{port}': {e}")))?;
+        Ok(info.set_redis_settings(
+            self.sentinel_auth
+                .clone()
+                .set_protocol(redis::ProtocolVersion::RESP2)
+                .set_skip_set_lib_name(),
+        ))
+    }
+}
+
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// The user and password of `userinfo` (`user:password`, percent-encoded), read by redis-rs.
+fn credentials(userinfo: &str, shown: &str) -> Result<RedisConnectionInfo> {
+    if userinfo.is_empty() {
+        return Ok(RedisConnectionInfo::default());
+    }
+    let info = format!("redis://{userinfo}@localhost:1/0")
+        .into_connection_info()
+        .map_err(|e| {
+            Error::invalid(format!(
+                "cannot read the user and password of '{shown}': {e}; percent-encode special \
+                 characters"
+            ))
+        })?;
+    Ok(info.redis_settings().clone())
+}
+
+/// Percent-decodes a path segment (the master name).
+fn decode(segment: &str) -> std::result::Result<String, String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = segment
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| {
+                    format!("has a bad percent escape in the master name '{segment}'")
+                })?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("has a master name '{segment}' that is not UTF-8"))
+}
+
+/// Where one sentinel says the master is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Sighting {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    /// The sentinel's configuration epoch for the group: bumped by every failover.
+    epoch: u64,
+}
+
+/// Why one sentinel gave no address.
+enum Miss {
+    /// It answered that it monitors no master of that name.
+    Unknown(String),
+    /// It refused our credentials.
+    Auth(String),
+    /// It did not answer, or answered something else.
+    Down(String),
+}
+
+/// The sentinels of one client, with a connection to each (opened when first needed, reopened
+/// after it fails).
+pub(crate) struct Sentinels {
+    spec: SentinelSpec,
+    tls_ca: Option<Vec<u8>>,
+    links: Vec<tokio::sync::Mutex<Option<MultiplexedConnection>>>,
+}
+
+impl Sentinels {
+    pub(crate) fn new(spec: SentinelSpec, tls_ca: Option<Vec<u8>>) -> Self {
+        let links = spec
+            .sentinels
+            .iter()
+            .map(|_| tokio::sync::Mutex::new(None))
+            .collect();
+        Sentinels {
+            spec,
+            tls_ca,
+            links,
+        }
+    }
+
+    pub(crate) fn spec(&self) -> &SentinelSpec {
+        &self.spec
+    }
+
+    /// Asks every sentinel where the master is and believes the one with the highest epoch.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` when every sentinel that answered knows no such master; `Auth` when
+    /// they refused the credentials; `Unavailable` when none answered within `timeout`.
+    pub(crate) async fn locate(&self, timeout: Duration) -> Result<Sighting> {
+        let asks = (0..self.links.len()).map(|i| self.ask(i, timeout));
+        let answers = futures_util::future::join_all(asks).await;
+        let mut best: Option<Sighting> = None;
+        let mut unknown = Vec::new();
+        let mut refused = Vec::new();
+        let mut down = Vec::new();
+        for ((host, port), answer) in self.spec.sentinels.iter().zip(answers) {
+            match answer {
+                Ok(sighting) => {
+                    if best.as_ref().is_none_or(|b| sighting.epoch > b.epoch) {
+                        best = Some(sighting);
+                    }
+                }
+                Err(Miss::Unknown(e)) => unknown.push(format!("{host}:{port}: {e}")),
+                Err(Miss::Auth(e)) => refused.push(format!("{host}:{port}: {e}")),
+                Err(Miss::Down(e)) => down.push(format!("{host}:{port}: {e}")),
+            }
+        }
+        if let Some(best) = best {
+            return Ok(best);
+        }
+        let master = &self.spec.master;
+        if !refused.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Auth,
+                format!(
+                    "the sentinels refused the credentials ({}); give the sentinels' own with \
+                     ?sentinel_username=…&sentinel_password=… in the URL (the user info before \
+                     the '@' is for the data nodes). Retrying will not help",
+                    refused.join("; ")
+                ),
+            ));
+        }
+        if !unknown.is_empty() && down.is_empty() {
+            return Err(Error::invalid(format!(
+                "no sentinel knows a master named '{master}' ({}); check the name after the \
+                 addresses in the URL (SENTINEL MASTERS on a sentinel lists the names it \
+                 monitors)",
+                unknown.join("; ")
+            )));
+        }
+        let mut problems = down;
+        problems.extend(unknown);
+        Err(Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "no sentinel told where master '{master}' is within {timeout:?} ({}); check that \
+                 the sentinels run at {} and the URL is right",
+                problems.join("; "),
+                self.spec.sentinel_list()
+            ),
+        ))
+    }
+
+    async fn ask(&self, i: usize, timeout: Duration) -> std::result::Result<Sighting, Miss> {
+        let work = async {
+            let mut link = self.links[i].lock().await;
+            if link.is_none() {
+                *link = Some(self.open(i, timeout).await?);
+            }
+            let conn = link.as_mut().expect("opened above");
+            let reply: redis::RedisResult<redis::Value> = redis::cmd("SENTINEL")
+                .arg("MASTER")
+                .arg(&self.spec.master)
+                .query_async(conn)
+                .await;
+            match reply {
+                Ok(value) => sighting(&value).ok_or_else(|| {
+                    Miss::Down(format!("an unexpected SENTINEL MASTER reply {value:?}"))
+                }),
+                Err(e) => {
+                    let text = e.to_string();
+                    if text.contains("No such master") {
+                        Err(Miss::Unknown(text))
+                    } else {
+                        if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() {
+                            *link = None;
+                        }
+                        Err(refusal(e))
+                    }
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Miss::Down(format!("no answer within {timeout:?}"))),
+        }
+    }
+
+    async fn open(
+        &self,
+        i: usize,
+        timeout: Duration,
+    ) -> std::result::Result<MultiplexedConnection, Miss> {
+        let (host, port) = &self.spec.sentinels[i];
+        let info = self
+            .spec
+            .sentinel_info(host, *port)
+            .map_err(|e| Miss::Down(e.to_string()))?;
+        let client = match &self.tls_ca {
+            Some(pem) => redis::Client::build_with_tls(
+                info,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            ),
+            None => redis::Client::open(info),
+        }
+        .map_err(|e| Miss::Down(e.to_string()))?;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout));
+        client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(refusal)
+    }
+}
+
+fn refusal(e: redis::RedisError) -> Miss {
+    let text = e.to_string();
+    if matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+        || text.contains("invalid username-password")
+        || text.contains("Authentication required")
+        || text.contains("without any password configured")
+    {
+        Miss::Auth(text)
+    } else {
+        Miss::Down(text)
+    }
+}
+
+/// Reads `ip`, `port` and `config-epoch` from a `SENTINEL MASTER` reply (a flat array of field
+/// and value in RESP2, a map in RESP3).
+fn sighting(value: &redis::Value) -> Option<Sighting> {
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        redis::Value::SimpleString(s) => Some(s.clone()),
+        redis::Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    };
+    let pairs: Vec<(String, String)> = match value {
+        redis::Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|pair| Some((text(pair.first()?)?, text(pair.get(1)?)?)))
+            .collect(),
+        redis::Value::Map(items) => items
+            .iter()
+            .filter_map(|(k, v)| Some((text(k)?, text(v)?)))
+            .collect(),
+        _ => return None,
+    };
+    let field = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    Some(Sighting {
+        host: field("ip")?.to_owned(),
+        port: field("port")?.parse().ok()?,
+        epoch: field("config-epoch")
+            .and_then(|e| e.parse().ok())
+            .unwrap_or(0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sentinels_master_db_and_credentials() {
+        let spec = SentinelSpec::parse(
+            "redis+sentinel://app:p%40ss@10.0.0.1:26380,10.0.0.2/orders/3?sentinel_password=s3",
+            "shown",
+        )
+        .unwrap();
+        assert_eq!(spec.master, "orders");
+        assert_eq!(
+            spec.sentinels,
+            vec![
+                ("10.0.0.1".to_owned(), 26380),
+                ("10.0.0.2".to_owned(), 26379)
+            ]
+        );
+        assert!(!spec.tls);
+        assert_eq!(spec.node.db(), 3);
+        assert_eq!(spec.node.username(), Some("app"));
+        assert_eq!(spec.node.password(), Some("p@ss"));
+        assert_eq!(spec.sentinel_auth.password(), Some("s3"));
+    }
+
+    #[test]
+    fn refuses_a_url_without_master_or_with_junk() {
+        for url in [
+            "redis+sentinel://127.0.0.1:26379",
+            "redis+sentinel://127.0.0.1:26379/",
+            "redis+sentinel://127.0.0.1:x/m",
+            "redis+sentinel://,127.0.0.1/m",
+            "redis+sentinel://127.0.0.1/m/db",
+            "redis+sentinel://127.0.0.1/m/0/extra",
+            "redis+sentinel://127.0.0.1/m?password=x",
+        ] {
+            let err = SentinelSpec::parse(url, url).err().expect(url);
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{url}");
+            assert!(err.to_string().contains("redis+sentinel://"), "{err}");
+        }
+    }
+
+    #[test]
+    fn reads_a_sentinel_master_reply() {
+        let bulk = |s: &str| redis::Value::BulkString(s.as_bytes().to_vec());
+        let reply = redis::Value::Array(vec![
+            bulk("name"),
+            bulk("m"),
+            bulk("ip"),
+            bulk("127.0.0.1"),
+            bulk("port"),
+            bulk("7001"),
+            bulk("config-epoch"),
+            bulk("4"),
+        ]);
+        assert_eq!(
+            sighting(&reply),
+            Some(Sighting {
+                host: "127.0.0.1".to_owned(),
+                port: 7001,
+                epoch: 4
+            })
+        );
+    }
+}

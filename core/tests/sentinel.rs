@@ -1,0 +1,384 @@
+//! Behind Redis Sentinel: a `redis+sentinel://` client finds the master, every object works on
+//! it, and a failover (`SENTINEL FAILOVER`, kill -9 of the master) is followed: waiters keep
+//! waiting and acquire on the new master, a holder whose lock reached the replica keeps it, a
+//! holder whose lock did not is told it is lost, and no call hangs.
+
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind};
+use redis::Commands;
+use support::SentinelGroup;
+
+async fn client(group: &SentinelGroup, watchdog: Duration) -> Client {
+    let options = ClientOptions::new()
+        .watchdog_timeout(watchdog)
+        .connect_timeout(Duration::from_secs(8));
+    Client::connect_with(&group.url(), options).await.unwrap()
+}
+
+/// Everything that does not fail over shares one group.
+fn shared() -> &'static SentinelGroup {
+    static GROUP: std::sync::OnceLock<SentinelGroup> = std::sync::OnceLock::new();
+    GROUP.get_or_init(SentinelGroup::start)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finds_the_master_and_writes_there() {
+    let group = shared();
+    let client = client(group, Duration::from_secs(30)).await;
+    assert!(
+        client
+            .address()
+            .contains("master 'crosslock' via sentinels")
+    );
+    let guard = client
+        .lock("sentinel:where")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let holder: std::collections::HashMap<String, i64> =
+        group.master().raw().hgetall("sentinel:where").unwrap();
+    assert_eq!(holder.len(), 1, "the lock is on the master: {holder:?}");
+    guard.release().await.unwrap();
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_workers_exclude_each_other_exactly() {
+    let group = shared();
+    let clients = [
+        client(group, Duration::from_secs(30)).await,
+        client(group, Duration::from_secs(30)).await,
+    ];
+    let inside = Arc::new(AtomicBool::new(false));
+    let counter = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for w in 0..8 {
+        let lock = clients[w % 2].lock("sentinel:counter").unwrap();
+        let inside = inside.clone();
+        let counter = counter.clone();
+        workers.push(tokio::spawn(async move {
+            for _ in 0..25 {
+                let guard = lock.acquire().await.unwrap();
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                let seen = counter.load(Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                counter.store(seen + 1, Ordering::SeqCst);
+                inside.store(false, Ordering::SeqCst);
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    for w in workers {
+        tokio::time::timeout(Duration::from_secs(60), w)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), 200);
+    for c in clients {
+        c.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_the_waiter_of_every_kind() {
+    let group = shared();
+    let a = client(group, Duration::from_secs(30)).await;
+    let b = client(group, Duration::from_secs(30)).await;
+    // A lease far longer than the test: only a release (a message) can let the waiter in.
+    let long = AcquireOptions::new().lease(Duration::from_secs(120));
+    let wait = AcquireOptions::new().wait(Duration::from_secs(20));
+
+    let held = a
+        .lock("sentinel:wake:lock")
+        .unwrap()
+        .acquire_with(long.clone())
+        .await
+        .unwrap();
+    let waiter = {
+        let lock = b.lock("sentinel:wake:lock").unwrap();
+        let wait = wait.clone();
+        tokio::spawn(async move { lock.acquire_with(wait).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+
+    let held = a
+        .fair_lock("sentinel:wake:fair")
+        .unwrap()
+        .acquire_with(long.clone())
+        .await
+        .unwrap();
+    let waiter = {
+        let lock = b.fair_lock("sentinel:wake:fair").unwrap();
+        let wait = wait.clone();
+        tokio::spawn(async move { lock.acquire_with(wait).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+
+    let rw = a.read_write_lock("sentinel:wake:rw").unwrap();
+    let held = rw.write().acquire_with(long.clone()).await.unwrap();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let lock = b.read_write_lock("sentinel:wake:rw").unwrap();
+            let wait = wait.clone();
+            tokio::spawn(async move { lock.read().acquire_with(wait).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.release().await.unwrap();
+    for r in readers {
+        r.await.unwrap().unwrap().release().await.unwrap();
+    }
+
+    let semaphore = a.semaphore("sentinel:wake:sem").unwrap();
+    semaphore.delete().await.unwrap();
+    assert!(semaphore.try_set_permits(0).await.unwrap());
+    let taker = {
+        let semaphore = b.semaphore("sentinel:wake:sem").unwrap();
+        tokio::spawn(async move { semaphore.try_acquire(1, Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    semaphore.release(1).await.unwrap();
+    assert!(taker.await.unwrap().unwrap());
+
+    let latch = a.count_down_latch("sentinel:wake:latch").unwrap();
+    latch.delete().await.unwrap();
+    assert!(latch.try_set_count(1).await.unwrap());
+    let waiter = {
+        let latch = b.count_down_latch("sentinel:wake:latch").unwrap();
+        let wait = wait.clone();
+        tokio::spawn(async move { latch.open_within(wait).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    latch.count_down().await.unwrap();
+    assert!(waiter.await.unwrap().unwrap());
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_renews_and_a_deleted_lock_is_reported_lost() {
+    let group = shared();
+    let client = client(group, Duration::from_millis(600)).await;
+    let guard = client
+        .lock("sentinel:watchdog")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!guard.is_lost());
+    let pttl: i64 = group.master().raw().pttl("sentinel:watchdog").unwrap();
+    assert!(pttl > 0, "renewed past its first lease: pttl {pttl}");
+
+    let _: () = group.master().raw().del("sentinel:watchdog").unwrap();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost().cancelled())
+        .await
+        .expect("the renewal reports the lock lost");
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_master_name_or_no_sentinel_is_a_clear_error() {
+    let group = shared();
+    let ports = group.sentinel_ports();
+    let url = format!("redis+sentinel://127.0.0.1:{}/no-such-master", ports[0]);
+    let err = Client::connect(&url).await.err().unwrap();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("no-such-master"), "{err}");
+
+    let dead = support::RedisServer::start();
+    let port = dead.port;
+    drop(dead);
+    let options = ClientOptions::new().connect_timeout(Duration::from_millis(500));
+    let started = Instant::now();
+    let err = Client::connect_with(
+        &format!("redis+sentinel://127.0.0.1:{port}/crosslock"),
+        options,
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(
+        err.to_string().contains(&format!("127.0.0.1:{port}")),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    let err = Client::connect("redis+sentinel://127.0.0.1:1")
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("master"), "{err}");
+}
+
+/// `SENTINEL FAILOVER` while locks are held and a waiter waits: the lock that reached the
+/// replica stays held (its holder keeps renewing it on the new master and the waiter stays
+/// out), the lock that did not is reported lost, and the waiter acquires once the holder
+/// releases on the new master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_failover_keeps_replicated_holds_and_reports_the_others_lost() {
+    let group = SentinelGroup::start();
+    // A lease that outlasts the failover (renewed every 2 s): a hold is lost only because the
+    // new master does not have it.
+    let holder = client(&group, Duration::from_secs(6)).await;
+    let other = client(&group, Duration::from_secs(6)).await;
+    let reasons = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = reasons.clone();
+    holder.on_lock_lost(move |lost| {
+        seen.lock()
+            .unwrap()
+            .push(format!("{}: {}", lost.name, lost.reason))
+    });
+
+    let kept = holder
+        .lock("failover:kept")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let dropped = holder
+        .lock("failover:dropped")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    group.sync();
+    // The replica (the next master) never got `failover:dropped`: as if the master failed
+    // before replicating it.
+    let mut replica = group.replica().raw();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("replica-read-only")
+        .arg("no")
+        .query(&mut replica)
+        .unwrap();
+    let _: () = replica.del("failover:dropped").unwrap();
+
+    let waiter = {
+        let lock = other.lock("failover:kept").unwrap();
+        tokio::spawn(async move {
+            lock.acquire_with(AcquireOptions::new().wait(Duration::from_secs(30)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = group.master_port();
+    let after = group.failover();
+    assert_ne!(before, after);
+
+    tokio::time::timeout(Duration::from_secs(10), dropped.lost().cancelled())
+        .await
+        .expect("the hold that never reached the new master is reported lost");
+    // Several renewal periods on the new master: the replicated hold is still ours, and the
+    // waiter is still out.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!kept.is_lost(), "{:?}", reasons.lock().unwrap());
+    assert!(
+        !waiter.is_finished(),
+        "the waiter got in while the lock was held"
+    );
+    let fields: std::collections::HashMap<String, i64> =
+        support_raw(after).hgetall("failover:kept").unwrap();
+    assert_eq!(fields.len(), 1, "{fields:?}");
+
+    kept.release().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter acquires after the release on the new master")
+        .unwrap()
+        .unwrap();
+    guard.release().await.unwrap();
+    holder.close().await;
+    other.close().await;
+}
+
+/// kill -9 of the master: calls during the outage fail within their limits (none hangs), the
+/// waiter keeps waiting through it and acquires on the new master once the lock is free there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_master_is_survived_by_waiters() {
+    let mut group = SentinelGroup::start();
+    let options = ClientOptions::new()
+        .connect_timeout(Duration::from_secs(20))
+        .response_timeout(Duration::from_secs(1));
+    let holder = Client::connect_with(&group.url(), options.clone())
+        .await
+        .unwrap();
+    let other = Client::connect_with(&group.url(), options).await.unwrap();
+
+    let held = holder
+        .lock("kill:lock")
+        .unwrap()
+        .acquire_with(AcquireOptions::new().lease(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    group.sync();
+    let waiter = {
+        let lock = other.lock("kill:lock").unwrap();
+        tokio::spawn(async move {
+            lock.acquire_with(AcquireOptions::new().wait(Duration::from_secs(40)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let before = group.master_port();
+    let index = group.nodes.iter().position(|n| n.port == before).unwrap();
+    group.nodes[index].kill();
+    // A call during the outage ends within its limits.
+    let started = Instant::now();
+    let _ = holder.lock("kill:probe").unwrap().try_acquire().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+
+    group.wait_for_new_master(before);
+    // The release reaches the new master (retrying until the client has followed it).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let lock = holder.lock("kill:lock").unwrap();
+    loop {
+        match lock.release_as(held.owner()).await {
+            Ok(_) => break,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "release never reached the new master: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    let guard = tokio::time::timeout(Duration::from_secs(15), waiter)
+        .await
+        .expect("the waiter acquires on the new master")
+        .unwrap()
+        .unwrap();
+    guard.release().await.unwrap();
+    drop(held);
+    holder.close().await;
+    other.close().await;
+}
+
+fn support_raw(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}/0"))
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
