@@ -38,14 +38,15 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: fl
 class RedisServer:
     """A redis-server on a free 127.0.0.1 port, without persistence, stopped by :meth:`stop`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *extra: str) -> None:
         self.dir = tempfile.mkdtemp(prefix="crosslock-redis-")
         last_error = ""
         for _ in range(5):  # a free port can be taken between the probe and the bind: retry
             self.port = free_port()
             self.process = subprocess.Popen(
                 [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                 "--appendonly", "no", "--dir", self.dir, "--daemonize", "no", "--loglevel", "warning"],
+                 "--appendonly", "no", "--dir", self.dir, "--daemonize", "no", "--loglevel", "warning",
+                 *extra],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
             )
@@ -179,3 +180,116 @@ async def poll(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(0.005)
+
+
+class SentinelGroup:
+    """A Sentinel deployment on loopback ports: a master, one replica and three sentinels (quorum 2,
+    a master is down after 1 s of silence). :meth:`stop` kills them all."""
+
+    name = "crosslock"
+
+    def __init__(self) -> None:
+        master = RedisServer()
+        self.nodes = [master, RedisServer("--replicaof", "127.0.0.1", str(master.port))]
+        self.dir = tempfile.mkdtemp(prefix="crosslock-sentinel-")
+        self.sentinels: list[tuple[int, subprocess.Popen[bytes]]] = []
+        try:
+            for _ in range(3):
+                port = free_port()
+                conf = os.path.join(self.dir, f"sentinel-{port}.conf")
+                with open(conf, "w") as f:
+                    f.write(
+                        f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {self.dir}\n"
+                        f"sentinel monitor {self.name} 127.0.0.1 {master.port} 2\n"
+                        f"sentinel down-after-milliseconds {self.name} 1000\n"
+                        f"sentinel failover-timeout {self.name} 4000\n"
+                    )
+                process = subprocess.Popen([REDIS_SERVER, conf, "--sentinel", "--loglevel", "warning"],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                self.sentinels.append((port, process))
+            wait_until(self._ready, timeout=30, interval=0.1, what="the sentinel group to come up")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _ready(self) -> bool:
+        for port, _ in self.sentinels:
+            fields = self.sentinel_master(port)
+            if not fields or fields.get("num-slaves") != "1" or fields.get("num-other-sentinels") != "2" \
+                    or fields.get("flags") != "master":
+                return False
+        with self.nodes[1].raw() as r:
+            return "master_link_status:up" in r.command("INFO", "replication")
+
+    def sentinel_master(self, port: int) -> dict[str, str]:
+        try:
+            with Raw(port, timeout=1) as r:
+                reply = r.command("SENTINEL", "MASTER", self.name)
+        except (OSError, RespError):
+            return {}
+        return dict(zip(reply[::2], reply[1::2]))
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{port}" for port, _ in self.sentinels)
+        return f"redis+sentinel://{hosts}/{self.name}/0"
+
+    @property
+    def sentinel_ports(self) -> list[int]:
+        return [port for port, _ in self.sentinels]
+
+    def master_port(self) -> int:
+        return int(self.sentinel_master(self.sentinels[0][0])["port"])
+
+    def node(self, port: int) -> RedisServer:
+        return next(n for n in self.nodes if n.port == port)
+
+    def master(self) -> RedisServer:
+        return self.node(self.master_port())
+
+    def replica(self) -> RedisServer:
+        port = self.master_port()
+        return next(n for n in self.nodes if n.port != port)
+
+    def sync(self) -> None:
+        """Waits until the replica has everything the master has (``WAIT 1``)."""
+        with self.master().raw() as r:
+            assert r.command("WAIT", "1", "5000") == 1, "the replica did not acknowledge"
+
+    def failover(self) -> int:
+        """``SENTINEL FAILOVER``; returns the new master's port once every sentinel names it and it
+        takes writes."""
+        before = self.master_port()
+        with Raw(self.sentinels[0][0]) as r:
+            r.command("SENTINEL", "FAILOVER", self.name)
+        return self.wait_for_new_master(before)
+
+    def wait_for_new_master(self, before: int) -> int:
+        def moved() -> Optional[int]:
+            ports = {self.sentinel_master(p).get("port") for p, _ in self.sentinels}
+            if len(ports) != 1 or None in ports or str(before) in ports:
+                return None
+            port = int(ports.pop())
+            try:
+                with Raw(port, timeout=1) as r:
+                    return port if r.command("ROLE")[0] == "master" else None
+            except (OSError, RespError):
+                return None
+
+        return wait_until(moved, timeout=30, interval=0.05, what="the failover")
+
+    def kill_master(self) -> int:
+        """kill -9 of the master; returns its port."""
+        port = self.master_port()
+        node = self.node(port)
+        node.process.kill()
+        node.process.wait()
+        return port
+
+    def stop(self) -> None:
+        for _, process in self.sentinels:
+            process.kill()
+            process.wait()
+        for node in self.nodes:
+            node.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,223 @@
+"""Behind Redis Sentinel, from Python: a ``redis+sentinel://`` client finds the master, every object
+works there, and a failover (``SENTINEL FAILOVER``, kill -9 of the master) is followed: waiters keep
+waiting and acquire on the new master, a hold that reached the replica is kept, a hold that did not
+is reported lost, and no call hangs past its limit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator
+
+import pytest
+
+import crosslock
+from support import RedisServer, SentinelGroup, wait_until
+
+
+@pytest.fixture(scope="module")
+def group() -> Iterator[SentinelGroup]:
+    """One group for the tests that do not fail it over."""
+    g = SentinelGroup()
+    try:
+        yield g
+    finally:
+        g.stop()
+
+
+@pytest.fixture
+def fresh_group() -> Iterator[SentinelGroup]:
+    """A group of its own, for a test that fails it over."""
+    g = SentinelGroup()
+    try:
+        yield g
+    finally:
+        g.stop()
+
+
+def connect(group: SentinelGroup, **options: float) -> crosslock.Client:
+    options.setdefault("connect_timeout", 8.0)
+    return crosslock.connect(group.url, **options)
+
+
+def test_the_lock_lives_on_the_master(group):
+    with connect(group) as client:
+        assert "master 'crosslock' via sentinels" in client.address
+        with client.lock("py:sentinel:where"):
+            with group.master().raw() as r:
+                assert len(r.hgetall("py:sentinel:where")) == 1
+
+
+def test_eight_workers_exclude_each_other_exactly(group):
+    clients = [connect(group), connect(group)]
+    counter = [0]
+    inside = threading.Event()
+    errors: list[str] = []
+
+    def work(client: crosslock.Client) -> None:
+        lock = client.lock("py:sentinel:counter")
+        for _ in range(25):
+            with lock:
+                if inside.is_set():
+                    errors.append("two holders at once")
+                inside.set()
+                seen = counter[0]
+                time.sleep(0.0005)
+                counter[0] = seen + 1
+                inside.clear()
+
+    threads = [threading.Thread(target=work, args=(clients[i % 2],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive()
+    for c in clients:
+        c.close()
+    assert errors == []
+    assert counter[0] == 200
+
+
+def test_a_release_wakes_the_waiter_of_every_kind(group):
+    a, b = connect(group), connect(group)
+    try:
+        # Leases far longer than the test: only a release (a message) lets the waiter in.
+        for make in (lambda c: c.lock("py:sentinel:wake:lock"),
+                     lambda c: c.fair_lock("py:sentinel:wake:fair"),
+                     lambda c: c.read_write_lock("py:sentinel:wake:rw").write_lock()):
+            held = make(a)
+            assert held.acquire(lease=120)
+            got: list[bool] = []
+            waiter = threading.Thread(target=lambda: got.append(make(b).acquire(timeout=20) and (make(b).release() or True)))
+            waiter.start()
+            time.sleep(0.2)
+            held.release()
+            waiter.join(25)
+            assert got == [True], held.name
+
+        semaphore = a.semaphore("py:sentinel:wake:sem")
+        semaphore.delete()
+        assert semaphore.try_set_permits(0)
+        took: list[bool] = []
+        taker = threading.Thread(target=lambda: took.append(b.semaphore("py:sentinel:wake:sem").acquire(timeout=20)))
+        taker.start()
+        time.sleep(0.2)
+        semaphore.release()
+        taker.join(25)
+        assert took == [True]
+
+        latch = a.count_down_latch("py:sentinel:wake:latch")
+        latch.delete()
+        assert latch.try_set_count(1)
+        opened: list[bool] = []
+        watcher = threading.Thread(target=lambda: opened.append(b.count_down_latch("py:sentinel:wake:latch").wait(20)))
+        watcher.start()
+        time.sleep(0.2)
+        latch.count_down()
+        watcher.join(25)
+        assert opened == [True]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_the_watchdog_renews_and_a_deleted_lock_is_reported_lost(group):
+    fired = threading.Event()
+    with connect(group, watchdog_timeout=0.6) as client:
+        lock = client.lock("py:sentinel:watchdog", on_lost=lambda _lock: fired.set())
+        lock.acquire()
+        time.sleep(1.5)
+        assert lock.is_held() and not lock.lost
+        with group.master().raw() as r:
+            r.command("DEL", "py:sentinel:watchdog")
+        assert fired.wait(5), "the renewal reports the lock lost"
+        assert lock.lost
+
+
+def test_a_wrong_master_name_or_no_sentinel_is_a_clear_error(group):
+    port = group.sentinel_ports[0]
+    with pytest.raises(crosslock.InvalidArgumentError, match="no-such-master"):
+        crosslock.connect(f"redis+sentinel://127.0.0.1:{port}/no-such-master")
+    dead = RedisServer()
+    dead.stop()
+    started = time.monotonic()
+    with pytest.raises(crosslock.RedisUnavailableError, match=f"127.0.0.1:{dead.port}"):
+        crosslock.connect(f"redis+sentinel://127.0.0.1:{dead.port}/crosslock", connect_timeout=0.5)
+    assert time.monotonic() - started < 5
+    with pytest.raises(crosslock.InvalidArgumentError, match="master"):
+        crosslock.connect(f"redis+sentinel://127.0.0.1:{port}")
+
+
+def test_sentinel_failover_keeps_replicated_holds_and_reports_the_others_lost(fresh_group):
+    group = fresh_group
+    # A lease that outlasts the failover (renewed every 2 s): a hold is lost only because the new
+    # master does not have it.
+    holder, other = connect(group, watchdog_timeout=6), connect(group, watchdog_timeout=6)
+    try:
+        lost = threading.Event()
+        kept = holder.lock("py:failover:kept")
+        dropped = holder.lock("py:failover:dropped", on_lost=lambda _lock: lost.set())
+        kept.acquire()
+        dropped.acquire()
+        group.sync()
+        # The replica (the next master) never got the second lock: as if the master failed
+        # before replicating it.
+        with group.replica().raw() as r:
+            r.command("CONFIG", "SET", "replica-read-only", "no")
+            r.command("DEL", "py:failover:dropped")
+        got: list[bool] = []
+        waiter = threading.Thread(target=lambda: got.append(other.lock("py:failover:kept").acquire(timeout=30)))
+        waiter.start()
+        time.sleep(0.2)
+        new_master = group.failover()
+
+        assert lost.wait(10), "the hold that never reached the new master is reported lost"
+        time.sleep(5)  # renewals on the new master
+        assert not kept.lost
+        assert waiter.is_alive(), "the waiter got in while the lock was held"
+        with group.node(new_master).raw() as r:
+            assert len(r.hgetall("py:failover:kept")) == 1
+        kept.release()
+        waiter.join(10)
+        assert got == [True], "the waiter acquires after the release on the new master"
+    finally:
+        holder.close()
+        other.close()
+
+
+def test_killing_the_master_is_survived_by_waiters(fresh_group):
+    group = fresh_group
+    holder = connect(group, connect_timeout=20, response_timeout=1)
+    other = connect(group, connect_timeout=20, response_timeout=1)
+    try:
+        lock = holder.lock("py:kill:lock")
+        assert lock.acquire(lease=60)
+        group.sync()
+        got: list[bool] = []
+        waiter = threading.Thread(target=lambda: got.append(other.lock("py:kill:lock").acquire(timeout=40)))
+        waiter.start()
+        time.sleep(0.2)
+
+        before = group.kill_master()
+        started = time.monotonic()
+        try:
+            holder.lock("py:kill:probe").acquire(blocking=False)
+        except crosslock.RedisUnavailableError:
+            pass
+        assert time.monotonic() - started < 5, "a call during the outage ends within its limits"
+
+        group.wait_for_new_master(before)
+
+        def released() -> bool:
+            try:
+                lock.release()
+                return True
+            except crosslock.RedisUnavailableError:
+                return False
+
+        wait_until(released, timeout=15, interval=0.2, what="the release to reach the new master")
+        waiter.join(15)
+        assert got == [True], "the waiter acquires on the new master"
+    finally:
+        holder.close()
+        other.close()
