@@ -254,7 +254,12 @@ impl Generation {
 impl Client {
     /// Connects with default [`ClientOptions`].
     ///
-    /// `url` is `redis://[user:password@]host:port/db`, or `rediss://…` for TLS.
+    /// `url` is `redis://[user:password@]host:port/db`, or `rediss://…` for TLS. For Sentinel it
+    /// is `redis+sentinel://[user:password@]host:port[,host:port…]/<master name>[/db]` (the hosts
+    /// are the sentinels, port 26379 by default; the user info is the data nodes';
+    /// `?sentinel_username=…&sentinel_password=…` are the sentinels' own), or
+    /// `rediss+sentinel://…` for TLS: the client finds the master and follows it through
+    /// failovers.
     ///
     /// # Errors
     ///
@@ -346,7 +351,8 @@ impl Client {
         owner.holder(&self.id())
     }
 
-    /// The address this client connects to (`host:port`), for messages.
+    /// The address this client connects to (`host:port`, or `master '<name>' via sentinels
+    /// <host:port,…>`), for messages.
     ///
     /// # Examples
     ///

@@ -135,7 +135,7 @@ pub(crate) struct Route {
     endpoint: Endpoint,
     current: tokio::sync::watch::Sender<Node>,
     /// Set for Sentinel: the sentinels, and the signal that a command suspects the master moved.
-    sentinels: Option<(Sentinels, tokio::sync::Notify)>,
+    sentinels: Option<(Sentinels, Arc<tokio::sync::Notify>)>,
 }
 
 impl Route {
@@ -171,12 +171,23 @@ impl Route {
                     spec.master,
                     node.address
                 );
+                let kick = Arc::new(tokio::sync::Notify::new());
                 let route = Arc::new(Route {
                     endpoint: endpoint.clone(),
                     current: tokio::sync::watch::Sender::new(node),
-                    sentinels: Some((sentinels, tokio::sync::Notify::new())),
+                    sentinels: Some((sentinels, kick.clone())),
                 });
-                crate::runtime::spawn(follow_sentinels(Arc::downgrade(&route), timeouts, stop));
+                crate::runtime::spawn(follow_sentinels(
+                    Arc::downgrade(&route),
+                    timeouts,
+                    stop.clone(),
+                ));
+                let listener = Sentinels::new((**spec).clone(), endpoint.tls_ca.clone());
+                crate::runtime::spawn(async move {
+                    listener
+                        .listen(timeouts.connect, &stop, &|| kick.notify_one())
+                        .await;
+                });
                 Ok(route)
             }
         }

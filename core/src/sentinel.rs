@@ -3,8 +3,10 @@
 //! A `redis+sentinel://` URL names the sentinels and the master group. The client asks every
 //! sentinel (`SENTINEL MASTER <name>`) and believes the answer with the highest configuration
 //! epoch, so one sentinel that has not yet heard of a failover cannot send it back to the old
-//! master. It asks again every [`POLL`] (Redisson's `scanInterval`), and at once when a command
-//! suggests the master moved (a `READONLY` reply, a lost connection, no answer).
+//! master. It asks again at once when a sentinel announces a failover (`+switch-master`, to which
+//! the client listens on one sentinel at a time) or a command suggests the master moved (a
+//! `READONLY` reply, a lost connection, no answer), and every [`POLL`] (Redisson's
+//! `scanInterval`) in case an announcement was missed.
 
 use std::time::Duration;
 
@@ -361,6 +363,65 @@ impl Sentinels {
         }
     }
 
+    /// Listens for `+switch-master` on one sentinel after another, calling `switched` on each
+    /// announcement: the failover is followed the moment a sentinel announces it, not at the
+    /// next poll. Runs until `stop` is cancelled.
+    pub(crate) async fn listen(
+        &self,
+        timeout: Duration,
+        stop: &tokio_util::sync::CancellationToken,
+        switched: &(dyn Fn() + Sync),
+    ) {
+        use futures_util::StreamExt;
+        let mut next = 0;
+        loop {
+            let (host, port) = &self.spec.sentinels[next % self.spec.sentinels.len()];
+            next += 1;
+            let listening = async {
+                let info = self.spec.sentinel_info(host, *port).ok()?;
+                let client = self.client(info).ok()?;
+                let mut pubsub = tokio::time::timeout(timeout, client.get_async_pubsub())
+                    .await
+                    .ok()?
+                    .ok()?;
+                tokio::time::timeout(timeout, pubsub.subscribe("+switch-master"))
+                    .await
+                    .ok()?
+                    .ok()?;
+                let mut messages = pubsub.into_on_message();
+                while let Some(message) = messages.next().await {
+                    let text: String = message.get_payload().unwrap_or_default();
+                    if text.split(' ').next() == Some(self.spec.master.as_str()) {
+                        switched();
+                    }
+                }
+                Some(())
+            };
+            tokio::select! {
+                _ = listening => {}
+                _ = stop.cancelled() => return,
+            }
+            // The sentinel went away (or never answered): the next one, after a pause.
+            tokio::select! {
+                _ = tokio::time::sleep(POLL) => {}
+                _ = stop.cancelled() => return,
+            }
+        }
+    }
+
+    fn client(&self, info: ConnectionInfo) -> redis::RedisResult<redis::Client> {
+        match &self.tls_ca {
+            Some(pem) => redis::Client::build_with_tls(
+                info,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            ),
+            None => redis::Client::open(info),
+        }
+    }
+
     async fn open(
         &self,
         i: usize,
@@ -371,17 +432,7 @@ impl Sentinels {
             .spec
             .sentinel_info(host, *port)
             .map_err(|e| Miss::Down(e.to_string()))?;
-        let client = match &self.tls_ca {
-            Some(pem) => redis::Client::build_with_tls(
-                info,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem.clone()),
-                },
-            ),
-            None => redis::Client::open(info),
-        }
-        .map_err(|e| Miss::Down(e.to_string()))?;
+        let client = self.client(info).map_err(|e| Miss::Down(e.to_string()))?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout));
