@@ -278,6 +278,19 @@ class SentinelGroup:
 
         return wait_until(moved, timeout=30, interval=0.05, what="the failover")
 
+    def wait_for_demotion(self, port: int) -> None:
+        """Waits until the node at ``port`` (a former master) serves as a replica: from then on no
+        client can write to it."""
+
+        def demoted() -> bool:
+            try:
+                with Raw(port, timeout=1) as r:
+                    return r.command("ROLE")[0] == "slave"
+            except (OSError, RespError):
+                return False
+
+        wait_until(demoted, timeout=30, interval=0.05, what=f"the old master {port} to become a replica")
+
     def kill_master(self) -> int:
         """kill -9 of the master; returns its port."""
         port = self.master_port()

@@ -221,3 +221,18 @@ def test_killing_the_master_is_survived_by_waiters(fresh_group):
     finally:
         holder.close()
         other.close()
+
+
+def test_the_readme_deployments_example_runs(group, capsys):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Deployments", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    url = "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379/mymaster/0"
+    assert url in block
+    namespace: dict = {}
+    exec(compile(block.replace(url, group.url), "README.md (deployments)", "exec"), namespace)
+    assert namespace["client"].closed
+    assert capsys.readouterr().out.startswith("held on master 'crosslock' via sentinels 127.0.0.1:")
