@@ -1,5 +1,5 @@
 // One Node process of the mixed Java/Python/Node counter test (run by test_redisson_lock.py):
-//   node counter_worker.mjs URL LOCK KEY N [KIND]
+//   node counter_worker.mjs URL LOCK KEY N [KIND [DATA_URL]]
 // Connects, prints READY, waits for a line on stdin (the start signal), then N times: acquire the
 // lock, GET KEY, SET KEY value+1 (deliberately non-atomic), release. Prints "DONE N". KIND is the
 // kind of lock as tests-py/cross names them (lock when not given).
@@ -51,9 +51,10 @@ function rawRedis (url) {
   }
 }
 
-const [url, name, key, n, kind = 'lock'] = process.argv.slice(2)
+// DATA_URL (default URL): where KEY lives, when URL is not a plain redis:// one (a sentinel URL).
+const [url, name, key, n, kind = 'lock', dataUrl = url] = process.argv.slice(2)
 const client = await connect(url)
-const raw = rawRedis(url)
+const raw = rawRedis(dataUrl)
 // The kinds as tests-py/cross names them: lock, fair_lock, …, write_lock.
 const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
 const lock = kind === 'write_lock' ? client.readWriteLock(name).writeLock() : client[camel(kind)](name)

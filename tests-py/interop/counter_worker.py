@@ -1,10 +1,11 @@
 """One Python process of the mixed Java/Python/Node counter test.
 
-    counter_worker.py URL LOCK KEY N [KIND]
+    counter_worker.py URL LOCK KEY N [KIND [DATA_URL]]
 
 Connects, prints ``READY``, waits for a line on stdin (the start signal), then N times: acquire the
 lock, GET KEY, SET KEY value+1 (deliberately non-atomic), release. Prints ``DONE N``. KIND is the
-kind of lock as ``tests-py/cross/py_worker.py`` names them (``lock`` when not given).
+kind of lock as ``tests-py/cross/py_worker.py`` names them (``lock`` when not given). DATA_URL
+(default URL) is the ``redis://`` server KEY lives on, when URL is a sentinel URL.
 """
 
 import sys
@@ -22,8 +23,9 @@ from support import Raw  # noqa: E402
 def main() -> None:
     url, name, key, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     kind = sys.argv[5] if len(sys.argv) > 5 else "lock"
+    data_url = sys.argv[6] if len(sys.argv) > 6 else url
     client = crosslock.connect(url)
-    raw = Raw(urlparse(url).port)
+    raw = Raw(urlparse(data_url).port)
     lock = make(client, kind, name)
     print("READY", flush=True)
     if not sys.stdin.readline():

@@ -12,6 +12,8 @@ import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
+import org.redisson.config.ReadMode;
+import org.redisson.config.SentinelServersConfig;
 
 /**
  * Executes driver commands against one Redisson client. Not thread-safe: every call must come
@@ -164,7 +166,24 @@ final class Session {
 
     private String connect(String url, long watchdogTimeoutMs) {
         Config config = new Config();
-        config.useSingleServer().setAddress(url);
+        if (url.startsWith("redis+sentinel://")) {
+            // redis+sentinel://host:port[,host:port…]/<master name>[/db]: Redisson in sentinel
+            // mode, reading from the master too (its default reads from replicas).
+            String rest = url.substring("redis+sentinel://".length());
+            String[] parts = rest.split("/");
+            SentinelServersConfig sentinel = config.useSentinelServers()
+                    .setMasterName(parts[1])
+                    .setReadMode(ReadMode.MASTER)
+                    .setCheckSentinelsList(false);
+            if (parts.length > 2) {
+                sentinel.setDatabase(Integer.parseInt(parts[2]));
+            }
+            for (String host : parts[0].split(",")) {
+                sentinel.addSentinelAddress("redis://" + host);
+            }
+        } else {
+            config.useSingleServer().setAddress(url);
+        }
         if (watchdogTimeoutMs > 0) {
             config.setLockWatchdogTimeout(watchdogTimeoutMs);
         }
