@@ -67,7 +67,14 @@ async function startOnce (extraArgs) {
     running.delete(child)
     await rm(dir, { recursive: true, force: true })
   }
-  return { host: '127.0.0.1', port, url: `redis://127.0.0.1:${port}/0`, stop }
+  /** kill -9: the server dies on the spot (no shutdown, no goodbye to clients). */
+  const kill = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL')
+      await exited
+    }
+  }
+  return { host: '127.0.0.1', port, url: `redis://127.0.0.1:${port}/0`, stop, kill }
 }
 
 /**

@@ -1,0 +1,114 @@
+// A Sentinel deployment on loopback ports: a master, one replica and three sentinels (quorum 2, a
+// master is down after 1 s of silence), all stopped by `stop()`.
+import { spawn } from 'node:child_process'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+import { freePort, startRedis } from './redis-server.mjs'
+import { RawRedis } from './resp.mjs'
+import { waitUntil } from './util.mjs'
+
+const NAME = 'crosslock'
+
+async function ask (port, ...args) {
+  let raw
+  try {
+    raw = await RawRedis.connect(`redis://127.0.0.1:${port}/0`)
+    return await raw.command(...args)
+  } catch {
+    return null
+  } finally {
+    await raw?.close()
+  }
+}
+
+async function sentinelMaster (port) {
+  const flat = await ask(port, 'SENTINEL', 'MASTER', NAME)
+  if (!Array.isArray(flat)) return {}
+  const out = {}
+  for (let i = 0; i < flat.length; i += 2) out[flat[i]] = flat[i + 1]
+  return out
+}
+
+export async function startSentinelGroup () {
+  const master = await startRedis()
+  const replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(master.port)] })
+  const nodes = [master, replica]
+  const dir = await mkdtemp(join(tmpdir(), 'crosslock-sentinel-'))
+  const sentinels = []
+  const group = {
+    name: NAME,
+    nodes,
+    get url () {
+      return `redis+sentinel://${sentinels.map((s) => `127.0.0.1:${s.port}`).join(',')}/${NAME}/0`
+    },
+    sentinelPorts: () => sentinels.map((s) => s.port),
+    async masterPort () { return Number((await sentinelMaster(sentinels[0].port)).port) },
+    node (port) { return nodes.find((n) => n.port === port) },
+    async master () { return group.node(await group.masterPort()) },
+    async replica () {
+      const port = await group.masterPort()
+      return nodes.find((n) => n.port !== port)
+    },
+    /** Waits until the replica has everything the master has (`WAIT 1`). */
+    async sync () {
+      const acked = await ask((await group.master()).port, 'WAIT', '1', '5000')
+      if (acked !== 1) throw new Error(`the replica did not acknowledge (WAIT said ${acked})`)
+    },
+    async waitForNewMaster (before) {
+      return waitUntil(async () => {
+        const ports = new Set()
+        for (const s of sentinels) ports.add((await sentinelMaster(s.port)).port)
+        if (ports.size !== 1) return null
+        const port = Number([...ports][0])
+        if (!port || port === before) return null
+        const role = await ask(port, 'ROLE')
+        return Array.isArray(role) && role[0] === 'master' ? port : null
+      }, 'the failover', 30_000, 50)
+    },
+    /** `SENTINEL FAILOVER`; resolves to the new master's port once it takes writes. */
+    async failover () {
+      const before = await group.masterPort()
+      await ask(sentinels[0].port, 'SENTINEL', 'FAILOVER', NAME)
+      return group.waitForNewMaster(before)
+    },
+    async stop () {
+      for (const s of sentinels) {
+        s.child.kill('SIGKILL')
+        if (s.child.exitCode === null && s.child.signalCode === null) {
+          await new Promise((resolve) => s.child.once('exit', resolve))
+        }
+      }
+      for (const n of nodes) await n.stop()
+      await rm(dir, { recursive: true, force: true })
+    }
+  }
+  try {
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort()
+      const conf = join(dir, `sentinel-${port}.conf`)
+      await writeFile(conf, [
+        `port ${port}`, 'bind 127.0.0.1', 'protected-mode no', `dir ${dir}`,
+        `sentinel monitor ${NAME} 127.0.0.1 ${master.port} 2`,
+        `sentinel down-after-milliseconds ${NAME} 1000`,
+        `sentinel failover-timeout ${NAME} 4000`, ''
+      ].join('\n'))
+      const child = spawn('redis-server', [conf, '--sentinel', '--loglevel', 'warning'], { stdio: 'ignore' })
+      sentinels.push({ port, child })
+    }
+    process.on('exit', () => { for (const s of sentinels) s.child.kill('SIGKILL') })
+    await waitUntil(async () => {
+      for (const s of sentinels) {
+        const m = await sentinelMaster(s.port)
+        if (m['num-slaves'] !== '1' || m['num-other-sentinels'] !== '2' || m.flags !== 'master') return false
+      }
+      const info = await ask(replica.port, 'INFO', 'replication')
+      return typeof info === 'string' && info.includes('master_link_status:up')
+    }, 'the sentinel group to come up', 30_000, 100)
+  } catch (e) {
+    await group.stop()
+    throw e
+  }
+  return group
+}

@@ -1,0 +1,214 @@
+// Behind Redis Sentinel, from Node: a `redis+sentinel://` client finds the master, every object
+// works there, and a failover (SENTINEL FAILOVER, kill -9 of the master) is followed: waiters keep
+// waiting and acquire on the new master, a hold that reached the replica is kept, a hold that did
+// not is reported lost, and no call hangs past its limit.
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { after, before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+import { freePort } from './helpers/redis-server.mjs'
+import { RawRedis } from './helpers/resp.mjs'
+import { startSentinelGroup } from './helpers/sentinel.mjs'
+import { crosslock, unique, waitUntil } from './helpers/util.mjs'
+
+const { InvalidArgumentError, RedisUnavailableError } = crosslock
+
+async function onNode (port, fn) {
+  const raw = await RawRedis.connect(`redis://127.0.0.1:${port}/0`)
+  try {
+    return await fn(raw)
+  } finally {
+    await raw.close()
+  }
+}
+
+describe('one sentinel group', () => {
+  let group
+  const clients = []
+  const connect = async (options = {}) => {
+    const c = await crosslock.connect(group.url, { connectTimeout: 8000, ...options })
+    clients.push(c)
+    return c
+  }
+  before(async () => { group = await startSentinelGroup() })
+  after(async () => {
+    for (const c of clients) await c.close()
+    await group?.stop()
+  })
+
+  test('the lock lives on the master', async () => {
+    const client = await connect()
+    assert.match(client.address, /master 'crosslock' via sentinels/)
+    const name = unique('js:sentinel:where')
+    const held = await client.lock(name).acquire()
+    const fields = await onNode(await group.masterPort(), (r) => r.hgetall(name))
+    assert.deepEqual(Object.keys(fields), [held.holder])
+    await held.release()
+  })
+
+  test('eight workers exclude each other exactly', async () => {
+    const pair = [await connect(), await connect()]
+    const name = unique('js:sentinel:counter')
+    let counter = 0
+    let inside = false
+    await Promise.all(Array.from({ length: 8 }, async (_, w) => {
+      const lock = pair[w % 2].lock(name)
+      for (let i = 0; i < 25; i++) {
+        const held = await lock.acquire()
+        assert.equal(inside, false, 'two holders at once')
+        inside = true
+        const seen = counter
+        await sleep(0)
+        counter = seen + 1
+        inside = false
+        await held.release()
+      }
+    }))
+    assert.equal(counter, 200)
+  })
+
+  test('a release wakes the waiter of every kind', async () => {
+    const a = await connect()
+    const b = await connect()
+    // Leases far longer than the test: only a release (a message) lets the waiter in.
+    const kinds = [
+      (c, n) => c.lock(n),
+      (c, n) => c.fairLock(n),
+      (c, n) => c.readWriteLock(n).writeLock()
+    ]
+    for (const make of kinds) {
+      const name = unique('js:sentinel:wake')
+      const held = await make(a, name).acquire({ lease: 120_000 })
+      const waiter = make(b, name).acquire({ wait: 20_000 })
+      await sleep(200)
+      await held.release()
+      await (await waiter).release()
+    }
+    const semName = unique('js:sentinel:sem')
+    assert.equal(await a.semaphore(semName).trySetPermits(0), true)
+    const taker = b.semaphore(semName).tryAcquire({ wait: 20_000 })
+    await sleep(200)
+    await a.semaphore(semName).release()
+    assert.equal(await taker, true)
+
+    const latchName = unique('js:sentinel:latch')
+    assert.equal(await a.countDownLatch(latchName).trySetCount(1), true)
+    const opened = b.countDownLatch(latchName).wait({ wait: 20_000 })
+    await sleep(200)
+    await a.countDownLatch(latchName).countDown()
+    await opened
+  })
+
+  test('the watchdog renews, and a deleted lock is reported lost', async () => {
+    const client = await connect({ watchdogTimeout: 600 })
+    const name = unique('js:sentinel:watchdog')
+    const held = await client.lock(name).acquire()
+    await sleep(1500)
+    assert.equal(held.lost, false)
+    await onNode(await group.masterPort(), (r) => r.command('DEL', name))
+    await waitUntil(() => held.lost, 'the renewal to report the lock lost', 5000)
+    assert.equal(held.signal.aborted, true)
+  })
+
+  test("the README's Deployments example connects", async () => {
+    const text = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+    const section = text.split('\n## Deployments')[1].split('\n## ')[0]
+    const [block] = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1])
+    const url = 'redis+sentinel://10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379/mymaster/0'
+    assert.ok(block.includes(url))
+    const AsyncFunction = (async () => {}).constructor
+    const run = new AsyncFunction('connect', `${block.replace(url, group.url)}\nreturn client`)
+    const client = await run(crosslock.connect)
+    clients.push(client)
+    assert.match(client.address, /^master 'crosslock' via sentinels/)
+  })
+
+  test('a wrong master name or no sentinel is a clear error', async () => {
+    const [port] = group.sentinelPorts()
+    await assert.rejects(crosslock.connect(`redis+sentinel://127.0.0.1:${port}/no-such-master`),
+      (e) => e instanceof InvalidArgumentError && /no-such-master/.test(e.message))
+    const dead = await freePort()
+    const started = Date.now()
+    await assert.rejects(crosslock.connect(`redis+sentinel://127.0.0.1:${dead}/crosslock`, { connectTimeout: 500 }),
+      (e) => e instanceof RedisUnavailableError && e.message.includes(`127.0.0.1:${dead}`))
+    assert.ok(Date.now() - started < 5000)
+    await assert.rejects(crosslock.connect(`redis+sentinel://127.0.0.1:${port}`),
+      (e) => e instanceof InvalidArgumentError && /master/.test(e.message))
+  })
+})
+
+describe('failover', () => {
+  test('SENTINEL FAILOVER keeps the replicated hold and reports the other lost', async () => {
+    const group = await startSentinelGroup()
+    // A lease that outlasts the failover (renewed every 2 s): a hold is lost only because the
+    // new master does not have it.
+    const holder = await crosslock.connect(group.url, { connectTimeout: 8000, watchdogTimeout: 6000 })
+    const other = await crosslock.connect(group.url, { connectTimeout: 8000, watchdogTimeout: 6000 })
+    try {
+      const kept = await holder.lock('js:failover:kept').acquire()
+      const dropped = await holder.lock('js:failover:dropped').acquire()
+      await group.sync()
+      // The replica (the next master) never got the second lock: as if the master failed before
+      // replicating it.
+      await onNode((await group.replica()).port, async (r) => {
+        await r.command('CONFIG', 'SET', 'replica-read-only', 'no')
+        await r.command('DEL', 'js:failover:dropped')
+      })
+      let waiterDone = false
+      const waiter = other.lock('js:failover:kept').acquire({ wait: 30_000 }).finally(() => { waiterDone = true })
+      await sleep(200)
+      const newMaster = await group.failover()
+
+      await waitUntil(() => dropped.lost, 'the hold that never reached the new master to be reported lost', 10_000)
+      await sleep(5000) // renewals on the new master
+      assert.equal(kept.lost, false)
+      assert.equal(waiterDone, false, 'the waiter got in while the lock was held')
+      assert.deepEqual(Object.keys(await onNode(newMaster, (r) => r.hgetall('js:failover:kept'))), [kept.holder])
+      await kept.release()
+      await (await waiter).release()
+    } finally {
+      await holder.close()
+      await other.close()
+      await group.stop()
+    }
+  })
+
+  test('kill -9 of the master is survived by waiters, and no call hangs', async () => {
+    const group = await startSentinelGroup()
+    const options = { connectTimeout: 20_000, responseTimeout: 1000 }
+    const holder = await crosslock.connect(group.url, options)
+    const other = await crosslock.connect(group.url, options)
+    try {
+      const name = unique('js:kill')
+      const held = await holder.lock(name).acquire({ lease: 60_000 })
+      await group.sync()
+      const waiter = other.lock(name).acquire({ wait: 40_000 })
+      await sleep(200)
+
+      const before = await group.masterPort()
+      await group.node(before).kill()
+      const started = Date.now()
+      await holder.lock(unique('js:kill:probe')).tryAcquire().catch((e) => {
+        if (!(e instanceof RedisUnavailableError)) throw e
+      })
+      assert.ok(Date.now() - started < 5000, 'a call during the outage ends within its limits')
+
+      await group.waitForNewMaster(before)
+      await waitUntil(async () => {
+        try {
+          await held.release()
+          return true
+        } catch (e) {
+          if (e instanceof RedisUnavailableError) return false
+          throw e
+        }
+      }, 'the release to reach the new master', 15_000, 200)
+      await (await waiter).release()
+    } finally {
+      await holder.close()
+      await other.close()
+      await group.stop()
+    }
+  })
+})
