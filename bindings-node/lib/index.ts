@@ -63,7 +63,10 @@ export {
 /**
  * Connects to Redis and resolves to a {@link Client} once the connections are up.
  *
- * `url` is `redis://[user:password@]host:port/db`, or `rediss://…` for TLS. Rejects with
+ * `url` is `redis://[user:password@]host:port/db`, or `rediss://…` for TLS. For Sentinel it is
+ * `redis+sentinel://[user:password@]host:port[,host:port…]/<master name>[/db]` (the hosts are the
+ * sentinels; `?sentinel_password=…` for the sentinels' own password), and the client follows the
+ * master through failovers. Rejects with
  * `RedisUnavailableError` (naming the address) when the server cannot be reached within
  * `connectTimeout`, and `InvalidArgumentError` for a malformed URL or options.
  *

@@ -98,7 +98,10 @@ def connect(
     """Connects to Redis and returns a :class:`Client` (one per process is the usual shape).
 
     Args:
-        url: ``redis://[user:password@]host:port/db``, or ``rediss://…`` for TLS.
+        url: ``redis://[user:password@]host:port/db``, or ``rediss://…`` for TLS; for Sentinel
+            ``redis+sentinel://[user:password@]host:port[,host:port…]/<master name>[/db]`` (the
+            hosts are the sentinels; ``?sentinel_password=…`` for the sentinels' own password),
+            followed through failovers.
         connect_timeout: seconds connecting may take.
         response_timeout: seconds one command may take.
         watchdog_timeout: the lease, in seconds, of locks acquired without one; renewed every
