@@ -471,6 +471,11 @@ impl Client {
         self.state_now().map_or(0, |s| s.pubsub.channel_count())
     }
 
+    /// Whether this client talks to a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.inner.endpoint.is_cluster()
+    }
+
     fn generation(&self) -> Arc<Generation> {
         let current = self.inner.generation.load_full();
         if current.pid == std::process::id() {

@@ -1,9 +1,9 @@
 //! Connections to the deployment, behind one type whatever its topology.
 //!
-//! A single server or the master of a Sentinel group (followed through failovers by
-//! [`Route`]). Everything else in the crate talks to [`Conn`] through a few operations (run a
-//! script on the node owning a key, publish command to use, subscribe), so Cluster slots in here
-//! without touching the lock types.
+//! A single server, the master of a Sentinel group (followed through failovers by [`Route`]),
+//! or a Redis Cluster (redis-rs's cluster connection, see [`crate::cluster`]). Everything else in
+//! the crate talks to [`Conn`] through a few operations (run a script on the node owning its
+//! keys, the publish command to use, subscribe), whatever the topology.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -13,12 +13,14 @@ use arc_swap::ArcSwap;
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
 
 use crate::scripts::Lua;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::{ClusterSpec, Sharding};
 use crate::error::{Error, ErrorKind, Result, What};
 use crate::sentinel::{SentinelSpec, Sentinels};
 
@@ -39,6 +41,8 @@ enum Target {
     Node(ConnectionInfo),
     /// The master of a group that sentinels watch over.
     Sentinel(Arc<SentinelSpec>),
+    /// A Redis Cluster, found from its seed nodes.
+    Cluster(Arc<ClusterSpec>),
 }
 
 /// One data node: how to reach it, and its address for messages.
@@ -70,15 +74,30 @@ impl Endpoint {
                 tls_ca,
             });
         }
+        if url.starts_with("redis+cluster://") || url.starts_with("rediss+cluster://") {
+            let spec = ClusterSpec::parse(url, &redact(url))?;
+            if tls_ca.is_some() && !spec.tls {
+                return Err(Error::invalid(format!(
+                    "a TLS CA certificate was given but '{}' is not a rediss+cluster:// URL",
+                    redact(url)
+                )));
+            }
+            return Ok(Endpoint {
+                address: spec.describe(),
+                target: Target::Cluster(Arc::new(spec)),
+                tls_ca,
+            });
+        }
         let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
             .iter()
             .any(|s| url.starts_with(s));
         if !scheme_ok {
             return Err(Error::invalid(format!(
                 "'{}' is not a Redis URL; write redis://[user:password@]host:port/db (or rediss:// \
-                 for TLS, or {} for Sentinel)",
+                 for TLS, {} for Sentinel, or {} for Cluster)",
                 redact(url),
-                crate::sentinel::FORM
+                crate::sentinel::FORM,
+                crate::cluster::FORM
             )));
         }
         let info = url.into_connection_info().map_err(|e| {
@@ -104,6 +123,11 @@ impl Endpoint {
             address,
             tls_ca,
         })
+    }
+
+    /// Whether this is a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.target, Target::Cluster(_))
     }
 
     fn client(&self, node: &Node, protocol: ProtocolVersion) -> Result<redis::Client> {
@@ -136,6 +160,8 @@ pub(crate) struct Route {
     current: tokio::sync::watch::Sender<Node>,
     /// Set for Sentinel: the sentinels, and the signal that a command suspects the master moved.
     sentinels: Option<(Sentinels, Arc<tokio::sync::Notify>)>,
+    /// Set for Cluster: the cluster, and whether waiters use sharded pub/sub there.
+    cluster: Option<(Arc<ClusterSpec>, bool)>,
 }
 
 impl Route {
@@ -156,6 +182,54 @@ impl Route {
                     endpoint: endpoint.clone(),
                     current: tokio::sync::watch::Sender::new(node),
                     sentinels: None,
+                    cluster: None,
+                }))
+            }
+            Target::Cluster(spec) => {
+                let seeds = spec.seed_infos()?;
+                let node = Node {
+                    info: seeds[0].clone(),
+                    address: endpoint.address.clone(),
+                };
+                let sharded = match spec.sharding {
+                    Sharding::On => true,
+                    Sharding::Off => false,
+                    Sharding::Auto => {
+                        // Redisson's AUTO: sharded when the cluster knows the sharded commands
+                        // (Redis 7 and later).
+                        let (pushes, _) = tokio::sync::mpsc::unbounded_channel();
+                        let mut probe = open_cluster(endpoint, spec, timeouts, pushes).await?;
+                        let mut cmd = redis::cmd("PUBSUB");
+                        cmd.arg("SHARDNUMSUB").arg("0");
+                        match tokio::time::timeout(
+                            timeouts.response,
+                            cmd.query_async::<redis::Value>(&mut probe),
+                        )
+                        .await
+                        {
+                            Ok(Ok(_)) => true,
+                            // An error reply (an unknown subcommand before Redis 7): plain.
+                            Ok(Err(e)) if e.code().is_some() => false,
+                            Ok(Err(e)) => {
+                                return Err(Error::from_redis(e, What::Connection));
+                            }
+                            Err(_) => {
+                                return Err(Error::no_answer(What::Connection, timeouts.response));
+                            }
+                        }
+                    }
+                };
+                tracing::debug!(
+                    target: "crosslock",
+                    "{}: waiters use {} pub/sub",
+                    endpoint.address,
+                    if sharded { "sharded" } else { "plain" }
+                );
+                Ok(Arc::new(Route {
+                    endpoint: endpoint.clone(),
+                    current: tokio::sync::watch::Sender::new(node),
+                    sentinels: None,
+                    cluster: Some((spec.clone(), sharded)),
                 }))
             }
             Target::Sentinel(spec) => {
@@ -176,6 +250,7 @@ impl Route {
                     endpoint: endpoint.clone(),
                     current: tokio::sync::watch::Sender::new(node),
                     sentinels: Some((sentinels, kick.clone())),
+                    cluster: None,
                 });
                 crate::runtime::spawn(follow_sentinels(
                     Arc::downgrade(&route),
@@ -306,11 +381,54 @@ struct Inner {
     health: Health,
     /// What a subscription connection is subscribed to, to subscribe again on a new master.
     subscriptions: std::sync::Mutex<Subscriptions>,
+    /// Where this connection's pushes go, and its timeouts: a cluster subscription connection is
+    /// rebuilt with them after a node failed (see [`Conn::recover`]).
+    pushes: UnboundedSender<redis::PushInfo>,
+    timeouts: Timeouts,
 }
 
 struct Link {
-    manager: ConnectionManager,
+    manager: Handle,
     node: Node,
+}
+
+/// A connection handle of either topology: a manager of one node's connection, or the cluster
+/// connection that routes each command to the node owning its key.
+#[derive(Clone)]
+pub(crate) enum Handle {
+    Node(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for Handle {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Handle::Node(m) => m.req_packed_command(cmd),
+            Handle::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Handle::Node(m) => m.req_packed_commands(pipeline, offset, count),
+            Handle::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Handle::Node(m) => m.get_db(),
+            Handle::Cluster(c) => c.get_db(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -403,8 +521,14 @@ impl Conn {
         subscriber: bool,
     ) -> Result<Self> {
         let node = route.current();
-        let manager =
-            open_manager(&route.endpoint, &node, timeouts, pushes.clone(), subscriber).await?;
+        let manager = match &route.cluster {
+            Some((spec, _)) => Handle::Cluster(
+                open_cluster(&route.endpoint, spec, timeouts, pushes.clone()).await?,
+            ),
+            None => Handle::Node(
+                open_manager(&route.endpoint, &node, timeouts, pushes.clone(), subscriber).await?,
+            ),
+        };
         let conn = Conn {
             inner: Arc::new(Inner {
                 link: ArcSwap::from_pointee(Link { manager, node }),
@@ -418,6 +542,8 @@ impl Conn {
                     down: false.into(),
                 },
                 subscriptions: Default::default(),
+                pushes: pushes.clone(),
+                timeouts,
             }),
         };
         if route.sentinels.is_some() {
@@ -437,8 +563,13 @@ impl Conn {
         self.inner.link.load().node.address.clone()
     }
 
-    fn manager(&self) -> ConnectionManager {
+    fn manager(&self) -> Handle {
         self.inner.link.load().manager.clone()
+    }
+
+    /// Whether this connection talks to a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.inner.route.cluster.is_some()
     }
 
     /// Logs the connection going down (once) when `e` says it was lost.
@@ -469,10 +600,19 @@ impl Conn {
         self.inner.response_timeout
     }
 
-    /// The command a script uses to notify waiters of `channel` (`publish`; `spublish` once
-    /// sharded pub/sub on a cluster is supported).
+    /// Whether waiters use sharded pub/sub (a cluster where Redisson's rule says so).
+    fn sharded(&self) -> bool {
+        matches!(self.inner.route.cluster, Some((_, true)))
+    }
+
+    /// The command a script uses to notify waiters: `spublish` where waiters use sharded
+    /// pub/sub, `publish` everywhere else.
     pub(crate) fn publish_command(&self) -> &'static str {
-        "publish"
+        if self.sharded() {
+            "spublish"
+        } else {
+            "publish"
+        }
     }
 
     fn knows(&self, script: &Lua) -> bool {
@@ -493,6 +633,9 @@ impl Conn {
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
         let subject = subject.into();
+        if self.is_cluster() {
+            crate::cluster::script_slot(keys)?;
+        }
         let mut manager = self.manager();
         self.touch();
         let timeout = self.inner.response_timeout;
@@ -502,7 +645,7 @@ impl Conn {
                 invocation.key(*key);
             }
             for arg in args {
-                arg.push(&mut invocation);
+                arg.add_to_script(&mut invocation);
             }
             tokio::time::timeout(timeout, invocation.invoke_async(&mut manager)).await
         } else {
@@ -512,7 +655,7 @@ impl Conn {
                 cmd.arg(*key);
             }
             for arg in args {
-                arg.push_cmd(&mut cmd);
+                arg.add_to_cmd(&mut cmd);
             }
             let reply = tokio::time::timeout(timeout, cmd.query_async(&mut manager)).await;
             if let Ok(Ok(_)) = &reply {
@@ -591,28 +734,50 @@ impl Conn {
         self.settle(reply, subject)
     }
 
-    /// Subscribes to `channel` (SUBSCRIBE), on the current master and on every later one.
+    /// Subscribes to `channel`: SUBSCRIBE on the current master and on every later one; on a
+    /// cluster, SSUBSCRIBE on the node owning the channel's slot where waiters use sharded
+    /// pub/sub (followed when the slot moves).
     pub(crate) async fn subscribe(&self, channel: &str) -> Result<()> {
         lock(&self.inner.subscriptions)
             .channels
             .insert(channel.to_owned());
-        self.pubsub_command(|mut m| async move { m.subscribe(channel).await })
-            .await
+        let sharded = self.sharded();
+        self.pubsub_command(|m| async move {
+            match m {
+                Handle::Node(mut m) => m.subscribe(channel).await,
+                Handle::Cluster(mut c) if sharded => c.ssubscribe(channel).await,
+                Handle::Cluster(mut c) => c.subscribe(channel).await,
+            }
+        })
+        .await
     }
 
-    /// Subscribes to every channel matching `pattern` (PSUBSCRIBE).
+    /// Subscribes to every channel matching `pattern` (PSUBSCRIBE). Patterns see only plain
+    /// messages: on a cluster whose waiters use sharded pub/sub, nothing.
     pub(crate) async fn psubscribe(&self, pattern: &str) -> Result<()> {
         lock(&self.inner.subscriptions)
             .patterns
             .insert(pattern.to_owned());
-        self.pubsub_command(|mut m| async move { m.psubscribe(pattern).await })
-            .await
+        self.pubsub_command(|m| async move {
+            match m {
+                Handle::Node(mut m) => m.psubscribe(pattern).await,
+                Handle::Cluster(mut c) => c.psubscribe(pattern).await,
+            }
+        })
+        .await
     }
 
     pub(crate) async fn unsubscribe(&self, channel: &str) -> Result<()> {
         lock(&self.inner.subscriptions).channels.remove(channel);
-        self.pubsub_command(|mut m| async move { m.unsubscribe(channel).await })
-            .await
+        let sharded = self.sharded();
+        self.pubsub_command(|m| async move {
+            match m {
+                Handle::Node(mut m) => m.unsubscribe(channel).await,
+                Handle::Cluster(mut c) if sharded => c.sunsubscribe(channel).await,
+                Handle::Cluster(mut c) => c.unsubscribe(channel).await,
+            }
+        })
+        .await
     }
 
     /// Runs a (un)subscription on the current master. Changes to the subscription set are made
@@ -620,7 +785,7 @@ impl Conn {
     /// that set after switching, so either the command or the move reaches the new master.
     async fn pubsub_command<F, Fut>(&self, command: F) -> Result<()>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(Handle) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<()>>,
     {
         let manager = self.manager();
@@ -634,10 +799,131 @@ impl Conn {
         }
     }
 
+    /// After the connection was lost: whether it serves again. For a single server or Sentinel,
+    /// one `PING`. For a cluster subscription connection, once every master in the slot map
+    /// answers (the failed one was replaced by its replica, or came back), the connection is
+    /// rebuilt from a fresh slot map and subscribes again: redis-rs keeps a subscription on the
+    /// node that failed until a command on that connection reveals the move, and a subscription
+    /// connection sends none.
+    pub(crate) async fn recover(&self) -> bool {
+        let Some((spec, _)) = &self.inner.route.cluster else {
+            return self.ping().await.is_ok();
+        };
+        let mut handle = self.manager();
+        let slots = tokio::time::timeout(
+            self.inner.response_timeout,
+            redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query_async::<redis::Value>(&mut handle),
+        )
+        .await;
+        let Ok(Ok(slots)) = slots else {
+            return false;
+        };
+        let masters = slot_masters(&slots);
+        if masters.is_empty() {
+            return false;
+        }
+        for (host, port) in &masters {
+            let probe = tokio::net::TcpStream::connect((host.as_str(), *port));
+            if !matches!(
+                tokio::time::timeout(Duration::from_millis(300), probe).await,
+                Ok(Ok(_))
+            ) {
+                return false;
+            }
+        }
+        let fresh = match open_cluster(
+            &self.inner.route.endpoint,
+            spec,
+            self.inner.timeouts,
+            self.inner.pushes.clone(),
+        )
+        .await
+        {
+            Ok(fresh) => fresh,
+            Err(_) => return false,
+        };
+        let old = self.inner.link.swap(Arc::new(Link {
+            manager: Handle::Cluster(fresh.clone()),
+            node: self.inner.link.load().node.clone(),
+        }));
+        // Subscribe the fresh connection to everything (a (un)subscription made meanwhile went
+        // to the fresh one already, or is repeated here from the set).
+        let channels: Vec<String> = lock(&self.inner.subscriptions)
+            .channels
+            .iter()
+            .cloned()
+            .collect();
+        let patterns: Vec<String> = lock(&self.inner.subscriptions)
+            .patterns
+            .iter()
+            .cloned()
+            .collect();
+        let sharded = self.sharded();
+        let timeout = self.inner.response_timeout;
+        let mut fresh = fresh;
+        for channel in &channels {
+            let subscribing = async {
+                if sharded {
+                    fresh.ssubscribe(channel).await
+                } else {
+                    fresh.subscribe(channel).await
+                }
+            };
+            if !matches!(tokio::time::timeout(timeout, subscribing).await, Ok(Ok(()))) {
+                return false;
+            }
+        }
+        for pattern in &patterns {
+            let _ = tokio::time::timeout(timeout, fresh.psubscribe(pattern)).await;
+        }
+        drop(old);
+        tracing::info!(
+            target: "crosslock",
+            "subscription connection to the {} rebuilt after a node failed; {} channel(s) \
+             subscribed again",
+            self.inner.route.endpoint.address,
+            channels.len()
+        );
+        true
+    }
+
     pub(crate) async fn ping(&self) -> Result<()> {
         self.query::<()>(&redis::cmd("PING"), What::Connection)
             .await
     }
+}
+
+/// The `(host, port)` of every master in a `CLUSTER SLOTS` reply.
+fn slot_masters(reply: &redis::Value) -> Vec<(String, u16)> {
+    let redis::Value::Array(ranges) = reply else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for range in ranges {
+        let redis::Value::Array(fields) = range else {
+            continue;
+        };
+        let Some(redis::Value::Array(master)) = fields.get(2) else {
+            continue;
+        };
+        let host = match master.first() {
+            Some(redis::Value::BulkString(h)) => String::from_utf8_lossy(h).into_owned(),
+            Some(redis::Value::SimpleString(h)) => h.clone(),
+            _ => continue,
+        };
+        let Some(redis::Value::Int(port)) = master.get(1) else {
+            continue;
+        };
+        let Ok(port) = u16::try_from(*port) else {
+            continue;
+        };
+        if !out.contains(&(host.clone(), port)) {
+            out.push((host, port));
+        }
+    }
+    out
 }
 
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -662,6 +948,43 @@ async fn open_manager(
         client.get_connection_manager_with_config(config),
     )
     .await
+}
+
+/// Connects to a Redis Cluster through its seed nodes (RESP3; pushes, disconnections included,
+/// go to `pushes`).
+async fn open_cluster(
+    endpoint: &Endpoint,
+    spec: &ClusterSpec,
+    timeouts: Timeouts,
+    pushes: UnboundedSender<redis::PushInfo>,
+) -> Result<ClusterConnection> {
+    let seeds = spec.seed_infos()?;
+    let mut builder = redis::cluster::ClusterClientBuilder::new(seeds.clone())
+        .use_protocol(ProtocolVersion::RESP3)
+        .connection_timeout(timeouts.connect)
+        .response_timeout(timeouts.response)
+        .retries(3)
+        .min_retry_wait(50)
+        .max_retry_wait(500)
+        .push_sender(pushes);
+    if let Some(pem) = &endpoint.tls_ca {
+        builder = builder.certs(redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem.clone()),
+        });
+    }
+    let client = builder.build().map_err(|e| {
+        Error::invalid(format!(
+            "cannot set up the connection to the {}: {e}",
+            endpoint.address
+        ))
+        .with_source(e)
+    })?;
+    let node = Node {
+        info: seeds[0].clone(),
+        address: endpoint.address.clone(),
+    };
+    connect_within(&node, timeouts, client.get_async_connection()).await
 }
 
 /// Moves a connection to each new master the route announces: connects to it (retrying while it
@@ -691,7 +1014,7 @@ async fn follow_master(
                     let Some(inner) = conn.upgrade() else { return };
                     let from = inner.link.load().node.address.clone();
                     inner.link.store(Arc::new(Link {
-                        manager: manager.clone(),
+                        manager: Handle::Node(manager.clone()),
                         node: node.clone(),
                     }));
                     let conn = Conn { inner };
@@ -777,16 +1100,16 @@ async fn keepalive(conn: Conn, stop: CancellationToken) {
 
 /// Script arguments of mixed types.
 pub(crate) trait ToArg: Sync {
-    fn push(&self, invocation: &mut redis::ScriptInvocation<'_>);
-    fn push_cmd(&self, cmd: &mut redis::Cmd);
+    fn add_to_script(&self, invocation: &mut redis::ScriptInvocation<'_>);
+    fn add_to_cmd(&self, cmd: &mut redis::Cmd);
 }
 
 impl<T: redis::ToRedisArgs + Sync> ToArg for T {
-    fn push(&self, invocation: &mut redis::ScriptInvocation<'_>) {
+    fn add_to_script(&self, invocation: &mut redis::ScriptInvocation<'_>) {
         invocation.arg(self);
     }
 
-    fn push_cmd(&self, cmd: &mut redis::Cmd) {
+    fn add_to_cmd(&self, cmd: &mut redis::Cmd) {
         cmd.arg(self);
     }
 }
@@ -800,13 +1123,9 @@ fn manager_config(timeouts: Timeouts) -> ConnectionManagerConfig {
         .set_max_delay(Duration::from_millis(500))
 }
 
-async fn connect_within<F>(
-    node: &Node,
-    timeouts: Timeouts,
-    connecting: F,
-) -> Result<ConnectionManager>
+async fn connect_within<F, C>(node: &Node, timeouts: Timeouts, connecting: F) -> Result<C>
 where
-    F: std::future::Future<Output = redis::RedisResult<ConnectionManager>>,
+    F: std::future::Future<Output = redis::RedisResult<C>>,
 {
     let address = &node.address;
     let unreachable = |detail: String| {

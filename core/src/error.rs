@@ -307,21 +307,26 @@ impl Error {
                 ),
             ),
             // The server is there but cannot serve writes right now (restarting, busy with a
-            // script, failing over): a transient unavailability, not a refusal.
-            Some("LOADING" | "BUSY" | "READONLY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN") => {
-                Error::new(
-                    ErrorKind::Unavailable,
-                    format!(
-                        "Redis cannot serve {what} right now ({err}); it is loading, busy or \
+            // script, failing over, a cluster slot moving and still redirected when the
+            // client's retries ran out): a transient unavailability, not a refusal.
+            Some(
+                "LOADING" | "BUSY" | "READONLY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN"
+                | "MOVED" | "ASK",
+            ) => Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "Redis cannot serve {what} right now ({err}); it is loading, busy or \
                          failing over: retry shortly"
-                    ),
-                )
-            }
+                ),
+            ),
             _ if err.is_io_error()
                 || err.is_timeout()
                 || err.is_connection_refusal()
                 || err.is_connection_dropped()
-                || matches!(err.kind(), redis::ErrorKind::Io) =>
+                || matches!(
+                    err.kind(),
+                    redis::ErrorKind::Io | redis::ErrorKind::ClusterConnectionNotFound
+                ) =>
             {
                 Error::new(
                     ErrorKind::Unavailable,

@@ -578,7 +578,7 @@ impl Client {
     ///
     /// Cancel-safe: it only reads (one script that changes nothing).
     pub async fn inspect(&self, name: &str) -> Result<Inspection> {
-        let name = check_name(name, "object")?;
+        let name = check_name(self, name, "object")?;
         let cx = self.state().await?;
         let queue = prefix_name("redisson_lock_queue", &name);
         let deadlines = prefix_name("redisson_lock_timeout", &name);

@@ -68,6 +68,7 @@
 #![doc(test(attr(deny(warnings), allow(dead_code))))]
 
 mod client;
+mod cluster;
 mod connection;
 mod context;
 mod engine;

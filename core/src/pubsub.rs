@@ -204,7 +204,8 @@ async fn dispatch(
             return;
         };
         match push.kind {
-            redis::PushKind::Message => {
+            // A plain or a sharded (cluster) message: the same channels, the same payloads.
+            redis::PushKind::Message | redis::PushKind::SMessage => {
                 let channel = match push.data.first() {
                     Some(redis::Value::BulkString(bytes)) => {
                         String::from_utf8_lossy(bytes).into_owned()
@@ -236,7 +237,7 @@ async fn dispatch(
                         if stop.is_cancelled() {
                             return;
                         }
-                        if s.conn.ping().await.is_ok() {
+                        if s.conn.recover().await {
                             s.conn.note_answered();
                             wake_all(&s);
                             return;

@@ -62,27 +62,7 @@ impl SentinelSpec {
             Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
             None => (None, authority),
         };
-        let mut sentinels = Vec::new();
-        for host in hosts.split(',') {
-            let host = host.trim();
-            if host.is_empty() {
-                return Err(bad("lists an empty sentinel address".to_owned()));
-            }
-            let (name, port) = match host.rsplit_once(':') {
-                Some((name, port)) if !name.ends_with(':') => {
-                    let port = port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-                        bad(format!("has a bad port in the sentinel address '{host}'"))
-                    })?;
-                    (name, port)
-                }
-                _ => (host, DEFAULT_PORT),
-            };
-            let name = name.trim_start_matches('[').trim_end_matches(']');
-            if name.is_empty() {
-                return Err(bad(format!("has no host in the sentinel address '{host}'")));
-            }
-            sentinels.push((name.to_owned(), port));
-        }
+        let sentinels = parse_hosts(hosts, DEFAULT_PORT, "sentinel").map_err(bad)?;
         let mut segments = path.split('/').filter(|s| !s.is_empty());
         let master = segments
             .next()
@@ -175,7 +155,40 @@ impl SentinelSpec {
     }
 }
 
-fn host_port(host: &str, port: u16) -> String {
+/// Parses a comma-separated list of `host[:port]` (`[v6]:port` too), naming each a `role`
+/// address in errors (the text after the URL in the message).
+pub(crate) fn parse_hosts(
+    hosts: &str,
+    default_port: u16,
+    role: &str,
+) -> std::result::Result<Vec<(String, u16)>, String> {
+    let mut out = Vec::new();
+    for host in hosts.split(',') {
+        let host = host.trim();
+        if host.is_empty() {
+            return Err(format!("lists an empty {role} address"));
+        }
+        let (name, port) = match host.rsplit_once(':') {
+            Some((name, port)) if !name.ends_with(':') => {
+                let port = port
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| format!("has a bad port in the {role} address '{host}'"))?;
+                (name, port)
+            }
+            _ => (host, default_port),
+        };
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        if name.is_empty() {
+            return Err(format!("has no host in the {role} address '{host}'"));
+        }
+        out.push((name.to_owned(), port));
+    }
+    Ok(out)
+}
+
+pub(crate) fn host_port(host: &str, port: u16) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
@@ -184,7 +197,7 @@ fn host_port(host: &str, port: u16) -> String {
 }
 
 /// The user and password of `userinfo` (`user:password`, percent-encoded), read by redis-rs.
-fn credentials(userinfo: &str, shown: &str) -> Result<RedisConnectionInfo> {
+pub(crate) fn credentials(userinfo: &str, shown: &str) -> Result<RedisConnectionInfo> {
     if userinfo.is_empty() {
         return Ok(RedisConnectionInfo::default());
     }

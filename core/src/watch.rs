@@ -255,7 +255,7 @@ impl Client {
     /// # }
     /// ```
     pub async fn watch(&self, name: &str, interval: Duration) -> Result<Watch> {
-        let name = check_name(name, "object")?.to_string();
+        let name = check_name(self, name, "object")?.to_string();
         if interval < MIN_INTERVAL {
             return Err(Error::invalid(format!(
                 "watch interval {interval:?} is too short: give at least 10 ms"

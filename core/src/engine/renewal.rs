@@ -113,28 +113,42 @@ async fn renew_round(holds: &Holds, conn: &Conn, listener: &ArcSwapOption<LostLi
             .filter(move |w| kind(&w.renew))
             .collect::<Vec<&Watched>>()
     };
-    let hash = of(|k| matches!(k, RenewKind::Hash));
-    let read = of(|k| matches!(k, RenewKind::Read { .. }));
-    let permits = of(|k| matches!(k, RenewKind::Permit { .. }));
+    let cluster = conn.is_cluster();
+    let groups = [
+        (of(|k| matches!(k, RenewKind::Hash)), &*scripts::RENEW_HASH),
+        (
+            of(|k| matches!(k, RenewKind::Read { .. })),
+            &*scripts::RENEW_READ,
+        ),
+        (
+            of(|k| matches!(k, RenewKind::Permit { .. })),
+            &*scripts::RENEW_PERMIT,
+        ),
+    ]
+    .into_iter()
+    .flat_map(|(holds, script)| {
+        // On a cluster one script may only touch one slot: a group per slot.
+        let groups: Vec<Vec<&Watched>> = if cluster {
+            let mut by_slot = std::collections::BTreeMap::<u16, Vec<&Watched>>::new();
+            for w in holds {
+                by_slot
+                    .entry(crate::cluster::slot(renewed_key(w).as_bytes()))
+                    .or_default()
+                    .push(w);
+            }
+            by_slot.into_values().collect()
+        } else {
+            vec![holds]
+        };
+        groups.into_iter().map(move |g| (g, script))
+    })
+    .collect::<Vec<_>>();
     let now_ms = crate::engine::epoch_ms();
-    let batches = hash
-        .chunks(holds.batch)
-        .map(|b| (b, &*scripts::RENEW_HASH))
-        .chain(read.chunks(holds.batch).map(|b| (b, &*scripts::RENEW_READ)))
-        .chain(
-            permits
-                .chunks(holds.batch)
-                .map(|b| (b, &*scripts::RENEW_PERMIT)),
-        )
+    let batches = groups
+        .iter()
+        .flat_map(|(group, script)| group.chunks(holds.batch).map(move |b| (b, *script)))
         .map(|(batch, script)| async move {
-            // A permit's key is its semaphore's timeouts set; every other hold's, the lock's name.
-            let keys: Vec<&str> = batch
-                .iter()
-                .map(|w| match &w.renew {
-                    RenewKind::Permit { timeouts } => &**timeouts,
-                    _ => &*w.key.name,
-                })
-                .collect();
+            let keys: Vec<&str> = batch.iter().map(|w| renewed_key(w)).collect();
             let holders: Vec<&str> = batch.iter().map(|w| &*w.holder).collect();
             let prefixes: Vec<Option<&str>> = batch
                 .iter()
@@ -159,7 +173,8 @@ async fn renew_round(holds: &Holds, conn: &Conn, listener: &ArcSwapOption<LostLi
                 conn.eval(script, &keys, &args, What::Connection).await;
             (batch, sent, result)
         });
-    // All batches go out at once; the multiplexed connection pipelines them.
+    // All batches go out at once; the multiplexed connection pipelines them (on a cluster, each
+    // to the node owning its slot).
     let results = futures_util::future::join_all(batches).await;
     let mut all_ok = true;
     for (batch, sent, result) in results {
@@ -185,6 +200,15 @@ async fn renew_round(holds: &Holds, conn: &Conn, listener: &ArcSwapOption<LostLi
         }
     }
     all_ok
+}
+
+/// The key a renewal script is given for `w`: a permit's semaphore's timeouts set, every other
+/// hold's lock name.
+fn renewed_key(w: &Watched) -> &str {
+    match &w.renew {
+        RenewKind::Permit { timeouts } => timeouts,
+        _ => &w.key.name,
+    }
 }
 
 fn report(listener: &ArcSwapOption<LostListener>, lost: Vec<LostLock>) {

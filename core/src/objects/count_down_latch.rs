@@ -391,7 +391,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn count_down_latch(&self, name: &str) -> Result<CountDownLatch> {
-        let name = check_name(name, "latch")?;
+        let name = check_name(self, name, "latch")?;
         let channel = format!("redisson_countdownlatch__channel__{{{name}}}");
         Ok(CountDownLatch {
             client: self.clone(),

@@ -282,7 +282,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fair_lock(&self, name: &str) -> Result<FairLock> {
-        let name = check_name(name, "lock")?;
+        let name = check_name(self, name, "lock")?;
         let queue = prefix_name("redisson_lock_queue", &name);
         let timeouts = prefix_name("redisson_lock_timeout", &name);
         Ok(FairLock {

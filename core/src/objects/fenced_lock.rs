@@ -227,7 +227,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fenced_lock(&self, name: &str) -> Result<FencedLock> {
-        let name = check_name(name, "lock")?;
+        let name = check_name(self, name, "lock")?;
         let token_key = prefix_name("redisson_lock_token", &name);
         Ok(FencedLock {
             core: LockCore::new(

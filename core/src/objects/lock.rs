@@ -168,7 +168,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn lock(&self, name: &str) -> Result<Lock> {
-        let name = check_name(name, "lock")?;
+        let name = check_name(self, name, "lock")?;
         Ok(Lock {
             core: LockCore::new(
                 self.clone(),

@@ -40,12 +40,26 @@ pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
     }
 }
 
-/// Checks an object name, naming the kind of object in the message.
-pub(crate) fn check_name(name: &str, what: &str) -> Result<Arc<str>> {
+/// Checks an object name, naming the kind of object in the message. On a Redis Cluster the name
+/// must also keep the object's keys and channels in one hash slot (Redisson's `{name}` tag does
+/// that for every name without braces).
+pub(crate) fn check_name(client: &crate::Client, name: &str, what: &str) -> Result<Arc<str>> {
     if name.is_empty() {
         return Err(Error::invalid(format!(
             "a {what} name must be a non-empty string, such as \"orders:42\""
         )));
+    }
+    if client.is_cluster() {
+        let latch =
+            (what == "latch").then(|| format!("redisson_countdownlatch__channel__{{{name}}}"));
+        let siblings: Vec<String> = [
+            prefix_name("redisson_lock__channel", name),
+            suffix_name(name, "permits"),
+        ]
+        .into_iter()
+        .chain(latch)
+        .collect();
+        crate::cluster::check_one_slot(name, what, &siblings)?;
     }
     Ok(Arc::from(name))
 }

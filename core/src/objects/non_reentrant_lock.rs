@@ -160,7 +160,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn non_reentrant_lock(&self, name: &str) -> Result<NonReentrantLock> {
-        let name = check_name(name, "lock")?;
+        let name = check_name(self, name, "lock")?;
         Ok(NonReentrantLock {
             core: LockCore::new(
                 self.clone(),

@@ -894,7 +894,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn permit_expirable_semaphore(&self, name: &str) -> Result<PermitExpirableSemaphore> {
-        let name = check_name(name, "semaphore")?;
+        let name = check_name(self, name, "semaphore")?;
         let timeouts = Arc::from(suffix_name(&name, "timeout"));
         let channel = prefix_name("redisson_sc", &name);
         Ok(PermitExpirableSemaphore {

@@ -490,7 +490,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn read_write_lock(&self, name: &str) -> Result<ReadWriteLock> {
-        let name = check_name(name, "lock")?;
+        let name = check_name(self, name, "lock")?;
         Ok(ReadWriteLock {
             read: ReadLock {
                 core: LockCore::new(

@@ -525,7 +525,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn semaphore(&self, name: &str) -> Result<Semaphore> {
-        let name = check_name(name, "semaphore")?;
+        let name = check_name(self, name, "semaphore")?;
         Ok(Semaphore {
             client: self.clone(),
             counter: Arc::new(Counter::new(name)),

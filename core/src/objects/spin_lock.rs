@@ -155,7 +155,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn spin_lock_with(&self, name: &str, backoff: Backoff) -> Result<SpinLock> {
-        let name = check_name(name, "lock")?;
+        let name = check_name(self, name, "lock")?;
         backoff.validate(&name)?;
         Ok(SpinLock {
             core: LockCore::new(

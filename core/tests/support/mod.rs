@@ -386,3 +386,242 @@ fn sentinel_master(
         .arg(name)
         .query(&mut conn)
 }
+
+/// A Redis Cluster on loopback ports: three masters and a replica each (`redis-cli --cluster
+/// create`, a node is failed after 1 s of silence), all killed on drop.
+pub struct Cluster {
+    /// The nodes as started (masters first; a failover swaps roles).
+    pub nodes: Vec<RedisServer>,
+}
+
+impl Cluster {
+    pub fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..6)
+            .map(|_| {
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-node-timeout",
+                    "1000",
+                ])
+            })
+            .collect();
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for n in &nodes {
+            create.arg(format!("127.0.0.1:{}", n.port));
+        }
+        let out = create
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("redis-cli must be installed (the test command installs it)");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = Cluster { nodes };
+        cluster.wait_until_stable();
+        cluster
+    }
+
+    /// `redis+cluster://` URL naming two seed nodes.
+    pub fn url(&self) -> String {
+        format!(
+            "redis+cluster://127.0.0.1:{},127.0.0.1:{}",
+            self.nodes[0].port, self.nodes[1].port
+        )
+    }
+
+    fn live(&self) -> impl Iterator<Item = &RedisServer> {
+        self.nodes
+            .iter()
+            .filter(|n| std::net::TcpStream::connect(("127.0.0.1", n.port)).is_ok())
+    }
+
+    /// Waits until every live node says the cluster is ok, they all agree on who serves which
+    /// slot, every slot is served by a master with a replica, and every replica is in sync.
+    pub fn wait_until_stable(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if self.stable() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the cluster did not settle");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn stable(&self) -> bool {
+        let mut maps = Vec::new();
+        for n in self.live() {
+            let Ok(mut c) = redis::Client::open(n.url())
+                .unwrap()
+                .get_connection_with_timeout(Duration::from_secs(1))
+            else {
+                return false;
+            };
+            let info: String = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query(&mut c)
+                .unwrap_or_default();
+            if !info.contains("cluster_state:ok") {
+                return false;
+            }
+            let Ok(map) = slot_map(&mut c) else {
+                return false;
+            };
+            maps.push(map);
+            let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut c).unwrap_or_default();
+            if matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"slave") {
+                let repl: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut c)
+                    .unwrap_or_default();
+                if !repl.contains("master_link_status:up") {
+                    return false;
+                }
+            }
+        }
+        let covered: u32 = maps
+            .first()
+            .map(|m| m.iter().map(|(lo, hi, _, _)| u32::from(hi - lo) + 1).sum())
+            .unwrap_or(0);
+        let replicated = maps
+            .first()
+            .is_some_and(|m| m.iter().all(|(_, _, _, replicas)| !replicas.is_empty()));
+        covered == 16384 && replicated && maps.windows(2).all(|w| w[0] == w[1])
+    }
+
+    /// The slot ranges as `(first, last, master port, replica ports)`, sorted.
+    pub fn slots(&self) -> Vec<(u16, u16, u16, Vec<u16>)> {
+        let n = self.live().next().unwrap();
+        slot_map(&mut n.raw()).unwrap()
+    }
+
+    /// The hash slot of `key`, as Redis computes it.
+    pub fn key_slot(&self, key: &str) -> u16 {
+        let n = self.live().next().unwrap();
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut n.raw())
+            .unwrap()
+    }
+
+    /// The port of the master serving `key`.
+    pub fn master_of(&self, key: &str) -> u16 {
+        let slot = self.key_slot(key);
+        self.slots()
+            .into_iter()
+            .find(|(lo, hi, _, _)| (*lo..=*hi).contains(&slot))
+            .unwrap()
+            .2
+    }
+
+    /// The port of a replica of the master serving `key`.
+    pub fn replica_of(&self, key: &str) -> u16 {
+        let slot = self.key_slot(key);
+        self.slots()
+            .into_iter()
+            .find(|(lo, hi, _, _)| (*lo..=*hi).contains(&slot))
+            .unwrap()
+            .3[0]
+    }
+
+    pub fn node(&self, port: u16) -> &RedisServer {
+        self.nodes.iter().find(|n| n.port == port).unwrap()
+    }
+
+    /// Waits until the replicas of the master serving `key` have everything it has (`WAIT 1`).
+    pub fn sync(&self, key: &str) {
+        let acked: i64 = redis::cmd("WAIT")
+            .arg(1)
+            .arg(5000)
+            .query(&mut self.node(self.master_of(key)).raw())
+            .unwrap();
+        assert_eq!(acked, 1, "the replica did not acknowledge");
+    }
+
+    /// `CLUSTER FAILOVER` on the replica of `key`'s master; waits until the cluster agrees it is
+    /// the master. Returns (old master, new master).
+    pub fn failover(&self, key: &str) -> (u16, u16) {
+        let old = self.master_of(key);
+        let new = self.replica_of(key);
+        let _: () = redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .query(&mut self.node(new).raw())
+            .unwrap();
+        self.wait_for_master(key, new);
+        (old, new)
+    }
+
+    /// kill -9 of the master serving `key`; waits until its replica took over. Returns (old
+    /// master, new master).
+    pub fn kill_master_of(&mut self, key: &str) -> (u16, u16) {
+        let old = self.master_of(key);
+        let new = self.replica_of(key);
+        self.nodes
+            .iter_mut()
+            .find(|n| n.port == old)
+            .unwrap()
+            .kill();
+        self.wait_for_master(key, new);
+        (old, new)
+    }
+
+    fn wait_for_master(&self, key: &str, port: u16) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let slot = self.key_slot(key);
+            let agreed = self.live().all(|n| {
+                let Ok(mut c) = redis::Client::open(n.url())
+                    .unwrap()
+                    .get_connection_with_timeout(Duration::from_secs(1))
+                else {
+                    return false;
+                };
+                slot_map(&mut c).is_ok_and(|m| {
+                    m.iter()
+                        .any(|(lo, hi, master, _)| (*lo..=*hi).contains(&slot) && *master == port)
+                })
+            });
+            if agreed {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "127.0.0.1:{port} did not become the master of '{key}'"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// `CLUSTER SLOTS` of one node as `(first, last, master port, replica ports)`, sorted.
+fn slot_map(conn: &mut redis::Connection) -> redis::RedisResult<Vec<(u16, u16, u16, Vec<u16>)>> {
+    let ranges: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER").arg("SLOTS").query(conn)?;
+    let mut out = Vec::new();
+    for r in ranges {
+        let int = |v: &redis::Value| -> u16 {
+            match v {
+                redis::Value::Int(i) => *i as u16,
+                _ => 0,
+            }
+        };
+        let port = |v: &redis::Value| -> u16 {
+            match v {
+                redis::Value::Array(node) => int(&node[1]),
+                _ => 0,
+            }
+        };
+        out.push((
+            int(&r[0]),
+            int(&r[1]),
+            port(&r[2]),
+            r[3..].iter().map(port).collect(),
+        ));
+    }
+    out.sort();
+    Ok(out)
+}

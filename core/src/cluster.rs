@@ -1,0 +1,285 @@
+//! Redis Cluster: the `redis+cluster://` URL, hash slots, and which pub/sub flavour to use.
+//!
+//! Commands and subscriptions go through redis-rs's cluster connection, which learns the slot
+//! map from the seed nodes, sends each command to the master owning its first key, follows
+//! `MOVED` and `ASK`, refreshes the map when a reply or a lost connection says it changed, and
+//! subscribes again (on the node that now owns the channel's slot) after a node moved or came
+//! back. What is ours: every script's keys must share one slot (checked before anything is
+//! sent, with the name to blame), and the waiters' channels use sharded pub/sub exactly when
+//! Redisson does.
+
+use redis::{ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
+
+use crate::error::{Error, Result};
+use crate::sentinel::{credentials, host_port, parse_hosts};
+
+/// The number of hash slots of a Redis Cluster.
+const SLOTS: u16 = 16384;
+
+/// The default port of a cluster node.
+const DEFAULT_PORT: u16 = 6379;
+
+/// The form of a cluster URL, for error messages.
+pub(crate) const FORM: &str = "redis+cluster://[user:password@]host:port[,host:port…]\
+                               [?sharded_pubsub=auto|on|off] (or rediss+cluster:// for TLS)";
+
+/// Whether waiters use sharded pub/sub (`SSUBSCRIBE`, and `SPUBLISH` in scripts) or the plain
+/// kind. Every client of a deployment must use the same: a sharded message never reaches a plain
+/// subscriber, nor the reverse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sharding {
+    /// Sharded when the cluster supports it (Redis 7 and later), as Redisson's default
+    /// (`shardedSubscriptionMode = AUTO`) decides.
+    Auto,
+    /// Always sharded (Redisson's `ON`).
+    On,
+    /// Never sharded (Redisson's `OFF`).
+    Off,
+}
+
+/// A `redis+cluster://` URL, parsed.
+#[derive(Clone)]
+pub(crate) struct ClusterSpec {
+    /// The seed nodes, `host:port`: any reachable one tells the client the rest.
+    pub(crate) seeds: Vec<(String, u16)>,
+    /// TLS to every node (`rediss+cluster://`).
+    pub(crate) tls: bool,
+    /// User and password for every node (the URL's user info).
+    pub(crate) node: RedisConnectionInfo,
+    pub(crate) sharding: Sharding,
+}
+
+impl ClusterSpec {
+    /// Parses `redis+cluster://…` or `rediss+cluster://…`; `shown` is the URL without its
+    /// password, for messages.
+    pub(crate) fn parse(url: &str, shown: &str) -> Result<Self> {
+        let bad = |what: String| Error::invalid(format!("'{shown}' {what}; write {FORM}"));
+        let (tls, rest) = if let Some(rest) = url.strip_prefix("redis+cluster://") {
+            (false, rest)
+        } else if let Some(rest) = url.strip_prefix("rediss+cluster://") {
+            (true, rest)
+        } else {
+            return Err(bad("is not a cluster URL".to_owned()));
+        };
+        let (rest, query) = match rest.split_once('?') {
+            Some((rest, query)) => (rest, Some(query)),
+            None => (rest, None),
+        };
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        match path.trim_matches('/') {
+            "" | "0" => {}
+            other => {
+                return Err(bad(format!(
+                    "selects the database '{other}', but a Redis Cluster has only database 0"
+                )));
+            }
+        }
+        let (userinfo, hosts) = match authority.rfind('@') {
+            Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
+            None => (None, authority),
+        };
+        let seeds = parse_hosts(hosts, DEFAULT_PORT, "seed node").map_err(bad)?;
+        let node = credentials(userinfo.unwrap_or(""), shown)?;
+        let mut sharding = Sharding::Auto;
+        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match (key, value) {
+                ("sharded_pubsub", "auto") => sharding = Sharding::Auto,
+                ("sharded_pubsub", "on") => sharding = Sharding::On,
+                ("sharded_pubsub", "off") => sharding = Sharding::Off,
+                ("sharded_pubsub", other) => {
+                    return Err(bad(format!(
+                        "sets sharded_pubsub to '{other}' (auto, on or off are the choices)"
+                    )));
+                }
+                (other, _) => {
+                    return Err(bad(format!(
+                        "has the unknown parameter '{other}' (sharded_pubsub is the one there is)"
+                    )));
+                }
+            }
+        }
+        Ok(ClusterSpec {
+            seeds,
+            tls,
+            node,
+            sharding,
+        })
+    }
+
+    /// `cluster via host:port,…`, for messages.
+    pub(crate) fn describe(&self) -> String {
+        let seeds = self
+            .seeds
+            .iter()
+            .map(|(h, p)| host_port(h, *p))
+            .collect::<Vec<_>>()
+            .join(",");
+        format!("cluster via {seeds}")
+    }
+
+    /// The connection info of every seed node.
+    pub(crate) fn seed_infos(&self) -> Result<Vec<ConnectionInfo>> {
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        self.seeds
+            .iter()
+            .map(|(host, port)| {
+                let info = format!("{scheme}://{}/", host_port(host, *port))
+                    .into_connection_info()
+                    .map_err(|e| {
+                        Error::invalid(format!("bad seed node address '{host}:{port}': {e}"))
+                    })?;
+                Ok(info.set_redis_settings(self.node.clone()))
+            })
+            .collect()
+    }
+}
+
+/// The hash slot of `key`: CRC16 (XMODEM) of its hash tag (the text between the first `{` and
+/// the next `}`, when not empty) or of the whole key, modulo 16384.
+pub(crate) fn slot(key: &[u8]) -> u16 {
+    crc16(hash_tag(key).unwrap_or(key)) % SLOTS
+}
+
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|b| *b == b'{')?;
+    let close = key[open + 1..].iter().position(|b| *b == b'}')?;
+    let tag = &key[open + 1..open + 1 + close];
+    (!tag.is_empty()).then_some(tag)
+}
+
+/// CRC-16/XMODEM (polynomial 0x1021, initial value 0), the checksum Redis Cluster hashes with.
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for byte in data {
+        crc ^= u16::from(*byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// Checks that the keys and channels of object `name` (a `what`) all hash to one slot, so its
+/// scripts can run on a cluster; `siblings` are its other keys and channels.
+pub(crate) fn check_one_slot(name: &str, what: &str, siblings: &[String]) -> Result<()> {
+    let home = slot(name.as_bytes());
+    if let Some(other) = siblings.iter().find(|k| slot(k.as_bytes()) != home) {
+        return Err(Error::invalid(format!(
+            "the {what} name '{name}' cannot be used on a Redis Cluster: its keys would land in \
+             different hash slots ('{name}' in slot {home}, '{other}' in slot {}), so no script \
+             could touch them together. Use a name without braces, or one whose first '{{' opens \
+             a non-empty hash tag closed by a '}}', such as '{{orders}}:42'",
+            slot(other.as_bytes())
+        )));
+    }
+    Ok(())
+}
+
+/// The slot every key of one script shares, or the error that names them.
+pub(crate) fn script_slot(keys: &[&str]) -> Result<Option<u16>> {
+    let Some(first) = keys.first() else {
+        return Ok(None);
+    };
+    let home = slot(first.as_bytes());
+    if let Some(other) = keys.iter().find(|k| slot(k.as_bytes()) != home) {
+        return Err(Error::invalid(format!(
+            "the keys '{first}' and '{other}' are in different Redis Cluster hash slots ({home} \
+             and {}), so one script cannot use both; give the object a name with a hash tag",
+            slot(other.as_bytes())
+        )));
+    }
+    Ok(Some(home))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from `CLUSTER KEYSLOT` on Redis 7.0.
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"bar"), 5061);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
+        assert_eq!(slot(b"{}foo"), crc16(b"{}foo") % SLOTS);
+        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
+        assert_eq!(slot(b"123456789"), 0x31C3 % SLOTS);
+    }
+
+    #[test]
+    fn parses_cluster_urls() {
+        let spec = ClusterSpec::parse(
+            "redis+cluster://u:p@10.0.0.1:7000,10.0.0.2,[::1]:7002?sharded_pubsub=off",
+            "shown",
+        )
+        .unwrap();
+        assert_eq!(
+            spec.seeds,
+            vec![
+                ("10.0.0.1".to_owned(), 7000),
+                ("10.0.0.2".to_owned(), 6379),
+                ("::1".to_owned(), 7002)
+            ]
+        );
+        assert_eq!(spec.sharding, Sharding::Off);
+        assert!(!spec.tls);
+        assert_eq!(spec.node.password(), Some("p"));
+        assert!(
+            ClusterSpec::parse("rediss+cluster://h:1/0", "s")
+                .unwrap()
+                .tls
+        );
+        assert_eq!(
+            spec.describe(),
+            "cluster via 10.0.0.1:7000,10.0.0.2:6379,[::1]:7002"
+        );
+    }
+
+    #[test]
+    fn refuses_bad_cluster_urls() {
+        for (url, says) in [
+            ("redis+cluster://h:1/3", "only database 0"),
+            (
+                "redis+cluster://h:1?sharded_pubsub=maybe",
+                "auto, on or off",
+            ),
+            ("redis+cluster://h:1?db=2", "unknown parameter 'db'"),
+            ("redis+cluster://h:0", "bad port"),
+            ("redis+cluster://h:1,,h:2", "empty seed node"),
+        ] {
+            let err = ClusterSpec::parse(url, url).err().unwrap();
+            assert!(err.to_string().contains(says), "{url}: {err}");
+            assert!(err.to_string().contains("redis+cluster://"), "{err}");
+        }
+    }
+
+    #[test]
+    fn names_that_split_their_keys_are_refused() {
+        let siblings = |name: &str| {
+            vec![
+                crate::objects::prefix_name("redisson_lock__channel", name),
+                crate::objects::suffix_name(name, "counter"),
+            ]
+        };
+        for name in ["orders:42", "{orders}:42", "a{b}c{d}"] {
+            check_one_slot(name, "lock", &siblings(name)).unwrap();
+        }
+        for name in ["a{b", "a{}b", "a}b"] {
+            let err = check_one_slot(name, "lock", &siblings(name)).err().unwrap();
+            assert!(err.to_string().contains("hash slots"), "{err}");
+            assert!(err.to_string().contains(name), "{err}");
+        }
+        let err = script_slot(&["a", "b"]).err().unwrap();
+        assert!(
+            err.to_string()
+                .contains("different Redis Cluster hash slots")
+        );
+        assert_eq!(script_slot(&["{a}x", "{a}y"]).unwrap(), Some(slot(b"a")));
+    }
+}

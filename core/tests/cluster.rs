@@ -1,0 +1,530 @@
+//! On a Redis Cluster: a `redis+cluster://` client sends every object's scripts to the master
+//! owning its slot, waiters use sharded pub/sub (Redis 7) on the node owning the channel, the
+//! watchdog renews locks spread over every slot, names that would split an object's keys over
+//! two slots are refused, and a failover (`CLUSTER FAILOVER`, kill -9 of a master) is followed:
+//! waiters keep waiting and acquire on the new master, a holder whose lock reached the replica
+//! keeps it, a holder whose lock did not is told it is lost, and no call hangs.
+
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind};
+use redis::Commands;
+use support::Cluster;
+
+async fn client_at(url: &str, watchdog: Duration) -> Client {
+    let options = ClientOptions::new()
+        .watchdog_timeout(watchdog)
+        .connect_timeout(Duration::from_secs(8));
+    Client::connect_with(url, options).await.unwrap()
+}
+
+async fn client(cluster: &Cluster, watchdog: Duration) -> Client {
+    client_at(&cluster.url(), watchdog).await
+}
+
+/// Everything that does not fail over shares one cluster.
+fn shared() -> &'static Cluster {
+    static CLUSTER: std::sync::OnceLock<Cluster> = std::sync::OnceLock::new();
+    CLUSTER.get_or_init(Cluster::start)
+}
+
+fn hash_on_its_master(cluster: &Cluster, key: &str) -> HashMap<String, i64> {
+    cluster
+        .node(cluster.master_of(key))
+        .raw()
+        .hgetall(key)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_locks_land_on_the_masters_owning_their_slots() {
+    let cluster = shared();
+    let client = client(cluster, Duration::from_secs(30)).await;
+    assert!(
+        client.address().contains("cluster via"),
+        "{}",
+        client.address()
+    );
+    let names: Vec<String> = (0..50).map(|i| format!("cluster:spread:{i}")).collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.lock(name).unwrap().acquire().await.unwrap());
+    }
+    let mut masters = HashSet::new();
+    let mut slots = HashSet::new();
+    for name in &names {
+        assert_eq!(hash_on_its_master(cluster, name).len(), 1, "{name}");
+        masters.insert(cluster.master_of(name));
+        slots.insert(cluster.key_slot(name));
+    }
+    assert_eq!(masters.len(), 3, "the names cover every master");
+    assert_eq!(slots.len(), 50, "fifty different slots");
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    for name in &names {
+        assert!(hash_on_its_master(cluster, name).is_empty(), "{name}");
+    }
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_workers_exclude_each_other_exactly() {
+    let cluster = shared();
+    let clients = [
+        client(cluster, Duration::from_secs(30)).await,
+        client(cluster, Duration::from_secs(30)).await,
+    ];
+    let inside = Arc::new(AtomicBool::new(false));
+    let counter = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for w in 0..8 {
+        let lock = clients[w % 2].lock("cluster:counter").unwrap();
+        let inside = inside.clone();
+        let counter = counter.clone();
+        workers.push(tokio::spawn(async move {
+            for _ in 0..25 {
+                let guard = lock.acquire().await.unwrap();
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                let seen = counter.load(Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                counter.store(seen + 1, Ordering::SeqCst);
+                inside.store(false, Ordering::SeqCst);
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    for w in workers {
+        tokio::time::timeout(Duration::from_secs(60), w)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), 200);
+    for c in clients {
+        c.close().await;
+    }
+}
+
+/// How many sharded (`SSUBSCRIBE`) and plain subscribers `channel` has on the master owning it.
+fn subscribers(cluster: &Cluster, channel: &str) -> (i64, i64) {
+    let mut conn = cluster.node(cluster.master_of(channel)).raw();
+    let sharded: (String, i64) = redis::cmd("PUBSUB")
+        .arg("SHARDNUMSUB")
+        .arg(channel)
+        .query(&mut conn)
+        .unwrap();
+    // Plain subscriptions may sit on any node (a PUBLISH reaches every node).
+    let plain: i64 = cluster
+        .slots()
+        .iter()
+        .map(|(_, _, master, _)| {
+            let (_, n): (String, i64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(channel)
+                .query(&mut cluster.node(*master).raw())
+                .unwrap();
+            n
+        })
+        .sum();
+    (sharded.1, plain)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_the_waiter_of_every_kind_through_sharded_pubsub() {
+    let cluster = shared();
+    let a = client(cluster, Duration::from_secs(30)).await;
+    let b = client(cluster, Duration::from_secs(30)).await;
+    // A lease far longer than the test: only a release (a message) can let the waiter in.
+    let long = AcquireOptions::new().lease(Duration::from_secs(120));
+    let wait = AcquireOptions::new().wait(Duration::from_secs(20));
+
+    let held = a
+        .lock("cluster:wake:lock")
+        .unwrap()
+        .acquire_with(long.clone())
+        .await
+        .unwrap();
+    let waiter = {
+        let lock = b.lock("cluster:wake:lock").unwrap();
+        let wait = wait.clone();
+        tokio::spawn(async move { lock.acquire_with(wait).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Redis 7 on every node: the waiter subscribed with SSUBSCRIBE on the node owning the
+    // channel's slot, as Redisson's default (AUTO) does.
+    assert_eq!(
+        subscribers(cluster, "redisson_lock__channel:{cluster:wake:lock}"),
+        (1, 0)
+    );
+    held.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+
+    let held = a
+        .fair_lock("cluster:wake:fair")
+        .unwrap()
+        .acquire_with(long.clone())
+        .await
+        .unwrap();
+    let waiter = {
+        let lock = b.fair_lock("cluster:wake:fair").unwrap();
+        let wait = wait.clone();
+        tokio::spawn(async move { lock.acquire_with(wait).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+
+    let rw = a.read_write_lock("cluster:wake:rw").unwrap();
+    let held = rw.write().acquire_with(long.clone()).await.unwrap();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let lock = b.read_write_lock("cluster:wake:rw").unwrap();
+            let wait = wait.clone();
+            tokio::spawn(async move { lock.read().acquire_with(wait).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.release().await.unwrap();
+    for r in readers {
+        r.await.unwrap().unwrap().release().await.unwrap();
+    }
+
+    let semaphore = a.semaphore("cluster:wake:sem").unwrap();
+    semaphore.delete().await.unwrap();
+    assert!(semaphore.try_set_permits(0).await.unwrap());
+    let taker = {
+        let semaphore = b.semaphore("cluster:wake:sem").unwrap();
+        tokio::spawn(async move { semaphore.try_acquire(1, Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    semaphore.release(1).await.unwrap();
+    assert!(taker.await.unwrap().unwrap());
+
+    let permits = a
+        .permit_expirable_semaphore("cluster:wake:permits")
+        .unwrap();
+    assert!(permits.try_set_permits(1).await.unwrap());
+    let permit = permits.acquire().await.unwrap();
+    let taker = {
+        let permits = b
+            .permit_expirable_semaphore("cluster:wake:permits")
+            .unwrap();
+        tokio::spawn(async move {
+            permits
+                .try_acquire(AcquireOptions::new().wait(Duration::from_secs(20)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    permit.release().await.unwrap();
+    taker
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the taker got the released permit")
+        .release()
+        .await
+        .unwrap();
+
+    let latch = a.count_down_latch("cluster:wake:latch").unwrap();
+    latch.delete().await.unwrap();
+    assert!(latch.try_set_count(1).await.unwrap());
+    let waiter = {
+        let latch = b.count_down_latch("cluster:wake:latch").unwrap();
+        let wait = wait.clone();
+        tokio::spawn(async move { latch.open_within(wait).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    latch.count_down().await.unwrap();
+    assert!(waiter.await.unwrap().unwrap());
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_pubsub_when_asked_wakes_waiters_too() {
+    let cluster = shared();
+    let url = format!("{}?sharded_pubsub=off", cluster.url());
+    let a = client_at(&url, Duration::from_secs(30)).await;
+    let b = client_at(&url, Duration::from_secs(30)).await;
+    let held = a
+        .lock("cluster:plain")
+        .unwrap()
+        .acquire_with(AcquireOptions::new().lease(Duration::from_secs(120)))
+        .await
+        .unwrap();
+    let waiter = {
+        let lock = b.lock("cluster:plain").unwrap();
+        tokio::spawn(async move {
+            lock.acquire_with(AcquireOptions::new().wait(Duration::from_secs(20)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        subscribers(cluster, "redisson_lock__channel:{cluster:plain}"),
+        (0, 1)
+    );
+    held.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_renews_locks_in_every_slot_and_reports_a_deleted_one_lost() {
+    let cluster = shared();
+    let client = client(cluster, Duration::from_millis(900)).await;
+    let names: Vec<String> = (0..50).map(|i| format!("cluster:watchdog:{i}")).collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.lock(name).unwrap().acquire().await.unwrap());
+    }
+    let rw = client.read_write_lock("cluster:watchdog:rw").unwrap();
+    let read = rw.read().acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for (name, guard) in names.iter().zip(&guards) {
+        assert!(!guard.is_lost(), "{name}");
+        let pttl: i64 = cluster
+            .node(cluster.master_of(name))
+            .raw()
+            .pttl(name)
+            .unwrap();
+        assert!(pttl > 0, "{name} renewed past its first lease: pttl {pttl}");
+    }
+    assert!(!read.is_lost());
+
+    let victim = &names[17];
+    let _: () = cluster
+        .node(cluster.master_of(victim))
+        .raw()
+        .del(victim)
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), guards[17].lost().cancelled())
+        .await
+        .expect("the renewal reports the lock lost");
+    assert!(guards.iter().filter(|g| g.is_lost()).count() == 1);
+    read.release().await.unwrap();
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_that_would_split_an_object_over_two_slots_are_refused() {
+    let cluster = shared();
+    let client = client(cluster, Duration::from_secs(30)).await;
+    for name in ["a{b", "a{}b", "a}b"] {
+        let err = client.lock(name).err().unwrap();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(err.to_string().contains("hash slots"), "{err}");
+        assert!(err.to_string().contains(name), "{err}");
+        assert!(client.semaphore(name).is_err());
+    }
+    // Redisson's latch channel always adds braces: a name with its own tag splits there.
+    assert!(client.count_down_latch("{orders}:7").is_err());
+    // A complete hash tag keeps every sibling with the name.
+    let guard = client
+        .fair_lock("{orders}:42")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+    // The same names are fine on a single server.
+    let single = support::RedisServer::start();
+    let plain = Client::connect(&single.url()).await.unwrap();
+    plain.lock("a{b").unwrap();
+    plain.close().await;
+
+    let err = Client::connect("redis+cluster://127.0.0.1:1/2")
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    let options = ClientOptions::new().connect_timeout(Duration::from_millis(500));
+    let started = Instant::now();
+    let err = Client::connect_with("redis+cluster://127.0.0.1:1", options)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    client.close().await;
+}
+
+/// `CLUSTER FAILOVER` while locks are held and a waiter waits: the lock that reached the
+/// replica stays held, the lock that did not is reported lost, and the waiter acquires once the
+/// holder releases on the new master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_failover_keeps_replicated_holds_and_reports_the_others_lost() {
+    let cluster = Cluster::start();
+    // Both names on one master, so that one failover moves both.
+    let kept_name = "{failover}:kept";
+    let dropped_name = "{failover}:dropped";
+    let holder = client(&cluster, Duration::from_secs(6)).await;
+    let other = client(&cluster, Duration::from_secs(6)).await;
+    let dropped = holder.lock(dropped_name).unwrap().acquire().await.unwrap();
+    cluster.sync(dropped_name);
+    // The replica (the next master) loses the first lock: as if the master failed before
+    // replicating it. (A cluster replica redirects keyed writes; FLUSHALL names no key.)
+    let replica = cluster.replica_of(kept_name);
+    let mut raw = cluster.node(replica).raw();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("replica-read-only")
+        .arg("no")
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut raw).unwrap();
+    let kept = holder.lock(kept_name).unwrap().acquire().await.unwrap();
+    cluster.sync(kept_name);
+    // What the next master has: the second lock, not the first.
+    let _: () = redis::cmd("READONLY").query(&mut raw).unwrap();
+    let on_replica: HashMap<String, i64> = raw.hgetall(kept_name).unwrap();
+    assert_eq!(on_replica.len(), 1);
+    let gone: i64 = raw.exists(dropped_name).unwrap();
+    assert_eq!(gone, 0);
+
+    let waiter = {
+        let lock = other.lock(kept_name).unwrap();
+        tokio::spawn(async move {
+            lock.acquire_with(AcquireOptions::new().wait(Duration::from_secs(30)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (before, after) = cluster.failover(kept_name);
+    assert_ne!(before, after);
+
+    tokio::time::timeout(Duration::from_secs(10), dropped.lost().cancelled())
+        .await
+        .expect("the hold that never reached the new master is reported lost");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!kept.is_lost());
+    assert!(
+        !waiter.is_finished(),
+        "the waiter got in while the lock was held"
+    );
+    assert_eq!(hash_on_its_master(&cluster, kept_name).len(), 1);
+
+    kept.release().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter acquires after the release on the new master")
+        .unwrap()
+        .unwrap();
+    guard.release().await.unwrap();
+
+    // A waiter that started waiting before the failover is woken by a release after it: its
+    // subscription followed the slot to the new master (a 60 s lease outlasts the wait, so
+    // nothing but the message lets it in).
+    let held = holder
+        .lock("{failover}:wake")
+        .unwrap()
+        .acquire_with(AcquireOptions::new().lease(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let waiter = {
+        let lock = other.lock("{failover}:wake").unwrap();
+        tokio::spawn(async move {
+            lock.acquire_with(AcquireOptions::new().wait(Duration::from_secs(30)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (_, back) = cluster.failover(kept_name);
+    assert_eq!(back, before, "failed back to the first master");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!waiter.is_finished());
+    held.release().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the release's message reaches the waiter")
+        .unwrap()
+        .unwrap();
+    guard.release().await.unwrap();
+    holder.close().await;
+    other.close().await;
+}
+
+/// kill -9 of a master: calls during the outage end within their limits, the waiter keeps
+/// waiting through it and acquires on the new master once the lock is free there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_master_is_survived_by_waiters() {
+    let mut cluster = Cluster::start();
+    let name = "kill:lock";
+    let options = ClientOptions::new()
+        .connect_timeout(Duration::from_secs(20))
+        .response_timeout(Duration::from_secs(1));
+    let holder = Client::connect_with(&cluster.url(), options.clone())
+        .await
+        .unwrap();
+    let other = Client::connect_with(&cluster.url(), options).await.unwrap();
+    let held = holder
+        .lock(name)
+        .unwrap()
+        .acquire_with(AcquireOptions::new().lease(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    cluster.sync(name);
+    let waiter = {
+        let lock = other.lock(name).unwrap();
+        tokio::spawn(async move {
+            lock.acquire_with(AcquireOptions::new().wait(Duration::from_secs(40)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let started = Instant::now();
+    let (before, after) = cluster.kill_master_of(name);
+    assert_ne!(before, after);
+    // A call during (or right after) the outage ends within its limits.
+    let probe = Instant::now();
+    let _ = holder.lock(name).unwrap().try_acquire().await;
+    assert!(
+        probe.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        probe.elapsed()
+    );
+
+    // Long enough for the waiter to be waiting again, on a subscription that must have moved to
+    // the new master: the lease (60 s) outlasts its wait, so only the release message lets it in.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the waiter got in while the lock was held"
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let lock = holder.lock(name).unwrap();
+    loop {
+        match lock.release_as(held.owner()).await {
+            Ok(_) => break,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the release never reached the new master: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    let guard = tokio::time::timeout(Duration::from_secs(15), waiter)
+        .await
+        .expect("the waiter acquires on the new master")
+        .unwrap()
+        .unwrap();
+    guard.release().await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(40));
+    drop(held);
+    holder.close().await;
+    other.close().await;
+}
