@@ -38,7 +38,7 @@ pub(crate) struct Endpoint {
 #[derive(Clone)]
 enum Target {
     /// One server.
-    Node(ConnectionInfo),
+    Node(Box<ConnectionInfo>),
     /// The master of a group that sentinels watch over.
     Sentinel(Arc<SentinelSpec>),
     /// A Redis Cluster, found from its seed nodes.
@@ -119,7 +119,7 @@ impl Endpoint {
             )));
         }
         Ok(Endpoint {
-            target: Target::Node(info),
+            target: Target::Node(Box::new(info)),
             address,
             tls_ca,
         })
@@ -175,7 +175,7 @@ impl Route {
         match &endpoint.target {
             Target::Node(info) => {
                 let node = Node {
-                    info: info.clone(),
+                    info: (**info).clone(),
                     address: endpoint.address.clone(),
                 };
                 Ok(Arc::new(Route {

@@ -494,7 +494,7 @@ impl Cluster {
     }
 
     /// The slot ranges as `(first, last, master port, replica ports)`, sorted.
-    pub fn slots(&self) -> Vec<(u16, u16, u16, Vec<u16>)> {
+    pub fn slots(&self) -> Vec<SlotRange> {
         let n = self.live().next().unwrap();
         slot_map(&mut n.raw()).unwrap()
     }
@@ -598,8 +598,11 @@ impl Cluster {
     }
 }
 
-/// `CLUSTER SLOTS` of one node as `(first, last, master port, replica ports)`, sorted.
-fn slot_map(conn: &mut redis::Connection) -> redis::RedisResult<Vec<(u16, u16, u16, Vec<u16>)>> {
+/// One slot range of `CLUSTER SLOTS`: first slot, last slot, master port, replica ports.
+pub type SlotRange = (u16, u16, u16, Vec<u16>);
+
+/// `CLUSTER SLOTS` of one node, sorted.
+fn slot_map(conn: &mut redis::Connection) -> redis::RedisResult<Vec<SlotRange>> {
     let ranges: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER").arg("SLOTS").query(conn)?;
     let mut out = Vec::new();
     for r in ranges {
