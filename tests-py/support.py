@@ -306,3 +306,124 @@ class SentinelGroup:
         for node in self.nodes:
             node.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+
+
+class Cluster:
+    """A Redis Cluster on loopback ports: three masters with a replica each (``redis-cli --cluster
+    create``; a node is failed after 1 s of silence). :meth:`stop` kills them all."""
+
+    def __init__(self) -> None:
+        self.nodes: list[RedisServer] = []
+        try:
+            for _ in range(6):
+                self.nodes.append(RedisServer("--cluster-enabled", "yes", "--cluster-node-timeout", "1000"))
+            out = subprocess.run(
+                [REDIS_CLI, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
+                 "--cluster-replicas", "1", "--cluster-yes"],
+                capture_output=True, text=True, timeout=60,
+            )
+            assert out.returncode == 0, f"redis-cli --cluster create failed: {out.stdout}{out.stderr}"
+            wait_until(self._stable, timeout=30, interval=0.1, what="the cluster to settle")
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port},127.0.0.1:{self.nodes[1].port}"
+
+    def _live(self) -> list[RedisServer]:
+        return [n for n in self.nodes if n.process.poll() is None]
+
+    def _stable(self) -> bool:
+        maps = []
+        for n in self._live():
+            try:
+                with Raw(n.port, timeout=1) as r:
+                    if "cluster_state:ok" not in r.command("CLUSTER", "INFO"):
+                        return False
+                    maps.append(self._slot_map(r))
+                    if r.command("ROLE")[0] == "slave" and \
+                            "master_link_status:up" not in r.command("INFO", "replication"):
+                        return False
+            except (OSError, RespError):
+                return False
+        if not maps or any(m != maps[0] for m in maps):
+            return False
+        return sum(hi - lo + 1 for lo, hi, _, _ in maps[0]) == 16384 and all(reps for *_, reps in maps[0])
+
+    @staticmethod
+    def _slot_map(r: Raw) -> list[tuple[int, int, int, list[int]]]:
+        return sorted((lo, hi, master[1], [rep[1] for rep in reps])
+                      for lo, hi, master, *reps in r.command("CLUSTER", "SLOTS"))
+
+    def slots(self) -> list[tuple[int, int, int, list[int]]]:
+        with Raw(self._live()[0].port) as r:
+            return self._slot_map(r)
+
+    def key_slot(self, key: str) -> int:
+        with Raw(self._live()[0].port) as r:
+            return r.command("CLUSTER", "KEYSLOT", key)
+
+    def master_of(self, key: str) -> int:
+        slot = self.key_slot(key)
+        return next(m for lo, hi, m, _ in self.slots() if lo <= slot <= hi)
+
+    def replica_of(self, key: str) -> int:
+        slot = self.key_slot(key)
+        return next(reps[0] for lo, hi, _, reps in self.slots() if lo <= slot <= hi)
+
+    def masters(self) -> list[int]:
+        return [m for _, _, m, _ in self.slots()]
+
+    def node(self, port: int) -> RedisServer:
+        return next(n for n in self.nodes if n.port == port)
+
+    def raw_for(self, key: str) -> Raw:
+        """A raw connection to the master serving ``key``."""
+        return Raw(self.master_of(key))
+
+    def sync(self, key: str) -> None:
+        """Waits until the replica of ``key``'s master has everything it has (``WAIT 1``)."""
+        with self.raw_for(key) as r:
+            assert r.command("WAIT", "1", "5000") == 1, "the replica did not acknowledge"
+
+    def failover(self, key: str) -> tuple[int, int]:
+        """``CLUSTER FAILOVER`` on the replica of ``key``'s master; returns (old, new) master ports
+        once every node agrees."""
+        old, new = self.master_of(key), self.replica_of(key)
+        with Raw(new) as r:
+            r.command("CLUSTER", "FAILOVER")
+        self._wait_for_master(key, new)
+        return old, new
+
+    def kill_master_of(self, key: str) -> tuple[int, int]:
+        """kill -9 of the master serving ``key``; returns (old, new) once its replica took over."""
+        old, new = self.master_of(key), self.replica_of(key)
+        node = self.node(old)
+        node.process.kill()
+        node.process.wait()
+        self._wait_for_master(key, new)
+        return old, new
+
+    def _wait_for_master(self, key: str, port: int) -> None:
+        slot = self.key_slot(key)
+
+        def agreed() -> bool:
+            for n in self._live():
+                try:
+                    with Raw(n.port, timeout=1) as r:
+                        if not any(lo <= slot <= hi and m == port for lo, hi, m, _ in self._slot_map(r)):
+                            return False
+                except (OSError, RespError):
+                    return False
+            return True
+
+        wait_until(agreed, timeout=30, interval=0.05, what=f"127.0.0.1:{port} to serve '{key}'")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()

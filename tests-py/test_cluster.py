@@ -1,0 +1,271 @@
+"""On a Redis Cluster, from Python: a ``redis+cluster://`` client runs every object's scripts on the
+master owning its slot, waiters use sharded pub/sub (Redis 7) like Redisson's default, the watchdog
+renews locks spread over every slot, names that would split an object over two slots are refused,
+and a failover (``CLUSTER FAILOVER``, kill -9 of a master) is followed: waiters keep waiting and
+acquire on the new master, a hold that reached the replica is kept, a hold that did not is reported
+lost, and no call hangs past its limit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator
+
+import pytest
+
+import crosslock
+from support import Cluster, Raw, wait_until
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """One cluster for the tests that do not fail it over."""
+    c = Cluster()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def fresh_cluster() -> Iterator[Cluster]:
+    """A cluster of its own, for a test that fails it over."""
+    c = Cluster()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def connect(cluster: Cluster, url_suffix: str = "", **options: float) -> crosslock.Client:
+    options.setdefault("connect_timeout", 8.0)
+    return crosslock.connect(cluster.url + url_suffix, **options)
+
+
+def test_fifty_locks_land_on_the_masters_owning_their_slots(cluster):
+    names = [f"py:cluster:spread:{i}" for i in range(50)]
+    with connect(cluster) as client:
+        assert client.address.startswith("cluster via 127.0.0.1:")
+        locks = [client.lock(n) for n in names]
+        for lock in locks:
+            lock.acquire()
+        for name in names:
+            with cluster.raw_for(name) as r:
+                assert len(r.hgetall(name)) == 1, name
+        assert {cluster.master_of(n) for n in names} == set(cluster.masters())
+        for lock in locks:
+            lock.release()
+        for name in names:
+            with cluster.raw_for(name) as r:
+                assert r.command("EXISTS", name) == 0, name
+
+
+def test_eight_workers_exclude_each_other_exactly(cluster):
+    clients = [connect(cluster), connect(cluster)]
+    counter = [0]
+    inside = threading.Event()
+    errors: list[str] = []
+
+    def work(client: crosslock.Client) -> None:
+        lock = client.lock("py:cluster:counter")
+        for _ in range(25):
+            with lock:
+                if inside.is_set():
+                    errors.append("two holders at once")
+                inside.set()
+                seen = counter[0]
+                time.sleep(0.0005)
+                counter[0] = seen + 1
+                inside.clear()
+
+    threads = [threading.Thread(target=work, args=(clients[i % 2],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive()
+    for c in clients:
+        c.close()
+    assert errors == []
+    assert counter[0] == 200
+
+
+def subscribers(cluster: Cluster, channel: str) -> tuple[int, int]:
+    """(sharded subscribers on the master owning ``channel``, plain subscribers on every master)."""
+    with cluster.raw_for(channel) as r:
+        sharded = r.command("PUBSUB", "SHARDNUMSUB", channel)[1]
+    plain = 0
+    for port in cluster.masters():
+        with Raw(port) as r:
+            plain += r.command("PUBSUB", "NUMSUB", channel)[1]
+    return sharded, plain
+
+
+def test_a_release_wakes_the_waiter_of_every_kind_through_sharded_pubsub(cluster):
+    a, b = connect(cluster), connect(cluster)
+    try:
+        # Leases far longer than the test: only a release (a message) lets the waiter in.
+        for make, channel in (
+                (lambda c: c.lock("py:cluster:wake:lock"), "redisson_lock__channel:{py:cluster:wake:lock}"),
+                (lambda c: c.fair_lock("py:cluster:wake:fair"), None),
+                (lambda c: c.read_write_lock("py:cluster:wake:rw").write_lock(), "redisson_rwlock:{py:cluster:wake:rw}")):
+            held = make(a)
+            assert held.acquire(lease=120)
+            got: list[bool] = []
+            waiter = threading.Thread(target=lambda: got.append(make(b).acquire(timeout=20) and (make(b).release() or True)))
+            waiter.start()
+            if channel:
+                # Redis 7 everywhere: SSUBSCRIBE on the node owning the channel, as Redisson's
+                # default (AUTO) does.
+                wait_until(lambda: subscribers(cluster, channel) == (1, 0), timeout=5, what=channel)
+            else:
+                time.sleep(0.2)
+            held.release()
+            waiter.join(25)
+            assert got == [True], held.name
+
+        semaphore = a.semaphore("py:cluster:wake:sem")
+        assert semaphore.try_set_permits(0)
+        took: list[bool] = []
+        taker = threading.Thread(target=lambda: took.append(b.semaphore("py:cluster:wake:sem").acquire(timeout=20)))
+        taker.start()
+        time.sleep(0.2)
+        semaphore.release()
+        taker.join(25)
+        assert took == [True]
+
+        latch = a.count_down_latch("py:cluster:wake:latch")
+        assert latch.try_set_count(1)
+        opened: list[bool] = []
+        watcher = threading.Thread(target=lambda: opened.append(b.count_down_latch("py:cluster:wake:latch").wait(20)))
+        watcher.start()
+        time.sleep(0.2)
+        latch.count_down()
+        watcher.join(25)
+        assert opened == [True]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_plain_pubsub_when_asked(cluster):
+    with connect(cluster, "?sharded_pubsub=off") as a, connect(cluster, "?sharded_pubsub=off") as b:
+        held = a.lock("py:cluster:plain")
+        assert held.acquire(lease=120)
+        got: list[bool] = []
+        waiter = threading.Thread(target=lambda: got.append(b.lock("py:cluster:plain").acquire(timeout=20)))
+        waiter.start()
+        wait_until(lambda: subscribers(cluster, "redisson_lock__channel:{py:cluster:plain}") == (0, 1), timeout=5)
+        held.release()
+        waiter.join(25)
+        assert got == [True]
+
+
+def test_the_watchdog_renews_locks_in_every_slot_and_reports_a_deleted_one_lost(cluster):
+    fired: list[str] = []
+    names = [f"py:cluster:watchdog:{i}" for i in range(50)]
+    with connect(cluster, watchdog_timeout=0.9) as client:
+        locks = [client.lock(n, on_lost=lambda lock: fired.append(lock.name)) for n in names]
+        for lock in locks:
+            lock.acquire()
+        time.sleep(2.5)
+        for name, lock in zip(names, locks):
+            assert lock.is_held() and not lock.lost, name
+            with cluster.raw_for(name) as r:
+                assert r.command("PTTL", name) > 0, name
+        with cluster.raw_for(names[17]) as r:
+            r.command("DEL", names[17])
+        wait_until(lambda: fired, timeout=5, what="the lost signal")
+        assert fired == [names[17]]
+        assert locks[17].lost
+
+
+def test_names_that_would_split_an_object_over_two_slots_are_refused(cluster):
+    with connect(cluster) as client:
+        for name in ("a{b", "a{}b", "a}b"):
+            with pytest.raises(crosslock.InvalidArgumentError, match="hash slots"):
+                client.lock(name)
+        with pytest.raises(crosslock.InvalidArgumentError, match="hash slots"):
+            client.count_down_latch("{orders}:7")
+        with client.fair_lock("{orders}:42"):
+            pass
+    with pytest.raises(crosslock.InvalidArgumentError, match="database 0"):
+        crosslock.connect(f"redis+cluster://127.0.0.1:{cluster.nodes[0].port}/3")
+    started = time.monotonic()
+    with pytest.raises(crosslock.RedisUnavailableError):
+        crosslock.connect("redis+cluster://127.0.0.1:1", connect_timeout=0.5)
+    assert time.monotonic() - started < 5
+
+
+def test_cluster_failover_keeps_replicated_holds_and_reports_the_others_lost(fresh_cluster):
+    cluster = fresh_cluster
+    kept_name, dropped_name = "{py:failover}:kept", "{py:failover}:dropped"
+    holder, other = connect(cluster, watchdog_timeout=6), connect(cluster, watchdog_timeout=6)
+    try:
+        lost = threading.Event()
+        kept = holder.lock(kept_name)
+        dropped = holder.lock(dropped_name, on_lost=lambda _lock: lost.set())
+        dropped.acquire()
+        cluster.sync(dropped_name)
+        # The replica (the next master) loses the first lock: as if the master failed before
+        # replicating it (a cluster replica redirects keyed writes; FLUSHALL names no key).
+        with Raw(cluster.replica_of(kept_name)) as r:
+            r.command("CONFIG", "SET", "replica-read-only", "no")
+            r.command("FLUSHALL")
+        kept.acquire()
+        cluster.sync(kept_name)
+        got: list[bool] = []
+        waiter = threading.Thread(target=lambda: got.append(other.lock(kept_name).acquire(timeout=30)))
+        waiter.start()
+        time.sleep(0.2)
+        old, new = cluster.failover(kept_name)
+        assert old != new
+
+        assert lost.wait(10), "the hold that never reached the new master is reported lost"
+        time.sleep(5)  # renewals on the new master
+        assert not kept.lost
+        assert waiter.is_alive(), "the waiter got in while the lock was held"
+        with Raw(new) as r:
+            assert len(r.hgetall(kept_name)) == 1
+        kept.release()
+        waiter.join(10)
+        assert got == [True], "the waiter acquires after the release on the new master"
+    finally:
+        holder.close()
+        other.close()
+
+
+def test_killing_a_master_is_survived_by_waiters(fresh_cluster):
+    cluster = fresh_cluster
+    name = "py:kill:lock"
+    holder = connect(cluster, connect_timeout=20, response_timeout=1)
+    other = connect(cluster, connect_timeout=20, response_timeout=1)
+    try:
+        lock = holder.lock(name)
+        assert lock.acquire(lease=60)
+        cluster.sync(name)
+        got: list[bool] = []
+        waiter = threading.Thread(target=lambda: got.append(other.lock(name).acquire(timeout=40)))
+        waiter.start()
+        time.sleep(0.2)
+
+        old, new = cluster.kill_master_of(name)
+        assert old != new
+        # Long enough for the waiter to wait again, on a subscription that must have moved to the
+        # new master: the 60 s lease outlasts its wait, so only the release's message lets it in.
+        time.sleep(3)
+        assert waiter.is_alive(), "the waiter got in while the lock was held"
+
+        def released() -> bool:
+            try:
+                lock.release()
+                return True
+            except crosslock.RedisUnavailableError:
+                return False
+
+        wait_until(released, timeout=15, interval=0.2, what="the release to reach the new master")
+        waiter.join(15)
+        assert got == [True], "the waiter acquires on the new master"
+    finally:
+        holder.close()
+        other.close()
