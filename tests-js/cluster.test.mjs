@@ -1,0 +1,242 @@
+// On a Redis Cluster, from Node: a `redis+cluster://` client runs every object's scripts on the
+// master owning its slot, waiters use sharded pub/sub (Redis 7) like Redisson's default, the
+// watchdog renews locks spread over every slot, names that would split an object over two slots
+// are refused, and a failover (CLUSTER FAILOVER, kill -9 of a master) is followed: waiters keep
+// waiting and acquire on the new master, a hold that reached the replica is kept, a hold that did
+// not is reported lost, and no call hangs past its limit.
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+import { startCluster } from './helpers/cluster.mjs'
+import { RawRedis } from './helpers/resp.mjs'
+import { crosslock, unique, waitUntil } from './helpers/util.mjs'
+
+const { InvalidArgumentError, RedisUnavailableError } = crosslock
+
+async function onNode (port, fn) {
+  const raw = await RawRedis.connect(`redis://127.0.0.1:${port}/0`)
+  try {
+    return await fn(raw)
+  } finally {
+    await raw.close()
+  }
+}
+
+/** [sharded subscribers on the master owning `channel`, plain subscribers on every master]. */
+async function subscribers (cluster, channel) {
+  const sharded = await onNode(await cluster.masterOf(channel), (r) => r.command('PUBSUB', 'SHARDNUMSUB', channel))
+  let plain = 0
+  for (const port of await cluster.masters()) plain += await onNode(port, (r) => r.numsub(channel))
+  return [Number(sharded[1]), plain]
+}
+
+describe('one cluster', () => {
+  let cluster
+  const clients = []
+  const connect = async (options = {}, suffix = '') => {
+    const c = await crosslock.connect(cluster.url + suffix, { connectTimeout: 8000, ...options })
+    clients.push(c)
+    return c
+  }
+  before(async () => { cluster = await startCluster() })
+  after(async () => {
+    for (const c of clients) await c.close()
+    await cluster?.stop()
+  })
+
+  test('fifty locks land on the masters owning their slots', async () => {
+    const client = await connect()
+    assert.match(client.address, /^cluster via 127\.0\.0\.1:/)
+    const names = Array.from({ length: 50 }, (_, i) => `js:cluster:spread:${process.pid}:${i}`)
+    const held = []
+    for (const name of names) held.push(await client.lock(name).acquire())
+    const masters = new Set()
+    for (const [i, name] of names.entries()) {
+      const port = await cluster.masterOf(name)
+      masters.add(port)
+      assert.deepEqual(Object.keys(await onNode(port, (r) => r.hgetall(name))), [held[i].holder])
+    }
+    assert.deepEqual([...masters].sort(), (await cluster.masters()).sort())
+    for (const h of held) await h.release()
+    for (const name of names) {
+      assert.equal(await onNode(await cluster.masterOf(name), (r) => r.command('EXISTS', name)), 0)
+    }
+  })
+
+  test('eight workers exclude each other exactly', async () => {
+    const pair = [await connect(), await connect()]
+    const name = unique('js:cluster:counter')
+    let counter = 0
+    let inside = false
+    await Promise.all(Array.from({ length: 8 }, async (_, w) => {
+      const lock = pair[w % 2].lock(name)
+      for (let i = 0; i < 25; i++) {
+        const held = await lock.acquire()
+        assert.equal(inside, false, 'two holders at once')
+        inside = true
+        const seen = counter
+        await sleep(0)
+        counter = seen + 1
+        inside = false
+        await held.release()
+      }
+    }))
+    assert.equal(counter, 200)
+  })
+
+  test('a release wakes the waiter of every kind, through sharded pub/sub', async () => {
+    const a = await connect()
+    const b = await connect()
+    // Leases far longer than the test: only a release (a message) lets the waiter in.
+    const kinds = [
+      [(c, n) => c.lock(n), (n) => `redisson_lock__channel:{${n}}`],
+      [(c, n) => c.fairLock(n), null],
+      [(c, n) => c.readWriteLock(n).writeLock(), (n) => `redisson_rwlock:{${n}}`]
+    ]
+    for (const [make, channelOf] of kinds) {
+      const name = unique('js:cluster:wake')
+      const held = await make(a, name).acquire({ lease: 120_000 })
+      const waiter = make(b, name).acquire({ wait: 20_000 })
+      if (channelOf) {
+        // Redis 7 everywhere: SSUBSCRIBE on the node owning the channel, as Redisson's default
+        // (AUTO) does.
+        const channel = channelOf(name)
+        await waitUntil(async () => JSON.stringify(await subscribers(cluster, channel)) === '[1,0]', channel, 5000, 50)
+      } else {
+        await sleep(200)
+      }
+      await held.release()
+      await (await waiter).release()
+    }
+    const semName = unique('js:cluster:sem')
+    assert.equal(await a.semaphore(semName).trySetPermits(0), true)
+    const taker = b.semaphore(semName).tryAcquire({ wait: 20_000 })
+    await sleep(200)
+    await a.semaphore(semName).release()
+    assert.equal(await taker, true)
+
+    const latchName = unique('js:cluster:latch')
+    assert.equal(await a.countDownLatch(latchName).trySetCount(1), true)
+    const opened = b.countDownLatch(latchName).wait({ wait: 20_000 })
+    await sleep(200)
+    await a.countDownLatch(latchName).countDown()
+    await opened
+  })
+
+  test('plain pub/sub when asked', async () => {
+    const a = await connect({}, '?sharded_pubsub=off')
+    const b = await connect({}, '?sharded_pubsub=off')
+    const name = unique('js:cluster:plain')
+    const held = await a.lock(name).acquire({ lease: 120_000 })
+    const waiter = b.lock(name).acquire({ wait: 20_000 })
+    const channel = `redisson_lock__channel:{${name}}`
+    await waitUntil(async () => JSON.stringify(await subscribers(cluster, channel)) === '[0,1]', channel, 5000, 50)
+    await held.release()
+    await (await waiter).release()
+  })
+
+  test('the watchdog renews locks in every slot, and a deleted one is reported lost', async () => {
+    const client = await connect({ watchdogTimeout: 900 })
+    const names = Array.from({ length: 50 }, (_, i) => `js:cluster:watchdog:${process.pid}:${i}`)
+    const held = []
+    for (const name of names) held.push(await client.lock(name).acquire())
+    await sleep(2500)
+    for (const [i, name] of names.entries()) {
+      assert.equal(held[i].lost, false, name)
+      assert.ok(await onNode(await cluster.masterOf(name), (r) => r.command('PTTL', name)) > 0, name)
+    }
+    await onNode(await cluster.masterOf(names[17]), (r) => r.command('DEL', names[17]))
+    await waitUntil(() => held[17].lost, 'the renewal to report the lock lost', 5000)
+    assert.equal(held.filter((h) => h.lost).length, 1)
+    for (const [i, h] of held.entries()) if (i !== 17) await h.release()
+  })
+
+  test('names that would split an object over two slots are refused', async () => {
+    const client = await connect()
+    for (const name of ['a{b', 'a{}b', 'a}b']) {
+      assert.throws(() => client.lock(name), (e) => e instanceof InvalidArgumentError && /hash slots/.test(e.message))
+    }
+    assert.throws(() => client.countDownLatch('{orders}:7'), InvalidArgumentError)
+    await (await client.fairLock('{orders}:42').acquire()).release()
+    await assert.rejects(crosslock.connect(`redis+cluster://127.0.0.1:${cluster.nodes[0].port}/3`),
+      (e) => e instanceof InvalidArgumentError && /database 0/.test(e.message))
+    const started = Date.now()
+    await assert.rejects(crosslock.connect('redis+cluster://127.0.0.1:1', { connectTimeout: 500 }), RedisUnavailableError)
+    assert.ok(Date.now() - started < 5000)
+  })
+})
+
+describe('cluster failover', () => {
+  test('CLUSTER FAILOVER keeps the replicated hold and reports the other lost', async () => {
+    const cluster = await startCluster()
+    const keptName = '{js:failover}:kept'
+    const droppedName = '{js:failover}:dropped'
+    const holder = await crosslock.connect(cluster.url, { connectTimeout: 8000, watchdogTimeout: 6000 })
+    const other = await crosslock.connect(cluster.url, { connectTimeout: 8000, watchdogTimeout: 6000 })
+    try {
+      const dropped = await holder.lock(droppedName).acquire()
+      await cluster.sync(droppedName)
+      // The replica (the next master) loses the first lock: as if the master failed before
+      // replicating it (a cluster replica redirects keyed writes; FLUSHALL names no key).
+      await onNode(await cluster.replicaOf(keptName), async (r) => {
+        await r.command('CONFIG', 'SET', 'replica-read-only', 'no')
+        await r.command('FLUSHALL')
+      })
+      const kept = await holder.lock(keptName).acquire()
+      await cluster.sync(keptName)
+      let waiterDone = false
+      const waiter = other.lock(keptName).acquire({ wait: 30_000 }).finally(() => { waiterDone = true })
+      await sleep(200)
+      const [, newMaster] = await cluster.failover(keptName)
+
+      await waitUntil(() => dropped.lost, 'the hold that never reached the new master to be reported lost', 10_000)
+      await sleep(5000) // renewals on the new master
+      assert.equal(kept.lost, false)
+      assert.equal(waiterDone, false, 'the waiter got in while the lock was held')
+      assert.deepEqual(Object.keys(await onNode(newMaster, (r) => r.hgetall(keptName))), [kept.holder])
+      await kept.release()
+      await (await waiter).release()
+    } finally {
+      await holder.close()
+      await other.close()
+      await cluster.stop()
+    }
+  })
+
+  test('kill -9 of a master is survived by waiters, and no call hangs', async () => {
+    const cluster = await startCluster()
+    const options = { connectTimeout: 20_000, responseTimeout: 1000 }
+    const holder = await crosslock.connect(cluster.url, options)
+    const other = await crosslock.connect(cluster.url, options)
+    try {
+      const name = unique('js:cluster:kill')
+      const held = await holder.lock(name).acquire({ lease: 60_000 })
+      await cluster.sync(name)
+      let waiterDone = false
+      const waiter = other.lock(name).acquire({ wait: 40_000 }).finally(() => { waiterDone = true })
+      await sleep(200)
+
+      const [before, after] = await cluster.killMasterOf(name)
+      assert.notEqual(before, after)
+      // Long enough for the waiter to wait again, on a subscription that must have moved to the
+      // new master: the 60 s lease outlasts its wait, so only the release's message lets it in.
+      await sleep(3000)
+      assert.equal(waiterDone, false, 'the waiter got in while the lock was held')
+      await waitUntil(async () => {
+        try {
+          await held.release()
+          return true
+        } catch (e) {
+          if (e instanceof RedisUnavailableError) return false
+          throw e
+        }
+      }, 'the release to reach the new master', 15_000, 200)
+      await (await waiter).release()
+    } finally {
+      await holder.close()
+      await other.close()
+      await cluster.stop()
+    }
+  })
+})

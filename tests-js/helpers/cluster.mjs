@@ -1,0 +1,113 @@
+// A Redis Cluster on loopback ports: three masters with a replica each (`redis-cli --cluster
+// create`; a node is failed after 1 s of silence), all stopped by `stop()`.
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+
+import { startRedis } from './redis-server.mjs'
+import { RawRedis } from './resp.mjs'
+import { waitUntil } from './util.mjs'
+
+const run = promisify(execFile)
+
+async function ask (port, ...args) {
+  let raw
+  try {
+    raw = await RawRedis.connect(`redis://127.0.0.1:${port}/0`)
+    return await raw.command(...args)
+  } catch {
+    return null
+  } finally {
+    await raw?.close()
+  }
+}
+
+/** `CLUSTER SLOTS` of the node at `port` as sorted `[first, last, masterPort, [replicaPorts]]`. */
+async function slotMap (port) {
+  const reply = await ask(port, 'CLUSTER', 'SLOTS')
+  if (!Array.isArray(reply)) return null
+  return reply
+    .map(([lo, hi, master, ...replicas]) => [Number(lo), Number(hi), Number(master[1]), replicas.map((r) => Number(r[1]))])
+    .sort((x, y) => x[0] - y[0])
+}
+
+export async function startCluster () {
+  const nodes = []
+  const dead = new Set()
+  const live = () => nodes.filter((n) => !dead.has(n.port))
+  const cluster = {
+    nodes,
+    get url () { return `redis+cluster://127.0.0.1:${nodes[0].port},127.0.0.1:${nodes[1].port}` },
+    async slots () { return slotMap(live()[0].port) },
+    async keySlot (key) { return Number(await ask(live()[0].port, 'CLUSTER', 'KEYSLOT', key)) },
+    async rangeOf (key) {
+      const slot = await cluster.keySlot(key)
+      return (await cluster.slots()).find(([lo, hi]) => lo <= slot && slot <= hi)
+    },
+    async masterOf (key) { return (await cluster.rangeOf(key))[2] },
+    async replicaOf (key) { return (await cluster.rangeOf(key))[3][0] },
+    async masters () { return (await cluster.slots()).map((r) => r[2]) },
+    node (port) { return nodes.find((n) => n.port === port) },
+    /** Waits until the replica of `key`'s master has everything it has (`WAIT 1`). */
+    async sync (key) {
+      const acked = await ask(await cluster.masterOf(key), 'WAIT', '1', '5000')
+      if (Number(acked) !== 1) throw new Error(`the replica did not acknowledge (WAIT said ${acked})`)
+    },
+    async waitForMaster (key, port) {
+      const slot = await cluster.keySlot(key)
+      await waitUntil(async () => {
+        for (const n of live()) {
+          const map = await slotMap(n.port)
+          if (!map || !map.some(([lo, hi, m]) => lo <= slot && slot <= hi && m === port)) return false
+        }
+        return true
+      }, `127.0.0.1:${port} to serve '${key}'`, 30_000, 50)
+    },
+    /** `CLUSTER FAILOVER` on the replica of `key`'s master; resolves to [old, new] once agreed. */
+    async failover (key) {
+      const [old, neu] = [await cluster.masterOf(key), await cluster.replicaOf(key)]
+      await ask(neu, 'CLUSTER', 'FAILOVER')
+      await cluster.waitForMaster(key, neu)
+      return [old, neu]
+    },
+    /** kill -9 of the master serving `key`; resolves to [old, new] once its replica took over. */
+    async killMasterOf (key) {
+      const [old, neu] = [await cluster.masterOf(key), await cluster.replicaOf(key)]
+      await cluster.node(old).kill()
+      dead.add(old)
+      await cluster.waitForMaster(key, neu)
+      return [old, neu]
+    },
+    async stop () {
+      for (const n of nodes) await n.stop()
+    }
+  }
+  try {
+    for (let i = 0; i < 6; i++) {
+      nodes.push(await startRedis({ args: ['--cluster-enabled', 'yes', '--cluster-node-timeout', '1000'] }))
+    }
+    await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`),
+      '--cluster-replicas', '1', '--cluster-yes'], { timeout: 60_000 })
+    await waitUntil(async () => {
+      const maps = []
+      for (const n of nodes) {
+        const info = await ask(n.port, 'CLUSTER', 'INFO')
+        if (typeof info !== 'string' || !info.includes('cluster_state:ok')) return false
+        const map = await slotMap(n.port)
+        if (!map) return false
+        maps.push(JSON.stringify(map))
+        const role = await ask(n.port, 'ROLE')
+        if (Array.isArray(role) && role[0] === 'slave') {
+          const repl = await ask(n.port, 'INFO', 'replication')
+          if (typeof repl !== 'string' || !repl.includes('master_link_status:up')) return false
+        }
+      }
+      const first = JSON.parse(maps[0])
+      const covered = first.reduce((sum, [lo, hi]) => sum + hi - lo + 1, 0)
+      return covered === 16384 && first.every((r) => r[3].length > 0) && maps.every((m) => m === maps[0])
+    }, 'the cluster to settle', 30_000, 100)
+  } catch (e) {
+    await cluster.stop()
+    throw e
+  }
+  return cluster
+}
