@@ -752,6 +752,12 @@ impl Conn {
         .await
     }
 
+    /// Whether `channel` is in this connection's subscription set (subscribed, and not since
+    /// unsubscribed).
+    pub(crate) fn is_subscribed(&self, channel: &str) -> bool {
+        lock(&self.inner.subscriptions).channels.contains(channel)
+    }
+
     /// Subscribes to every channel matching `pattern` (PSUBSCRIBE). Patterns see only plain
     /// messages: on a cluster whose waiters use sharded pub/sub, nothing.
     pub(crate) async fn psubscribe(&self, pattern: &str) -> Result<()> {

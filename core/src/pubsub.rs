@@ -217,6 +217,42 @@ async fn dispatch(
                     wake(&entry, push.data.get(1));
                 }
             }
+            // A cluster node that no longer owns a channel's slot (a failover, a resharding)
+            // drops its sharded subscribers. A channel still wanted is subscribed again (on the
+            // node that owns it now: the cluster connection follows the MOVED reply), then its
+            // waiters retry, since whatever was published meanwhile reached nobody.
+            redis::PushKind::SUnsubscribe => {
+                let Some(redis::Value::BulkString(bytes)) = push.data.first() else {
+                    continue;
+                };
+                let channel = String::from_utf8_lossy(bytes).into_owned();
+                if !shared.conn.is_subscribed(&channel) {
+                    continue; // our own unsubscription, confirmed
+                }
+                let shared = Arc::downgrade(&shared);
+                let stop = stop.clone();
+                runtime::spawn(async move {
+                    for attempt in 0..100u32 {
+                        let Some(s) = shared.upgrade() else { return };
+                        if stop.is_cancelled() || !s.conn.is_subscribed(&channel) {
+                            return;
+                        }
+                        if s.conn.subscribe(&channel).await.is_ok() {
+                            tracing::info!(
+                                target: "crosslock",
+                                "the sharded subscription to '{channel}' moved with its slot"
+                            );
+                            wake_all(&s);
+                            return;
+                        }
+                        drop(s);
+                        tokio::time::sleep(Duration::from_millis(
+                            50 * u64::from(attempt.min(10) + 1),
+                        ))
+                        .await;
+                    }
+                });
+            }
             redis::PushKind::Other(kind) if kind == crate::connection::MOVED => {
                 // The subscription moved to a new master: what was published meanwhile went
                 // nowhere, so every waiter retries.
