@@ -11,9 +11,11 @@ import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
+import org.redisson.config.ClusterServersConfig;
 import org.redisson.config.Config;
 import org.redisson.config.ReadMode;
 import org.redisson.config.SentinelServersConfig;
+import org.redisson.config.ShardedSubscriptionMode;
 
 /**
  * Executes driver commands against one Redisson client. Not thread-safe: every call must come
@@ -180,6 +182,27 @@ final class Session {
             }
             for (String host : parts[0].split(",")) {
                 sentinel.addSentinelAddress("redis://" + host);
+            }
+        } else if (url.startsWith("redis+cluster://")) {
+            // redis+cluster://host:port[,host:port…][?sharded_pubsub=auto|on|off]: Redisson in
+            // cluster mode, reading from the masters, its sharded subscription mode AUTO unless
+            // the URL says otherwise.
+            String rest = url.substring("redis+cluster://".length());
+            String query = "";
+            int q = rest.indexOf('?');
+            if (q >= 0) {
+                query = rest.substring(q + 1);
+                rest = rest.substring(0, q);
+            }
+            ClusterServersConfig cluster = config.useClusterServers().setReadMode(ReadMode.MASTER);
+            for (String host : rest.replaceAll("/+$", "").split(",")) {
+                cluster.addNodeAddress("redis://" + host);
+            }
+            for (String pair : query.split("&")) {
+                if (pair.startsWith("sharded_pubsub=")) {
+                    cluster.setShardedSubscriptionMode(ShardedSubscriptionMode.valueOf(
+                            pair.substring("sharded_pubsub=".length()).toUpperCase()));
+                }
             }
         } else {
             config.useSingleServer().setAddress(url);
