@@ -5,6 +5,7 @@
 // waiting and acquire on the new master, a hold that reached the replica is kept, a hold that did
 // not is reported lost, and no call hangs past its limit.
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 
@@ -150,6 +151,20 @@ describe('one cluster', () => {
     await waitUntil(() => held[17].lost, 'the renewal to report the lock lost', 5000)
     assert.equal(held.filter((h) => h.lost).length, 1)
     for (const [i, h] of held.entries()) if (i !== 17) await h.release()
+  })
+
+  test("the README's cluster example connects", async () => {
+    const text = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+    const section = text.split('\n## Deployments')[1].split('\n## ')[0]
+    const [block] = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]).filter((b) => b.includes('redis+cluster'))
+    const url = 'redis+cluster://10.0.1.1:6379,10.0.1.2:6379,10.0.1.3:6379'
+    assert.ok(block.includes(url))
+    const AsyncFunction = (async () => {}).constructor
+    const run = new AsyncFunction('connect', `${block.replace(url, cluster.url)}\nreturn cluster`)
+    const client = await run(crosslock.connect)
+    clients.push(client)
+    assert.match(client.address, /^cluster via 127\.0\.0\.1:/)
+    await (await client.lock(unique('js:readme:cluster')).acquire()).release()
   })
 
   test('names that would split an object over two slots are refused', async () => {

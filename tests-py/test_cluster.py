@@ -269,3 +269,23 @@ def test_killing_a_master_is_survived_by_waiters(fresh_cluster):
     finally:
         holder.close()
         other.close()
+
+
+def test_the_readme_cluster_example_connects(cluster):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Deployments", 1)[1].split("\n## ", 1)[0]
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", section, flags=re.S) if "redis+cluster" in b]
+    url = "redis+cluster://10.0.1.1:6379,10.0.1.2:6379,10.0.1.3:6379"
+    assert url in block
+    namespace: dict = {"crosslock": crosslock}
+    exec(compile(block.replace(url, cluster.url), "README.md (cluster)", "exec"), namespace)
+    client = namespace["cluster"]
+    try:
+        assert client.address.startswith("cluster via 127.0.0.1:")
+        with client.lock("py:readme:cluster"):
+            pass
+    finally:
+        client.close()

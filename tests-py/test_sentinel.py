@@ -229,7 +229,7 @@ def test_the_readme_deployments_example_runs(group, capsys):
 
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     section = text.split("\n## Deployments", 1)[1].split("\n## ", 1)[0]
-    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    block = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
     url = "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379/mymaster/0"
     assert url in block
     namespace: dict = {}

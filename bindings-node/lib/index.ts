@@ -66,7 +66,8 @@ export {
  * `url` is `redis://[user:password@]host:port/db`, or `rediss://…` for TLS. For Sentinel it is
  * `redis+sentinel://[user:password@]host:port[,host:port…]/<master name>[/db]` (the hosts are the
  * sentinels; `?sentinel_password=…` for the sentinels' own password), and the client follows the
- * master through failovers. Rejects with
+ * master through failovers. For Cluster it is `redis+cluster://[user:password@]host:port[,host:port…]`
+ * (seed nodes; `?sharded_pubsub=auto|on|off`, `auto` as Redisson's default). Rejects with
  * `RedisUnavailableError` (naming the address) when the server cannot be reached within
  * `connectTimeout`, and `InvalidArgumentError` for a malformed URL or options.
  *

@@ -259,7 +259,10 @@ impl Client {
     /// are the sentinels, port 26379 by default; the user info is the data nodes';
     /// `?sentinel_username=…&sentinel_password=…` are the sentinels' own), or
     /// `rediss+sentinel://…` for TLS: the client finds the master and follows it through
-    /// failovers.
+    /// failovers. For Cluster it is `redis+cluster://[user:password@]host:port[,host:port…]`
+    /// (seed nodes; `?sharded_pubsub=auto|on|off` picks the pub/sub flavour, `auto` as
+    /// Redisson's default), or `rediss+cluster://…` for TLS: each object goes to the master
+    /// owning its slot.
     ///
     /// # Errors
     ///
@@ -351,8 +354,8 @@ impl Client {
         owner.holder(&self.id())
     }
 
-    /// The address this client connects to (`host:port`, or `master '<name>' via sentinels
-    /// <host:port,…>`), for messages.
+    /// The address this client connects to (`host:port`, `master '<name>' via sentinels
+    /// <host:port,…>`, or `cluster via <host:port,…>`), for messages.
     ///
     /// # Examples
     ///

@@ -101,7 +101,9 @@ def connect(
         url: ``redis://[user:password@]host:port/db``, or ``rediss://…`` for TLS; for Sentinel
             ``redis+sentinel://[user:password@]host:port[,host:port…]/<master name>[/db]`` (the
             hosts are the sentinels; ``?sentinel_password=…`` for the sentinels' own password),
-            followed through failovers.
+            followed through failovers; for Cluster
+            ``redis+cluster://[user:password@]host:port[,host:port…]`` (seed nodes;
+            ``?sharded_pubsub=auto|on|off``, ``auto`` as Redisson's default).
         connect_timeout: seconds connecting may take.
         response_timeout: seconds one command may take.
         watchdog_timeout: the lease, in seconds, of locks acquired without one; renewed every
