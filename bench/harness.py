@@ -211,10 +211,11 @@ def floor(cfg, r: redis.Redis, port: int) -> list[dict]:
 # Scenario 1: uncontended
 
 
-def uncontended(cfg, runner: Runner) -> list[dict]:
+def uncontended(cfg, runner: Runner, plan: list[tuple[str, str]] | None = None) -> list[dict]:
     """Every library once per round, the order rotating between rounds: a slow spell of the machine
     then hits all libraries alike instead of one library's whole series."""
-    plan = [("rust", "crosslock")] + [("python", lib) for lib in PY_LIBS] + [("node", lib) for lib in NODE_LIBS]
+    if plan is None:
+        plan = [("rust", "crosslock")] + [("python", lib) for lib in PY_LIBS] + [("node", lib) for lib in NODE_LIBS]
     plan = [(lang, lib) for lang, lib in plan if cfg.want(lang, lib)]
     acc: dict[tuple[str, str], dict] = {}
     broken: set[tuple[str, str]] = set()
@@ -284,12 +285,13 @@ def handoff_pair(cfg, cmd_a, cmd_b, what, rounds, repeats, span_ms) -> list[list
         b.finish()
 
 
-def handoff(cfg, runner: Runner) -> list[dict]:
+def handoff(cfg, runner: Runner, plan: list[tuple[str, str, str, str]] | None = None) -> list[dict]:
     out = []
-    plan = [("rust", "crosslock", "rust", "crosslock")]
-    plan += [("python", lib, "python", lib) for lib in PY_LIBS]
-    plan += [("node", lib, "node", lib) for lib in NODE_LIBS]
-    plan += [("python", "crosslock", "node", "crosslock")]  # one lock, two languages
+    if plan is None:
+        plan = [("rust", "crosslock", "rust", "crosslock")]
+        plan += [("python", lib, "python", lib) for lib in PY_LIBS]
+        plan += [("node", lib, "node", lib) for lib in NODE_LIBS]
+        plan += [("python", "crosslock", "node", "crosslock")]  # one lock, two languages
     for lang_a, lib_a, lang_b, lib_b in plan:
         if not (cfg.want(lang_a, lib_a) and cfg.want(lang_b, lib_b)):
             continue
@@ -307,6 +309,16 @@ def handoff(cfg, runner: Runner) -> list[dict]:
             out.append({"lang": lang_a if not cross else f"{lang_a}->{lang_b}", "lib": lib_a,
                         "span_ms": span, "latencies_us": res})
     return out
+
+
+def cluster(cfg, runner: Runner) -> dict:
+    """crosslock's uncontended and handoff scenarios again, on a Redis Cluster (three masters with
+    a replica each, on this machine): the price of slot routing next to the single-server rows."""
+    langs = ["rust", "python", "node"]
+    return {
+        "uncontended": uncontended(cfg, runner, [(lang, "crosslock") for lang in langs]),
+        "handoff": handoff(cfg, runner, [(lang, "crosslock", lang, "crosslock") for lang in langs]),
+    }
 
 
 def cpu_hog() -> subprocess.Popen:
@@ -845,7 +857,8 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--rust-bin", required=True)
     p.add_argument("--smoke", action="store_true")
-    p.add_argument("--only", help="comma-separated scenarios: floor,uncontended,handoff,handoff_load,contended,holders,breakdown,semaphore")
+    p.add_argument("--cluster-url", help="a redis+cluster:// URL for the cluster scenario (skipped without it)")
+    p.add_argument("--only", help="comma-separated scenarios: floor,uncontended,handoff,handoff_load,contended,holders,breakdown,semaphore,cluster")
     p.add_argument("--libs", help="comma-separated libraries (or lang/lib) to run; default all")
     a = p.parse_args()
     cfg = Config(a.smoke, set(a.only.split(",")) if a.only else None, set(a.libs.split(",")) if a.libs else None)
@@ -864,6 +877,8 @@ def main():
         ("breakdown", lambda: breakdown(cfg, runner)),
         ("semaphore", lambda: semaphore(cfg, runner, r)),
     ]
+    if a.cluster_url:
+        scenarios.append(("cluster", lambda: cluster(cfg, Runner(a.cluster_url, a.rust_bin))))
     try:
         for key, fn in scenarios:
             if not cfg.want_scenario(key):

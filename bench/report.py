@@ -458,6 +458,33 @@ def main():
                  "most holders seen / permits", "all done, never over", "crosslock ÷ this"], rows))
         w("")
 
+    # ---- cluster ------------------------------------------------------------------------------
+    clu = R.get("cluster")
+    if clu:
+        w("## 8. On a Redis Cluster: crosslock's uncontended and handoff again")
+        w("")
+        w("The same two scenarios for crosslock on a Redis Cluster of six local nodes (three masters with "
+          "a replica each, on this same machine), next to its single-server rows above: each script goes "
+          "to the master owning the lock's slot, waiters use sharded pub/sub (`SSUBSCRIBE`, the releases "
+          "`SPUBLISH`). Six servers and their replication share the two cores with the clients.")
+        w("")
+        cu = {(u["lang"], u["lib"]): u for u in clu.get("uncontended", [])}
+        ch = {(h["lang"], h["lib"]): h for h in clu.get("handoff", [])}
+        rows = []
+        for lang in ("rust", "python", "node"):
+            u = cu.get((lang, "crosslock"))
+            single = unc_rate(lang, "crosslock")
+            rate = med([r["pairs_per_s"] for r in u["runs"]]) if u else None
+            hc = hand_stats(ch[(lang, "crosslock")]) if (lang, "crosslock") in ch else None
+            hs = hand_stats(hand[(lang, "crosslock")]) if (lang, "crosslock") in hand else None
+            rows.append([LANG_NAME[lang], f0(rate) if rate else "–", f0(single) if single else "–",
+                         f"{rate / single:.2f}×" if rate and single else "–",
+                         ms(hc["p50"]) if hc else "–", ms(hc["p99"]) if hc else "–",
+                         ms(hs["p50"]) if hs else "–"])
+        w(table(["language", "cluster pairs/s", "single-server pairs/s", "cluster ÷ single",
+                 "cluster handoff p50 (ms)", "cluster handoff p99 (ms)", "single-server handoff p50 (ms)"], rows))
+        w("")
+
     # ---- failures and notes -------------------------------------------------------------------
     if R.get("failures"):
         w("## Failures in this run")

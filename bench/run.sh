@@ -69,9 +69,10 @@ TMP=$(mktemp -d)
 redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
   --logfile "$TMP/redis.log" --maxclients 20000 &
 REDIS_PID=$!
+CLUSTER_PIDS=()
 cleanup() {
-  kill "$REDIS_PID" 2>/dev/null || true
-  wait "$REDIS_PID" 2>/dev/null || true
+  kill "$REDIS_PID" "${CLUSTER_PIDS[@]}" 2>/dev/null || true
+  wait "$REDIS_PID" "${CLUSTER_PIDS[@]}" 2>/dev/null || true
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -84,6 +85,33 @@ done
 redis-cli -p "$PORT" ping >/dev/null || die "redis-server did not answer on port $PORT"
 URL=redis://127.0.0.1:$PORT/0
 
+# A Redis Cluster for the cluster scenario: three masters with a replica each.
+CLUSTER_NODES=()
+for i in 1 2 3 4 5 6; do
+  CPORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  # The bus port is given: by default it is the port + 10000, beyond 65535 for a port above 55535.
+  BUS=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  mkdir -p "$TMP/cluster-$CPORT"
+  redis-server --port "$CPORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP/cluster-$CPORT" \
+    --logfile "$TMP/cluster-$CPORT/redis.log" --cluster-enabled yes --cluster-node-timeout 5000 \
+    --cluster-port "$BUS" &
+  CLUSTER_PIDS+=($!)
+  CLUSTER_NODES+=("127.0.0.1:$CPORT")
+  for _ in $(seq 200); do redis-cli -p "$CPORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
+done
+redis-cli --cluster create "${CLUSTER_NODES[@]}" --cluster-replicas 1 --cluster-yes >/dev/null \
+  || die "redis-cli --cluster create failed"
+for _ in $(seq 300); do
+  ok=1
+  for node in "${CLUSTER_NODES[@]}"; do
+    redis-cli -p "${node##*:}" cluster info 2>/dev/null | grep -q cluster_state:ok || ok=0
+  done
+  [ $ok = 1 ] && break
+  sleep 0.1
+done
+[ $ok = 1 ] || die "the bench cluster did not settle"
+CLUSTER_URL="redis+cluster://${CLUSTER_NODES[0]},${CLUSTER_NODES[1]}"
+
 mkdir -p results-raw
 STAMP=$(date +%Y%m%d-%H%M%S)
 if [ $SMOKE = 1 ]; then
@@ -93,7 +121,7 @@ else
 fi
 step "running the scenarios on $URL (raw results: bench/$RAW)"
 status=0
-timeout --kill-after=10 "$LIMIT" "$PY" harness.py --url "$URL" --out "$RAW" --rust-bin "$RUST_BIN" "$@" || status=$?
+timeout --kill-after=10 "$LIMIT" "$PY" harness.py --url "$URL" --cluster-url "$CLUSTER_URL" --out "$RAW" --rust-bin "$RUST_BIN" "$@" || status=$?
 if [ -f "$RAW" ]; then
   "$PY" report.py "$RAW" "$REPORT"
   step "wrote bench/$REPORT"

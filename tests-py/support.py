@@ -319,7 +319,10 @@ class Cluster:
         self.nodes: list[RedisServer] = []
         try:
             for _ in range(6):
-                self.nodes.append(RedisServer("--cluster-enabled", "yes", "--cluster-node-timeout", "1000"))
+                # The cluster bus port is given: by default it is the port + 10000, beyond 65535
+                # for a free port above 55535.
+                self.nodes.append(RedisServer("--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
+                                              "--cluster-port", str(free_port())))
             out = subprocess.run(
                 [REDIS_CLI, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
                  "--cluster-replicas", "1", "--cluster-yes"],

@@ -3,7 +3,7 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 
-import { startRedis } from './redis-server.mjs'
+import { freePort, startRedis } from './redis-server.mjs'
 import { RawRedis } from './resp.mjs'
 import { waitUntil } from './util.mjs'
 
@@ -83,7 +83,10 @@ export async function startCluster () {
   }
   try {
     for (let i = 0; i < 6; i++) {
-      nodes.push(await startRedis({ args: ['--cluster-enabled', 'yes', '--cluster-node-timeout', '1000'] }))
+      // The cluster bus port is given: by default it is the port + 10000, beyond 65535 for a free
+      // port above 55535.
+      const bus = await freePort()
+      nodes.push(await startRedis({ args: ['--cluster-enabled', 'yes', '--cluster-node-timeout', '1000', '--cluster-port', String(bus)] }))
     }
     await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`),
       '--cluster-replicas', '1', '--cluster-yes'], { timeout: 60_000 })

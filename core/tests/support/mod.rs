@@ -396,6 +396,8 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start() -> Self {
+        // The cluster bus port is given: by default it is the port + 10000, beyond 65535 for a
+        // free port above 55535.
         let nodes: Vec<RedisServer> = (0..6)
             .map(|_| {
                 RedisServer::start_with(&[
@@ -403,6 +405,8 @@ impl Cluster {
                     "yes",
                     "--cluster-node-timeout",
                     "1000",
+                    "--cluster-port",
+                    &free_port().to_string(),
                 ])
             })
             .collect();
