@@ -286,10 +286,8 @@ impl<P: Protocol> InFlight<P> {
                 _ => false,
             };
             if won {
-                let _ = proto
-                    .clone()
-                    .give_back(cx.clone(), request.holder.clone(), keeper.lease_after())
-                    .await;
+                let deadline = Instant::now() + cx.outage_tolerance;
+                give_back_settled(&proto, &cx, &request, &keeper, deadline).await;
             }
             let _ = proto.give_up(cx, request).await;
         }))
@@ -604,10 +602,7 @@ fn abandon_unsettled<P: Protocol>(s: &Shared<P>) -> JoinHandle<()> {
         loop {
             match proto.settle(&cx, &request.holder, keeper.recorded()).await {
                 Ok(Some(_)) => {
-                    let _ = proto
-                        .clone()
-                        .give_back(cx.clone(), request.holder.clone(), keeper.lease_after())
-                        .await;
+                    give_back_settled(&proto, &cx, &request, &keeper, deadline).await;
                     break;
                 }
                 Ok(None) => break,
@@ -619,6 +614,39 @@ fn abandon_unsettled<P: Protocol>(s: &Shared<P>) -> JoinHandle<()> {
         }
         let _ = proto.give_up(cx, request).await;
     })
+}
+
+/// Gives back the hold an abandoned attempt won. A give-back that gets no answer may or may not
+/// have run, so it is not sent twice: Redis is asked again (a hold given back settles to
+/// nothing left) and the give-back repeated only while the hold is still there, until
+/// `deadline`.
+async fn give_back_settled<P: Protocol>(
+    proto: &Arc<P>,
+    cx: &Arc<Ctx>,
+    request: &Request,
+    keeper: &Arc<dyn Keeper<P::Won>>,
+    deadline: Instant,
+) {
+    let mut held = true;
+    loop {
+        if held {
+            let given = proto
+                .clone()
+                .give_back(cx.clone(), request.holder.clone(), keeper.lease_after())
+                .await;
+            match given {
+                Err(e) if e.is_unavailable() && proto.can_settle() && Instant::now() < deadline => {
+                }
+                _ => return,
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        match proto.settle(cx, &request.holder, keeper.recorded()).await {
+            Ok(Some(_)) => held = true,
+            Err(e) if e.is_unavailable() && Instant::now() < deadline => held = false,
+            _ => return,
+        }
+    }
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
