@@ -666,6 +666,68 @@ impl Conn {
         self.settle(reply, subject)
     }
 
+    /// On a cluster: runs a per-node `script` (see `scripts::node_script!`, no declared keys) on
+    /// the master that serves `slot`, as this connection's slot map says. `EVALSHA` first, the
+    /// whole script on `NOSCRIPT`. Errors as [`Conn::eval`].
+    pub(crate) async fn eval_on_node<'w, T: redis::FromRedisValue>(
+        &self,
+        script: &Lua,
+        slot: u16,
+        args: &[&dyn ToArg],
+        subject: impl Into<What<'w>>,
+    ) -> Result<T> {
+        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+        let subject = subject.into();
+        let Handle::Cluster(mut cluster) = self.manager() else {
+            return Err(Error::new(
+                ErrorKind::Redis,
+                "a per-node script was sent on a connection that is not to a cluster",
+            ));
+        };
+        self.touch();
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+            slot,
+            SlotAddr::Master,
+        )));
+        let command = |verb: &str, body: &str| {
+            let mut cmd = redis::cmd(verb);
+            cmd.arg(body).arg(0);
+            for arg in args {
+                arg.add_to_cmd(&mut cmd);
+            }
+            cmd
+        };
+        let run = async {
+            // A server's error comes back as a value here: made an error again.
+            let first = cluster
+                .route_command(command("EVALSHA", script.hash()), routing.clone())
+                .await
+                .and_then(redis::Value::extract_error);
+            let value = match first {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    cluster
+                        .route_command(command("EVAL", script.code), routing)
+                        .await
+                        .and_then(redis::Value::extract_error)?
+                }
+                other => other?,
+            };
+            Ok(redis::from_redis_value::<T>(value)?)
+        };
+        let reply = tokio::time::timeout(self.inner.response_timeout, run).await;
+        self.settle(reply, subject)
+    }
+
+    /// On a cluster: which master serves each slot, from `CLUSTER SLOTS`.
+    pub(crate) async fn cluster_slot_ranges(&self) -> Result<Vec<SlotRange>> {
+        let slots: redis::Value = self
+            .query(redis::cmd("CLUSTER").arg("SLOTS"), What::Connection)
+            .await?;
+        Ok(slot_ranges(&slots))
+    }
+
     /// The result of one command bounded by the response timeout: its reply, or the error that
     /// says what happened, noting on the way whether the connection was lost or answered.
     fn settle<T>(
@@ -902,7 +964,11 @@ impl Conn {
 }
 
 /// The `(host, port)` of every master in a `CLUSTER SLOTS` reply.
-fn slot_masters(reply: &redis::Value) -> Vec<(String, u16)> {
+/// A range of slots and the master serving them: first slot, last slot, (host, port).
+pub(crate) type SlotRange = (u16, u16, (String, u16));
+
+/// The ranges of a `CLUSTER SLOTS` reply.
+fn slot_ranges(reply: &redis::Value) -> Vec<SlotRange> {
     let redis::Value::Array(ranges) = reply else {
         return Vec::new();
     };
@@ -911,22 +977,42 @@ fn slot_masters(reply: &redis::Value) -> Vec<(String, u16)> {
         let redis::Value::Array(fields) = range else {
             continue;
         };
-        let Some(redis::Value::Array(master)) = fields.get(2) else {
+        let (Some(redis::Value::Int(first)), Some(redis::Value::Int(last))) =
+            (fields.first(), fields.get(1))
+        else {
             continue;
         };
-        let host = match master.first() {
-            Some(redis::Value::BulkString(h)) => String::from_utf8_lossy(h).into_owned(),
-            Some(redis::Value::SimpleString(h)) => h.clone(),
-            _ => continue,
-        };
-        let Some(redis::Value::Int(port)) = master.get(1) else {
+        let Some(master) = fields.get(2).and_then(node_address) else {
             continue;
         };
-        let Ok(port) = u16::try_from(*port) else {
-            continue;
-        };
-        if !out.contains(&(host.clone(), port)) {
-            out.push((host, port));
+        if let (Ok(first), Ok(last)) = (u16::try_from(*first), u16::try_from(*last)) {
+            out.push((first, last, master));
+        }
+    }
+    out
+}
+
+/// A node's `[host, port, ...]` entry of a `CLUSTER SLOTS` reply.
+fn node_address(node: &redis::Value) -> Option<(String, u16)> {
+    let redis::Value::Array(node) = node else {
+        return None;
+    };
+    let host = match node.first() {
+        Some(redis::Value::BulkString(h)) => String::from_utf8_lossy(h).into_owned(),
+        Some(redis::Value::SimpleString(h)) => h.clone(),
+        _ => return None,
+    };
+    let Some(redis::Value::Int(port)) = node.get(1) else {
+        return None;
+    };
+    Some((host, u16::try_from(*port).ok()?))
+}
+
+fn slot_masters(reply: &redis::Value) -> Vec<(String, u16)> {
+    let mut out: Vec<(String, u16)> = Vec::new();
+    for (_, _, node) in slot_ranges(reply) {
+        if !out.contains(&node) {
+            out.push(node);
         }
     }
     out

@@ -317,6 +317,121 @@ async fn the_watchdog_renews_locks_in_every_slot_and_reports_a_deleted_one_lost(
     client.close().await;
 }
 
+/// The `EVAL` and `EVALSHA` calls each master has served since its counters were reset.
+fn script_calls(cluster: &Cluster, master: u16) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut cluster.node(master).raw())
+        .unwrap();
+    stats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_sends_one_script_per_master_per_period_and_follows_a_moved_slot() {
+    // Its own cluster: the test counts every script the masters run, and moves a slot.
+    let cluster = Cluster::start();
+    let watchdog = Duration::from_millis(900);
+    let period = watchdog / 3;
+    let client = client(&cluster, watchdog).await;
+    // 150 locks, 6 read holds and 6 permits: about 54 holds per master, in many slots each.
+    let mut guards = Vec::new();
+    for i in 0..150 {
+        guards.push(
+            client
+                .lock(&format!("pernode:{i}"))
+                .unwrap()
+                .acquire()
+                .await
+                .unwrap(),
+        );
+    }
+    let mut reads = Vec::new();
+    let mut permits = Vec::new();
+    for i in 0..6 {
+        let rw = client.read_write_lock(&format!("pernode:rw:{i}")).unwrap();
+        reads.push(rw.read().acquire().await.unwrap());
+        let semaphore = client
+            .permit_expirable_semaphore(&format!("pernode:pes:{i}"))
+            .unwrap();
+        assert!(semaphore.try_set_permits(1).await.unwrap());
+        permits.push(semaphore.acquire().await.unwrap());
+    }
+    let masters = cluster.masters();
+    assert_eq!(masters.len(), 3);
+    for m in &masters {
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut cluster.node(*m).raw())
+            .unwrap();
+    }
+    let started = Instant::now();
+    tokio::time::sleep(period * 5).await;
+    let counts: Vec<u64> = masters.iter().map(|m| script_calls(&cluster, *m)).collect();
+    // Every renewal round that can have started while counting, three kinds of hold per master.
+    let rounds = (started.elapsed().as_millis() / period.as_millis()) as u64 + 2;
+    for (m, calls) in masters.iter().zip(&counts) {
+        assert!(
+            *calls >= 3,
+            "master {m} ran {calls} renewal script(s): no renewal round"
+        );
+        assert!(
+            *calls <= 3 * rounds,
+            "master {m} ran {calls} scripts in {rounds} renewal rounds: not one per kind per \
+             master per round (one per slot would be about 50 per round)"
+        );
+    }
+    assert!(guards.iter().all(|g| !g.is_lost()));
+
+    // A slot moves under a held lock, a held read lock and a held permit: each is still
+    // renewed (on the master that has it now) and none is reported lost.
+    let moved = ["pernode:7", "pernode:rw:2", "{pernode:pes:3}:timeout"];
+    for key in moved {
+        let from = cluster.master_of(key);
+        let to = *masters.iter().find(|m| **m != from).unwrap();
+        cluster.move_slot(cluster.key_slot(key), to);
+        assert_eq!(cluster.master_of(key), to);
+    }
+    tokio::time::sleep(watchdog * 2).await;
+    for key in ["pernode:7", "pernode:rw:2"] {
+        let pttl: i64 = cluster
+            .node(cluster.master_of(key))
+            .raw()
+            .pttl(key)
+            .unwrap();
+        assert!(pttl > 0, "{key} renewed on its new master: pttl {pttl}");
+    }
+    assert!(guards.iter().all(|g| !g.is_lost()), "no lock reported lost");
+    assert!(
+        reads.iter().all(|g| !g.is_lost()),
+        "no read hold reported lost"
+    );
+    assert!(
+        permits.iter().all(|p| !p.lost().is_cancelled()),
+        "no permit reported lost"
+    );
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    for read in reads {
+        read.release().await.unwrap();
+    }
+    for permit in permits {
+        permit.release().await.unwrap();
+    }
+    client.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_that_would_split_an_object_over_two_slots_are_refused() {
     let cluster = shared();

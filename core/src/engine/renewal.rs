@@ -2,7 +2,7 @@
 //!
 //! Holds taken without a lease are renewed by a single task per client that wakes every
 //! `watchdog_timeout / 3` and renews all of them in batched scripts (one script per renewal kind
-//! and batch, all pipelined in one round trip). A renewal that fails (the connection was closed,
+//! and batch, all pipelined in one round trip; on a cluster, one per node, kind and batch). A renewal that fails (the connection was closed,
 //! Redis did not answer) is retried at once and then with a short back-off until it succeeds or
 //! the next period comes: a connection closed between renewals never costs a renewal.
 //!
@@ -47,6 +47,10 @@ pub(crate) async fn run(
     let mut next_round = Instant::now() + period;
     let mut retry_pause = Duration::ZERO;
     let mut was_watched = false;
+    let mut view = ClusterView {
+        ranges: None,
+        per_node: true,
+    };
     loop {
         let Some(h) = holds.upgrade() else { return };
         report(&listener, h.expire_due(Instant::now()));
@@ -60,7 +64,7 @@ pub(crate) async fn run(
         if watched && now >= next_round {
             let started = now;
             let ok = {
-                let round = renew_round(&h, &conn, &listener);
+                let round = renew_round(&h, &conn, &listener, &mut view);
                 tokio::pin!(round);
                 // Keep firing deadlines while the round waits for Redis.
                 loop {
@@ -99,107 +103,251 @@ pub(crate) async fn run(
     }
 }
 
+/// What the renewal loop knows of a cluster between rounds.
+struct ClusterView {
+    /// The masters' slot ranges (`CLUSTER SLOTS`): asked for when missing, forgotten when a node
+    /// turned out not to serve a key the ranges gave it.
+    ranges: Option<Vec<crate::connection::SlotRange>>,
+    /// Whether holds are renewed with one script per node; `false` once a node refused such a
+    /// script (Redis before 7 has no cross-slot script flag): one script per slot from then on.
+    per_node: bool,
+}
+
+/// The two renewal scripts of a kind: with declared keys (one server, one slot) and per node.
+fn scripts_of(kind: &RenewKind) -> (&'static scripts::Lua, &'static scripts::Lua) {
+    match kind {
+        RenewKind::Hash => (&scripts::RENEW_HASH, &scripts::RENEW_HASH_NODE),
+        RenewKind::Read { .. } => (&scripts::RENEW_READ, &scripts::RENEW_READ_NODE),
+        RenewKind::Permit { .. } => (&scripts::RENEW_PERMIT, &scripts::RENEW_PERMIT_NODE),
+    }
+}
+
+fn kind_index(kind: &RenewKind) -> u8 {
+    match kind {
+        RenewKind::Hash => 0,
+        RenewKind::Read { .. } => 1,
+        RenewKind::Permit { .. } => 2,
+    }
+}
+
+/// One renewal script call: holds of one kind, and where it goes.
+struct Batch<'a> {
+    holds: Vec<&'a Watched>,
+    /// `Some(slot)`: the per-node script, sent to the master serving `slot`; `None`: the script
+    /// with declared keys, routed by them.
+    node: Option<u16>,
+}
+
 /// Renews every watched hold once; `false` if any batch failed (to be retried).
-async fn renew_round(holds: &Holds, conn: &Conn, listener: &ArcSwapOption<LostListener>) -> bool {
+///
+/// On one server: one script per kind and batch of `watchdog_batch_size`, all pipelined. On a
+/// cluster: one script per master, kind and batch (keys of any slot the master serves); a key a
+/// master turns out not to serve (a slot moved since the slot map was read) is renewed again in
+/// the same round by a script routed by its slot, as on a cluster before Redis 7.
+async fn renew_round(
+    holds: &Holds,
+    conn: &Conn,
+    listener: &ArcSwapOption<LostListener>,
+    view: &mut ClusterView,
+) -> bool {
     let watched = holds.watched();
     if watched.is_empty() {
         return true;
     }
-    let lease = holds.watchdog_timeout;
-    let lease_ms = lease.as_millis() as u64;
-    let of = |kind: fn(&RenewKind) -> bool| {
-        watched
-            .iter()
-            .filter(move |w| kind(&w.renew))
-            .collect::<Vec<&Watched>>()
-    };
+    let mut pending: Vec<&Watched> = watched.iter().collect();
+    let mut all_ok = true;
     let cluster = conn.is_cluster();
-    let groups = [
-        (of(|k| matches!(k, RenewKind::Hash)), &*scripts::RENEW_HASH),
-        (
-            of(|k| matches!(k, RenewKind::Read { .. })),
-            &*scripts::RENEW_READ,
-        ),
-        (
-            of(|k| matches!(k, RenewKind::Permit { .. })),
-            &*scripts::RENEW_PERMIT,
-        ),
-    ]
-    .into_iter()
-    .flat_map(|(holds, script)| {
-        // On a cluster one script may only touch one slot: a group per slot.
-        let groups: Vec<Vec<&Watched>> = if cluster {
-            let mut by_slot = std::collections::BTreeMap::<u16, Vec<&Watched>>::new();
-            for w in holds {
-                by_slot
-                    .entry(crate::cluster::slot(renewed_key(w).as_bytes()))
-                    .or_default()
-                    .push(w);
-            }
-            by_slot.into_values().collect()
-        } else {
-            vec![holds]
-        };
-        groups.into_iter().map(move |g| (g, script))
-    })
-    .collect::<Vec<_>>();
-    let now_ms = crate::engine::epoch_ms();
-    let batches = groups
-        .iter()
-        .flat_map(|(group, script)| group.chunks(holds.batch).map(move |b| (b, *script)))
-        .map(|(batch, script)| async move {
-            let keys: Vec<&str> = batch.iter().map(|w| renewed_key(w)).collect();
-            let holders: Vec<&str> = batch.iter().map(|w| &*w.holder).collect();
-            let prefixes: Vec<Option<&str>> = batch
-                .iter()
-                .map(|w| match &w.renew {
-                    RenewKind::Read { prefix } => Some(&**prefix),
-                    _ => None,
-                })
-                .collect();
-            let mut args: Vec<&dyn ToArg> = Vec::with_capacity(2 * batch.len() + 2);
-            args.push(&lease_ms);
-            if matches!(batch[0].renew, RenewKind::Permit { .. }) {
-                args.push(&now_ms);
-            }
-            for (holder, prefix) in holders.iter().zip(&prefixes) {
-                args.push(holder);
-                if let Some(prefix) = prefix {
-                    args.push(prefix);
+    if cluster && view.per_node {
+        if view.ranges.is_none() {
+            view.ranges = conn.cluster_slot_ranges().await.ok();
+        }
+        if let Some(ranges) = &view.ranges {
+            let mut by_node =
+                std::collections::BTreeMap::<(&(String, u16), u8), Vec<&Watched>>::new();
+            let mut unplaced = Vec::new();
+            for w in pending.drain(..) {
+                let slot = crate::cluster::slot(renewed_key(w).as_bytes());
+                match master_of(ranges, slot) {
+                    Some(node) => by_node
+                        .entry((node, kind_index(&w.renew)))
+                        .or_default()
+                        .push(w),
+                    None => unplaced.push(w),
                 }
             }
-            let sent = Instant::now();
-            let result: crate::Result<Vec<i64>> =
-                conn.eval(script, &keys, &args, What::Connection).await;
-            (batch, sent, result)
-        });
-    // All batches go out at once; the multiplexed connection pipelines them (on a cluster, each
-    // to the node owning its slot).
-    let results = futures_util::future::join_all(batches).await;
-    let mut all_ok = true;
+            let batches = by_node
+                .into_values()
+                .flat_map(|group| {
+                    group
+                        .chunks(holds.batch)
+                        .map(|chunk| Batch {
+                            node: Some(crate::cluster::slot(renewed_key(chunk[0]).as_bytes())),
+                            holds: chunk.to_vec(),
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>();
+            let outcome = run_batches(holds, conn, listener, batches).await;
+            all_ok &= outcome.ok;
+            if !outcome.retry.is_empty() || !unplaced.is_empty() {
+                view.ranges = None;
+            }
+            if outcome.refused {
+                tracing::info!(
+                    target: "crosslock",
+                    "the cluster refused a per-node renewal script (Redis before 7?): renewing \
+                     one script per slot"
+                );
+                view.per_node = false;
+            }
+            pending = outcome.retry;
+            pending.extend(unplaced);
+        }
+    }
+    if pending.is_empty() {
+        return all_ok;
+    }
+    let mut groups = std::collections::BTreeMap::<(u16, u8), Vec<&Watched>>::new();
+    for w in pending {
+        // On a cluster one script with declared keys may only touch one slot: a group per slot.
+        let slot = if cluster {
+            crate::cluster::slot(renewed_key(w).as_bytes())
+        } else {
+            0
+        };
+        groups
+            .entry((slot, kind_index(&w.renew)))
+            .or_default()
+            .push(w);
+    }
+    let batches = groups
+        .into_values()
+        .flat_map(|group| {
+            group
+                .chunks(holds.batch)
+                .map(|chunk| Batch {
+                    node: None,
+                    holds: chunk.to_vec(),
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>();
+    let outcome = run_batches(holds, conn, listener, batches).await;
+    all_ok && outcome.ok
+}
+
+/// The master serving `slot` in `ranges`, if any.
+fn master_of(ranges: &[crate::connection::SlotRange], slot: u16) -> Option<&(String, u16)> {
+    ranges
+        .iter()
+        .find(|(first, last, _)| (*first..=*last).contains(&slot))
+        .map(|(_, _, node)| node)
+}
+
+/// What became of one round's batches.
+struct Outcome<'a> {
+    /// Every batch got an answer (or was handed on in `retry`).
+    ok: bool,
+    /// Holds a per-node script could not look at (to renew again by slot).
+    retry: Vec<&'a Watched>,
+    /// A per-node script was refused by Redis itself.
+    refused: bool,
+}
+
+/// Sends every batch at once (the multiplexed connection pipelines them; on a cluster each goes
+/// to its node) and settles each hold by its answer: renewed, gone (the lost signal), or, from a
+/// per-node script, to be renewed again by slot.
+async fn run_batches<'a>(
+    holds: &Holds,
+    conn: &Conn,
+    listener: &ArcSwapOption<LostListener>,
+    batches: Vec<Batch<'a>>,
+) -> Outcome<'a> {
+    let lease = holds.watchdog_timeout;
+    let lease_ms = lease.as_millis() as u64;
+    let now_ms = crate::engine::epoch_ms();
+    let calls = batches.into_iter().map(|batch| async move {
+        let keys: Vec<&str> = batch.holds.iter().map(|w| renewed_key(w)).collect();
+        let prefixes: Vec<Option<&str>> = batch
+            .holds
+            .iter()
+            .map(|w| match &w.renew {
+                RenewKind::Read { prefix } => Some(&**prefix),
+                _ => None,
+            })
+            .collect();
+        let holders: Vec<&str> = batch.holds.iter().map(|w| &*w.holder).collect();
+        let count = keys.len();
+        let mut args: Vec<&dyn ToArg> = Vec::with_capacity(3 * count + 3);
+        if batch.node.is_some() {
+            args.push(&count);
+            for key in &keys {
+                args.push(key);
+            }
+        }
+        args.push(&lease_ms);
+        if matches!(batch.holds[0].renew, RenewKind::Permit { .. }) {
+            args.push(&now_ms);
+        }
+        for (holder, prefix) in holders.iter().zip(&prefixes) {
+            args.push(holder);
+            if let Some(prefix) = prefix {
+                args.push(prefix);
+            }
+        }
+        let (by_slot, by_node) = scripts_of(&batch.holds[0].renew);
+        let sent = Instant::now();
+        let result: crate::Result<Vec<i64>> = match batch.node {
+            Some(slot) => {
+                conn.eval_on_node(by_node, slot, &args, What::Connection)
+                    .await
+            }
+            None => conn.eval(by_slot, &keys, &args, What::Connection).await,
+        };
+        (batch, sent, result)
+    });
+    let results = futures_util::future::join_all(calls).await;
+    let mut outcome = Outcome {
+        ok: true,
+        retry: Vec::new(),
+        refused: false,
+    };
     for (batch, sent, result) in results {
         let flags = match result {
             Ok(flags) => flags,
+            Err(e) if batch.node.is_some() && e.kind() != crate::ErrorKind::Unavailable => {
+                // Redis itself refused the per-node script: these holds are renewed by slot.
+                tracing::debug!(target: "crosslock", "per-node renewal refused: {e}");
+                let message = e.to_string();
+                outcome.refused |= message.contains("compil") || message.contains("flag");
+                outcome.retry.extend(batch.holds);
+                continue;
+            }
             Err(e) => {
                 // Keep the holds: the retry (or the local deadline) settles them.
                 tracing::warn!(
                     target: "crosslock",
                     "watchdog renewal of {} lock(s) failed, retrying: {e}",
-                    batch.len()
+                    batch.holds.len()
                 );
-                all_ok = false;
+                outcome.ok = false;
                 continue;
             }
         };
-        for (w, flag) in batch.iter().zip(flags) {
-            if flag == 1 {
-                holds.confirm(&w.key, Some(w.tenure), sent, lease);
-            } else if let Some(lost) = holds.mark_lost(&w.key, w.tenure, LostReason::Gone) {
-                report(listener, vec![lost]);
+        for (w, flag) in batch.holds.iter().zip(flags) {
+            match flag {
+                1 => holds.confirm(&w.key, Some(w.tenure), sent, lease),
+                -1 if batch.node.is_some() => outcome.retry.push(w),
+                // Gone, or (with declared keys) a key of another type: the hold is lost.
+                _ => {
+                    if let Some(lost) = holds.mark_lost(&w.key, w.tenure, LostReason::Gone) {
+                        report(listener, vec![lost]);
+                    }
+                }
             }
         }
     }
-    all_ok
+    outcome
 }
 
 /// The key a renewal script is given for `w`: a permit's semaphore's timeouts set, every other

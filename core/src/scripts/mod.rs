@@ -47,6 +47,25 @@ macro_rules! script {
     };
 }
 
+/// The variant of a renewal script run once per cluster node for keys of many slots (Redis ≥ 7):
+/// the keys travel as arguments (declared keys must share one slot), as `ARGV[1]` = their count,
+/// then the keys, then the script's own arguments; the header gives the body the `KEYS` and `ARGV`
+/// it expects. The script's flag lets it touch keys of any slot the node serves; a key the node
+/// does not serve is refused by Redis, which the script reports as -1 for that key.
+macro_rules! node_script {
+    ($name:ident, $file:literal) => {
+        pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
+            Lua::new(concat!(
+                "#!lua flags=allow-cross-slot-keys\n",
+                include_str!("node_args.lua"),
+                include_str!("prelude.lua"),
+                "\n",
+                include_str!($file)
+            ))
+        });
+    };
+}
+
 // Lock (RLock); the spin, fenced and non-reentrant locks share its hash and release.
 script!(LOCK_ACQUIRE, "lock/acquire.lua");
 script!(LOCK_RELEASE, "lock/release.lua");
@@ -78,6 +97,8 @@ script!(RW_INFO, "read_write_lock/info.lua");
 // Renewal (the watchdog)
 script!(RENEW_HASH, "renewal/hash.lua");
 script!(RENEW_READ, "renewal/read.lua");
+node_script!(RENEW_HASH_NODE, "renewal/hash.lua");
+node_script!(RENEW_READ_NODE, "renewal/read.lua");
 
 // Semaphore (and the permit-expirable semaphore's release of counted permits)
 script!(SEMAPHORE_ACQUIRE, "semaphore/acquire.lua");
@@ -103,6 +124,7 @@ script!(
 );
 script!(PES_INFO, "permit_expirable_semaphore/info.lua");
 script!(RENEW_PERMIT, "renewal/permit.lua");
+node_script!(RENEW_PERMIT_NODE, "renewal/permit.lua");
 
 // The inspector (read-only)
 script!(INSPECT, "inspect/inspect.lua");

@@ -574,6 +574,74 @@ impl Cluster {
         (old, new)
     }
 
+    /// The ports of the masters, as the cluster says now.
+    pub fn masters(&self) -> Vec<u16> {
+        let mut masters: Vec<u16> = self.slots().iter().map(|r| r.2).collect();
+        masters.sort();
+        masters.dedup();
+        masters
+    }
+
+    /// Moves `slot` with its keys to the master at `to` the way `redis-cli --cluster reshard`
+    /// does (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE on every master) and waits until the
+    /// cluster agrees.
+    pub fn move_slot(&self, slot: u16, to: u16) {
+        let from = self
+            .slots()
+            .into_iter()
+            .find(|(lo, hi, _, _)| (*lo..=*hi).contains(&slot))
+            .unwrap()
+            .2;
+        assert_ne!(from, to, "slot {slot} is already on 127.0.0.1:{to}");
+        let id = |port: u16| -> String {
+            redis::cmd("CLUSTER")
+                .arg("MYID")
+                .query(&mut self.node(port).raw())
+                .unwrap()
+        };
+        let (from_id, to_id) = (id(from), id(to));
+        let setslot = |port: u16, how: &str, node: &str| {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg(how)
+                .arg(node)
+                .query(&mut self.node(port).raw())
+                .unwrap();
+        };
+        setslot(to, "IMPORTING", &from_id);
+        setslot(from, "MIGRATING", &to_id);
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(100)
+                .query(&mut self.node(from).raw())
+                .unwrap();
+            if keys.is_empty() {
+                break;
+            }
+            let _: () = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(to)
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(&keys)
+                .query(&mut self.node(from).raw())
+                .unwrap();
+        }
+        setslot(to, "NODE", &to_id);
+        setslot(from, "NODE", &to_id);
+        for other in self.masters() {
+            if other != from && other != to {
+                setslot(other, "NODE", &to_id);
+            }
+        }
+        self.wait_until_stable();
+    }
+
     fn wait_for_master(&self, key: &str, port: u16) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
