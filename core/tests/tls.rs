@@ -1,4 +1,5 @@
-//! `rediss://`: the Lock over TLS, against a redis-server that only listens with TLS.
+//! `rediss://` and `rediss+sentinel://`: the Lock over TLS, against redis-servers (and a sentinel)
+//! that only listen with TLS.
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
@@ -9,22 +10,20 @@ use std::time::{Duration, Instant};
 
 use crosslock::{AcquireOptions, Client, Owner};
 
-struct TlsRedis {
-    port: u16,
-    child: Child,
+/// A throwaway private CA and a certificate for 127.0.0.1 signed by it, in a temporary folder
+/// (`ca.pem`, `cert.pem`, `key.pem`), removed on drop.
+struct Certs {
     dir: std::path::PathBuf,
 }
 
-impl TlsRedis {
-    fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = std::env::temp_dir().join(format!("crosslock-tls-{}-{port}", std::process::id()));
+impl Certs {
+    fn make(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "crosslock-tls-{tag}-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
-        // A throwaway private CA, and a server certificate for 127.0.0.1 signed by it.
         let openssl = |args: &[&str]| {
             let status = Command::new("openssl")
                 .args(args)
@@ -80,47 +79,109 @@ impl TlsRedis {
             "-out",
             "cert.pem",
         ]);
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                "0",
-                "--tls-port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-            ])
-            .arg("--tls-cert-file")
-            .arg(dir.join("cert.pem"))
-            .arg("--tls-key-file")
-            .arg(dir.join("key.pem"))
-            .args([
-                "--tls-auth-clients",
-                "no",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(&dir)
+        Certs { dir }
+    }
+
+    fn ca(&self) -> Vec<u8> {
+        std::fs::read(self.dir.join("ca.pem")).unwrap()
+    }
+
+    /// The server settings of a TLS-only node (its TLS port, no plain port) that trusts the CA
+    /// for its own connections (a replica to its master, a sentinel to the nodes).
+    fn server_config(&self, port: u16) -> String {
+        format!(
+            "port 0\ntls-port {port}\nbind 127.0.0.1\ntls-cert-file {d}/cert.pem\n\
+             tls-key-file {d}/key.pem\ntls-ca-cert-file {d}/ca.pem\ntls-auth-clients no\n\
+             tls-replication yes\nsave \"\"\nappendonly no\ndir {d}\n",
+            d = self.dir.display()
+        )
+    }
+
+    /// Runs `redis-cli` over TLS against 127.0.0.1:`port`; its output, trimmed.
+    fn cli(&self, port: u16, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .arg("--tls")
+            .arg("--cacert")
+            .arg(self.dir.join("ca.pem"))
+            .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+}
+
+impl Drop for Certs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A TLS-only redis-server (or sentinel) from a config file; killed on drop.
+struct TlsNode {
+    port: u16,
+    child: Child,
+}
+
+impl TlsNode {
+    fn start(certs: &Certs, extra_config: &str, sentinel: bool) -> Self {
+        let port = free_port();
+        let conf = certs.dir.join(format!("node-{port}.conf"));
+        std::fs::write(
+            &conf,
+            format!("{}{extra_config}", certs.server_config(port)),
+        )
+        .unwrap();
+        let mut cmd = Command::new("redis-server");
+        cmd.arg(&conf);
+        if sentinel {
+            cmd.arg("--sentinel");
+        }
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap();
+            .expect("redis-server must be installed (the test command installs it)");
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "TLS redis-server did not start");
             std::thread::sleep(Duration::from_millis(10));
         }
-        TlsRedis { port, child, dir }
+        TlsNode { port, child }
     }
 }
 
-impl Drop for TlsRedis {
+impl Drop for TlsNode {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A redis-server that only listens with TLS, with its certificates.
+struct TlsRedis {
+    port: u16,
+    certs: Certs,
+    _node: TlsNode,
+}
+
+impl TlsRedis {
+    fn start() -> Self {
+        let certs = Certs::make("server");
+        let node = TlsNode::start(&certs, "", false);
+        TlsRedis {
+            port: node.port,
+            certs,
+            _node: node,
+        }
     }
 }
 
@@ -128,7 +189,7 @@ impl Drop for TlsRedis {
 async fn lock_works_over_tls() {
     let server = TlsRedis::start();
     // The server's certificate comes from a private CA: trust exactly that CA.
-    let ca = std::fs::read(server.dir.join("ca.pem")).unwrap();
+    let ca = server.certs.ca();
     let options = crosslock::ClientOptions::new().tls_ca_cert(ca);
     let client = Client::connect_with(&format!("rediss://127.0.0.1:{}/0", server.port), options)
         .await
@@ -185,4 +246,131 @@ async fn untrusted_certificate_is_refused() {
         .unwrap_err();
     assert_eq!(err.kind(), crosslock::ErrorKind::Unavailable, "{err}");
     assert!(err.to_string().contains("(TLS)"), "{err}");
+}
+
+/// Polls `check` every 50 ms for up to 30 s.
+fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_over_tls_finds_the_master_and_follows_a_failover() {
+    // Master, replica and sentinel all listen with TLS only; the replica and the sentinel reach
+    // the nodes over TLS too.
+    let certs = Certs::make("sentinel");
+    let master = TlsNode::start(&certs, "", false);
+    let replica = TlsNode::start(
+        &certs,
+        &format!("replicaof 127.0.0.1 {}\n", master.port),
+        false,
+    );
+    let sentinel = TlsNode::start(
+        &certs,
+        &format!(
+            "sentinel monitor tlsmaster 127.0.0.1 {} 1\n\
+             sentinel down-after-milliseconds tlsmaster 1000\n\
+             sentinel failover-timeout tlsmaster 4000\n",
+            master.port
+        ),
+        true,
+    );
+    eventually("the replica did not sync over TLS", || {
+        certs
+            .cli(replica.port, &["INFO", "replication"])
+            .contains("master_link_status:up")
+    });
+    eventually("the sentinel did not find the replica", || {
+        certs
+            .cli(sentinel.port, &["SENTINEL", "REPLICAS", "tlsmaster"])
+            .contains(&replica.port.to_string())
+    });
+
+    let url = format!("rediss+sentinel://127.0.0.1:{}/tlsmaster/0", sentinel.port);
+    let options = crosslock::ClientOptions::new()
+        .tls_ca_cert(certs.ca())
+        .watchdog_timeout(Duration::from_secs(3))
+        .connect_timeout(Duration::from_secs(8));
+    let client = Client::connect_with(&url, options).await.unwrap();
+    let lock = client.lock("tls:sentinel").unwrap();
+    assert!(
+        lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    assert!(
+        certs
+            .cli(master.port, &["HGETALL", "tls:sentinel"])
+            .contains(":1"),
+        "the lock is written on the master"
+    );
+    // A waiter is woken through the TLS subscription connection to the master.
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            lock.acquire_as(
+                Owner::new(2),
+                &AcquireOptions::new().wait(Duration::from_secs(20)),
+            )
+            .await
+        })
+    };
+    while client.subscribed_channels() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    lock.release_as(Owner::new(1)).await.unwrap();
+    assert!(waiter.await.unwrap().unwrap());
+    eventually("the hold did not reach the replica", || {
+        certs
+            .cli(replica.port, &["HGETALL", "tls:sentinel"])
+            .contains(":2")
+    });
+
+    // The sentinel promotes the replica: the client follows it over TLS; the replicated hold is
+    // still held, renewed and released there.
+    assert_eq!(
+        certs.cli(sentinel.port, &["SENTINEL", "FAILOVER", "tlsmaster"]),
+        "OK"
+    );
+    eventually("the sentinel did not promote the replica", || {
+        certs
+            .cli(
+                sentinel.port,
+                &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "tlsmaster"],
+            )
+            .contains(&replica.port.to_string())
+    });
+    eventually("the replica did not become a master", || {
+        certs.cli(replica.port, &["ROLE"]).starts_with("master")
+    });
+    assert!(
+        !lock
+            .acquire_as(
+                Owner::new(3),
+                &AcquireOptions::new().wait(Duration::from_millis(300))
+            )
+            .await
+            .unwrap(),
+        "the replicated hold still excludes others on the new master"
+    );
+    // Longer than the lease: the hold lives on because the watchdog renews it on the new master.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert!(lock.is_held_by(Owner::new(2)).await.unwrap());
+    lock.release_as(Owner::new(2)).await.unwrap();
+    assert!(
+        lock.acquire_as(Owner::new(3), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    assert!(
+        certs
+            .cli(replica.port, &["HGETALL", "tls:sentinel"])
+            .contains(":3"),
+        "the new hold is written on the new master"
+    );
+    lock.release_as(Owner::new(3)).await.unwrap();
+    client.close().await;
 }
