@@ -1,5 +1,5 @@
-//! `rediss://` and `rediss+sentinel://`: the Lock over TLS, against redis-servers (and a sentinel)
-//! that only listen with TLS.
+//! `rediss://`, `rediss+sentinel://` and `rediss+cluster://`: the Lock over TLS, against
+//! redis-servers, a sentinel and a cluster that only listen with TLS.
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
@@ -372,5 +372,119 @@ async fn sentinel_over_tls_finds_the_master_and_follows_a_failover() {
         "the new hold is written on the new master"
     );
     lock.release_as(Owner::new(3)).await.unwrap();
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_over_tls_routes_wakes_and_renews() {
+    // Three TLS-only masters whose cluster bus is TLS too.
+    let certs = Certs::make("cluster");
+    let nodes: Vec<TlsNode> = (0..3)
+        .map(|_| {
+            TlsNode::start(
+                &certs,
+                &format!(
+                    "cluster-enabled yes\ncluster-node-timeout 1000\ntls-cluster yes\n\
+                     cluster-port {}\ncluster-config-file nodes-{}.conf\n",
+                    free_port(),
+                    free_port()
+                ),
+                false,
+            )
+        })
+        .collect();
+    let mut create = Command::new("redis-cli");
+    create
+        .arg("--tls")
+        .arg("--cacert")
+        .arg(certs.dir.join("ca.pem"))
+        .args(["--cluster", "create"]);
+    for n in &nodes {
+        create.arg(format!("127.0.0.1:{}", n.port));
+    }
+    let out = create
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "redis-cli --cluster create over TLS failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    eventually("the TLS cluster did not settle", || {
+        nodes.iter().all(|n| {
+            certs
+                .cli(n.port, &["CLUSTER", "INFO"])
+                .contains("cluster_state:ok")
+        })
+    });
+
+    let url = format!(
+        "rediss+cluster://127.0.0.1:{},127.0.0.1:{}",
+        nodes[0].port, nodes[1].port
+    );
+    let options = crosslock::ClientOptions::new()
+        .tls_ca_cert(certs.ca())
+        .watchdog_timeout(Duration::from_millis(900))
+        .connect_timeout(Duration::from_secs(8));
+    let client = Client::connect_with(&url, options).await.unwrap();
+    // Locks in every master's slots, held past their first lease by the watchdog.
+    let names: Vec<String> = (0..20).map(|i| format!("tls:cluster:{i}")).collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.lock(name).unwrap().acquire().await.unwrap());
+    }
+    let serving: std::collections::HashSet<u16> = names
+        .iter()
+        .map(|name| {
+            let slot: u16 = certs
+                .cli(nodes[0].port, &["CLUSTER", "KEYSLOT", name])
+                .parse()
+                .unwrap();
+            nodes
+                .iter()
+                .find(|n| {
+                    certs
+                        .cli(n.port, &["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()])
+                        .parse::<u64>()
+                        .unwrap()
+                        > 0
+                })
+                .map(|n| n.port)
+                .expect("every lock is on the master serving its slot")
+        })
+        .collect();
+    assert_eq!(
+        serving.len(),
+        3,
+        "the locks are spread over all three masters"
+    );
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert!(guards.iter().all(|g| !g.is_lost()), "renewed over TLS");
+
+    // A waiter is woken through the (sharded) TLS subscription when the holder releases.
+    let lock = client.lock(&names[5]).unwrap();
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            lock.acquire_as(
+                Owner::new(9),
+                &AcquireOptions::new().wait(Duration::from_secs(20)),
+            )
+            .await
+        })
+    };
+    while client.subscribed_channels() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut guards = guards.into_iter();
+    for guard in guards.by_ref().take(6) {
+        guard.release().await.unwrap();
+    }
+    assert!(waiter.await.unwrap().unwrap());
+    lock.release_as(Owner::new(9)).await.unwrap();
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
     client.close().await;
 }
