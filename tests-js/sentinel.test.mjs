@@ -124,6 +124,27 @@ describe('one sentinel group', () => {
     assert.match(client.address, /^master 'crosslock' via sentinels/)
   })
 
+  test('waitForReplicas: an acquisition returns once the replica has it, or is given back', async () => {
+    const client = await connect({ waitForReplicas: 1, replicaWaitTimeout: 500 })
+    const name = unique('js:sentinel:synced')
+    const held = await client.lock(name).acquire()
+    // No waiting here: the acquire resolved after the replica acknowledged it.
+    const fields = await onNode((await group.replica()).port, (r) => r.hgetall(name))
+    assert.deepEqual(fields, { [held.holder]: '1' })
+    await held.release()
+
+    // Two replicas asked for, one there: given back, a clear error, nothing held.
+    const short = await connect({ waitForReplicas: 2, replicaWaitTimeout: 200 })
+    const other = unique('js:sentinel:short')
+    await assert.rejects(short.lock(other).acquire({ wait: 5000 }), (e) => {
+      assert.ok(e instanceof RedisUnavailableError, String(e))
+      assert.match(e.message, /1 of the 2 replica\(s\).*given back/)
+      return true
+    })
+    assert.equal(await onNode(await group.masterPort(), (r) => r.command('EXISTS', other)), 0)
+    await assert.rejects(crosslock.connect(group.url, { waitForReplicas: 0 }), InvalidArgumentError)
+  })
+
   test('a wrong master name or no sentinel is a clear error', async () => {
     const [port] = group.sentinelPorts()
     await assert.rejects(crosslock.connect(`redis+sentinel://127.0.0.1:${port}/no-such-master`),

@@ -148,6 +148,35 @@ def test_a_wrong_master_name_or_no_sentinel_is_a_clear_error(group):
         crosslock.connect(f"redis+sentinel://127.0.0.1:{port}")
 
 
+def test_wait_for_replicas_returns_once_the_replica_has_it_or_gives_it_back(group):
+    with connect(group, wait_for_replicas=1, replica_wait_timeout=0.5) as client:
+        with client.lock("py:sentinel:synced"):
+            # No waiting here: the acquire returned after the replica acknowledged it.
+            with group.replica().raw() as r:
+                assert list(r.hgetall("py:sentinel:synced").values()) == ["1"]
+        sem = client.semaphore("py:sentinel:synced-sem")
+        assert sem.try_set_permits(2)
+        sem.acquire(2)
+        with group.replica().raw() as r:
+            assert r.command("GET", "py:sentinel:synced-sem") == "0"
+        sem.release(2)
+    # Two replicas asked for, one there: given back, a clear error, nothing held.
+    with connect(group, wait_for_replicas=2, replica_wait_timeout=0.2) as client:
+        lock = client.lock("py:sentinel:short")
+        with pytest.raises(crosslock.RedisUnavailableError, match=r"1 of the 2 replica\(s\).*given back"):
+            lock.acquire(timeout=5)
+        assert not lock.locked()
+        with group.master().raw() as r:
+            assert r.command("EXISTS", "py:sentinel:short") == 0
+
+
+def test_wait_for_replicas_is_checked(group):
+    with pytest.raises(crosslock.InvalidArgumentError, match="wait_for_replicas"):
+        crosslock.connect(group.url, wait_for_replicas=0)
+    with pytest.raises(crosslock.InvalidArgumentTypeError, match="wait_for_replicas"):
+        crosslock.connect(group.url, wait_for_replicas="1")  # type: ignore[arg-type]
+
+
 def test_sentinel_failover_keeps_replicated_holds_and_reports_the_others_lost(fresh_group):
     group = fresh_group
     # A lease that outlasts the failover (renewed every 2 s): a hold is lost only because the new

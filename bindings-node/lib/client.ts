@@ -51,6 +51,17 @@ export interface ConnectOptions {
    * PEM (a string, or a Buffer / Uint8Array such as `fs.readFileSync('ca.pem')`). Default: the web roots.
    */
   tlsCaCert?: string | Uint8Array | undefined
+  /**
+   * After every acquisition (a lock, a read or write hold, a permit), wait until this many
+   * replicas of the master have it (Redis `WAIT`, as Redisson does after its lock scripts).
+   * Default: no waiting. When fewer acknowledge within `replicaWaitTimeout`, the acquisition is
+   * given back and the call rejects with `RedisUnavailableError` (nothing is left held). It
+   * makes an acquisition survive a failover to a replica that had it; renewals and releases are
+   * not waited for.
+   */
+  waitForReplicas?: number | undefined
+  /** How long to wait for those replicas, in milliseconds (default 1000). */
+  replicaWaitTimeout?: number | undefined
 }
 
 function checkConnectOptions(options: unknown): native.ConnectOptions {
@@ -58,7 +69,7 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
   if (typeof options !== 'object') throw invalidArgument('type', `connect options must be an object, got ${typeof options}`)
   const o = options as Record<string, unknown>
   const out: native.ConnectOptions = {}
-  for (const key of ['connectTimeout', 'responseTimeout', 'watchdogTimeout', 'fairLockWaitTimeout'] as const) {
+  for (const key of ['connectTimeout', 'responseTimeout', 'watchdogTimeout', 'fairLockWaitTimeout', 'replicaWaitTimeout'] as const) {
     const v = o[key]
     if (v === undefined || v === null) continue
     if (typeof v !== 'number') throw invalidArgument('type', `${key} must be a number of milliseconds, got ${typeof v}`)
@@ -72,6 +83,14 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
       throw invalidArgument('range', `watchdogBatchSize must be an integer ≥ 1, got ${batch}`)
     }
     out.watchdogBatchSize = batch
+  }
+  const replicas = o.waitForReplicas
+  if (replicas !== undefined && replicas !== null) {
+    if (typeof replicas !== 'number') throw invalidArgument('type', `waitForReplicas must be a number of replicas, got ${typeof replicas}`)
+    if (!Number.isInteger(replicas) || replicas < 1 || replicas > 0xffffffff) {
+      throw invalidArgument('range', `waitForReplicas must be an integer ≥ 1 (leave it out not to wait), got ${replicas}`)
+    }
+    out.waitForReplicas = replicas
   }
   const ca = o.tlsCaCert
   if (ca !== undefined && ca !== null) {

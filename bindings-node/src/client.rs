@@ -25,6 +25,10 @@ pub struct ConnectOptions {
     pub fair_lock_wait_timeout: Option<f64>,
     /// PEM root certificate(s) to trust for a `rediss://` server with a private CA.
     pub tls_ca_cert: Option<napi::bindgen_prelude::Uint8Array>,
+    /// After every acquisition, wait until this many replicas have it (Redis `WAIT`).
+    pub wait_for_replicas: Option<u32>,
+    /// How long to wait for those replicas (default 1000).
+    pub replica_wait_timeout: Option<f64>,
 }
 
 /// A lock of this client that a renewal found gone.
@@ -73,6 +77,13 @@ fn options(options: Option<ConnectOptions>) -> crosslock::Result<crosslock::Clie
     }
     if let Some(pem) = o.tls_ca_cert {
         out = out.tls_ca_cert(pem.to_vec());
+    }
+    if let Some(replicas) = o.wait_for_replicas {
+        let wait = match o.replica_wait_timeout {
+            Some(ms) => duration_from_millis(ms, "replicaWaitTimeout")?,
+            None => std::time::Duration::from_secs(1),
+        };
+        out = out.wait_for_replicas(replicas, wait);
     }
     Ok(out)
 }

@@ -41,6 +41,8 @@ fn options(
     watchdog_timeout: f64,
     fair_lock_wait_timeout: f64,
     tls_ca_cert: Option<Vec<u8>>,
+    wait_for_replicas: Option<u32>,
+    replica_wait_timeout: f64,
 ) -> crosslock::Result<ClientOptions> {
     let secs = |value: f64, what: &str| ffi::duration(value, 1.0, what);
     let mut options = ClientOptions::new()
@@ -51,6 +53,12 @@ fn options(
     if let Some(pem) = tls_ca_cert {
         options = options.tls_ca_cert(pem);
     }
+    if let Some(replicas) = wait_for_replicas {
+        options = options.wait_for_replicas(
+            replicas,
+            secs(replica_wait_timeout, "replica_wait_timeout")?,
+        );
+    }
     Ok(options)
 }
 
@@ -59,7 +67,7 @@ impl PyClient {
     /// Connects (blocking, GIL released). Raises `RedisUnavailableError` naming `host:port` when
     /// the server cannot be reached within `connect_timeout` seconds.
     #[staticmethod]
-    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None))]
+    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0))]
     fn connect(
         py: Python<'_>,
         url: String,
@@ -68,6 +76,8 @@ impl PyClient {
         watchdog_timeout: f64,
         fair_lock_wait_timeout: f64,
         tls_ca_cert: Option<Vec<u8>>,
+        wait_for_replicas: Option<u32>,
+        replica_wait_timeout: f64,
     ) -> PyResult<PyClient> {
         let options = options(
             connect_timeout,
@@ -75,6 +85,8 @@ impl PyClient {
             watchdog_timeout,
             fair_lock_wait_timeout,
             tls_ca_cert,
+            wait_for_replicas,
+            replica_wait_timeout,
         )
         .map_err(|e| to_py_err(py, e, None))?;
         let client = runtime::wait(
@@ -88,7 +100,7 @@ impl PyClient {
 
     /// As `connect`, as an awaitable.
     #[staticmethod]
-    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None))]
+    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0))]
     fn connect_async(
         py: Python<'_>,
         url: String,
@@ -97,6 +109,8 @@ impl PyClient {
         watchdog_timeout: f64,
         fair_lock_wait_timeout: f64,
         tls_ca_cert: Option<Vec<u8>>,
+        wait_for_replicas: Option<u32>,
+        replica_wait_timeout: f64,
     ) -> PyResult<Bound<'_, PyAny>> {
         let options = options(
             connect_timeout,
@@ -104,6 +118,8 @@ impl PyClient {
             watchdog_timeout,
             fair_lock_wait_timeout,
             tls_ca_cert,
+            wait_for_replicas,
+            replica_wait_timeout,
         )
         .map_err(|e| to_py_err(py, e, None))?;
         runtime::awaitable(

@@ -52,6 +52,20 @@ pub struct ClientOptions {
     /// PEM-encoded root certificate(s) to trust for a `rediss://` server, instead of the built-in
     /// web roots: for a server whose certificate comes from a private CA. Default `None`.
     pub tls_ca_cert: Option<Vec<u8>>,
+    /// Wait for replicas after each acquisition (Redis `WAIT`); off by default. See
+    /// [`wait_for_replicas`](Self::wait_for_replicas).
+    pub replica_sync: Option<ReplicaSync>,
+}
+
+/// How many replicas must have an acquisition, and how long to wait for them: see
+/// [`ClientOptions::wait_for_replicas`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReplicaSync {
+    /// How many replicas of the master must acknowledge (at least 1).
+    pub replicas: u32,
+    /// How long to wait for them (Redis `WAIT`'s timeout).
+    pub timeout: Duration,
 }
 
 impl Default for ClientOptions {
@@ -63,6 +77,7 @@ impl Default for ClientOptions {
             watchdog_batch_size: 100,
             fair_lock_wait_timeout: Duration::from_secs(300),
             tls_ca_cert: None,
+            replica_sync: None,
         }
     }
 }
@@ -166,6 +181,36 @@ impl ClientOptions {
         self
     }
 
+    /// After every acquisition (a lock, a read or write hold, a permit; re-entries too), waits
+    /// until `replicas` replicas of the master have it, at most `timeout` (Redis `WAIT`, as
+    /// Redisson does after its lock scripts). Off by default.
+    ///
+    /// When fewer replicas acknowledge in time, the acquisition is given back at once and the
+    /// acquire fails with [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable), saying how
+    /// many replicas answered; nothing is left held (a waiting acquire does not keep trying: a
+    /// replica that lags behind is an operator's matter).
+    ///
+    /// What it guarantees: a lock you were told you hold had reached `replicas` replicas, so a
+    /// failover that promotes one of them keeps it (with `replicas` = all replicas, any failover
+    /// does). What it does not: renewals and releases are not waited for (a release lost in a
+    /// failover leaves the lock until its lease runs out; a renewal lost in one shortens the
+    /// lease, and the holder is told if the lock is lost), and a replica that acknowledged may
+    /// still lose the write if it crashes too. Acquisitions use a connection of their own, so a
+    /// slow replica delays acquisitions, never renewals or releases. Each acquisition costs the
+    /// time the replicas take to acknowledge (about one round trip from the master to them).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let options = crosslock::ClientOptions::new().wait_for_replicas(1, Duration::from_secs(1));
+    /// assert_eq!(options.replica_sync.unwrap().replicas, 1);
+    /// ```
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_sync = Some(ReplicaSync { replicas, timeout });
+        self
+    }
+
     fn validate(&self) -> Result<()> {
         let day = Duration::from_secs(86_400);
         for (what, value) in [
@@ -197,6 +242,19 @@ impl ClientOptions {
         }
         if self.watchdog_batch_size == 0 {
             return Err(Error::invalid("watchdog_batch_size must be at least 1"));
+        }
+        if let Some(sync) = self.replica_sync {
+            if sync.replicas == 0 {
+                return Err(Error::invalid(
+                    "wait_for_replicas needs at least 1 replica (leave it unset not to wait)",
+                ));
+            }
+            if sync.timeout < Duration::from_millis(1) || sync.timeout > day {
+                return Err(Error::invalid(format!(
+                    "the replica wait timeout must be between 1 ms and 1 day, got {:?}",
+                    sync.timeout
+                )));
+            }
         }
         Ok(())
     }
@@ -528,6 +586,12 @@ impl Client {
             Conn::connect(&route, timeouts, stop.clone()),
             PubSub::connect(&route, timeouts, stop.clone()),
         )?;
+        if let Some(sync) = options.replica_sync {
+            // Acquisitions and their WAIT get a connection of their own: WAIT blocks the
+            // connection it is sent on until the replicas answer.
+            let acquisitions = Conn::connect(&route, timeouts, stop.clone()).await?;
+            conn.wait_for_replicas(acquisitions, sync);
+        }
         let holds = Holds::new(options.watchdog_timeout, options.watchdog_batch_size);
         crate::runtime::spawn(renewal::run(
             Arc::downgrade(&holds),
@@ -545,6 +609,7 @@ impl Client {
             watchdog_timeout: options.watchdog_timeout,
             fair_lock_wait_timeout: options.fair_lock_wait_timeout,
             outage_tolerance: options.connect_timeout,
+            replica_sync: options.replica_sync,
             stop,
         }))
     }

@@ -385,6 +385,9 @@ struct Inner {
     /// rebuilt with them after a node failed (see [`Conn::recover`]).
     pushes: UnboundedSender<redis::PushInfo>,
     timeouts: Timeouts,
+    /// With `ClientOptions::wait_for_replicas`: the connection acquisitions go to, followed by
+    /// `WAIT` there, and how many replicas it waits for.
+    sync: std::sync::OnceLock<(Conn, crate::ReplicaSync)>,
 }
 
 struct Link {
@@ -544,6 +547,7 @@ impl Conn {
                 subscriptions: Default::default(),
                 pushes: pushes.clone(),
                 timeouts,
+                sync: std::sync::OnceLock::new(),
             }),
         };
         if route.sentinels.is_some() {
@@ -633,6 +637,11 @@ impl Conn {
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
         let subject = subject.into();
+        if let Some((acquisitions, sync)) = self.inner.sync.get().filter(|_| script.synced) {
+            return acquisitions
+                .eval_and_wait(script, keys, args, subject, *sync)
+                .await;
+        }
         if self.is_cluster() {
             crate::cluster::script_slot(keys)?;
         }
@@ -664,6 +673,75 @@ impl Conn {
             reply
         };
         self.settle(reply, subject)
+    }
+
+    /// Sends acquisitions (scripts marked `synced`) to `acquisitions`, each followed by `WAIT`
+    /// for `sync.replicas` replicas.
+    pub(crate) fn wait_for_replicas(&self, acquisitions: Conn, sync: crate::ReplicaSync) {
+        let _ = self.inner.sync.set((acquisitions, sync));
+    }
+
+    /// Runs `script` and `WAIT <replicas> <timeout>` right behind it, in one pipeline on this
+    /// connection (so that the `WAIT` counts this script's write, even if the connection is
+    /// replaced meanwhile), and notes how many replicas acknowledged for the acquire loop
+    /// ([`crate::engine::note_replica_acks`]). Bounded by the response timeout plus the `WAIT`.
+    async fn eval_and_wait<T: redis::FromRedisValue>(
+        &self,
+        script: &Lua,
+        keys: &[&str],
+        args: &[&dyn ToArg],
+        subject: What<'_>,
+        sync: crate::ReplicaSync,
+    ) -> Result<T> {
+        if self.is_cluster() {
+            crate::cluster::script_slot(keys)?;
+        }
+        let mut manager = self.manager();
+        self.touch();
+        let pipeline = |whole: bool| {
+            let mut cmd = if whole {
+                let mut cmd = redis::cmd("EVAL");
+                cmd.arg(script.code);
+                cmd
+            } else {
+                let mut cmd = redis::cmd("EVALSHA");
+                cmd.arg(script.hash());
+                cmd
+            };
+            cmd.arg(keys.len());
+            for key in keys {
+                cmd.arg(*key);
+            }
+            for arg in args {
+                arg.add_to_cmd(&mut cmd);
+            }
+            let mut pipe = redis::pipe();
+            pipe.add_command(cmd)
+                .cmd("WAIT")
+                .arg(sync.replicas)
+                .arg(sync.timeout.as_millis() as u64);
+            pipe
+        };
+        let whole = !self.knows(script);
+        let run = async {
+            let first = pipeline(whole).query_async::<(T, i64)>(&mut manager).await;
+            match first {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    pipeline(true).query_async::<(T, i64)>(&mut manager).await
+                }
+                other => other,
+            }
+        };
+        let bound = self.inner.response_timeout + sync.timeout;
+        let reply = tokio::time::timeout(bound, run).await;
+        if let Ok(Ok(_)) = &reply {
+            lock(&self.inner.loaded).insert(script.hash().to_owned());
+        }
+        let (value, acks) = self.settle(reply, subject)?;
+        crate::engine::note_replica_acks(acks);
+        Ok(value)
     }
 
     /// On a cluster: runs a per-node `script` (see `scripts::node_script!`, no declared keys) on

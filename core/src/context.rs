@@ -28,6 +28,8 @@ pub(crate) struct Ctx {
     pub(crate) fair_lock_wait_timeout: Duration,
     /// How long a waiter keeps waiting through a Redis outage (the connect timeout).
     pub(crate) outage_tolerance: Duration,
+    /// Replicas every acquisition must reach (`ClientOptions::wait_for_replicas`).
+    pub(crate) replica_sync: Option<crate::ReplicaSync>,
     /// Cancelled when the client closes (or this state is dropped): stops every task.
     pub(crate) stop: CancellationToken,
 }

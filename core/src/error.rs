@@ -128,6 +128,9 @@ struct Repr {
     holder: Option<String>,
     waited: Option<Duration>,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    /// An `Unavailable` error whose operation is known to have left nothing behind (a Redis
+    /// that answered, but not well enough): the acquire loop does not ask Redis about it.
+    settled: bool,
 }
 
 /// What a Redis error concerns, for its message: the connection, a lock, or another object.
@@ -211,6 +214,7 @@ impl Error {
                 holder: None,
                 waited: None,
                 source: None,
+                settled: false,
             }),
         }
     }
@@ -511,6 +515,17 @@ impl Error {
     /// ```
     pub fn is_unavailable(&self) -> bool {
         self.kind() == ErrorKind::Unavailable
+    }
+
+    /// Marks an `Unavailable` error whose operation is known to have left nothing behind.
+    pub(crate) fn settled(mut self) -> Self {
+        self.repr.settled = true;
+        self
+    }
+
+    /// An `Unavailable` error after which it is unknown what the operation did (no answer).
+    pub(crate) fn is_unanswered(&self) -> bool {
+        self.is_unavailable() && !self.repr.settled
     }
 
     /// `true` for [`ErrorKind::Auth`].

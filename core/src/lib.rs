@@ -84,7 +84,7 @@ mod scripts;
 mod sentinel;
 pub mod watch;
 
-pub use client::{Client, ClientOptions};
+pub use client::{Client, ClientOptions, ReplicaSync};
 pub use engine::family::{AcquireOptions, Acquisition, AnyLock, LockGuard};
 pub use engine::holds::{LockKind, LostListener, LostLock, LostReason};
 pub use engine::{Backoff, MAX_DURATION};

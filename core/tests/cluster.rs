@@ -433,6 +433,35 @@ async fn the_watchdog_sends_one_script_per_master_per_period_and_follows_a_moved
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_replicas_waits_on_the_master_of_each_slot() {
+    let cluster = shared();
+    let options = ClientOptions::new()
+        .wait_for_replicas(1, Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(8));
+    let client = Client::connect_with(&cluster.url(), options).await.unwrap();
+    let names: Vec<String> = (0..12).map(|i| format!("cluster:synced:{i}")).collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.lock(name).unwrap().acquire().await.unwrap());
+        // Already on the replica of the master that serves the name's slot.
+        let mut replica = cluster.node(cluster.replica_of(name)).raw();
+        let _: () = redis::cmd("READONLY").query(&mut replica).unwrap();
+        let on_replica: HashMap<String, i64> = replica.hgetall(name).unwrap();
+        assert_eq!(
+            on_replica.len(),
+            1,
+            "{name} is on its replica when acquire returns"
+        );
+    }
+    let masters: HashSet<u16> = names.iter().map(|n| cluster.master_of(n)).collect();
+    assert_eq!(masters.len(), 3, "the names are spread over every master");
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_that_would_split_an_object_over_two_slots_are_refused() {
     let cluster = shared();
     let client = client(cluster, Duration::from_secs(30)).await;

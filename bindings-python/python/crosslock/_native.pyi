@@ -38,6 +38,8 @@ class Client:
         watchdog_timeout: float = 30.0,
         fair_lock_wait_timeout: float = 300.0,
         tls_ca_cert: bytes | None = None,
+        wait_for_replicas: int | None = None,
+        replica_wait_timeout: float = 1.0,
     ) -> Client: ...
     @staticmethod
     def connect_async(
@@ -47,6 +49,8 @@ class Client:
         watchdog_timeout: float = 30.0,
         fair_lock_wait_timeout: float = 300.0,
         tls_ca_cert: bytes | None = None,
+        wait_for_replicas: int | None = None,
+        replica_wait_timeout: float = 1.0,
     ) -> Awaitable[Client]: ...
     @property
     def id(self) -> str: ...

@@ -44,14 +44,33 @@ def _options(
     watchdog_timeout: float,
     fair_lock_wait_timeout: float,
     tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None],
-) -> tuple[float, float, float, float, Optional[bytes]]:
+    wait_for_replicas: Optional[int],
+    replica_wait_timeout: float,
+) -> tuple[float, float, float, float, Optional[bytes], Optional[int], float]:
     return (
         _seconds(connect_timeout, "connect_timeout"),
         _seconds(response_timeout, "response_timeout"),
         _seconds(watchdog_timeout, "watchdog_timeout"),
         _seconds(fair_lock_wait_timeout, "fair_lock_wait_timeout"),
         _pem(tls_ca_cert),
+        _replicas(wait_for_replicas),
+        _seconds(replica_wait_timeout, "replica_wait_timeout"),
     )
+
+
+def _replicas(value: object) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentTypeError(
+            f"wait_for_replicas must be an int (how many replicas must have each acquisition) or "
+            f"None, got {type(value).__name__} {value!r}"
+        )
+    if not 1 <= value <= 2**32 - 1:
+        raise InvalidArgumentError(
+            f"wait_for_replicas must be at least 1 (leave it None not to wait), got {value}"
+        )
+    return value
 
 
 def _check_name(name: object, what: str = "lock") -> str:
@@ -94,6 +113,8 @@ def connect(
     watchdog_timeout: float = 30.0,
     fair_lock_wait_timeout: float = 300.0,
     tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None] = None,
+    wait_for_replicas: Optional[int] = None,
+    replica_wait_timeout: float = 1.0,
 ) -> Client:
     """Connects to Redis and returns a :class:`Client` (one per process is the usual shape).
 
@@ -114,6 +135,14 @@ def connect(
             minutes by default). Keep it equal across every client of a lock.
         tls_ca_cert: for ``rediss://`` servers whose certificate comes from a private CA: the
             CA certificate(s), as PEM bytes or a path to a PEM file (default: the web roots).
+        wait_for_replicas: after every acquisition (a lock, a read or write hold, a permit),
+            wait until this many replicas of the master have it (Redis ``WAIT``, as Redisson
+            does after its lock scripts); default ``None``, no waiting. When fewer acknowledge
+            within ``replica_wait_timeout`` the acquisition is given back and the call raises
+            :class:`RedisUnavailableError` (nothing is left held). It makes an
+            acquisition survive a failover to a replica that had it; renewals and releases are
+            not waited for.
+        replica_wait_timeout: seconds to wait for those replicas (default 1.0).
 
     Raises:
         RedisUnavailableError: the server cannot be reached within ``connect_timeout`` (the
@@ -133,7 +162,16 @@ def connect(
     """
     _native._refresh_log_level()
     native = _native.Client.connect(
-        _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout, fair_lock_wait_timeout, tls_ca_cert)
+        _check_url(url),
+        *_options(
+            connect_timeout,
+            response_timeout,
+            watchdog_timeout,
+            fair_lock_wait_timeout,
+            tls_ca_cert,
+            wait_for_replicas,
+            replica_wait_timeout,
+        ),
     )
     return Client(native)
 
@@ -146,6 +184,8 @@ async def connect_async(
     watchdog_timeout: float = 30.0,
     fair_lock_wait_timeout: float = 300.0,
     tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None] = None,
+    wait_for_replicas: Optional[int] = None,
+    replica_wait_timeout: float = 1.0,
 ) -> Client:
     """:func:`connect` for asyncio.
 
@@ -157,7 +197,16 @@ async def connect_async(
     """
     _native._refresh_log_level()
     native = await _native.Client.connect_async(
-        _check_url(url), *_options(connect_timeout, response_timeout, watchdog_timeout, fair_lock_wait_timeout, tls_ca_cert)
+        _check_url(url),
+        *_options(
+            connect_timeout,
+            response_timeout,
+            watchdog_timeout,
+            fair_lock_wait_timeout,
+            tls_ca_cert,
+            wait_for_replicas,
+            replica_wait_timeout,
+        ),
     )
     return Client(native)
 

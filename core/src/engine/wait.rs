@@ -120,7 +120,7 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
         Ok(Attempt::Won(won)) => return s.finish(won, sent).await,
         Ok(Attempt::Busy { .. }) if s.request.single_try() => return Ok(Outcome::TimedOut),
         Ok(Attempt::Busy { .. }) => Start::Busy,
-        Err(e) if e.is_unavailable() => Start::Unanswered(e, sent),
+        Err(e) if e.is_unanswered() => Start::Unanswered(e, sent),
         Err(e) => return Err(e),
     };
 
@@ -166,12 +166,23 @@ struct Shared<P: Protocol> {
 
 impl<P: Protocol> Shared<P> {
     fn in_flight(&self) -> InFlight<P> {
-        InFlight {
-            future: Some(Box::pin(
-                self.proto
-                    .clone()
-                    .attempt(self.cx.clone(), self.request.clone()),
+        let attempt = self
+            .proto
+            .clone()
+            .attempt(self.cx.clone(), self.request.clone());
+        let future: AttemptFuture<P::Won> = match self.cx.replica_sync {
+            None => Box::pin(attempt),
+            Some(sync) => Box::pin(synced(
+                attempt,
+                sync,
+                self.proto.clone(),
+                self.cx.clone(),
+                self.request.clone(),
+                self.keeper.clone(),
             )),
+        };
+        InFlight {
+            future: Some(future),
             sent: Instant::now(),
             cx: self.cx.clone(),
             proto: self.proto.clone(),
@@ -235,6 +246,56 @@ impl<P: Protocol> Shared<P> {
     }
 }
 
+tokio::task_local! {
+    /// The fewest replicas that acknowledged a synced script of the current attempt.
+    static REPLICA_ACKS: std::cell::Cell<Option<i64>>;
+}
+
+/// Notes that `acks` replicas acknowledged a synced script (a no-op outside an attempt).
+pub(crate) fn note_replica_acks(acks: i64) {
+    let _ = REPLICA_ACKS.try_with(|seen| {
+        seen.set(Some(seen.get().map_or(acks, |before| before.min(acks))));
+    });
+}
+
+/// An attempt under `ClientOptions::wait_for_replicas`: a win that fewer replicas than asked
+/// acknowledged is given back (until Redis confirms it gone) and the acquire fails with a
+/// settled [`ErrorKind::Unavailable`] (nothing is left to ask Redis about).
+async fn synced<P: Protocol>(
+    attempt: impl Future<Output = Result<Attempt<P::Won>>>,
+    sync: crate::ReplicaSync,
+    proto: Arc<P>,
+    cx: Arc<Ctx>,
+    request: Request,
+    keeper: Arc<dyn Keeper<P::Won>>,
+) -> Result<Attempt<P::Won>> {
+    let (result, acks) = REPLICA_ACKS
+        .scope(std::cell::Cell::new(None), async {
+            let result = attempt.await;
+            (result, REPLICA_ACKS.with(std::cell::Cell::get))
+        })
+        .await;
+    match (result, acks) {
+        (Ok(Attempt::Won(_)), Some(acks)) if acks < i64::from(sync.replicas) => {
+            let deadline = Instant::now() + cx.outage_tolerance;
+            give_back_settled(&proto, &cx, &request, &keeper, deadline).await;
+            let name = proto.name();
+            Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "'{name}' was acquired on the master, but {acks} of the {} replica(s) asked for \
+                     acknowledged it within {:?}, so it was given back and nothing is held; check \
+                     the replicas (INFO replication), or lower wait_for_replicas",
+                    sync.replicas, sync.timeout
+                ),
+            )
+            .with_lock(name)
+            .settled())
+        }
+        (result, _) => result,
+    }
+}
+
 /// One attempt, boxed so that it can be moved into a background task after being polled.
 type AttemptFuture<W> = Pin<Box<dyn Future<Output = Result<Attempt<W>>> + Send>>;
 
@@ -277,7 +338,7 @@ impl<P: Protocol> InFlight<P> {
             let won = match future.await {
                 Ok(Attempt::Won(_)) => true,
                 // The reply was lost: ask Redis (on the same connection, after the attempt).
-                Err(e) if e.is_unavailable() && proto.can_settle() => {
+                Err(e) if e.is_unanswered() && proto.can_settle() => {
                     matches!(
                         proto.settle(&cx, &request.holder, keeper.recorded()).await,
                         Ok(Some(_))
@@ -472,7 +533,7 @@ async fn gated_attempt<P: Protocol>(s: &Shared<P>, abandoned: &mut bool) -> Resu
     match result {
         Ok(Attempt::Won(won)) => Ok(Gated::Won(won, attempt.sent)),
         Ok(Attempt::Busy { retry_in }) => Ok(Gated::Busy(retry_in)),
-        Err(e) if e.is_unavailable() => settle_unanswered(s, e, attempt.sent, abandoned).await,
+        Err(e) if e.is_unanswered() => settle_unanswered(s, e, attempt.sent, abandoned).await,
         Err(e) => Err(e),
     }
 }
@@ -579,7 +640,7 @@ async fn settle_unanswered<P: Protocol>(
         match result {
             Ok(Attempt::Won(won)) => return Ok(Gated::Won(won, attempt.sent)),
             Ok(Attempt::Busy { retry_in }) => return Ok(Gated::Busy(retry_in)),
-            Err(e) if e.is_unavailable() => {
+            Err(e) if e.is_unanswered() => {
                 error = e;
                 sent = attempt.sent;
             }

@@ -19,6 +19,9 @@ use redis::Script;
 pub(crate) struct Lua {
     pub(crate) script: Script,
     pub(crate) code: &'static str,
+    /// A script that takes a lock, a permit or a hold: with
+    /// [`crate::ClientOptions::wait_for_replicas`], it is followed by `WAIT`.
+    pub(crate) synced: bool,
 }
 
 impl Lua {
@@ -26,6 +29,7 @@ impl Lua {
         Lua {
             script: Script::new(code),
             code,
+            synced: false,
         }
     }
 
@@ -36,6 +40,16 @@ impl Lua {
 }
 
 macro_rules! script {
+    (synced $name:ident, $file:literal) => {
+        pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| Lua {
+            synced: true,
+            ..Lua::new(concat!(
+                include_str!("prelude.lua"),
+                "\n",
+                include_str!($file)
+            ))
+        });
+    };
     ($name:ident, $file:literal) => {
         pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
             Lua::new(concat!(
@@ -67,29 +81,29 @@ macro_rules! node_script {
 }
 
 // Lock (RLock); the spin, fenced and non-reentrant locks share its hash and release.
-script!(LOCK_ACQUIRE, "lock/acquire.lua");
+script!(synced LOCK_ACQUIRE, "lock/acquire.lua");
 script!(LOCK_RELEASE, "lock/release.lua");
 script!(LOCK_FORCE_UNLOCK, "lock/force_unlock.lua");
 script!(LOCK_INFO, "lock/info.lua");
 
 // FencedLock
-script!(FENCED_ACQUIRE, "fenced_lock/acquire.lua");
+script!(synced FENCED_ACQUIRE, "fenced_lock/acquire.lua");
 script!(FENCED_SETTLE, "fenced_lock/settle.lua");
 script!(FENCED_TOKEN, "fenced_lock/token.lua");
 
 // NonReentrantLock
-script!(NON_REENTRANT_ACQUIRE, "non_reentrant_lock/acquire.lua");
+script!(synced NON_REENTRANT_ACQUIRE, "non_reentrant_lock/acquire.lua");
 
 // FairLock
-script!(FAIR_ACQUIRE, "fair_lock/acquire.lua");
+script!(synced FAIR_ACQUIRE, "fair_lock/acquire.lua");
 script!(FAIR_GIVE_UP, "fair_lock/give_up.lua");
 script!(FAIR_RELEASE, "fair_lock/release.lua");
 script!(FAIR_FORCE_UNLOCK, "fair_lock/force_unlock.lua");
 
 // ReadWriteLock
-script!(READ_ACQUIRE, "read_write_lock/read_acquire.lua");
+script!(synced READ_ACQUIRE, "read_write_lock/read_acquire.lua");
 script!(READ_RELEASE, "read_write_lock/read_release.lua");
-script!(WRITE_ACQUIRE, "read_write_lock/write_acquire.lua");
+script!(synced WRITE_ACQUIRE, "read_write_lock/write_acquire.lua");
 script!(WRITE_RELEASE, "read_write_lock/write_release.lua");
 script!(RW_FORCE_UNLOCK, "read_write_lock/force_unlock.lua");
 script!(RW_INFO, "read_write_lock/info.lua");
@@ -101,7 +115,7 @@ node_script!(RENEW_HASH_NODE, "renewal/hash.lua");
 node_script!(RENEW_READ_NODE, "renewal/read.lua");
 
 // Semaphore (and the permit-expirable semaphore's release of counted permits)
-script!(SEMAPHORE_ACQUIRE, "semaphore/acquire.lua");
+script!(synced SEMAPHORE_ACQUIRE, "semaphore/acquire.lua");
 script!(SEMAPHORE_RELEASE, "semaphore/release.lua");
 script!(SEMAPHORE_TRY_SET, "semaphore/try_set.lua");
 script!(SEMAPHORE_ADD, "semaphore/add.lua");
@@ -116,7 +130,7 @@ script!(LATCH_COUNT, "count_down_latch/count.lua");
 script!(LATCH_DELETE, "count_down_latch/delete.lua");
 
 // PermitExpirableSemaphore (shares the counter scripts of Semaphore)
-script!(PES_ACQUIRE, "permit_expirable_semaphore/acquire.lua");
+script!(synced PES_ACQUIRE, "permit_expirable_semaphore/acquire.lua");
 script!(PES_RELEASE, "permit_expirable_semaphore/release.lua");
 script!(
     PES_UPDATE_LEASE,
