@@ -1041,7 +1041,6 @@ impl Conn {
     }
 }
 
-/// The `(host, port)` of every master in a `CLUSTER SLOTS` reply.
 /// A range of slots and the master serving them: first slot, last slot, (host, port).
 pub(crate) type SlotRange = (u16, u16, (String, u16));
 
@@ -1086,6 +1085,7 @@ fn node_address(node: &redis::Value) -> Option<(String, u16)> {
     Some((host, u16::try_from(*port).ok()?))
 }
 
+/// The `(host, port)` of every master in a `CLUSTER SLOTS` reply.
 fn slot_masters(reply: &redis::Value) -> Vec<(String, u16)> {
     let mut out: Vec<(String, u16)> = Vec::new();
     for (_, _, node) in slot_ranges(reply) {
