@@ -59,6 +59,15 @@ pub struct ClientOptions {
 
 /// How many replicas must have an acquisition, and how long to wait for them: see
 /// [`ClientOptions::wait_for_replicas`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let options = crosslock::ClientOptions::new().wait_for_replicas(2, Duration::from_millis(500));
+/// let sync: crosslock::ReplicaSync = options.replica_sync.unwrap();
+/// assert_eq!((sync.replicas, sync.timeout), (2, Duration::from_millis(500)));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ReplicaSync {
