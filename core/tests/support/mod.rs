@@ -60,6 +60,7 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (the test command installs it)");
+        reap_at_exit(child.id());
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
@@ -100,6 +101,39 @@ impl RedisServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Kills `pid` when this test process ends. A fixture shared through a `static` (one cluster
+/// or sentinel group per test binary) is never dropped, so its servers would outlive the tests:
+/// one watcher process per test binary kills every server it was told about once the test
+/// process is gone (a server that already stopped is skipped).
+pub fn reap_at_exit(pid: u32) {
+    use std::io::Write;
+    static LIST: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let list = LIST.get_or_init(|| {
+        let me = std::process::id();
+        let list = std::env::temp_dir().join(format!("crosslock-test-servers-{me}"));
+        std::fs::write(&list, "").unwrap();
+        let script = format!(
+            "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; \
+             for p in $(cat '{l}'); do grep -q redis /proc/$p/cmdline 2>/dev/null && kill -9 $p; done; \
+             rm -f '{l}'",
+            l = list.display()
+        );
+        // Never waited for: it outlives this process on purpose (init reaps it).
+        let watcher = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sh");
+        std::mem::forget(watcher);
+        list
+    });
+    let mut file = std::fs::OpenOptions::new().append(true).open(list).unwrap();
+    writeln!(file, "{pid}").unwrap();
 }
 
 impl Drop for RedisServer {
@@ -220,6 +254,7 @@ impl SentinelGroup {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("redis-server must be installed (the test command installs it)");
+            reap_at_exit(child.id());
             sentinels.push((port, child));
         }
         let group = SentinelGroup {
