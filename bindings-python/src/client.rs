@@ -68,6 +68,7 @@ impl PyClient {
     /// the server cannot be reached within `connect_timeout` seconds.
     #[staticmethod]
     #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0))]
+    #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
     fn connect(
         py: Python<'_>,
         url: String,
@@ -101,6 +102,7 @@ impl PyClient {
     /// As `connect`, as an awaitable.
     #[staticmethod]
     #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0))]
+    #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
     fn connect_async(
         py: Python<'_>,
         url: String,
