@@ -420,6 +420,35 @@ async fn the_watchdog_sends_one_script_per_master_per_period_and_follows_a_moved
         permits.iter().all(|p| !p.lost().is_cancelled()),
         "no permit reported lost"
     );
+
+    // A read hold and a permit whose keys are deleted are reported lost by the per-node
+    // renewal, like a lock.
+    for key in ["pernode:rw:4", "{pernode:pes:5}:timeout"] {
+        let _: () = cluster.node(cluster.master_of(key)).raw().del(key).unwrap();
+    }
+    tokio::time::timeout(watchdog * 3, reads[4].lost().cancelled())
+        .await
+        .expect("the deleted read hold is reported lost");
+    tokio::time::timeout(watchdog * 3, permits[5].lost().cancelled())
+        .await
+        .expect("the deleted permit is reported lost");
+    assert_eq!(reads.iter().filter(|g| g.is_lost()).count(), 1);
+    assert_eq!(
+        permits.iter().filter(|p| p.lost().is_cancelled()).count(),
+        1
+    );
+    let reads: Vec<_> = reads
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 4)
+        .map(|(_, r)| r)
+        .collect();
+    let permits: Vec<_> = permits
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 5)
+        .map(|(_, p)| p)
+        .collect();
     for guard in guards {
         guard.release().await.unwrap();
     }
