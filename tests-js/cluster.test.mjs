@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 
 import { startCluster } from './helpers/cluster.mjs'
 import { RawRedis } from './helpers/resp.mjs'
-import { crosslock, unique, waitUntil } from './helpers/util.mjs'
+import { crosslock, eightWorkersExcludeEachOther, unique, waitUntil } from './helpers/util.mjs'
 
 const { InvalidArgumentError, RedisUnavailableError } = crosslock
 
@@ -66,25 +66,9 @@ describe('one cluster', () => {
   })
 
   test('eight workers exclude each other exactly', async () => {
-    const pair = [await connect(), await connect()]
-    const name = unique('js:cluster:counter')
-    let counter = 0
-    let inside = false
-    await Promise.all(Array.from({ length: 8 }, async (_, w) => {
-      const lock = pair[w % 2].lock(name)
-      for (let i = 0; i < 25; i++) {
-        const held = await lock.acquire()
-        assert.equal(inside, false, 'two holders at once')
-        inside = true
-        const seen = counter
-        await sleep(0)
-        counter = seen + 1
-        inside = false
-        await held.release()
-      }
-    }))
-    assert.equal(counter, 200)
+    await eightWorkersExcludeEachOther([await connect(), await connect()], unique('js:cluster:counter'))
   })
+
 
   test('a release wakes the waiter of every kind, through sharded pub/sub', async () => {
     const a = await connect()

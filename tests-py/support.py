@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from typing import Any, Callable, Optional
 
@@ -430,3 +431,33 @@ class Cluster:
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+
+
+def eight_workers_exclude_each_other(clients: list[Any], name: str) -> None:
+    """Eight threads, spread over ``clients``, each take lock ``name`` 25 times and bump a counter
+    inside with a pause between read and write: asserts no two were ever inside at once and the
+    counter is exactly 200."""
+    counter = [0]
+    inside = threading.Event()
+    errors: list[str] = []
+
+    def work(client: Any) -> None:
+        lock = client.lock(name)
+        for _ in range(25):
+            with lock:
+                if inside.is_set():
+                    errors.append("two holders at once")
+                inside.set()
+                seen = counter[0]
+                time.sleep(0.0005)
+                counter[0] = seen + 1
+                inside.clear()
+
+    threads = [threading.Thread(target=work, args=(clients[i % len(clients)],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive(), "a worker hung"
+    assert errors == []
+    assert counter[0] == 200

@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 
 import crosslock
-from support import Cluster, Raw, wait_until
+from support import Cluster, Raw, eight_workers_exclude_each_other, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -62,32 +62,11 @@ def test_fifty_locks_land_on_the_masters_owning_their_slots(cluster):
 
 def test_eight_workers_exclude_each_other_exactly(cluster):
     clients = [connect(cluster), connect(cluster)]
-    counter = [0]
-    inside = threading.Event()
-    errors: list[str] = []
-
-    def work(client: crosslock.Client) -> None:
-        lock = client.lock("py:cluster:counter")
-        for _ in range(25):
-            with lock:
-                if inside.is_set():
-                    errors.append("two holders at once")
-                inside.set()
-                seen = counter[0]
-                time.sleep(0.0005)
-                counter[0] = seen + 1
-                inside.clear()
-
-    threads = [threading.Thread(target=work, args=(clients[i % 2],)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-        assert not t.is_alive()
-    for c in clients:
-        c.close()
-    assert errors == []
-    assert counter[0] == 200
+    try:
+        eight_workers_exclude_each_other(clients, "py:cluster:counter")
+    finally:
+        for c in clients:
+            c.close()
 
 
 def subscribers(cluster: Cluster, channel: str) -> tuple[int, int]:

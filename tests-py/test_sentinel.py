@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 
 import crosslock
-from support import RedisServer, SentinelGroup, wait_until
+from support import RedisServer, SentinelGroup, eight_workers_exclude_each_other, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -50,32 +50,11 @@ def test_the_lock_lives_on_the_master(group):
 
 def test_eight_workers_exclude_each_other_exactly(group):
     clients = [connect(group), connect(group)]
-    counter = [0]
-    inside = threading.Event()
-    errors: list[str] = []
-
-    def work(client: crosslock.Client) -> None:
-        lock = client.lock("py:sentinel:counter")
-        for _ in range(25):
-            with lock:
-                if inside.is_set():
-                    errors.append("two holders at once")
-                inside.set()
-                seen = counter[0]
-                time.sleep(0.0005)
-                counter[0] = seen + 1
-                inside.clear()
-
-    threads = [threading.Thread(target=work, args=(clients[i % 2],)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-        assert not t.is_alive()
-    for c in clients:
-        c.close()
-    assert errors == []
-    assert counter[0] == 200
+    try:
+        eight_workers_exclude_each_other(clients, "py:sentinel:counter")
+    finally:
+        for c in clients:
+            c.close()
 
 
 def test_a_release_wakes_the_waiter_of_every_kind(group):

@@ -143,109 +143,12 @@ async fn a_release_wakes_the_waiter_of_every_kind_through_sharded_pubsub() {
     let cluster = shared();
     let a = client(cluster, Duration::from_secs(30)).await;
     let b = client(cluster, Duration::from_secs(30)).await;
-    // A lease far longer than the test: only a release (a message) can let the waiter in.
-    let long = AcquireOptions::new().lease(Duration::from_secs(120));
-    let wait = AcquireOptions::new().wait(Duration::from_secs(20));
-
-    let held = a
-        .lock("cluster:wake:lock")
-        .unwrap()
-        .acquire_with(long.clone())
-        .await
-        .unwrap();
-    let waiter = {
-        let lock = b.lock("cluster:wake:lock").unwrap();
-        let wait = wait.clone();
-        tokio::spawn(async move { lock.acquire_with(wait).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    // Redis 7 on every node: the waiter subscribed with SSUBSCRIBE on the node owning the
-    // channel's slot, as Redisson's default (AUTO) does.
-    assert_eq!(
-        subscribers(cluster, "redisson_lock__channel:{cluster:wake:lock}"),
-        (1, 0)
-    );
-    held.release().await.unwrap();
-    waiter.await.unwrap().unwrap().release().await.unwrap();
-
-    let held = a
-        .fair_lock("cluster:wake:fair")
-        .unwrap()
-        .acquire_with(long.clone())
-        .await
-        .unwrap();
-    let waiter = {
-        let lock = b.fair_lock("cluster:wake:fair").unwrap();
-        let wait = wait.clone();
-        tokio::spawn(async move { lock.acquire_with(wait).await })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    held.release().await.unwrap();
-    waiter.await.unwrap().unwrap().release().await.unwrap();
-
-    let rw = a.read_write_lock("cluster:wake:rw").unwrap();
-    let held = rw.write().acquire_with(long.clone()).await.unwrap();
-    let readers: Vec<_> = (0..2)
-        .map(|_| {
-            let lock = b.read_write_lock("cluster:wake:rw").unwrap();
-            let wait = wait.clone();
-            tokio::spawn(async move { lock.read().acquire_with(wait).await })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    held.release().await.unwrap();
-    for r in readers {
-        r.await.unwrap().unwrap().release().await.unwrap();
-    }
-
-    let semaphore = a.semaphore("cluster:wake:sem").unwrap();
-    semaphore.delete().await.unwrap();
-    assert!(semaphore.try_set_permits(0).await.unwrap());
-    let taker = {
-        let semaphore = b.semaphore("cluster:wake:sem").unwrap();
-        tokio::spawn(async move { semaphore.try_acquire(1, Duration::from_secs(20)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    semaphore.release(1).await.unwrap();
-    assert!(taker.await.unwrap().unwrap());
-
-    let permits = a
-        .permit_expirable_semaphore("cluster:wake:permits")
-        .unwrap();
-    assert!(permits.try_set_permits(1).await.unwrap());
-    let permit = permits.acquire().await.unwrap();
-    let taker = {
-        let permits = b
-            .permit_expirable_semaphore("cluster:wake:permits")
-            .unwrap();
-        tokio::spawn(async move {
-            permits
-                .try_acquire(AcquireOptions::new().wait(Duration::from_secs(20)))
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    permit.release().await.unwrap();
-    taker
-        .await
-        .unwrap()
-        .unwrap()
-        .expect("the taker got the released permit")
-        .release()
-        .await
-        .unwrap();
-
-    let latch = a.count_down_latch("cluster:wake:latch").unwrap();
-    latch.delete().await.unwrap();
-    assert!(latch.try_set_count(1).await.unwrap());
-    let waiter = {
-        let latch = b.count_down_latch("cluster:wake:latch").unwrap();
-        let wait = wait.clone();
-        tokio::spawn(async move { latch.open_within(wait).await })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    latch.count_down().await.unwrap();
-    assert!(waiter.await.unwrap().unwrap());
+    support::wake::release_wakes_every_kind(&a, &b, "cluster:wake", |channel| {
+        // Redis 7 on every node: the waiter subscribed with SSUBSCRIBE on the node owning the
+        // channel's slot, as Redisson's default (AUTO) does.
+        assert_eq!(subscribers(cluster, channel), (1, 0));
+    })
+    .await;
     a.close().await;
     b.close().await;
 }

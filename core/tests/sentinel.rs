@@ -94,77 +94,7 @@ async fn a_release_wakes_the_waiter_of_every_kind() {
     let group = shared();
     let a = client(group, Duration::from_secs(30)).await;
     let b = client(group, Duration::from_secs(30)).await;
-    // A lease far longer than the test: only a release (a message) can let the waiter in.
-    let long = AcquireOptions::new().lease(Duration::from_secs(120));
-    let wait = AcquireOptions::new().wait(Duration::from_secs(20));
-
-    let held = a
-        .lock("sentinel:wake:lock")
-        .unwrap()
-        .acquire_with(long.clone())
-        .await
-        .unwrap();
-    let waiter = {
-        let lock = b.lock("sentinel:wake:lock").unwrap();
-        let wait = wait.clone();
-        tokio::spawn(async move { lock.acquire_with(wait).await })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    held.release().await.unwrap();
-    waiter.await.unwrap().unwrap().release().await.unwrap();
-
-    let held = a
-        .fair_lock("sentinel:wake:fair")
-        .unwrap()
-        .acquire_with(long.clone())
-        .await
-        .unwrap();
-    let waiter = {
-        let lock = b.fair_lock("sentinel:wake:fair").unwrap();
-        let wait = wait.clone();
-        tokio::spawn(async move { lock.acquire_with(wait).await })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    held.release().await.unwrap();
-    waiter.await.unwrap().unwrap().release().await.unwrap();
-
-    let rw = a.read_write_lock("sentinel:wake:rw").unwrap();
-    let held = rw.write().acquire_with(long.clone()).await.unwrap();
-    let readers: Vec<_> = (0..2)
-        .map(|_| {
-            let lock = b.read_write_lock("sentinel:wake:rw").unwrap();
-            let wait = wait.clone();
-            tokio::spawn(async move { lock.read().acquire_with(wait).await })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    held.release().await.unwrap();
-    for r in readers {
-        r.await.unwrap().unwrap().release().await.unwrap();
-    }
-
-    let semaphore = a.semaphore("sentinel:wake:sem").unwrap();
-    semaphore.delete().await.unwrap();
-    assert!(semaphore.try_set_permits(0).await.unwrap());
-    let taker = {
-        let semaphore = b.semaphore("sentinel:wake:sem").unwrap();
-        tokio::spawn(async move { semaphore.try_acquire(1, Duration::from_secs(20)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    semaphore.release(1).await.unwrap();
-    assert!(taker.await.unwrap().unwrap());
-
-    let latch = a.count_down_latch("sentinel:wake:latch").unwrap();
-    latch.delete().await.unwrap();
-    assert!(latch.try_set_count(1).await.unwrap());
-    let waiter = {
-        let latch = b.count_down_latch("sentinel:wake:latch").unwrap();
-        let wait = wait.clone();
-        tokio::spawn(async move { latch.open_within(wait).await })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    latch.count_down().await.unwrap();
-    assert!(waiter.await.unwrap().unwrap());
+    support::wake::release_wakes_every_kind(&a, &b, "sentinel:wake", |_| {}).await;
     a.close().await;
     b.close().await;
 }

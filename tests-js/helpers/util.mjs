@@ -1,6 +1,8 @@
 // Shared test plumbing: the built package, a redis-server per test file, polling with a deadline.
+import assert from 'node:assert/strict'
 import { createRequire } from 'node:module'
 import { after, before } from 'node:test'
+import { setTimeout as delay } from 'node:timers/promises'
 
 import { startRedis } from './redis-server.mjs'
 import { RawRedis } from './resp.mjs'
@@ -84,4 +86,27 @@ export function background (lock, options) {
     }
   })()
   return state
+}
+
+/**
+ * Eight workers spread over `clients` each take lock `name` 25 times and bump a counter inside,
+ * yielding between read and write: no two are ever inside at once and the count is exactly 200.
+ */
+export async function eightWorkersExcludeEachOther (clients, name) {
+  let counter = 0
+  let inside = false
+  await Promise.all(Array.from({ length: 8 }, async (_, w) => {
+    const lock = clients[w % clients.length].lock(name)
+    for (let i = 0; i < 25; i++) {
+      const held = await lock.acquire()
+      assert.equal(inside, false, 'two holders at once')
+      inside = true
+      const seen = counter
+      await delay(0)
+      counter = seen + 1
+      inside = false
+      await held.release()
+    }
+  }))
+  assert.equal(counter, 200)
 }

@@ -4,6 +4,8 @@
 // Test helpers fail loudly: an unwrap here is a failed test, not a library panic.
 #![allow(clippy::unwrap_used)]
 
+pub mod wake;
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
