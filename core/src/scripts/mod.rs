@@ -10,6 +10,10 @@
 //! checks its arguments and the type of what it finds before it writes anything, so a bad
 //! argument or a name collision never leaves Redis half-changed. The layout they implement is
 //! described in `docs/protocol.md`.
+//!
+//! Two marks on top: `script!(synced …)` marks a script that takes something (followed by `WAIT`
+//! under `ClientOptions::wait_for_replicas`), and `node_script!` builds the per-cluster-node
+//! variant of a renewal script.
 
 use std::sync::LazyLock;
 
