@@ -4,11 +4,33 @@
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
 
-use std::net::TcpListener;
+mod support;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crosslock::{AcquireOptions, Client, Owner};
+use crosslock::{AcquireOptions, Client, Lock, Owner};
+use support::free_port;
+
+/// Owner 1 holds `lock`; owner 2 waits for it (subscribed on `client`) and gets it when owner 1
+/// releases. Owner 2 holds it afterwards.
+async fn release_wakes_a_waiter(client: &Client, lock: &Lock) {
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            lock.acquire_as(
+                Owner::new(2),
+                &AcquireOptions::new().wait(Duration::from_secs(20)),
+            )
+            .await
+        })
+    };
+    while client.subscribed_channels() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    lock.release_as(Owner::new(1)).await.unwrap();
+    assert!(waiter.await.unwrap().unwrap());
+}
 
 /// A throwaway private CA and a certificate for 127.0.0.1 signed by it, in a temporary folder
 /// (`ca.pem`, `cert.pem`, `key.pem`), removed on drop.
@@ -117,14 +139,6 @@ impl Drop for Certs {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A TLS-only redis-server (or sentinel) from a config file; killed on drop.
 struct TlsNode {
     port: u16,
@@ -202,21 +216,7 @@ async fn lock_works_over_tls() {
     );
     assert!(lock.is_held_by(Owner::new(1)).await.unwrap());
     // A waiter on the same client is woken through the TLS subscription connection.
-    let waiter = {
-        let lock = lock.clone();
-        tokio::spawn(async move {
-            lock.acquire_as(
-                Owner::new(2),
-                &AcquireOptions::new().wait(Duration::from_secs(20)),
-            )
-            .await
-        })
-    };
-    while client.subscribed_channels() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    lock.release_as(Owner::new(1)).await.unwrap();
-    assert!(waiter.await.unwrap().unwrap());
+    release_wakes_a_waiter(&client, &lock).await;
     lock.release_as(Owner::new(2)).await.unwrap();
     client.close().await;
 }
@@ -308,21 +308,7 @@ async fn sentinel_over_tls_finds_the_master_and_follows_a_failover() {
         "the lock is written on the master"
     );
     // A waiter is woken through the TLS subscription connection to the master.
-    let waiter = {
-        let lock = lock.clone();
-        tokio::spawn(async move {
-            lock.acquire_as(
-                Owner::new(2),
-                &AcquireOptions::new().wait(Duration::from_secs(20)),
-            )
-            .await
-        })
-    };
-    while client.subscribed_channels() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    lock.release_as(Owner::new(1)).await.unwrap();
-    assert!(waiter.await.unwrap().unwrap());
+    release_wakes_a_waiter(&client, &lock).await;
     eventually("the hold did not reach the replica", || {
         certs
             .cli(replica.port, &["HGETALL", "tls:sentinel"])

@@ -403,7 +403,8 @@ impl Drop for SentinelGroup {
     }
 }
 
-fn free_port() -> u16 {
+/// A port nobody listens on now, on loopback.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
