@@ -118,6 +118,8 @@ async fn too_few_replicas_give_the_acquisition_back_and_fail_clearly() {
             message.contains("1 of the 2 replica(s)") && message.contains("given back"),
             "{message}"
         );
+        assert_eq!(err.lock_name(), Some("sync:short"));
+        assert_eq!(err.holder(), Some(client.holder(Owner::new(1)).as_str()));
         // Given back on the master, so on the replica too, and not recorded as held.
         assert!(!master.raw().exists::<_, bool>("sync:short").unwrap());
         assert_eq!(client.watched_locks(), 0);

@@ -290,6 +290,7 @@ async fn synced<P: Protocol>(
                 ),
             )
             .with_lock(name)
+            .with_holder(&*request.holder)
             .settled())
         }
         (result, _) => result,
