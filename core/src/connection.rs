@@ -393,6 +393,25 @@ struct Inner {
 struct Link {
     manager: Handle,
     node: Node,
+    /// Blocking connections to `node` for callers on their own thread (see [`crate::lane`]):
+    /// only on a command connection to one node over TCP or a Unix socket.
+    lanes: Option<crate::lane::Lanes>,
+}
+
+impl Link {
+    fn new(manager: Handle, node: Node, timeouts: Timeouts, role: &'static str) -> Self {
+        let lanes = match (&manager, role) {
+            (Handle::Node(_), "command") => {
+                crate::lane::Lanes::new(&node.info, timeouts.connect, timeouts.response)
+            }
+            _ => None,
+        };
+        Link {
+            manager,
+            node,
+            lanes,
+        }
+    }
 }
 
 /// A connection handle of either topology: a manager of one node's connection, or the cluster
@@ -534,7 +553,7 @@ impl Conn {
         };
         let conn = Conn {
             inner: Arc::new(Inner {
-                link: ArcSwap::from_pointee(Link { manager, node }),
+                link: ArcSwap::from_pointee(Link::new(manager, node, timeouts, role)),
                 route: route.clone(),
                 response_timeout: timeouts.response,
                 last_used: AtomicU64::new(0),
@@ -645,8 +664,21 @@ impl Conn {
         if self.is_cluster() {
             crate::cluster::script_slot(keys)?;
         }
-        let mut manager = self.manager();
         self.touch();
+        let link = self.inner.link.load_full();
+        if let Some(lanes) = &link.lanes {
+            if crate::lane::on_lane()
+                && !lanes.has_overdue()
+                && let Some(trip) = lanes.eval(script, keys, args, self.knows(script))
+            {
+                return self.settle_trip(trip, script, subject);
+            }
+            if !lanes.settled(self.inner.response_timeout).await {
+                return self.settle(None, subject);
+            }
+        }
+        drop(link);
+        let mut manager = self.manager();
         let timeout = self.inner.response_timeout;
         let reply = if self.knows(script) {
             let mut invocation = script.script.prepare_invoke();
@@ -671,6 +703,25 @@ impl Conn {
                 lock(&self.inner.loaded).insert(script.hash().to_owned());
             }
             reply
+        };
+        self.settle(reply.ok(), subject)
+    }
+
+    /// The result of a script run over a lane, as [`Conn::settle`] gives it.
+    fn settle_trip<T: redis::FromRedisValue>(
+        &self,
+        trip: crate::lane::Trip,
+        script: &Lua,
+        subject: What<'_>,
+    ) -> Result<T> {
+        let reply = match trip {
+            crate::lane::Trip::Reply(reply) => {
+                if reply.is_ok() {
+                    lock(&self.inner.loaded).insert(script.hash().to_owned());
+                }
+                Some(reply.and_then(|v| T::from_redis_value(v).map_err(Into::into)))
+            }
+            crate::lane::Trip::NoAnswer => None,
         };
         self.settle(reply, subject)
     }
@@ -739,7 +790,7 @@ impl Conn {
         if let Ok(Ok(_)) = &reply {
             lock(&self.inner.loaded).insert(script.hash().to_owned());
         }
-        let (value, acks) = self.settle(reply, subject)?;
+        let (value, acks) = self.settle(reply.ok(), subject)?;
         crate::engine::note_replica_acks(acks);
         Ok(value)
     }
@@ -795,7 +846,7 @@ impl Conn {
             Ok(redis::from_redis_value::<T>(value)?)
         };
         let reply = tokio::time::timeout(self.inner.response_timeout, run).await;
-        self.settle(reply, subject)
+        self.settle(reply.ok(), subject)
     }
 
     /// On a cluster: which master serves each slot, from `CLUSTER SLOTS`.
@@ -808,21 +859,17 @@ impl Conn {
 
     /// The result of one command bounded by the response timeout: its reply, or the error that
     /// says what happened, noting on the way whether the connection was lost or answered.
-    fn settle<T>(
-        &self,
-        reply: std::result::Result<redis::RedisResult<T>, tokio::time::error::Elapsed>,
-        subject: What<'_>,
-    ) -> Result<T> {
+    fn settle<T>(&self, reply: Option<redis::RedisResult<T>>, subject: What<'_>) -> Result<T> {
         match reply {
-            Ok(Ok(value)) => {
+            Some(Ok(value)) => {
                 self.note_answered();
                 Ok(value)
             }
-            Ok(Err(e)) => {
+            Some(Err(e)) => {
                 self.check_lost(&e);
                 Err(Error::from_redis(e, subject))
             }
-            Err(_) => {
+            None => {
                 self.no_answer();
                 Err(Error::no_answer(subject, self.inner.response_timeout))
             }
@@ -867,11 +914,16 @@ impl Conn {
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
         let subject = subject.into();
+        if let Some(lanes) = &self.inner.link.load().lanes
+            && !lanes.settled(self.inner.response_timeout).await
+        {
+            return self.settle(None, subject);
+        }
         let mut manager = self.manager();
         self.touch();
         let reply =
             tokio::time::timeout(self.inner.response_timeout, cmd.query_async(&mut manager)).await;
-        self.settle(reply, subject)
+        self.settle(reply.ok(), subject)
     }
 
     /// Subscribes to `channel`: SUBSCRIBE on the current master and on every later one; on a
@@ -990,10 +1042,12 @@ impl Conn {
             Ok(fresh) => fresh,
             Err(_) => return false,
         };
-        let old = self.inner.link.swap(Arc::new(Link {
-            manager: Handle::Cluster(fresh.clone()),
-            node: self.inner.link.load().node.clone(),
-        }));
+        let old = self.inner.link.swap(Arc::new(Link::new(
+            Handle::Cluster(fresh.clone()),
+            self.inner.link.load().node.clone(),
+            self.inner.timeouts,
+            self.inner.health.role,
+        )));
         // Subscribe the fresh connection to everything (a (un)subscription made meanwhile went
         // to the fresh one already, or is repeated here from the set).
         let channels: Vec<String> = lock(&self.inner.subscriptions)
@@ -1183,10 +1237,12 @@ async fn follow_master(
                 Ok(manager) => {
                     let Some(inner) = conn.upgrade() else { return };
                     let from = inner.link.load().node.address.clone();
-                    inner.link.store(Arc::new(Link {
-                        manager: Handle::Node(manager.clone()),
-                        node: node.clone(),
-                    }));
+                    inner.link.store(Arc::new(Link::new(
+                        Handle::Node(manager.clone()),
+                        node.clone(),
+                        timeouts,
+                        inner.health.role,
+                    )));
                     let conn = Conn { inner };
                     conn.forget_scripts();
                     if subscriber {

@@ -76,6 +76,7 @@ mod error;
 #[doc(hidden)]
 pub mod ffi;
 pub mod inspect;
+mod lane;
 mod objects;
 mod owner;
 mod pubsub;

@@ -9,6 +9,7 @@
 use std::future::Future;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, Ordering};
+use std::task::{Context, Poll, Waker};
 
 use tokio::runtime::{Handle, Runtime};
 use tokio::task::JoinHandle;
@@ -86,6 +87,71 @@ where
     F::Output: Send + 'static,
 {
     current().runtime.spawn(future)
+}
+
+/// What [`start_here`] did with a future.
+///
+/// # Examples
+///
+/// ```
+/// use crosslock::runtime::{start_here, Started};
+/// match start_here(async { 6 * 7 }) {
+///     Started::Done(answer) => assert_eq!(answer, 42),
+///     Started::Running(task) => assert_eq!(crosslock::runtime::block_on(task).unwrap(), 42),
+/// }
+/// ```
+#[derive(Debug)]
+pub enum Started<T> {
+    /// It finished on the calling thread.
+    Done(T),
+    /// It had to wait, and goes on as a task on the process-wide runtime.
+    Running(JoinHandle<T>),
+}
+
+/// Starts `future` on the calling thread, for a caller that is going to block until it is done
+/// anyway (a sync binding method): polls it once there, and spawns the rest on the process-wide
+/// runtime only if it has to wait.
+///
+/// During that first poll the future's Redis scripts go over *lanes*, blocking connections used
+/// from this thread, so an uncontended acquire or release makes its round trip without waking any
+/// runtime thread (a hand-off costs several context switches per call). Results, errors and
+/// cancel safety are those of the same future spawned. The first poll blocks for at most one
+/// round trip per script it runs (each bounded by the client's response timeout) and does not
+/// return early for signals.
+///
+/// From inside the runtime (a runtime worker or a thread in `block_on`) it only spawns: a runtime
+/// thread must never block.
+///
+/// # Examples
+///
+/// ```
+/// use crosslock::runtime::{start_here, Started};
+/// let result = match start_here(async { "done" }) {
+///     Started::Done(value) => value,
+///     Started::Running(task) => crosslock::runtime::block_on(task).unwrap(),
+/// };
+/// assert_eq!(result, "done");
+/// ```
+pub fn start_here<F>(future: F) -> Started<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    if Handle::try_current().is_ok() {
+        return Started::Running(spawn(future));
+    }
+    let state = current();
+    let mut future = Box::pin(future);
+    let polled = {
+        let _entered = state.runtime.enter();
+        let mut cx = Context::from_waker(Waker::noop());
+        crate::lane::with_lanes(|| future.as_mut().poll(&mut cx))
+    };
+    match polled {
+        Poll::Ready(value) => Started::Done(value),
+        // The task's first poll registers its own waker wherever the future waits.
+        Poll::Pending => Started::Running(state.runtime.spawn(future)),
+    }
 }
 
 /// Runs `future` to completion on the process-wide runtime, blocking the calling thread.

@@ -1,0 +1,472 @@
+//! Lanes: a blocking caller's own thread makes the round trip itself.
+//!
+//! A caller that blocks anyway (a sync Python method) gains nothing from handing its call to the
+//! runtime: that costs a wake-up of a runtime worker, the multiplexed connection's driver writing
+//! the request on one worker and reading the reply on another, and a wake-up of the caller to
+//! hand the result back, about four context switches for one round trip. A plain client (redis-py)
+//! writes on the caller's thread and sleeps in `read` until the reply: one.
+//!
+//! [`crate::runtime::start_here`] polls a call's future once on the caller's thread with this
+//! thread marked as [`on_lane`]. While it is, [`crate::connection::Conn::eval`] sends each script
+//! over a *lane*: a plain blocking socket to the same node, borrowed from the node's pool for that
+//! one round trip. An uncontended acquire or release thus completes inside that first poll, on the
+//! caller's thread, with no hand-off at all; anything that has to wait (a busy lock's wait loop, a
+//! connect) returns `Pending` and goes on as a runtime task, on the multiplexed connection, exactly
+//! as before.
+//!
+//! What a lane promises, so that its calls behave as the multiplexed connection's:
+//!
+//! - **Same outcomes.** A lane runs the same script with the same arguments on the same node, and
+//!   its reply goes through the same [`Conn`](crate::connection::Conn) bookkeeping (script cache,
+//!   health, Sentinel suspicion). A reply that does not come within the response timeout is a
+//!   lost reply (`Unavailable`, "no answer"), settled by the engine as on the multiplexed
+//!   connection.
+//! - **A lost reply is settled after the request, never before.** On one connection Redis runs
+//!   commands in order, so the engine's settle (the owner's hold count, asked after a lost
+//!   acquire) always sees what the lost request did. A lane is another connection: a settle sent
+//!   on the multiplexed connection could run *before* the late request still waiting in the
+//!   lane's socket, and a retried acquire plus that late one would leave a hold nobody counts.
+//!   So the lane is not closed when its reply is overdue (closing it would not stop Redis from
+//!   running what it already received): a thread keeps reading it until the reply arrives or the
+//!   server drops the connection, and until then every command to that node waits
+//!   ([`Lanes::settled`]), bounded by the response timeout (then it fails as unanswered, as it
+//!   would against a server that does not answer). [`ORPHAN_LIMIT`] bounds that watch.
+//! - **No stale sockets.** Only lanes used within [`FRESH`] are reused (a server's idle `timeout`
+//!   is at least 1 s), and each is first checked without blocking for a close the server sent
+//!   meanwhile (`CLIENT KILL`, a restart): such a lane is dropped, not written to.
+//! - **Only where it pays.** Lanes exist for a single server or a Sentinel group's master over
+//!   TCP or a Unix socket (not TLS, not a cluster, where the multiplexed connection routes), only
+//!   while calls come in quick succession (a lone call every few seconds goes the usual way rather
+//!   than opening a socket), and at most [`MAX_LANES`] per node. Never in a forked child: the
+//!   parent's lanes are its sockets too.
+
+use std::cell::Cell;
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionAddr, ConnectionInfo, RedisResult, Value};
+
+use crate::connection::ToArg;
+use crate::scripts::Lua;
+
+/// How long an idle lane may be reused, and how recent the last lane call must be for a new one
+/// to be opened: well under the smallest idle `timeout` a server can have (1 s).
+const FRESH: Duration = Duration::from_millis(500);
+
+/// The most lanes one node's pool opens; callers beyond it take the usual path.
+const MAX_LANES: usize = 16;
+
+/// How long a lane whose reply is overdue is watched for it. After that it is reset (closed
+/// with `SO_LINGER` 0, so the server's end discards what it has not read) and commands go on.
+const ORPHAN_LIMIT: Duration = Duration::from_secs(60);
+
+thread_local! {
+    static ON_LANE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the current thread is inside [`with_lanes`]: a blocking caller's own thread.
+pub(crate) fn on_lane() -> bool {
+    ON_LANE.with(Cell::get)
+}
+
+/// Runs `f` with this thread marked as one that may block on lanes.
+pub(crate) fn with_lanes<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            ON_LANE.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(ON_LANE.with(|c| c.replace(true)));
+    f()
+}
+
+/// One node's pool of lanes.
+pub(crate) struct Lanes {
+    info: ConnectionInfo,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    idle: Mutex<Vec<Lane>>,
+    /// Lanes that exist, idle or lent out.
+    open: Arc<AtomicUsize>,
+    /// Lanes whose reply is overdue (see the module docs).
+    overdue: Arc<Overdue>,
+    /// When a lane was last asked for (ms since `epoch`).
+    asked: AtomicU64,
+    epoch: Instant,
+    /// The process the lanes belong to: a forked child shares their sockets with its parent
+    /// and must never use them.
+    pid: u32,
+}
+
+/// Lanes whose reply is overdue, and the signal that one was settled.
+#[derive(Default)]
+struct Overdue {
+    count: AtomicUsize,
+    done: tokio::sync::Notify,
+}
+
+/// The outcome of one round trip over a lane.
+pub(crate) enum Trip {
+    /// The node answered (a value or an error reply), or the socket failed.
+    Reply(RedisResult<Value>),
+    /// No answer within the response timeout: the lane was closed with the answer still due.
+    NoAnswer,
+}
+
+impl Lanes {
+    /// A pool for the node `info` points at, or `None` where lanes are not used (TLS).
+    pub(crate) fn new(
+        info: &ConnectionInfo,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Option<Self> {
+        match info.addr() {
+            ConnectionAddr::Tcp(..) | ConnectionAddr::Unix(_) => Some(Lanes {
+                info: info.clone(),
+                connect_timeout,
+                response_timeout,
+                idle: Mutex::new(Vec::new()),
+                open: Arc::new(AtomicUsize::new(0)),
+                overdue: Arc::default(),
+                asked: AtomicU64::new(0),
+                epoch: Instant::now(),
+                pid: std::process::id(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Runs `script` over a lane: `EVALSHA` when `known`, the whole script otherwise or on
+    /// `NOSCRIPT`. `None` when no lane is to be had (the caller then takes the usual path).
+    pub(crate) fn eval(
+        &self,
+        script: &Lua,
+        keys: &[&str],
+        args: &[&dyn ToArg],
+        known: bool,
+    ) -> Option<Trip> {
+        let mut lane = self.take()?;
+        let command = |whole: bool| {
+            let mut cmd = if whole {
+                let mut cmd = redis::cmd("EVAL");
+                cmd.arg(script.code);
+                cmd
+            } else {
+                let mut cmd = redis::cmd("EVALSHA");
+                cmd.arg(script.hash());
+                cmd
+            };
+            cmd.arg(keys.len());
+            for key in keys {
+                cmd.arg(*key);
+            }
+            for arg in args {
+                arg.add_to_cmd(&mut cmd);
+            }
+            cmd
+        };
+        let mut trip = lane.round_trip(&command(!known));
+        if known
+            && let Trip::Reply(Err(e)) = &trip
+            && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+        {
+            trip = lane.round_trip(&command(true));
+        }
+        match &trip {
+            Trip::Reply(Ok(_)) => self.put_back(lane),
+            Trip::Reply(Err(e)) if e.is_unrecoverable_error() || e.is_io_error() => {
+                self.discard(lane)
+            }
+            Trip::Reply(Err(_)) => self.put_back(lane),
+            Trip::NoAnswer => self.watch_overdue(lane),
+        }
+        Some(trip)
+    }
+
+    /// Waits (at most `limit`) until no lane of this node has a reply overdue; `false` if one
+    /// still has. Every command to the node waits for this first.
+    pub(crate) async fn settled(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let notified = self.overdue.done.notified();
+            if self.overdue.count.load(Ordering::Acquire) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.overdue.count.load(Ordering::Acquire) == 0;
+            }
+        }
+    }
+
+    /// Whether a lane of this node has a reply overdue (no waiting).
+    pub(crate) fn has_overdue(&self) -> bool {
+        self.overdue.count.load(Ordering::Acquire) != 0
+    }
+
+    /// Keeps reading `lane`, whose reply is overdue, on a thread of its own until the reply
+    /// comes, the server drops the connection or [`ORPHAN_LIMIT`] passes.
+    fn watch_overdue(&self, mut lane: Lane) {
+        self.overdue.count.fetch_add(1, Ordering::AcqRel);
+        let overdue = self.overdue.clone();
+        let open = self.open.clone();
+        let watch = move || {
+            let deadline = Instant::now() + ORPHAN_LIMIT;
+            let answered = loop {
+                match lane.parser.parse_value(Restarting(&mut lane.socket)) {
+                    Err(e) if e.is_timeout() && Instant::now() < deadline => continue,
+                    Err(e) if e.is_timeout() => break false,
+                    // A reply, or the server's end is gone: nothing more can run from it.
+                    _ => break true,
+                }
+            };
+            if !answered {
+                lane.reset();
+            }
+            drop(lane);
+            open.fetch_sub(1, Ordering::Relaxed);
+            overdue.count.fetch_sub(1, Ordering::AcqRel);
+            overdue.done.notify_waiters();
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("crosslock-lane".into())
+            .spawn(watch)
+        {
+            // No thread to watch it: the commands to this node stay held back until the
+            // process can spare one, which is what an unanswered server would do anyway.
+            tracing::warn!(target: "crosslock", "cannot watch an overdue reply: {e}");
+        }
+    }
+
+    /// A lane that was used within [`FRESH`] and is still open, else a new one if calls come
+    /// in quick succession; `None` otherwise.
+    fn take(&self) -> Option<Lane> {
+        if std::process::id() != self.pid {
+            return None;
+        }
+        let now = self.epoch.elapsed().as_millis() as u64;
+        let before = self.asked.swap(now, Ordering::Relaxed);
+        loop {
+            let popped = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let Some(lane) = popped else { break };
+            if lane.used.elapsed() < FRESH && lane.still_open() {
+                return Some(lane);
+            }
+            self.discard(lane);
+        }
+        if now.saturating_sub(before) > FRESH.as_millis() as u64 {
+            return None;
+        }
+        if self.open.fetch_add(1, Ordering::Relaxed) >= MAX_LANES {
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        match Lane::connect(&self.info, self.connect_timeout, self.response_timeout) {
+            Ok(lane) => Some(lane),
+            Err(e) => {
+                tracing::debug!(target: "crosslock", "cannot open a lane: {e}");
+                self.open.fetch_sub(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    fn put_back(&self, mut lane: Lane) {
+        lane.used = Instant::now();
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(lane);
+    }
+
+    fn discard(&self, lane: Lane) {
+        drop(lane);
+        self.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+enum Socket {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Socket {
+    fn fd(&self) -> i32 {
+        match self {
+            Socket::Tcp(s) => s.as_raw_fd(),
+            Socket::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+impl Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.read(buf),
+            Socket::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.write(buf),
+            Socket::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Retries a read or write interrupted by a signal: the caller's signal handlers run when the
+/// call returns (a lane round trip is bounded by the response timeout).
+struct Restarting<'a>(&'a mut Socket);
+
+impl Read for Restarting<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.0.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => return other,
+            }
+        }
+    }
+}
+
+/// One blocking RESP3 connection.
+struct Lane {
+    socket: Socket,
+    parser: redis::Parser,
+    used: Instant,
+    out: Vec<u8>,
+}
+
+impl Lane {
+    fn connect(info: &ConnectionInfo, connect: Duration, response: Duration) -> RedisResult<Lane> {
+        let socket = match info.addr() {
+            ConnectionAddr::Tcp(host, port) => {
+                let mut last = io::Error::other("the host name resolved to no address");
+                let mut stream = None;
+                for addr in (host.as_str(), *port).to_socket_addrs()? {
+                    match TcpStream::connect_timeout(&addr, connect) {
+                        Ok(s) => {
+                            stream = Some(s);
+                            break;
+                        }
+                        Err(e) => last = e,
+                    }
+                }
+                let stream = stream.ok_or(last)?;
+                stream.set_nodelay(true)?;
+                stream.set_read_timeout(Some(response))?;
+                stream.set_write_timeout(Some(response))?;
+                Socket::Tcp(stream)
+            }
+            ConnectionAddr::Unix(path) => {
+                let stream = UnixStream::connect(path)?;
+                stream.set_read_timeout(Some(response))?;
+                stream.set_write_timeout(Some(response))?;
+                Socket::Unix(stream)
+            }
+            _ => return Err(io::Error::other("lanes are plain TCP or Unix sockets").into()),
+        };
+        let mut lane = Lane {
+            socket,
+            parser: redis::Parser::new(),
+            used: Instant::now(),
+            out: Vec::with_capacity(256),
+        };
+        let settings = info.redis_settings();
+        let mut hello = redis::cmd("HELLO");
+        hello.arg(3);
+        if let Some(password) = settings.password() {
+            hello
+                .arg("AUTH")
+                .arg(settings.username().unwrap_or("default"))
+                .arg(password);
+        }
+        lane.handshake(&hello)?;
+        if settings.db() != 0 {
+            lane.handshake(redis::cmd("SELECT").arg(settings.db()))?;
+        }
+        Ok(lane)
+    }
+
+    fn handshake(&mut self, cmd: &redis::Cmd) -> RedisResult<()> {
+        match self.round_trip(cmd) {
+            Trip::Reply(reply) => reply.map(|_| ()),
+            Trip::NoAnswer => Err(io::Error::from(io::ErrorKind::TimedOut).into()),
+        }
+    }
+
+    /// Writes `cmd` and reads its reply.
+    fn round_trip(&mut self, cmd: &redis::Cmd) -> Trip {
+        self.out.clear();
+        cmd.write_packed_command(&mut self.out);
+        if let Err(e) = write_all(&mut self.socket, &self.out) {
+            return Trip::Reply(Err(e.into()));
+        }
+        match self.parser.parse_value(Restarting(&mut self.socket)) {
+            Ok(value) => Trip::Reply(value.extract_error()),
+            Err(e) if e.is_timeout() => Trip::NoAnswer,
+            Err(e) => Trip::Reply(Err(e)),
+        }
+    }
+
+    /// Closes the connection with a reset (`SO_LINGER` 0) when it is dropped: the server's end
+    /// then discards what it has not read yet.
+    fn reset(&self) {
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: setsockopt on our own open socket with a correctly sized `linger`.
+        unsafe {
+            libc::setsockopt(
+                self.socket.fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&raw const linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            );
+        }
+    }
+
+    /// Whether the server has not closed this idle connection (checked without blocking).
+    fn still_open(&self) -> bool {
+        let mut byte = 0u8;
+        // SAFETY: a one-byte buffer that lives across the call; `recv` with MSG_PEEK never
+        // consumes data and MSG_DONTWAIT never blocks.
+        let n = unsafe {
+            libc::recv(
+                self.socket.fd(),
+                (&raw mut byte).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        // Nothing to read is the only healthy state: 0 is the server's close, data is unsolicited
+        // (an idle lane is owed nothing), an error is a reset.
+        n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
+    }
+}
+
+fn write_all(socket: &mut Socket, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match socket.write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

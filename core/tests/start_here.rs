@@ -1,0 +1,164 @@
+//! `runtime::start_here`: a blocking caller (the sync Python methods) makes an uncontended call's
+//! round trip on its own thread, over a lane, and gets exactly the results, errors and clean-up of
+//! the usual path: after the server killed connections, after an idle timeout, with the lock
+//! busy, and when the reply is lost.
+
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::future::Future;
+use std::time::Duration;
+
+use crosslock::runtime::{Started, block_on, start_here};
+use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Lock, Owner};
+use redis::Commands;
+use support::RedisServer;
+
+/// Runs `future` as a sync binding does: started here, waited for if it had to go on as a task.
+/// Says whether it finished on this thread.
+fn run<T: Send + 'static>(future: impl Future<Output = T> + Send + 'static) -> (bool, T) {
+    match start_here(future) {
+        Started::Done(value) => (true, value),
+        Started::Running(task) => (false, block_on(task).unwrap()),
+    }
+}
+
+fn connect(server: &RedisServer, options: ClientOptions) -> Client {
+    block_on(Client::connect_with(&server.url(), options)).unwrap()
+}
+
+/// One acquire + release pair through `start_here`; says whether both finished on this thread.
+fn pair(lock: &Lock) -> bool {
+    let l = lock.clone();
+    let (acquired_here, guard) = run(async move { l.acquire().await });
+    let guard = guard.unwrap();
+    let (released_here, released) = run(async move { guard.release().await });
+    released.unwrap();
+    acquired_here && released_here
+}
+
+#[test]
+fn uncontended_calls_in_quick_succession_finish_on_the_calling_thread() {
+    let server = RedisServer::start();
+    let client = connect(&server, ClientOptions::new());
+    let lock = client.lock("here:a").unwrap();
+    let mut raw = server.raw();
+
+    // A lone first call may take the usual path (it opens no lane); the ones right after do not.
+    pair(&lock);
+    for _ in 0..20 {
+        let l = lock.clone();
+        let (here, guard) = run(async move { l.acquire().await });
+        assert!(here, "an uncontended acquire went through the runtime");
+        let guard = guard.unwrap();
+        let field = guard.owner().holder(&client.id());
+        assert_eq!(raw.hget::<_, _, i64>("here:a", &field).unwrap(), 1);
+        let (here, released) = run(async move { guard.release().await });
+        assert!(here, "an uncontended release went through the runtime");
+        released.unwrap();
+        assert!(!raw.exists::<_, bool>("here:a").unwrap());
+    }
+    block_on(client.close());
+}
+
+#[test]
+fn connections_killed_by_the_server_between_calls_cost_no_error() {
+    let server = RedisServer::start();
+    let client = connect(&server, ClientOptions::new());
+    let lock = client.lock("here:killed").unwrap();
+    pair(&lock);
+    for _ in 0..5 {
+        pair(&lock);
+        // Every connection but the killer's: the lanes and the multiplexed connection alike.
+        server.command(&["CLIENT", "KILL", "TYPE", "normal"]);
+        pair(&lock);
+    }
+    assert!(!server.raw().exists::<_, bool>("here:killed").unwrap());
+    block_on(client.close());
+}
+
+#[test]
+fn an_idle_timeout_between_calls_costs_no_error() {
+    let server = RedisServer::start_with(&["--timeout", "1"]);
+    let client = connect(&server, ClientOptions::new());
+    let lock = client.lock("here:idle").unwrap();
+    for _ in 0..2 {
+        pair(&lock);
+        pair(&lock);
+        std::thread::sleep(Duration::from_millis(1_300));
+    }
+    assert!(pair(&lock) || pair(&lock));
+    block_on(client.close());
+}
+
+#[test]
+fn a_busy_lock_is_waited_for_on_the_runtime_and_won_after_release() {
+    let server = RedisServer::start();
+    let client = connect(&server, ClientOptions::new());
+    let lock = client.lock("here:busy").unwrap();
+    pair(&lock);
+    let holder = block_on(lock.acquire_with(AcquireOptions::new().owner(Owner::new(1)))).unwrap();
+
+    let l = lock.clone();
+    let options = AcquireOptions::new()
+        .owner(Owner::new(2))
+        .wait(Duration::from_secs(10));
+    let Started::Running(waiter) = start_here(async move { l.acquire_with(options).await }) else {
+        panic!("an acquire of a busy lock finished without waiting");
+    };
+    block_on(holder.release()).unwrap();
+    let guard = block_on(waiter).unwrap().unwrap();
+    assert_eq!(block_on(lock.hold_count_of(guard.owner())).unwrap(), 1);
+    block_on(guard.release()).unwrap();
+    assert!(!server.raw().exists::<_, bool>("here:busy").unwrap());
+    block_on(client.close());
+}
+
+#[test]
+fn an_acquire_whose_reply_is_lost_holds_the_lock_once_or_not_at_all() {
+    let server = RedisServer::start();
+    let options = ClientOptions::new().response_timeout(Duration::from_millis(300));
+    let client = connect(&server, options);
+    let lock = client.lock("here:lost").unwrap();
+
+    // The server stops answering with the acquire on its way: the lane gives up on the reply
+    // after the response timeout, and the acquire goes on in the background, settling what the
+    // lost request did once the server answers again. When it resumes, the late request and the
+    // settle are on different connections: the settle must still run after it.
+    for _ in 0..3 {
+        lost_acquire(&server, &lock);
+    }
+    assert!(pair(&lock) || pair(&lock));
+    block_on(client.close());
+}
+
+fn lost_acquire(server: &RedisServer, lock: &Lock) {
+    pair(lock);
+    server.signal(libc::SIGSTOP);
+    let l = lock.clone();
+    let options = AcquireOptions::new().wait(Duration::from_secs(10));
+    let started = start_here(async move { l.acquire_with(options).await });
+    server.signal(libc::SIGCONT);
+    let result = match started {
+        Started::Done(result) => result,
+        Started::Running(task) => block_on(task).unwrap(),
+    };
+    match result {
+        Ok(guard) => {
+            assert_eq!(block_on(lock.hold_count_of(guard.owner())).unwrap(), 1);
+            block_on(guard.release()).unwrap();
+        }
+        Err(e) => assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}"),
+    }
+    // Nothing left behind either way: no second hold from the lost request.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while server.raw().exists::<_, bool>("here:lost").unwrap() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lost acquire left the lock held"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
