@@ -67,8 +67,8 @@ def test_threads_are_served_in_the_order_they_asked(client, other, raw, redis_se
         wait_until(lambda: len(queued(raw, name)) == i + 1, what=f"waiter {i} to queue")
     assert queued(raw, name) == holders  # first come, first in line
     assert sorted(deadlines(raw, name)) == sorted(holders)
-    for h in holders:  # each waiter listens on its own channel
-        assert raw.numsub(waiter_channel(name, h)) == 1
+    for h in holders:  # each waiter listens on its own channel (subscribed right after it queued)
+        wait_until(lambda: raw.numsub(waiter_channel(name, h)) == 1, what=f"{h} to listen")
     assert order == []
 
     # A release wakes the head only: the second waiter's channel gets nothing.

@@ -2,17 +2,20 @@
 //! Both run the work on core's process runtime (`crosslock::runtime`); this crate never makes a
 //! runtime of its own.
 //!
-//! **Sync** ([`wait`]): the core future is spawned on the runtime and the calling thread waits
-//! for its result with the GIL released, waking every [`TICK`] to run Python's signal handlers
-//! (`py.check_signals()`). When a handler raises (Ctrl-C → `KeyboardInterrupt`), a cancellable
+//! **Sync** ([`wait`]): the core future is started on the calling thread with the GIL released
+//! (`crosslock::runtime::start_here`: an uncontended call makes its round trip right there, on a
+//! lane, with no thread hand-off); if it has to wait it goes on as a runtime task, and the calling
+//! thread waits for its result with the GIL released, waking every [`TICK`] to run Python's
+//! signal handlers (`py.check_signals()`). When a handler raises (Ctrl-C → `KeyboardInterrupt`), a cancellable
 //! operation is cancelled through its token, the helper waits (at most [`CLEANUP_LIMIT`]) for
 //! core to finish its give-up cleanup, undoes a success that raced with the signal, and only
 //! then re-raises: an interrupted `acquire` leaves no lock, no waiter and no subscription.
 //! Waiting on the calling thread (rather than on a helper thread or event loop) keeps the caller's
 //! identity, which the Python layer has already turned into an owner number.
 //!
-//! **asyncio** ([`awaitable`]): an `asyncio.Future` completed on its event loop's thread through
-//! the loop's completion queue ([`crate::asyncio`]), the core future running on core's runtime.
+//! **asyncio** ([`awaitable`]): an `asyncio.Future` whose core future is polled and completed on
+//! its event loop's thread ([`crate::asyncio`]), making its round trips on the loop's own lane and
+//! woken through the loop's completion queue when it waits on core's runtime.
 //! Cancelling the asyncio future while the core future still runs drops the core future, and
 //! core's cancel-safety leaves nothing behind. A cancel that comes *after* the core future
 //! finished is another matter: the bridge then drops the finished result unconverted, and asyncio
@@ -26,6 +29,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use crosslock::CancellationToken;
+use crosslock::runtime::Started;
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -69,9 +73,16 @@ where
     T: Send + 'static,
 {
     let (sender, mut receiver) = mpsc::sync_channel(1);
-    crosslock::runtime::spawn(async move {
+    let run = async move {
         let _ = sender.send(future.await);
-    });
+    };
+    // An uncontended call finishes right here, its round trip made on this thread (a lane);
+    // the rest goes on as a runtime task.
+    if let Started::Done(()) = py.detach(move || crosslock::runtime::start_here(run))
+        && let Ok(result) = receiver.try_recv()
+    {
+        return result.map_err(|e| to_py_err(py, e, lock_name));
+    }
     loop {
         let (back, received) = py.detach(move || {
             let received = receiver.recv_timeout(TICK);
@@ -174,8 +185,8 @@ impl<'py, T: IntoPyObject<'py>> IntoPyObject<'py> for Converted<T> {
     }
 }
 
-/// Returns an asyncio awaitable for `future`, run on core's runtime. Must be called with a
-/// running event loop (from a coroutine). Cancelling the awaitable drops `future` if it is still
+/// Returns an asyncio awaitable for `future`, polled on the running event loop's thread. Must be
+/// called with a running event loop (from a coroutine). Cancelling the awaitable drops `future` if it is still
 /// running; if it has finished, its result is dropped unconverted or, once set, as a Python
 /// object (see [`Unclaimed`] for results that must be undone then).
 pub(crate) fn awaitable<'py, T, F>(

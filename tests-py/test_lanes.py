@@ -1,0 +1,163 @@
+"""The calling thread's own round trips ("lanes"): a sync method makes an uncontended call's round
+trip on the caller's thread, an async one on its event loop, each over a connection of its own.
+Whatever happens to those connections, callers see the same results as on the shared one: no
+error after the server killed connections, none after an idle timeout, no leaked connections
+across threads and event loops, and a reply lost on a lane never leaves a hold behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import crosslock
+from support import Raw, RedisServer, wait_until
+
+
+def normal_clients(raw: Raw) -> int:
+    return sum(1 for line in raw.command("CLIENT", "LIST", "TYPE", "normal").splitlines() if line)
+
+
+def pairs(lock: crosslock.Lock, n: int) -> None:
+    for _ in range(n):
+        assert lock.acquire(timeout=5)
+        lock.release()
+
+
+async def pairs_async(lock: crosslock.Lock, n: int) -> None:
+    for _ in range(n):
+        assert await lock.acquire_async(timeout=5)
+        await lock.release_async()
+
+
+def test_sync_calls_survive_connections_killed_between_them(client: crosslock.Client, raw: Raw) -> None:
+    lock = client.lock("lanes:killed")
+    for _ in range(5):
+        pairs(lock, 3)
+        raw.command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        pairs(lock, 3)
+    assert raw.command("EXISTS", "lanes:killed") == 0
+
+
+def test_async_calls_survive_connections_killed_between_them(client: crosslock.Client, raw: Raw) -> None:
+    lock = client.lock("lanes:killed-async")
+
+    async def main() -> None:
+        for _ in range(5):
+            await pairs_async(lock, 3)
+            raw.command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+            await pairs_async(lock, 3)
+
+    asyncio.run(main())
+    assert raw.command("EXISTS", "lanes:killed-async") == 0
+
+
+def test_calls_after_an_idle_timeout_succeed() -> None:
+    server = RedisServer("--timeout", "1")
+    try:
+        c = crosslock.connect(server.url)
+        lock = c.lock("lanes:idle")
+        for _ in range(2):
+            pairs(lock, 3)
+            asyncio.run(pairs_async(lock, 3))
+            time.sleep(1.3)
+        pairs(lock, 3)
+        asyncio.run(pairs_async(lock, 3))
+        c.close()
+    finally:
+        server.stop()
+
+
+def test_many_threads_and_event_loops_do_not_pile_up_connections(client: crosslock.Client, raw: Raw) -> None:
+    before = normal_clients(raw)
+
+    def worker(i: int) -> None:
+        lock = client.lock(f"lanes:t{i}")
+        pairs(lock, 30)
+        asyncio.run(pairs_async(lock, 30))
+
+    for _ in range(3):
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    # Every one of those loops is gone; their lanes were closed, and the pool of sync lanes is
+    # bounded (at most 16 per node).
+    wait_until(lambda: normal_clients(raw) <= before + 16, what="lanes closed")
+    assert all(raw.command("EXISTS", f"lanes:t{i}") == 0 for i in range(8))
+
+
+def test_concurrent_tasks_share_a_loop_lane_and_each_gets_its_own_reply(
+    client: crosslock.Client, other: crosslock.Client, raw: Raw
+) -> None:
+    """Forty tasks at once on one loop: replies come back in order on one connection, and each
+    task gets its own (half the locks are busy, so the answers differ)."""
+    locks = [client.lock(f"lanes:c{i}") for i in range(40)]
+    busy = [other.lock(f"lanes:c{i}") for i in range(0, 40, 2)]
+    for lock in busy:
+        assert lock.acquire(timeout=5)
+
+    async def one(i: int) -> tuple[bool, int]:
+        got = await locks[i].acquire_async(timeout=0)
+        count = await locks[i].hold_count_async()
+        if got:
+            await locks[i].release_async()
+        return got, count
+
+    async def main() -> None:
+        await pairs_async(locks[1], 3)
+        for _ in range(5):
+            results = await asyncio.gather(*(one(i) for i in range(40)))
+            assert results == [(False, 0) if i % 2 == 0 else (True, 1) for i in range(40)]
+
+    asyncio.run(main())
+    for lock in busy:
+        lock.release()
+    assert all(raw.command("EXISTS", f"lanes:c{i}") == 0 for i in range(40))
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_an_acquire_whose_reply_is_lost_leaves_no_hold_behind(flavour: str) -> None:
+    """The server stops with an acquire on its way over a lane: the caller stops waiting after the
+    response timeout, the request still runs when the server resumes, and whatever the acquire
+    finally returns, the lock ends up held once (by a caller that knows it) or not at all."""
+    server = RedisServer()
+    try:
+        c = crosslock.connect(server.url, response_timeout=0.3)
+        lock = c.lock("lanes:lost")
+        raw = server.raw()
+        for _ in range(3):
+            pairs(lock, 2)
+            asyncio.run(pairs_async(lock, 2))
+            os.kill(server.process.pid, signal.SIGSTOP)
+            timer = threading.Timer(0.6, os.kill, (server.process.pid, signal.SIGCONT))
+            timer.start()
+            try:
+                if flavour == "sync":
+                    got = lock.acquire(timeout=10)
+                    count = lock.hold_count() if got else 0
+                    if got:
+                        lock.release()
+                else:
+                    async def attempt() -> tuple[bool, int]:
+                        got = await lock.acquire_async(timeout=10)
+                        count = await lock.hold_count_async() if got else 0
+                        if got:
+                            await lock.release_async()
+                        return got, count
+
+                    got, count = asyncio.run(attempt())
+            except crosslock.RedisUnavailableError:
+                got, count = False, 0
+            finally:
+                timer.join()
+            assert count == (1 if got else 0)
+            wait_until(lambda: raw.command("EXISTS", "lanes:lost") == 0, timeout=5, what="no hold left")
+        c.close()
+    finally:
+        server.stop()
