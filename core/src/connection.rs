@@ -673,6 +673,9 @@ impl Conn {
             {
                 return self.settle_trip(trip, script, subject);
             }
+            if let Some(trip) = self.eval_on_loop(lanes, script, keys, args).await {
+                return self.settle_trip(trip, script, subject);
+            }
             if !lanes.settled(self.inner.response_timeout).await {
                 return self.settle(None, subject);
             }
@@ -705,6 +708,59 @@ impl Conn {
             reply
         };
         self.settle(reply.ok(), subject)
+    }
+
+    /// Runs `script` over the lane of the event loop polling this call ([`crate::loop_lane`]),
+    /// bounded by the response timeout; `None` when there is no such lane.
+    async fn eval_on_loop(
+        &self,
+        lanes: &crate::lane::Lanes,
+        script: &Lua,
+        keys: &[&str],
+        args: &[&dyn ToArg],
+    ) -> Option<crate::lane::Trip> {
+        let command = |whole: bool| {
+            let mut cmd = if whole {
+                let mut cmd = redis::cmd("EVAL");
+                cmd.arg(script.code);
+                cmd
+            } else {
+                let mut cmd = redis::cmd("EVALSHA");
+                cmd.arg(script.hash());
+                cmd
+            };
+            cmd.arg(keys.len());
+            for key in keys {
+                cmd.arg(*key);
+            }
+            for arg in args {
+                arg.add_to_cmd(&mut cmd);
+            }
+            cmd
+        };
+        let known = self.knows(script);
+        let request = crate::loop_lane::send(lanes, &command(!known))?;
+        let timeout = self.inner.response_timeout;
+        let trip = tokio::time::timeout(timeout, request)
+            .await
+            .unwrap_or(crate::lane::Trip::NoAnswer);
+        match trip {
+            crate::lane::Trip::Reply(Err(e))
+                if known
+                    && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                // Sent whole on the same lane (in order behind the first): no other way exists.
+                let Some(request) = crate::loop_lane::send(lanes, &command(true)) else {
+                    return Some(crate::lane::Trip::Reply(Err(e)));
+                };
+                Some(
+                    tokio::time::timeout(timeout, request)
+                        .await
+                        .unwrap_or(crate::lane::Trip::NoAnswer),
+                )
+            }
+            trip => Some(trip),
+        }
     }
 
     /// The result of a script run over a lane, as [`Conn::settle`] gives it.

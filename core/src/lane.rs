@@ -56,14 +56,14 @@ use crate::scripts::Lua;
 
 /// How long an idle lane may be reused, and how recent the last lane call must be for a new one
 /// to be opened: well under the smallest idle `timeout` a server can have (1 s).
-const FRESH: Duration = Duration::from_millis(500);
+pub(crate) const FRESH: Duration = Duration::from_millis(500);
 
 /// The most lanes one node's pool opens; callers beyond it take the usual path.
 const MAX_LANES: usize = 16;
 
 /// How long a lane whose reply is overdue is watched for it. After that it is reset (closed
 /// with `SO_LINGER` 0, so the server's end discards what it has not read) and commands go on.
-const ORPHAN_LIMIT: Duration = Duration::from_secs(60);
+pub(crate) const ORPHAN_LIMIT: Duration = Duration::from_secs(60);
 
 thread_local! {
     static ON_LANE: Cell<bool> = const { Cell::new(false) };
@@ -99,6 +99,10 @@ pub(crate) struct Lanes {
     /// When a lane was last asked for (ms since `epoch`).
     asked: AtomicU64,
     epoch: Instant,
+    id: u64,
+    /// Dropped with the pool: an event loop's lane to a node nobody routes to any more (the old
+    /// master after a failover) is closed when the loop finds this gone.
+    alive: Arc<()>,
     /// The process the lanes belong to: a forked child shares their sockets with its parent
     /// and must never use them.
     pid: u32,
@@ -106,10 +110,21 @@ pub(crate) struct Lanes {
 
 /// Lanes whose reply is overdue, and the signal that one was settled.
 #[derive(Default)]
-struct Overdue {
-    count: AtomicUsize,
+pub(crate) struct Overdue {
+    pub(crate) count: AtomicUsize,
     done: tokio::sync::Notify,
 }
+
+impl Overdue {
+    /// One overdue reply came (or can no longer come).
+    pub(crate) fn settle_one(&self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+        self.done.notify_waiters();
+    }
+}
+
+/// Numbers the pools, so an event loop's lanes never outlive theirs under a reused address.
+static POOL_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// The outcome of one round trip over a lane.
 pub(crate) enum Trip {
@@ -137,6 +152,8 @@ impl Lanes {
                 asked: AtomicU64::new(0),
                 epoch: Instant::now(),
                 pid: std::process::id(),
+                id: POOL_IDS.fetch_add(1, Ordering::Relaxed),
+                alive: Arc::new(()),
             }),
             _ => None,
         }
@@ -230,8 +247,7 @@ impl Lanes {
             }
             drop(lane);
             open.fetch_sub(1, Ordering::Relaxed);
-            overdue.count.fetch_sub(1, Ordering::AcqRel);
-            overdue.done.notify_waiters();
+            overdue.settle_one();
         };
         if let Err(e) = std::thread::Builder::new()
             .name("crosslock-lane".into())
@@ -249,31 +265,99 @@ impl Lanes {
         if std::process::id() != self.pid {
             return None;
         }
-        let now = self.epoch.elapsed().as_millis() as u64;
-        let before = self.asked.swap(now, Ordering::Relaxed);
+        let hot = self.note_asked();
         loop {
             let popped = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let Some(lane) = popped else { break };
-            if lane.used.elapsed() < FRESH && lane.still_open() {
+            if lane.used.elapsed() < FRESH && lane.socket.still_open() {
                 return Some(lane);
             }
             self.discard(lane);
         }
-        if now.saturating_sub(before) > FRESH.as_millis() as u64 {
+        if !hot {
             return None;
         }
+        let socket = self.open_socket()?;
+        match Lane::handshake_on(socket, &self.info) {
+            Ok(lane) => Some(lane),
+            Err(e) => {
+                tracing::debug!(target: "crosslock", "cannot open a lane: {e}");
+                self.closed_one();
+                None
+            }
+        }
+    }
+
+    /// Notes a call that asked for a lane; says whether the one before came within [`FRESH`]
+    /// (calls in quick succession: worth a lane of their own).
+    pub(crate) fn note_asked(&self) -> bool {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        let before = self.asked.swap(now, Ordering::Relaxed);
+        now.saturating_sub(before) <= FRESH.as_millis() as u64
+    }
+
+    /// A new connection for an event loop's lane (handshake done), if calls come in quick
+    /// succession and the pool has room; counted as open until [`Lanes::closed_one`].
+    pub(crate) fn open_for_loop(&self) -> Option<Socket> {
+        if std::process::id() != self.pid || !self.note_asked() {
+            return None;
+        }
+        let socket = self.open_socket()?;
+        match Lane::handshake_on(socket, &self.info) {
+            Ok(lane) => Some(lane.socket),
+            Err(e) => {
+                tracing::debug!(target: "crosslock", "cannot open a lane: {e}");
+                self.closed_one();
+                None
+            }
+        }
+    }
+
+    /// Connects a socket within the pool's limit (counted as open).
+    fn open_socket(&self) -> Option<Socket> {
         if self.open.fetch_add(1, Ordering::Relaxed) >= MAX_LANES {
             self.open.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
-        match Lane::connect(&self.info, self.connect_timeout, self.response_timeout) {
-            Ok(lane) => Some(lane),
+        match Socket::connect(&self.info, self.connect_timeout, self.response_timeout) {
+            Ok(socket) => Some(socket),
             Err(e) => {
                 tracing::debug!(target: "crosslock", "cannot open a lane: {e}");
-                self.open.fetch_sub(1, Ordering::Relaxed);
+                self.closed_one();
                 None
             }
         }
+    }
+
+    /// One lane of this pool was closed.
+    pub(crate) fn closed_one(&self) {
+        self.open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether lanes may be used here: not in a forked child (the parent's sockets are its too).
+    pub(crate) fn in_this_process(&self) -> bool {
+        std::process::id() == self.pid
+    }
+
+    /// Gone once the pool is dropped.
+    pub(crate) fn alive(&self) -> std::sync::Weak<()> {
+        Arc::downgrade(&self.alive)
+    }
+
+    pub(crate) fn overdue(&self) -> Arc<Overdue> {
+        self.overdue.clone()
+    }
+
+    pub(crate) fn open_count(&self) -> Arc<AtomicUsize> {
+        self.open.clone()
+    }
+
+    pub(crate) fn response_timeout(&self) -> Duration {
+        self.response_timeout
     }
 
     fn put_back(&self, mut lane: Lane) {
@@ -286,21 +370,103 @@ impl Lanes {
 
     fn discard(&self, lane: Lane) {
         drop(lane);
-        self.open.fetch_sub(1, Ordering::Relaxed);
+        self.closed_one();
     }
 }
 
-enum Socket {
+/// A lane's connection: TCP or a Unix socket.
+pub(crate) enum Socket {
     Tcp(TcpStream),
     Unix(UnixStream),
 }
 
 impl Socket {
-    fn fd(&self) -> i32 {
+    fn connect(info: &ConnectionInfo, connect: Duration, response: Duration) -> io::Result<Self> {
+        let socket = match info.addr() {
+            ConnectionAddr::Tcp(host, port) => {
+                let mut last = io::Error::other("the host name resolved to no address");
+                let mut stream = None;
+                for addr in (host.as_str(), *port).to_socket_addrs()? {
+                    match TcpStream::connect_timeout(&addr, connect) {
+                        Ok(s) => {
+                            stream = Some(s);
+                            break;
+                        }
+                        Err(e) => last = e,
+                    }
+                }
+                let stream = stream.ok_or(last)?;
+                stream.set_nodelay(true)?;
+                Socket::Tcp(stream)
+            }
+            ConnectionAddr::Unix(path) => Socket::Unix(UnixStream::connect(path)?),
+            _ => return Err(io::Error::other("lanes are plain TCP or Unix sockets")),
+        };
+        socket.set_read_timeout(response)?;
+        socket.set_write_timeout(response)?;
+        Ok(socket)
+    }
+
+    pub(crate) fn fd(&self) -> i32 {
         match self {
             Socket::Tcp(s) => s.as_raw_fd(),
             Socket::Unix(s) => s.as_raw_fd(),
         }
+    }
+
+    pub(crate) fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_nonblocking(on),
+            Socket::Unix(s) => s.set_nonblocking(on),
+        }
+    }
+
+    pub(crate) fn set_read_timeout(&self, timeout: Duration) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_read_timeout(Some(timeout)),
+            Socket::Unix(s) => s.set_read_timeout(Some(timeout)),
+        }
+    }
+
+    pub(crate) fn set_write_timeout(&self, timeout: Duration) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_write_timeout(Some(timeout)),
+            Socket::Unix(s) => s.set_write_timeout(Some(timeout)),
+        }
+    }
+
+    /// A second descriptor for the same connection.
+    pub(crate) fn try_clone(&self) -> io::Result<Self> {
+        Ok(match self {
+            Socket::Tcp(s) => Socket::Tcp(s.try_clone()?),
+            Socket::Unix(s) => Socket::Unix(s.try_clone()?),
+        })
+    }
+
+    /// Ends the connection for every descriptor of it.
+    pub(crate) fn shut_down(&self) {
+        let _ = match self {
+            Socket::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Socket::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+
+    /// Whether the server has not closed this idle connection (checked without blocking).
+    pub(crate) fn still_open(&self) -> bool {
+        let mut byte = 0u8;
+        // SAFETY: a one-byte buffer that lives across the call; `recv` with MSG_PEEK never
+        // consumes data and MSG_DONTWAIT never blocks.
+        let n = unsafe {
+            libc::recv(
+                self.fd(),
+                (&raw mut byte).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        // Nothing to read is the only healthy state: 0 is the server's close, data is unsolicited
+        // (an idle lane is owed nothing), an error is a reset.
+        n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
     }
 }
 
@@ -350,34 +516,8 @@ struct Lane {
 }
 
 impl Lane {
-    fn connect(info: &ConnectionInfo, connect: Duration, response: Duration) -> RedisResult<Lane> {
-        let socket = match info.addr() {
-            ConnectionAddr::Tcp(host, port) => {
-                let mut last = io::Error::other("the host name resolved to no address");
-                let mut stream = None;
-                for addr in (host.as_str(), *port).to_socket_addrs()? {
-                    match TcpStream::connect_timeout(&addr, connect) {
-                        Ok(s) => {
-                            stream = Some(s);
-                            break;
-                        }
-                        Err(e) => last = e,
-                    }
-                }
-                let stream = stream.ok_or(last)?;
-                stream.set_nodelay(true)?;
-                stream.set_read_timeout(Some(response))?;
-                stream.set_write_timeout(Some(response))?;
-                Socket::Tcp(stream)
-            }
-            ConnectionAddr::Unix(path) => {
-                let stream = UnixStream::connect(path)?;
-                stream.set_read_timeout(Some(response))?;
-                stream.set_write_timeout(Some(response))?;
-                Socket::Unix(stream)
-            }
-            _ => return Err(io::Error::other("lanes are plain TCP or Unix sockets").into()),
-        };
+    /// Says hello on a fresh `socket` (RESP3, the URL's credentials and database).
+    fn handshake_on(socket: Socket, info: &ConnectionInfo) -> RedisResult<Lane> {
         let mut lane = Lane {
             socket,
             parser: redis::Parser::new(),
@@ -438,24 +578,6 @@ impl Lane {
                 std::mem::size_of::<libc::linger>() as libc::socklen_t,
             );
         }
-    }
-
-    /// Whether the server has not closed this idle connection (checked without blocking).
-    fn still_open(&self) -> bool {
-        let mut byte = 0u8;
-        // SAFETY: a one-byte buffer that lives across the call; `recv` with MSG_PEEK never
-        // consumes data and MSG_DONTWAIT never blocks.
-        let n = unsafe {
-            libc::recv(
-                self.socket.fd(),
-                (&raw mut byte).cast(),
-                1,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        // Nothing to read is the only healthy state: 0 is the server's close, data is unsolicited
-        // (an idle lane is owed nothing), an error is a reset.
-        n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
     }
 }
 

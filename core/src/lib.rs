@@ -77,6 +77,7 @@ mod error;
 pub mod ffi;
 pub mod inspect;
 mod lane;
+mod loop_lane;
 mod objects;
 mod owner;
 mod pubsub;

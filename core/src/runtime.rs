@@ -11,6 +11,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::task::{Context, Poll, Waker};
 
+pub use crate::loop_lane::{EventLoop, Readable, Watcher};
+
 use tokio::runtime::{Handle, Runtime};
 use tokio::task::JoinHandle;
 
@@ -87,6 +89,12 @@ where
     F::Output: Send + 'static,
 {
     current().runtime.spawn(future)
+}
+
+/// Enters the process runtime's context on this thread (tokio timers and spawns work) until the
+/// guard is dropped.
+pub(crate) fn enter() -> tokio::runtime::EnterGuard<'static> {
+    current().runtime.enter()
 }
 
 /// What [`start_here`] did with a future.

@@ -1,0 +1,642 @@
+//! Event-loop lanes: a binding's event loop (an asyncio loop) makes the round trip itself.
+//!
+//! An event loop cannot block for a reply, but it already waits for sockets. A binding that
+//! polls core futures on its loop's thread ([`EventLoop::poll`]) lets core's
+//! [`Conn::eval`](crate::connection::Conn::eval) send a script over a non-blocking connection
+//! owned by that loop: the request is written on the loop's thread, the loop watches the socket
+//! (the binding's [`Watcher`], e.g. `loop.add_reader`), and [`Readable::ready`] parses the reply
+//! there and wakes the waiting future, which the loop polls again. An uncontended call then costs
+//! the loop one wake-up for the reply, as a plain asyncio client does, instead of a hand-off to a
+//! runtime thread and back. Anything that waits on the runtime (a busy lock's wait loop, a timer)
+//! wakes the loop through the binding's own cross-thread queue, as before.
+//!
+//! It keeps the promises of [`crate::lane`]: same scripts and bookkeeping; only lanes used within
+//! the last half second are reused, checked for a close first; and **a request whose reply is
+//! overdue is never overtaken**: when its caller stops waiting (the response timeout, a cancel)
+//! the lane is retired from the loop and a thread reads it to the end (every reply still due, or
+//! the server's close), holding back every command to that node until then, whether or not the
+//! loop ever runs again.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io::{self, Read, Write};
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use redis::{RedisResult, Value};
+
+use crate::lane::{Lanes, Trip};
+
+/// The most requests in flight on one loop lane; beyond it calls take the usual path. Small
+/// enough that their bytes always fit a socket's send buffer, so a write never blocks the loop.
+const MAX_IN_FLIGHT: usize = 32;
+
+/// How a binding's event loop watches a socket for core.
+///
+/// # Examples
+///
+/// ```
+/// use std::os::fd::RawFd;
+/// use crosslock::runtime::{Readable, Watcher};
+///
+/// struct Log;
+/// impl Watcher for Log {
+///     fn watch(&self, fd: RawFd, _ready: Readable) {
+///         println!("call ready() on the loop thread whenever {fd} is readable");
+///     }
+///     fn unwatch(&self, fd: RawFd, _done: Box<dyn FnOnce() + Send>) {
+///         println!("stop watching {fd}, then run done() on the loop thread");
+///     }
+/// }
+/// ```
+pub trait Watcher: Send + Sync + 'static {
+    /// From now on, call `ready.ready()` on the loop's thread whenever `fd` is readable.
+    /// Called on the loop's thread, from inside [`EventLoop::poll`].
+    fn watch(&self, fd: RawFd, ready: Readable);
+    /// Stop watching `fd`, then run `done` on the loop's thread (it closes `fd`). May be called
+    /// from any thread.
+    fn unwatch(&self, fd: RawFd, done: Box<dyn FnOnce() + Send>);
+}
+
+/// A binding's event loop, on whose thread core futures are polled (see [`EventLoop::poll`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::os::fd::RawFd;
+/// use crosslock::runtime::{EventLoop, Readable, Watcher};
+///
+/// struct Never;
+/// impl Watcher for Never {
+///     fn watch(&self, _fd: RawFd, _ready: Readable) {}
+///     fn unwatch(&self, _fd: RawFd, done: Box<dyn FnOnce() + Send>) { done() }
+/// }
+/// let event_loop = EventLoop::new(Never);
+/// let mut future = std::pin::pin!(async { 6 * 7 });
+/// let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+/// assert_eq!(event_loop.poll(future.as_mut(), &mut cx), std::task::Poll::Ready(42));
+/// ```
+pub struct EventLoop {
+    inner: Arc<LoopInner>,
+}
+
+struct LoopInner {
+    watcher: Box<dyn Watcher>,
+    /// One lane per node (by [`Lanes::id`]).
+    lanes: Mutex<Vec<(u64, Arc<LoopLane>)>>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Arc<LoopInner>>> = const { RefCell::new(None) };
+}
+
+impl EventLoop {
+    /// An event loop that watches sockets through `watcher`.
+    ///
+    /// # Examples
+    ///
+    /// See [`EventLoop`].
+    pub fn new(watcher: impl Watcher) -> Self {
+        EventLoop {
+            inner: Arc::new(LoopInner {
+                watcher: Box::new(watcher),
+                lanes: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Polls `future` on this (the loop's) thread, inside the process runtime's context, letting
+    /// its Redis scripts go over this loop's lanes. Wakers registered meanwhile may be woken from
+    /// any thread; the binding polls again on the loop's thread.
+    ///
+    /// # Examples
+    ///
+    /// See [`EventLoop`].
+    pub fn poll<F: Future + ?Sized>(
+        &self,
+        future: Pin<&mut F>,
+        cx: &mut Context<'_>,
+    ) -> Poll<F::Output> {
+        struct Reset(Option<Arc<LoopInner>>);
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                let previous = self.0.take();
+                CURRENT.with(|c| *c.borrow_mut() = previous);
+            }
+        }
+        let _entered = crate::runtime::enter();
+        let _reset = Reset(CURRENT.with(|c| c.borrow_mut().replace(self.inner.clone())));
+        future.poll(cx)
+    }
+}
+
+impl std::fmt::Debug for EventLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventLoop").finish_non_exhaustive()
+    }
+}
+
+/// Sends `cmd` over the current event loop's lane to the node of `lanes`; `None` when the thread
+/// is not polling for an event loop or no lane is to be had (the caller takes the usual path).
+pub(crate) fn send(lanes: &Lanes, cmd: &redis::Cmd) -> Option<Request> {
+    let event_loop = CURRENT.with(|c| c.borrow().clone())?;
+    if lanes.has_overdue() || !lanes.in_this_process() {
+        return None;
+    }
+    let lane = event_loop.lane(lanes)?;
+    lane.send(cmd)
+}
+
+impl LoopInner {
+    fn lane(self: &Arc<Self>, lanes: &Lanes) -> Option<Arc<LoopLane>> {
+        let mut all = lock(&self.lanes);
+        let gone: Vec<Arc<LoopLane>> = all
+            .iter()
+            .filter(|(_, lane)| lane.pool.strong_count() == 0)
+            .map(|(_, lane)| lane.clone())
+            .collect();
+        all.retain(|(_, lane)| {
+            !lane.retired.load(Ordering::Acquire) && lane.pool.strong_count() != 0
+        });
+        if !gone.is_empty() {
+            drop(all);
+            gone.iter().for_each(|lane| lane.retire(None));
+            all = lock(&self.lanes);
+        }
+        if let Some((_, lane)) = all.iter().find(|(id, _)| *id == lanes.id()) {
+            if lane.reusable() {
+                lanes.note_asked();
+                return Some(lane.clone());
+            }
+            let lane = lane.clone();
+            all.retain(|(id, _)| *id != lanes.id());
+            drop(all);
+            lane.retire(None);
+            all = lock(&self.lanes);
+        }
+        let socket = lanes.open_for_loop()?;
+        if socket.set_nonblocking(true).is_err() {
+            lanes.closed_one();
+            return None;
+        }
+        let fd = socket.fd();
+        let lane = Arc::new(LoopLane {
+            state: Mutex::new(LaneState {
+                socket: Some(socket),
+                buf: Vec::with_capacity(4096),
+                pending: VecDeque::new(),
+                used: Instant::now(),
+            }),
+            retired: AtomicBool::new(false),
+            pool: lanes.alive(),
+            event_loop: Arc::downgrade(self),
+            overdue: lanes.overdue(),
+            open: lanes.open_count(),
+            response_timeout: lanes.response_timeout(),
+        });
+        all.push((lanes.id(), lane.clone()));
+        drop(all);
+        self.watcher.watch(fd, Readable { lane: lane.clone() });
+        Some(lane)
+    }
+}
+
+/// The handle a [`Watcher`] calls when its socket is readable.
+///
+/// # Examples
+///
+/// See [`Watcher`].
+pub struct Readable {
+    lane: Arc<LoopLane>,
+}
+
+impl Readable {
+    /// Reads what arrived and wakes the futures whose replies it completes. On the loop's
+    /// thread; never blocks.
+    ///
+    /// # Examples
+    ///
+    /// See [`Watcher`].
+    pub fn ready(&self) {
+        self.lane.ready();
+    }
+}
+
+impl std::fmt::Debug for Readable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readable").finish_non_exhaustive()
+    }
+}
+
+struct LoopLane {
+    state: Mutex<LaneState>,
+    retired: AtomicBool,
+    /// The node's pool ([`Lanes::alive`]): gone after the client closed or the master moved.
+    pool: Weak<()>,
+    event_loop: Weak<LoopInner>,
+    overdue: Arc<crate::lane::Overdue>,
+    open: Arc<std::sync::atomic::AtomicUsize>,
+    response_timeout: Duration,
+}
+
+struct LaneState {
+    /// `None` once retired (the socket went to the thread that reads it to the end).
+    socket: Option<crate::lane::Socket>,
+    buf: Vec<u8>,
+    pending: VecDeque<Arc<Slot>>,
+    used: Instant,
+}
+
+/// One request's reply, as the lane and the waiting future share it.
+struct Slot {
+    state: Mutex<SlotState>,
+}
+
+enum SlotState {
+    Waiting(Option<Waker>),
+    Done(Trip),
+    /// Its caller stopped waiting; the reply is owed to nobody (counted in `overdue`).
+    Abandoned,
+    Taken,
+}
+
+/// The reply of a request sent over a loop lane.
+pub(crate) struct Request {
+    slot: Arc<Slot>,
+    lane: Arc<LoopLane>,
+}
+
+impl Future for Request {
+    type Output = Trip;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Trip> {
+        let mut state = lock(&self.slot.state);
+        match std::mem::replace(&mut *state, SlotState::Taken) {
+            SlotState::Done(trip) => Poll::Ready(trip),
+            SlotState::Waiting(_) => {
+                *state = SlotState::Waiting(Some(cx.waker().clone()));
+                Poll::Pending
+            }
+            other => {
+                *state = other;
+                Poll::Ready(Trip::NoAnswer)
+            }
+        }
+    }
+}
+
+impl Drop for Request {
+    fn drop(&mut self) {
+        let mut state = lock(&self.slot.state);
+        if let SlotState::Waiting(_) = *state {
+            *state = SlotState::Abandoned;
+            self.lane.overdue.count.fetch_add(1, Ordering::AcqRel);
+            drop(state);
+            // Nothing may overtake the request now: the lane leaves the loop and a thread reads
+            // it to the end.
+            self.lane.retire(None);
+        }
+    }
+}
+
+impl LoopLane {
+    fn state(&self) -> MutexGuard<'_, LaneState> {
+        lock(&self.state)
+    }
+
+    fn reusable(&self) -> bool {
+        let state = self.state();
+        let Some(socket) = &state.socket else {
+            return false;
+        };
+        if !state.pending.is_empty() {
+            return true;
+        }
+        state.used.elapsed() < crate::lane::FRESH && socket.still_open()
+    }
+
+    fn send(self: &Arc<Self>, cmd: &redis::Cmd) -> Option<Request> {
+        let mut state = self.state();
+        if state.pending.len() >= MAX_IN_FLIGHT {
+            return None;
+        }
+        let socket = state.socket.as_mut()?;
+        let bytes = cmd.get_packed_command();
+        let slot = Arc::new(Slot {
+            state: Mutex::new(SlotState::Waiting(None)),
+        });
+        let written = write_all_nonblocking(socket, &bytes, self.response_timeout);
+        state.used = Instant::now();
+        match written {
+            Ok(()) => state.pending.push_back(slot.clone()),
+            Err(e) => {
+                *lock(&slot.state) = SlotState::Done(Trip::Reply(Err(e.into())));
+                drop(state);
+                self.retire(Some(io::ErrorKind::BrokenPipe));
+            }
+        }
+        Some(Request {
+            slot,
+            lane: self.clone(),
+        })
+    }
+
+    fn ready(&self) {
+        let mut wake = Vec::new();
+        let mut broken = None;
+        {
+            let mut state = self.state();
+            let LaneState {
+                socket,
+                buf,
+                pending,
+                ..
+            } = &mut *state;
+            let Some(socket) = socket.as_mut() else {
+                return;
+            };
+            let mut chunk = [0u8; 4096];
+            loop {
+                match socket.read(&mut chunk) {
+                    Ok(0) => {
+                        broken = Some(io::ErrorKind::ConnectionReset);
+                        break;
+                    }
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        broken = Some(e.kind());
+                        break;
+                    }
+                }
+            }
+            if let Err(kind) = complete_replies(buf, pending, &self.overdue, &mut wake) {
+                broken = Some(kind);
+            }
+        }
+        for waker in wake {
+            waker.wake();
+        }
+        if let Some(kind) = broken {
+            self.retire(Some(kind));
+        }
+    }
+
+    /// Takes the lane out of its loop. With `broken`, the connection is gone: every pending
+    /// request fails with it. Otherwise a thread reads every reply still due to the end.
+    fn retire(&self, broken: Option<io::ErrorKind>) {
+        if self.retired.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (socket, buf, pending) = {
+            let mut state = self.state();
+            let socket = state.socket.take();
+            (
+                socket,
+                std::mem::take(&mut state.buf),
+                std::mem::take(&mut state.pending),
+            )
+        };
+        let Some(socket) = socket else { return };
+        let fd = socket.fd();
+        // The loop may still have the descriptor registered: it is closed only after the loop
+        // stopped watching it (never reused under the loop's feet); the reads go on a duplicate.
+        let reader = socket.try_clone();
+        let closing = Closing {
+            socket: Some(socket),
+            open: self.open.clone(),
+        };
+        // Dropped unrun (the loop went away first) it closes all the same.
+        let close: Box<dyn FnOnce() + Send> = Box::new(move || drop(closing));
+        match self.event_loop.upgrade() {
+            Some(event_loop) => event_loop.watcher.unwatch(fd, close),
+            None => close(),
+        }
+        match (broken, reader) {
+            (None, Ok(reader)) if !pending.is_empty() => {
+                let overdue = self.overdue.clone();
+                let timeout = self.response_timeout;
+                let drain = move || drain(reader, buf, pending, &overdue, timeout);
+                if let Err(e) = std::thread::Builder::new()
+                    .name("crosslock-lane".into())
+                    .spawn(drain)
+                {
+                    tracing::warn!(target: "crosslock", "cannot watch an overdue reply: {e}");
+                }
+            }
+            (broken, _) => fail_all(
+                pending,
+                broken.unwrap_or(io::ErrorKind::ConnectionReset),
+                &self.overdue,
+            ),
+        }
+    }
+}
+
+impl Drop for LoopLane {
+    fn drop(&mut self) {
+        // The loop is gone (its lanes go with it): close, or read what is still due to the end.
+        self.retire(None);
+    }
+}
+
+/// A retired lane's own descriptor, closed (and no longer counted as open) when dropped.
+struct Closing {
+    socket: Option<crate::lane::Socket>,
+    open: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        drop(self.socket.take());
+        self.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Reads `socket` (blocking) until every request in `pending` has its reply, the server closes
+/// the connection or [`crate::lane::ORPHAN_LIMIT`] passes.
+fn drain(
+    mut socket: crate::lane::Socket,
+    mut buf: Vec<u8>,
+    mut pending: VecDeque<Arc<Slot>>,
+    overdue: &crate::lane::Overdue,
+    timeout: Duration,
+) {
+    let deadline = Instant::now() + crate::lane::ORPHAN_LIMIT;
+    let _ = socket.set_nonblocking(false);
+    let _ = socket.set_read_timeout(timeout.max(Duration::from_millis(100)));
+    let mut chunk = [0u8; 4096];
+    let mut wake = Vec::new();
+    let mut broken = io::ErrorKind::ConnectionReset;
+    while !pending.is_empty() {
+        if let Err(kind) = complete_replies(&mut buf, &mut pending, overdue, &mut wake) {
+            broken = kind;
+            break;
+        }
+        wake.drain(..).for_each(Waker::wake);
+        if pending.is_empty() {
+            break;
+        }
+        match socket.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                if Instant::now() >= deadline {
+                    socket.shut_down();
+                    break;
+                }
+            }
+            Err(e) => {
+                broken = e.kind();
+                break;
+            }
+        }
+    }
+    wake.drain(..).for_each(Waker::wake);
+    fail_all(pending, broken, overdue);
+}
+
+/// Completes the requests at the front of `pending` with every whole reply in `buf`.
+fn complete_replies(
+    buf: &mut Vec<u8>,
+    pending: &mut VecDeque<Arc<Slot>>,
+    overdue: &crate::lane::Overdue,
+    wake: &mut Vec<Waker>,
+) -> Result<(), io::ErrorKind> {
+    let mut at = 0;
+    while let Some(len) = frame_len(&buf[at..]) {
+        let reply = redis::parse_redis_value(&buf[at..at + len]).and_then(Value::extract_error);
+        at += len;
+        let Some(slot) = pending.pop_front() else {
+            // A reply nobody asked for: the connection cannot be trusted any more.
+            return Err(io::ErrorKind::InvalidData);
+        };
+        finish(&slot, Trip::Reply(reply), overdue, wake);
+    }
+    buf.drain(..at);
+    Ok(())
+}
+
+fn finish(slot: &Slot, trip: Trip, overdue: &crate::lane::Overdue, wake: &mut Vec<Waker>) {
+    let mut state = lock(&slot.state);
+    match std::mem::replace(&mut *state, SlotState::Taken) {
+        SlotState::Waiting(waker) => {
+            *state = SlotState::Done(trip);
+            wake.extend(waker);
+        }
+        SlotState::Abandoned => overdue.settle_one(),
+        other => *state = other,
+    }
+}
+
+fn fail_all(pending: VecDeque<Arc<Slot>>, kind: io::ErrorKind, overdue: &crate::lane::Overdue) {
+    let mut wake = Vec::new();
+    for slot in pending {
+        let error: RedisResult<Value> = Err(io::Error::from(kind).into());
+        finish(&slot, Trip::Reply(error), overdue, &mut wake);
+    }
+    wake.into_iter().for_each(Waker::wake);
+}
+
+/// Writes all of `bytes` to a non-blocking socket; in the unlikely case its send buffer is full,
+/// the rest is written blocking (bounded by `timeout`).
+fn write_all_nonblocking(
+    socket: &mut crate::lane::Socket,
+    mut bytes: &[u8],
+    timeout: Duration,
+) -> io::Result<()> {
+    let mut blocking = false;
+    while !bytes.is_empty() {
+        match socket.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && !blocking => {
+                socket.set_nonblocking(false)?;
+                socket.set_write_timeout(timeout)?;
+                blocking = true;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if blocking {
+        socket.set_nonblocking(true)?;
+    }
+    Ok(())
+}
+
+/// The length of the whole RESP2/RESP3 reply at the start of `buf`, `None` while incomplete.
+fn frame_len(buf: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    let mut remaining: u64 = 1;
+    while remaining > 0 {
+        remaining -= 1;
+        let kind = *buf.get(at)?;
+        let line_end = at + buf[at..].windows(2).position(|w| w == b"\r\n")?;
+        let line = &buf[at + 1..line_end];
+        at = line_end + 2;
+        match kind {
+            b'$' | b'!' | b'=' => {
+                let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
+                if n >= 0 {
+                    at += n as usize + 2;
+                    if buf.len() < at {
+                        return None;
+                    }
+                }
+            }
+            b'*' | b'~' | b'>' => {
+                let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
+                remaining += n.max(0) as u64;
+            }
+            b'%' => {
+                let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
+                remaining += 2 * n.max(0) as u64;
+            }
+            // Attributes come before the reply they describe.
+            b'|' => {
+                let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
+                remaining += 2 * n.max(0) as u64 + 1;
+            }
+            _ => {}
+        }
+    }
+    Some(at)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frame_len;
+
+    #[test]
+    fn frame_len_finds_whole_replies_only() {
+        assert_eq!(frame_len(b":1\r\n"), Some(4));
+        assert_eq!(frame_len(b":1\r"), None);
+        assert_eq!(frame_len(b"$3\r\nabc\r\n+OK\r\n"), Some(9));
+        assert_eq!(frame_len(b"$3\r\nab"), None);
+        assert_eq!(frame_len(b"$-1\r\n"), Some(5));
+        assert_eq!(frame_len(b"_\r\n"), Some(3));
+        assert_eq!(frame_len(b"*2\r\n:1\r\n$1\r\nx\r\n"), Some(15));
+        assert_eq!(frame_len(b"*2\r\n:1\r\n"), None);
+        assert_eq!(frame_len(b"%1\r\n+a\r\n:1\r\n"), Some(12));
+        assert_eq!(frame_len(b"*0\r\n"), Some(4));
+        assert_eq!(frame_len(b"-ERR x\r\n"), Some(8));
+    }
+}
