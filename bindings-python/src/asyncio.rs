@@ -1,28 +1,34 @@
-//! The asyncio bridge: core futures as `asyncio.Future`s, completed on their event loop's thread.
+//! The asyncio bridge: core futures as `asyncio.Future`s, run and completed on their event loop's
+//! thread.
 //!
 //! Each event loop gets one [`Completions`] queue (created on first use, kept in a
 //! `WeakKeyDictionary` keyed by the loop, so it goes when the loop goes): a socket pair whose read
-//! end the loop watches with `loop.add_reader`, and a list of finished results. A call creates the
-//! loop's future, spawns its core future on core's runtime and returns. When the core future ends,
-//! the runtime thread pushes the result on the queue and, if the queue was empty, writes one byte
-//! to the socket; it never takes the GIL and never waits for the loop. The loop, woken by the byte,
-//! drains the queue on its own thread: each result is converted there and set on its future,
-//! unless the future is already done (cancelled), in which case the result is dropped unconverted.
+//! end the loop watches with `loop.add_reader`, and a list of work for the loop's thread. A call
+//! creates the loop's future and polls its core future right away, on the loop's thread
+//! (`crosslock::runtime::EventLoop::poll`): its Redis scripts go over the loop's own lane, a
+//! non-blocking connection the loop watches with `add_reader` ([`LaneReader`]), so an uncontended
+//! call costs the loop one wake-up for its reply and no thread hand-off at all. A core future that
+//! waits on core's runtime instead (a busy lock's wait loop, a timer) is woken from a runtime
+//! thread: the waker pushes a poll of it on the queue and, if the queue was empty, writes one byte
+//! to the socket; it never takes the GIL and never waits for the loop. The loop, woken by the
+//! byte, drains the queue on its own thread. When the core future ends, its output is converted
+//! there and set on the asyncio future, unless that is already done (cancelled), in which case the
+//! output is dropped unconverted.
 //!
-//! So a call costs one task spawn, one byte written and one loop wake-up (shared by every result
-//! that finished meanwhile), and no thread ever waits for the GIL to hand a result over.
-//!
-//! Cancelling the future while its core future runs aborts the task, which drops the core future
-//! on the runtime (core's cancel-safety leaves nothing behind). A result that finishes after the
-//! cancel is dropped unconverted; one already set when the awaiting task is cancelled is the Python
-//! layer's to abandon. A result that must not be lost either way carries an
-//! [`Unclaimed`](crate::runtime::Unclaimed) guard, whose drop undoes it.
+//! Cancelling the asyncio future while its core future runs drops the core future (on the loop's
+//! thread; core's cancel-safety leaves nothing behind, and a request whose reply is still due is
+//! read to its end by core before anything else reaches that node). A result already set when the
+//! awaiting task is cancelled is the Python layer's to abandon. A result that must not be lost
+//! either way carries an [`Unclaimed`](crate::runtime::Unclaimed) guard, whose drop undoes it.
 
 use std::future::Future;
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Mutex};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::task::{Context, Wake, Waker};
 
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::PyRuntimeError;
@@ -36,6 +42,8 @@ type Completion = Box<dyn FnOnce(Python<'_>) + Send>;
 /// One event loop's queue of finished results and the socket pair that wakes it.
 struct Queue {
     done: Mutex<Vec<Completion>>,
+    /// Core's view of the loop: the lanes its calls make their round trips on.
+    lanes: OnceLock<crosslock::runtime::EventLoop>,
     /// Written (one byte) by the thread that makes `done` non-empty.
     wake: UnixStream,
     /// Watched by the loop (`add_reader`); drained before `done` is taken.
@@ -49,6 +57,7 @@ impl Queue {
         woken.set_nonblocking(true)?;
         Ok(Queue {
             done: Mutex::new(Vec::new()),
+            lanes: OnceLock::new(),
             wake,
             woken,
         })
@@ -142,42 +151,16 @@ fn running<'py>(py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Arc<Queue>)> {
     )?;
     event_loop.call_method1("add_reader", (queue.woken.as_raw_fd(), &completions))?;
     queues.set_item(&event_loop, &completions)?;
+    let watcher = LoopWatcher {
+        event_loop: py
+            .import("weakref")?
+            .getattr("ref")?
+            .call1((&event_loop,))?
+            .unbind(),
+        queue: Arc::downgrade(&queue),
+    };
+    let _ = queue.lanes.set(crosslock::runtime::EventLoop::new(watcher));
     Ok((event_loop, queue))
-}
-
-/// Delivers one result to its future exactly once: with the value, or, if the task ends without
-/// one (it panicked), with a `RuntimeError`, so no awaiter is left waiting forever.
-struct Delivery {
-    target: Option<(Py<PyAny>, Arc<Queue>)>,
-}
-
-impl Delivery {
-    fn deliver<T>(mut self, result: T)
-    where
-        T: for<'py> IntoPyObject<'py> + Send + 'static,
-    {
-        if let Some((future, queue)) = self.target.take() {
-            queue.push(Box::new(move |py| {
-                settle(py, future, |py| result.into_bound_py_any(py))
-            }));
-        }
-    }
-}
-
-impl Drop for Delivery {
-    fn drop(&mut self) {
-        if let Some((future, queue)) = self.target.take() {
-            // Also reached when the task is aborted because the future was cancelled: `settle`
-            // then finds the future done and does nothing.
-            queue.push(Box::new(move |py| {
-                let err = PyRuntimeError::new_err(
-                    "crosslock: the operation ended without a result (a panic in the native \
-                     module, or the process is shutting down)",
-                );
-                settle(py, future, |_| Err(err))
-            }));
-        }
-    }
 }
 
 /// Sets `result` on `future` (on the loop's thread), unless the future is already done: then the
@@ -201,8 +184,149 @@ where
     }
 }
 
-/// Returns an `asyncio.Future` of `future`'s output, run on core's runtime and converted on the
-/// running loop's thread. Must be called with a running event loop (from a coroutine).
+/// How core watches its lane sockets on this loop: `add_reader`, and `remove_reader` through the
+/// queue (so from any thread).
+struct LoopWatcher {
+    /// A `weakref.ref` to the loop: the loop (through its reader map) keeps the queue alive, so a
+    /// strong reference here would keep both forever, lanes and socket pair included.
+    event_loop: Py<PyAny>,
+    queue: Weak<Queue>,
+}
+
+impl LoopWatcher {
+    /// The loop, unless it is gone.
+    fn event_loop<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.event_loop
+            .bind(py)
+            .call0()
+            .ok()
+            .filter(|l| !l.is_none())
+    }
+}
+
+impl crosslock::runtime::Watcher for LoopWatcher {
+    fn watch(&self, fd: RawFd, ready: crosslock::runtime::Readable) {
+        // On the loop's thread, inside a poll, which holds the GIL.
+        Python::attach(|py| {
+            let reader = LaneReader {
+                ready,
+                queue: self.queue.clone(),
+            };
+            let Some(event_loop) = self.event_loop(py) else {
+                return;
+            };
+            if let Err(e) = event_loop.call_method1("add_reader", (fd, reader)) {
+                e.write_unraisable(py, None);
+            }
+        });
+    }
+
+    fn unwatch(&self, fd: RawFd, done: Box<dyn FnOnce() + Send>) {
+        let Some(queue) = self.queue.upgrade() else {
+            return done();
+        };
+        let event_loop = Python::attach(|py| self.event_loop.clone_ref(py));
+        queue.push(Box::new(move |py| {
+            let event_loop = event_loop.bind(py).call0().ok().filter(|l| !l.is_none());
+            if let Some(event_loop) = event_loop
+                && let Err(e) = event_loop.call_method1("remove_reader", (fd,))
+            {
+                e.write_unraisable(py, None);
+            }
+            done();
+        }));
+    }
+}
+
+/// What the loop calls when a lane socket is readable: parse the replies, then poll the futures
+/// they woke right away.
+#[pyclass(module = "crosslock._native", name = "_LaneReader", frozen)]
+struct LaneReader {
+    ready: crosslock::runtime::Readable,
+    queue: Weak<Queue>,
+}
+
+#[pymethods]
+impl LaneReader {
+    fn __call__(&self, py: Python<'_>) {
+        self.ready.ready();
+        if let Some(queue) = self.queue.upgrade() {
+            queue.drain(py);
+        }
+    }
+}
+
+/// A core future polled on its event loop's thread: woken from any thread through the queue.
+struct LoopTask {
+    future: Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+    queue: Arc<Queue>,
+    scheduled: AtomicBool,
+    /// The asyncio future, for a poll that panics: it gets a `RuntimeError` rather than never
+    /// completing. Let go of on the loop's thread as soon as the core future is done or dropped:
+    /// the task itself may be dropped where pyo3 does not know the GIL is held (the done-callback's
+    /// destructor), and a reference dropped there would be released only at pyo3's next call,
+    /// keeping the future's result (and the hold a dropped result gives back) alive until then.
+    target: Mutex<Option<Py<PyAny>>>,
+}
+
+impl Wake for LoopTask {
+    fn wake(self: Arc<Self>) {
+        if !self.scheduled.swap(true, Ordering::AcqRel) {
+            let task = self.clone();
+            self.queue.push(Box::new(move |_| task.run()));
+        }
+    }
+}
+
+impl LoopTask {
+    /// Polls the future once (on the loop's thread); drops it once finished.
+    fn run(self: &Arc<Self>) {
+        self.scheduled.store(false, Ordering::Release);
+        let mut slot = self.future.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(future) = slot.as_mut() else { return };
+        let waker = Waker::from(self.clone());
+        let mut cx = Context::from_waker(&waker);
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            match self.queue.lanes.get() {
+                Some(lanes) => lanes.poll(future.as_mut(), &mut cx),
+                None => future.as_mut().poll(&mut cx),
+            }
+        }));
+        match polled {
+            Ok(std::task::Poll::Pending) => {}
+            Ok(std::task::Poll::Ready(())) => {
+                *slot = None;
+                drop(self.target.lock().unwrap_or_else(|e| e.into_inner()).take());
+            }
+            Err(_) => {
+                *slot = None;
+                drop(slot);
+                let target = self.target.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let Some(target) = target else { return };
+                Python::attach(|py| {
+                    settle(py, target, |_| {
+                        Err(PyRuntimeError::new_err(
+                            "crosslock: the operation ended without a result (a panic in the \
+                             native module)",
+                        ))
+                    })
+                });
+            }
+        }
+    }
+
+    /// Drops the future now (its caller cancelled): core's cancel-safety cleans up.
+    fn cancel(&self) {
+        let future = self.future.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(future);
+        drop(self.target.lock().unwrap_or_else(|e| e.into_inner()).take());
+    }
+}
+
+/// Returns an `asyncio.Future` of `future`'s output: the core future is polled on the running
+/// loop's thread (its Redis round trips on the loop's lanes), woken through the loop's queue when
+/// it waits on core's runtime, and its output converted and set there. Must be called with a
+/// running event loop (from a coroutine).
 pub(crate) fn future<'py, F>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>
 where
     F: Future + Send + 'static,
@@ -210,21 +334,26 @@ where
 {
     let (event_loop, queue) = running(py)?;
     let awaited = event_loop.call_method0("create_future")?;
-    let delivery = Delivery {
-        target: Some((awaited.clone().unbind(), queue)),
-    };
-    let task = crosslock::runtime::spawn(async move {
-        let output = future.await;
-        delivery.deliver(output);
+    let target = awaited.clone().unbind();
+    let task = Arc::new(LoopTask {
+        future: Mutex::new(Some(Box::pin(async move {
+            let output = future.await;
+            // On the loop's thread, in a poll: the GIL is this thread's to take.
+            Python::attach(|py| settle(py, target, |py| output.into_bound_py_any(py)));
+        }))),
+        queue,
+        scheduled: AtomicBool::new(false),
+        target: Mutex::new(Some(awaited.clone().unbind())),
     });
-    let abort = task.abort_handle();
+    let cancel = task.clone();
     let on_done = PyCFunction::new_closure(py, None, None, move |args, _| -> PyResult<()> {
-        // Cancelled (not completed): drop the core future now, on the runtime.
+        // Cancelled (not completed): drop the core future now.
         if args.get_item(0)?.call_method0("cancelled")?.is_truthy()? {
-            abort.abort();
+            cancel.cancel();
         }
         Ok(())
     })?;
     awaited.call_method1("add_done_callback", (on_done,))?;
+    task.run();
     Ok(awaited)
 }
