@@ -1,27 +1,37 @@
-//! Promises over crosslock's runtime, and the per-environment clean-up.
+//! Promises over crosslock's core, and the per-environment clean-up.
 //!
-//! No napi runtime is ever started: a call creates a promise on the JavaScript thread, spawns its
-//! work on crosslock's one process runtime ([`crosslock::runtime::spawn`]) and hands the
-//! settlement back to the JavaScript thread through its environment's one completion queue: a
-//! thread-safe function created once per environment and kept for its lifetime (not one per
-//! call, as napi-rs's `JsDeferred` does: that costs a libuv handle opened and closed and a
-//! clean-up hook added and removed per promise). The queue keeps the event loop alive only while
-//! a promise is pending (it is referenced when the first one starts and unreferenced when the
-//! last one settles), like any pending I/O.
+//! No napi runtime is ever started. A call creates a promise on the JavaScript thread and polls
+//! its core future right there ([`JsTask`], through `crosslock::runtime::EventLoop::poll`): its
+//! Redis scripts go over the thread's own lane, a non-blocking connection its libuv loop watches
+//! with a `uv_poll_t` ([`UvWatcher`]), so an uncontended call costs the loop one wake-up for its
+//! reply and no thread hand-off. A future that waits on crosslock's runtime instead (a busy lock's
+//! wait loop, a timer) is woken from a runtime thread, and everything that must happen on the
+//! JavaScript thread (polling a woken future, settling a promise, letting go of a lane's handle)
+//! goes through the environment's one completion queue: a thread-safe function created once per
+//! environment and kept for its lifetime (not one per call, as napi-rs's `JsDeferred` does: that
+//! costs a libuv handle opened and closed and a clean-up hook added and removed per promise). The
+//! queue keeps the event loop alive only while a promise is pending (it is referenced when the
+//! first one starts and unreferenced when the last one settles), like any pending I/O; the lane
+//! handles never do.
 //!
 //! Every environment (the main thread and each `worker_thread`) keeps a registry of the clients it
 //! connected. Its clean-up hook, run when the environment exits, closes them all: core's `close()`
 //! cancels their pending acquires and releases the locks they hold, so terminating a worker
 //! leaves no lock and no waiter behind. A settlement that arrives after its environment is gone
 //! is dropped: the queue is closed first, under the same lock every sender takes, so no runtime
-//! thread ever calls into a freed thread-safe function.
+//! thread ever calls into a freed thread-safe function. Another hook closes the lane handles,
+//! which libuv requires before a worker's loop may close.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::future::Future;
+use std::os::fd::RawFd;
+use std::os::raw::c_int;
+use std::pin::Pin;
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{Env, JsValue, sys};
@@ -95,11 +105,7 @@ unsafe extern "C" fn run_completion(
     if env.is_null() {
         return; // the environment is tearing down: nobody is left to settle
     }
-    let env = Env::from_raw(env);
-    completion(env);
-    if let Ok(Some(state)) = env.get_instance_data::<EnvState>() {
-        state.settled(&env);
-    }
+    completion(Env::from_raw(env));
 }
 
 /// The environment's clean-up hook for its queue: closes it before Node finalizes it.
@@ -180,6 +186,9 @@ where
                 }
             };
         }
+        if let Ok(Some(state)) = env.get_instance_data::<EnvState>() {
+            state.settled(&env);
+        }
     }));
 }
 
@@ -201,7 +210,7 @@ unsafe fn plain_error(env: sys::napi_env, message: &std::ffi::CStr) -> sys::napi
     error
 }
 
-/// Runs `work` on crosslock's runtime and returns a promise of its result.
+/// Starts `work` on this JavaScript thread (see the module docs); a promise of its result.
 pub(crate) fn promise<'env, T, F>(env: &'env Env, work: F) -> napi::Result<Object<'env>>
 where
     F: Future<Output = crosslock::Result<T>> + Send + 'static,
@@ -210,8 +219,8 @@ where
     promise_with(env, work, |_, value| Ok(value))
 }
 
-/// Runs `work` on crosslock's runtime; `finish` turns its value into the promise's value on the
-/// JavaScript thread (where it may use `env`).
+/// Starts `work` on this JavaScript thread; `finish` turns its value into the promise's value
+/// there (where it may use `env`).
 pub(crate) fn promise_with<'env, T, R, F, G>(
     env: &'env Env,
     work: F,
@@ -238,15 +247,198 @@ where
     let settle = Settle {
         pending: Some((RawDeferred(deferred), state.queue.clone())),
     };
-    crosslock::runtime::spawn(async move {
-        let result = work.await;
-        settle.with(move |env| {
-            let value = finish(env, result.map_err(|e| error::to_napi(&e))?)?;
-            // SAFETY: on the JavaScript thread (the completion runs there).
-            unsafe { R::to_napi_value(env.raw(), value) }
-        });
+    let task = Arc::new(JsTask {
+        future: Mutex::new(Some(Box::pin(async move {
+            let result = work.await;
+            settle.with(move |env| {
+                let value = finish(env, result.map_err(|e| error::to_napi(&e))?)?;
+                // SAFETY: on the JavaScript thread (the completion runs there).
+                unsafe { R::to_napi_value(env.raw(), value) }
+            });
+        }))),
+        queue: state.queue.clone(),
+        event_loop: state.event_loop.clone(),
+        scheduled: AtomicBool::new(false),
     });
+    task.run();
     Ok(Object::from_raw(env.raw(), promise))
+}
+
+/// A core future polled on its environment's JavaScript thread: started in the call that made
+/// its promise, its round trips on the thread's own lane (watched by libuv, [`UvWatcher`]), and
+/// polled again there whenever it is woken, from any thread, through the completion queue.
+struct JsTask {
+    future: Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+    queue: Arc<Queue>,
+    event_loop: Arc<crosslock::runtime::EventLoop>,
+    scheduled: AtomicBool,
+}
+
+impl Wake for JsTask {
+    fn wake(self: Arc<Self>) {
+        if !self.scheduled.swap(true, Ordering::AcqRel) {
+            let task = self.clone();
+            self.queue.send(Box::new(move |_| task.run()));
+        }
+    }
+}
+
+impl JsTask {
+    /// Polls the future once (on the JavaScript thread); drops it once finished. A panic drops
+    /// it too, and its [`Settle`] rejects the promise.
+    fn run(self: &Arc<Self>) {
+        self.scheduled.store(false, Ordering::Release);
+        let mut slot = self.future.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(future) = slot.as_mut() else { return };
+        let waker = Waker::from(self.clone());
+        let mut cx = Context::from_waker(&waker);
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.event_loop.poll(future.as_mut(), &mut cx)
+        }));
+        if !matches!(polled, Ok(Poll::Pending)) {
+            *slot = None;
+        }
+    }
+}
+
+/// libuv's handle type number for `uv_poll_t` (`UV_POLL` in `uv.h`).
+const UV_POLL: c_int = 8;
+/// `UV_READABLE` in `uv.h`.
+const UV_READABLE: c_int = 1;
+
+// libuv, as the Node binary exports it (resolved when the addon is loaded, like Node-API itself).
+unsafe extern "C" {
+    fn uv_handle_size(kind: c_int) -> usize;
+    fn uv_poll_init_socket(
+        uv_loop: *mut sys::uv_loop_s,
+        handle: *mut c_void,
+        socket: c_int,
+    ) -> c_int;
+    fn uv_poll_start(
+        handle: *mut c_void,
+        events: c_int,
+        cb: unsafe extern "C" fn(*mut c_void, c_int, c_int),
+    ) -> c_int;
+    fn uv_poll_stop(handle: *mut c_void) -> c_int;
+    fn uv_close(handle: *mut c_void, cb: unsafe extern "C" fn(*mut c_void));
+    fn uv_unref(handle: *mut c_void);
+}
+
+/// One watched lane socket: its `uv_poll_t` (the first field of which, `data`, points here) and
+/// what to call when it is readable.
+struct Poller {
+    /// The handle's memory (`uv_handle_size(UV_POLL)` bytes, 8-aligned).
+    handle: Box<[u64]>,
+    ready: crosslock::runtime::Readable,
+}
+
+/// How core watches its lane sockets on an environment's libuv loop: a `uv_poll_t` per socket,
+/// unreferenced (an idle lane never keeps the process alive; a pending promise does).
+struct UvWatcher {
+    uv_loop: UvLoop,
+    queue: Arc<Queue>,
+    /// fd → its `Poller` (a raw `Box`), on the JavaScript thread only.
+    pollers: Pollers,
+}
+
+type Pollers = Arc<Mutex<HashMap<RawFd, usize>>>;
+
+/// The environment's clean-up hook for its lane handles: a loop is only closed once every handle
+/// on it is (a worker's exit aborts the process otherwise), so each is stopped and closed here,
+/// its close callback run by the loop's last turns.
+unsafe extern "C" fn close_pollers(arg: *mut c_void) {
+    // SAFETY: the strong count `env_state` leaked for this hook, taken back once.
+    let pollers = unsafe { Arc::from_raw(arg.cast::<Mutex<HashMap<RawFd, usize>>>().cast_const()) };
+    let all: Vec<usize> = pollers
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain()
+        .map(|(_, poller)| poller)
+        .collect();
+    for poller in all {
+        // SAFETY: live `Poller`s from `watch` (removed from the map, so closed once); freed by
+        // `poll_closed`.
+        unsafe {
+            let handle = (*(poller as *mut Poller))
+                .handle
+                .as_mut_ptr()
+                .cast::<c_void>();
+            uv_poll_stop(handle);
+            uv_close(handle, poll_closed);
+        }
+    }
+}
+
+struct UvLoop(*mut sys::uv_loop_s);
+
+// SAFETY: the loop pointer is only used on the JavaScript thread (`watch` runs there, inside a
+// poll; `unwatch` sends its work there through the queue).
+unsafe impl Send for UvLoop {}
+unsafe impl Sync for UvLoop {}
+
+unsafe extern "C" fn poll_ready(handle: *mut c_void, _status: c_int, _events: c_int) {
+    // SAFETY: `data`, the handle's first field, points at its `Poller` until `poll_closed`.
+    let poller = unsafe { &*(*handle.cast::<*const Poller>()) };
+    // An error status is seen by the read `ready` makes.
+    poller.ready.ready();
+}
+
+unsafe extern "C" fn poll_closed(handle: *mut c_void) {
+    // SAFETY: libuv is done with the handle; the `Poller` is ours again, freed once.
+    drop(unsafe { Box::from_raw(*handle.cast::<*mut Poller>()) });
+}
+
+impl crosslock::runtime::Watcher for UvWatcher {
+    fn watch(&self, fd: RawFd, ready: crosslock::runtime::Readable) {
+        // SAFETY: on the JavaScript thread (inside a poll); the handle memory lives in the
+        // `Poller` until `poll_closed` frees it.
+        unsafe {
+            let words = uv_handle_size(UV_POLL).div_ceil(8);
+            let poller = Box::into_raw(Box::new(Poller {
+                handle: vec![0u64; words].into_boxed_slice(),
+                ready,
+            }));
+            let handle = (*poller).handle.as_mut_ptr().cast::<c_void>();
+            if uv_poll_init_socket(self.uv_loop.0, handle, fd) != 0 {
+                // Never watched: the lane's requests time out and it is retired.
+                drop(Box::from_raw(poller));
+                return;
+            }
+            *handle.cast::<*mut Poller>() = poller;
+            uv_poll_start(handle, UV_READABLE, poll_ready);
+            uv_unref(handle);
+            self.pollers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(fd, poller as usize);
+        }
+    }
+
+    fn unwatch(&self, fd: RawFd, done: Box<dyn FnOnce() + Send>) {
+        let pollers = self.pollers.clone();
+        // On the JavaScript thread; dropped unrun (the environment is gone) it closes `fd` all
+        // the same.
+        self.queue.send(Box::new(move |_| {
+            let poller = pollers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&fd);
+            match poller {
+                // SAFETY: a live `Poller` from `watch`; stopped before its fd is closed, freed
+                // by `poll_closed` once libuv is done with it.
+                Some(poller) => unsafe {
+                    let handle = (*(poller as *mut Poller))
+                        .handle
+                        .as_mut_ptr()
+                        .cast::<c_void>();
+                    uv_poll_stop(handle);
+                    done();
+                    uv_close(handle, poll_closed);
+                },
+                None => done(),
+            }
+        }));
+    }
 }
 
 /// The clients one environment connected, closed by its clean-up hook.
@@ -256,6 +448,8 @@ type Clients = Arc<Mutex<HashMap<u64, crosslock::Client>>>;
 struct EnvState {
     clients: Clients,
     queue: Arc<Queue>,
+    /// Core's view of this thread's libuv loop: the lanes its calls make their round trips on.
+    event_loop: Arc<crosslock::runtime::EventLoop>,
     /// Promises created and not yet settled; the queue keeps the event loop alive while > 0.
     pending: usize,
 }
@@ -329,10 +523,37 @@ fn env_state(env: &Env) -> napi::Result<&'static mut EnvState> {
         ));
     }
     let clients: Clients = Arc::default();
+    let mut uv_loop = ptr::null_mut();
+    // SAFETY: on the JavaScript thread, with an out-pointer to a local.
+    let status = unsafe { sys::napi_get_uv_event_loop(raw_env, &mut uv_loop) };
+    if status != sys::Status::napi_ok || uv_loop.is_null() {
+        return Err(napi::Error::new(
+            napi::Status::from(status),
+            "crosslock: cannot find the event loop",
+        ));
+    }
+    let pollers: Pollers = Arc::default();
+    let hook_arg = Arc::into_raw(pollers.clone()).cast_mut().cast::<c_void>();
+    // SAFETY: `close_pollers` takes back the count leaked into `hook_arg`.
+    let status = unsafe { sys::napi_add_env_cleanup_hook(raw_env, Some(close_pollers), hook_arg) };
+    if status != sys::Status::napi_ok {
+        // SAFETY: the hook was not added: take the count back now.
+        drop(unsafe { Arc::from_raw(hook_arg.cast::<Mutex<HashMap<RawFd, usize>>>()) });
+        return Err(napi::Error::new(
+            napi::Status::from(status),
+            "crosslock: cannot register its clean-up hook",
+        ));
+    }
+    let event_loop = Arc::new(crosslock::runtime::EventLoop::new(UvWatcher {
+        uv_loop: UvLoop(uv_loop),
+        queue: queue.clone(),
+        pollers,
+    }));
     env.set_instance_data(
         EnvState {
             clients: clients.clone(),
             queue,
+            event_loop,
             pending: 0,
         },
         (),

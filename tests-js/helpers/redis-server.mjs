@@ -74,7 +74,9 @@ async function startOnce (extraArgs) {
       await exited
     }
   }
-  return { host: '127.0.0.1', port, url: `redis://127.0.0.1:${port}/0`, stop, kill }
+  /** Sends `sig` to the server (`SIGSTOP`, `SIGCONT`: it stops answering, then resumes). */
+  const signal = (sig) => child.kill(sig)
+  return { host: '127.0.0.1', port, url: `redis://127.0.0.1:${port}/0`, stop, kill, signal }
 }
 
 /**
