@@ -1377,6 +1377,9 @@ async fn keepalive(conn: Conn, stop: CancellationToken) {
         if conn.idle_for() >= KEEPALIVE_IDLE {
             let _ = conn.ping().await;
         }
+        if let Some(lanes) = &conn.inner.link.load().lanes {
+            lanes.close_stale();
+        }
     }
 }
 

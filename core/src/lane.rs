@@ -360,6 +360,19 @@ impl Lanes {
         self.response_timeout
     }
 
+    /// Closes the idle lanes that are no longer reused (idle for [`FRESH`] or more).
+    pub(crate) fn close_stale(&self) {
+        let stale: Vec<Lane> = {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            let (stale, fresh) = idle
+                .drain(..)
+                .partition(|lane| lane.used.elapsed() >= FRESH);
+            *idle = fresh;
+            stale
+        };
+        stale.into_iter().for_each(|lane| self.discard(lane));
+    }
+
     fn put_back(&self, mut lane: Lane) {
         lane.used = Instant::now();
         self.idle

@@ -100,7 +100,17 @@ impl EventLoop {
     ///
     /// # Examples
     ///
-    /// See [`EventLoop`].
+    /// ```
+    /// use std::os::fd::RawFd;
+    /// use crosslock::runtime::{EventLoop, Readable, Watcher};
+    ///
+    /// struct Never;
+    /// impl Watcher for Never {
+    ///     fn watch(&self, _fd: RawFd, _ready: Readable) {}
+    ///     fn unwatch(&self, _fd: RawFd, done: Box<dyn FnOnce() + Send>) { done() }
+    /// }
+    /// let _event_loop = EventLoop::new(Never);
+    /// ```
     pub fn new(watcher: impl Watcher) -> Self {
         EventLoop {
             inner: Arc::new(LoopInner {
@@ -116,7 +126,21 @@ impl EventLoop {
     ///
     /// # Examples
     ///
-    /// See [`EventLoop`].
+    /// ```
+    /// use std::os::fd::RawFd;
+    /// use std::task::{Context, Poll, Waker};
+    /// use crosslock::runtime::{EventLoop, Readable, Watcher};
+    ///
+    /// struct Never;
+    /// impl Watcher for Never {
+    ///     fn watch(&self, _fd: RawFd, _ready: Readable) {}
+    ///     fn unwatch(&self, _fd: RawFd, done: Box<dyn FnOnce() + Send>) { done() }
+    /// }
+    /// let event_loop = EventLoop::new(Never);
+    /// let mut future = std::pin::pin!(async { "done" });
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// assert_eq!(event_loop.poll(future.as_mut(), &mut cx), Poll::Ready("done"));
+    /// ```
     pub fn poll<F: Future + ?Sized>(
         &self,
         future: Pin<&mut F>,
@@ -210,7 +234,14 @@ impl LoopInner {
 ///
 /// # Examples
 ///
-/// See [`Watcher`].
+/// ```
+/// use crosslock::runtime::Readable;
+///
+/// // What a binding's loop does when the socket of `ready` is readable (on the loop's thread).
+/// fn on_readable(ready: &Readable) {
+///     ready.ready();
+/// }
+/// ```
 pub struct Readable {
     lane: Arc<LoopLane>,
 }
@@ -221,7 +252,25 @@ impl Readable {
     ///
     /// # Examples
     ///
-    /// See [`Watcher`].
+    /// ```
+    /// use std::os::fd::RawFd;
+    /// use crosslock::runtime::{Readable, Watcher};
+    ///
+    /// // A watcher hands `ready` to its loop, which calls it whenever `fd` is readable.
+    /// struct Loop(std::sync::Mutex<Vec<(RawFd, Readable)>>);
+    /// impl Watcher for Loop {
+    ///     fn watch(&self, fd: RawFd, ready: Readable) { self.0.lock().unwrap().push((fd, ready)) }
+    ///     fn unwatch(&self, fd: RawFd, done: Box<dyn FnOnce() + Send>) {
+    ///         self.0.lock().unwrap().retain(|(f, _)| *f != fd);
+    ///         done()
+    ///     }
+    /// }
+    /// fn on_readable(watcher: &Loop, fd: RawFd) {
+    ///     for (_, ready) in watcher.0.lock().unwrap().iter().filter(|(f, _)| *f == fd) {
+    ///         ready.ready();
+    ///     }
+    /// }
+    /// ```
     pub fn ready(&self) {
         self.lane.ready();
     }
@@ -275,6 +324,11 @@ impl Future for Request {
     type Output = Trip;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Trip> {
+        // A reply already in the socket counts even if the loop has not looked yet (a loop kept
+        // busy past the response timeout must not turn an answer into a lost one).
+        if matches!(*lock(&self.slot.state), SlotState::Waiting(_)) {
+            self.lane.ready();
+        }
         let mut state = lock(&self.slot.state);
         match std::mem::replace(&mut *state, SlotState::Taken) {
             SlotState::Done(trip) => Poll::Ready(trip),
