@@ -253,9 +253,11 @@ impl Lanes {
             .name("crosslock-lane".into())
             .spawn(watch)
         {
-            // No thread to watch it: the commands to this node stay held back until the
-            // process can spare one, which is what an unanswered server would do anyway.
+            // No thread to spare (the lane was closed with the closure): let the node's commands
+            // go on rather than hold them back for good.
             tracing::warn!(target: "crosslock", "cannot watch an overdue reply: {e}");
+            self.closed_one();
+            self.overdue.settle_one();
         }
     }
 

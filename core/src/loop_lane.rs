@@ -476,12 +476,16 @@ impl LoopLane {
             (None, Ok(reader)) if !pending.is_empty() => {
                 let overdue = self.overdue.clone();
                 let timeout = self.response_timeout;
+                let waiting = pending.clone();
                 let drain = move || drain(reader, buf, pending, &overdue, timeout);
                 if let Err(e) = std::thread::Builder::new()
                     .name("crosslock-lane".into())
                     .spawn(drain)
                 {
+                    // No thread to spare: let the node's commands go on rather than hold them
+                    // back for good.
                     tracing::warn!(target: "crosslock", "cannot watch an overdue reply: {e}");
+                    fail_all(waiting, io::ErrorKind::ConnectionAborted, &self.overdue);
                 }
             }
             (broken, _) => fail_all(
