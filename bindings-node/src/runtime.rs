@@ -166,11 +166,17 @@ impl Drop for Settle {
     }
 }
 
+thread_local! {
+    /// The environment whose [`JsTask`] this thread is polling, if it is: a settlement made
+    /// there needs no trip through the queue.
+    static POLLING_IN: std::cell::Cell<sys::napi_env> = const { std::cell::Cell::new(ptr::null_mut()) };
+}
+
 fn send_settlement<F>(deferred: RawDeferred, queue: &Queue, outcome: F)
 where
     F: FnOnce(Env) -> napi::Result<sys::napi_value> + Send + 'static,
 {
-    queue.send(Box::new(move |env| {
+    let settle: Completion = Box::new(move |env| {
         let raw = env.raw();
         let deferred = deferred.get();
         let settled = outcome(env);
@@ -189,7 +195,14 @@ where
         if let Ok(Some(state)) = env.get_instance_data::<EnvState>() {
             state.settled(&env);
         }
-    }));
+    });
+    let here = POLLING_IN.with(std::cell::Cell::get);
+    if here.is_null() {
+        queue.send(settle);
+    } else {
+        // On the JavaScript thread, inside a Node-API call or a queue callback of `here`.
+        settle(Env::from_raw(here));
+    }
 }
 
 /// A plain `Error` with `message`, for when the real error cannot be converted (a promise must
@@ -260,7 +273,7 @@ where
         event_loop: state.event_loop.clone(),
         scheduled: AtomicBool::new(false),
     });
-    task.run();
+    task.run(env);
     Ok(Object::from_raw(env.raw(), promise))
 }
 
@@ -278,15 +291,22 @@ impl Wake for JsTask {
     fn wake(self: Arc<Self>) {
         if !self.scheduled.swap(true, Ordering::AcqRel) {
             let task = self.clone();
-            self.queue.send(Box::new(move |_| task.run()));
+            self.queue.send(Box::new(move |env| task.run(&env)));
         }
     }
 }
 
 impl JsTask {
-    /// Polls the future once (on the JavaScript thread); drops it once finished. A panic drops
-    /// it too, and its [`Settle`] rejects the promise.
-    fn run(self: &Arc<Self>) {
+    /// Polls the future once (on the JavaScript thread of `env`); drops it once finished. A
+    /// panic drops it too, and its [`Settle`] rejects the promise.
+    fn run(self: &Arc<Self>, env: &Env) {
+        struct Reset(sys::napi_env);
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                POLLING_IN.with(|p| p.set(self.0));
+            }
+        }
+        let _reset = Reset(POLLING_IN.with(|p| p.replace(env.raw())));
         self.scheduled.store(false, Ordering::Release);
         let mut slot = self.future.lock().unwrap_or_else(|e| e.into_inner());
         let Some(future) = slot.as_mut() else { return };
