@@ -409,7 +409,7 @@ unsafe extern "C" fn poll_closed(handle: *mut c_void) {
 }
 
 impl crosslock::runtime::Watcher for UvWatcher {
-    fn watch(&self, fd: RawFd, ready: crosslock::runtime::Readable) {
+    fn watch(&self, fd: RawFd, ready: crosslock::runtime::Readable) -> bool {
         // SAFETY: on the JavaScript thread (inside a poll); the handle memory lives in the
         // `Poller` until `poll_closed` frees it.
         unsafe {
@@ -420,17 +420,20 @@ impl crosslock::runtime::Watcher for UvWatcher {
             }));
             let handle = (*poller).handle.as_mut_ptr().cast::<c_void>();
             if uv_poll_init_socket(self.uv_loop.0, handle, fd) != 0 {
-                // Never watched: the lane's requests time out and it is retired.
                 drop(Box::from_raw(poller));
-                return;
+                return false;
             }
             *handle.cast::<*mut Poller>() = poller;
-            uv_poll_start(handle, UV_READABLE, poll_ready);
+            if uv_poll_start(handle, UV_READABLE, poll_ready) != 0 {
+                uv_close(handle, poll_closed);
+                return false;
+            }
             uv_unref(handle);
             self.pollers
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(fd, poller as usize);
+            true
         }
     }
 

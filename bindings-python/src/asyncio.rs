@@ -205,7 +205,7 @@ impl LoopWatcher {
 }
 
 impl crosslock::runtime::Watcher for LoopWatcher {
-    fn watch(&self, fd: RawFd, ready: crosslock::runtime::Readable) {
+    fn watch(&self, fd: RawFd, ready: crosslock::runtime::Readable) -> bool {
         // On the loop's thread, inside a poll, which holds the GIL.
         Python::attach(|py| {
             let reader = LaneReader {
@@ -213,12 +213,16 @@ impl crosslock::runtime::Watcher for LoopWatcher {
                 queue: self.queue.clone(),
             };
             let Some(event_loop) = self.event_loop(py) else {
-                return;
+                return false;
             };
-            if let Err(e) = event_loop.call_method1("add_reader", (fd, reader)) {
-                e.write_unraisable(py, None);
+            match event_loop.call_method1("add_reader", (fd, reader)) {
+                Ok(_) => true,
+                Err(e) => {
+                    e.write_unraisable(py, None);
+                    false
+                }
             }
-        });
+        })
     }
 
     fn unwatch(&self, fd: RawFd, done: Box<dyn FnOnce() + Send>) {

@@ -46,8 +46,9 @@ const MAX_IN_FLIGHT: usize = 32;
 ///
 /// struct Log;
 /// impl Watcher for Log {
-///     fn watch(&self, fd: RawFd, _ready: Readable) {
+///     fn watch(&self, fd: RawFd, _ready: Readable) -> bool {
 ///         println!("call ready() on the loop thread whenever {fd} is readable");
+///         true
 ///     }
 ///     fn unwatch(&self, fd: RawFd, _done: Box<dyn FnOnce() + Send>) {
 ///         println!("stop watching {fd}, then run done() on the loop thread");
@@ -55,9 +56,10 @@ const MAX_IN_FLIGHT: usize = 32;
 /// }
 /// ```
 pub trait Watcher: Send + Sync + 'static {
-    /// From now on, call `ready.ready()` on the loop's thread whenever `fd` is readable.
-    /// Called on the loop's thread, from inside [`EventLoop::poll`].
-    fn watch(&self, fd: RawFd, ready: Readable);
+    /// From now on, call `ready.ready()` on the loop's thread whenever `fd` is readable; `false`
+    /// if the loop cannot (the lane is then not used). Called on the loop's thread, from inside
+    /// [`EventLoop::poll`].
+    fn watch(&self, fd: RawFd, ready: Readable) -> bool;
     /// Stop watching `fd`, then run `done` on the loop's thread (it closes `fd`). May be called
     /// from any thread.
     fn unwatch(&self, fd: RawFd, done: Box<dyn FnOnce() + Send>);
@@ -73,7 +75,7 @@ pub trait Watcher: Send + Sync + 'static {
 ///
 /// struct Never;
 /// impl Watcher for Never {
-///     fn watch(&self, _fd: RawFd, _ready: Readable) {}
+///     fn watch(&self, _fd: RawFd, _ready: Readable) -> bool { false }
 ///     fn unwatch(&self, _fd: RawFd, done: Box<dyn FnOnce() + Send>) { done() }
 /// }
 /// let event_loop = EventLoop::new(Never);
@@ -106,7 +108,7 @@ impl EventLoop {
     ///
     /// struct Never;
     /// impl Watcher for Never {
-    ///     fn watch(&self, _fd: RawFd, _ready: Readable) {}
+    ///     fn watch(&self, _fd: RawFd, _ready: Readable) -> bool { false }
     ///     fn unwatch(&self, _fd: RawFd, done: Box<dyn FnOnce() + Send>) { done() }
     /// }
     /// let _event_loop = EventLoop::new(Never);
@@ -133,7 +135,7 @@ impl EventLoop {
     ///
     /// struct Never;
     /// impl Watcher for Never {
-    ///     fn watch(&self, _fd: RawFd, _ready: Readable) {}
+    ///     fn watch(&self, _fd: RawFd, _ready: Readable) -> bool { false }
     ///     fn unwatch(&self, _fd: RawFd, done: Box<dyn FnOnce() + Send>) { done() }
     /// }
     /// let event_loop = EventLoop::new(Never);
@@ -225,7 +227,10 @@ impl LoopInner {
         });
         all.push((lanes.id(), lane.clone()));
         drop(all);
-        self.watcher.watch(fd, Readable { lane: lane.clone() });
+        if !self.watcher.watch(fd, Readable { lane: lane.clone() }) {
+            lane.retire(None);
+            return None;
+        }
         Some(lane)
     }
 }
@@ -259,7 +264,10 @@ impl Readable {
     /// // A watcher hands `ready` to its loop, which calls it whenever `fd` is readable.
     /// struct Loop(std::sync::Mutex<Vec<(RawFd, Readable)>>);
     /// impl Watcher for Loop {
-    ///     fn watch(&self, fd: RawFd, ready: Readable) { self.0.lock().unwrap().push((fd, ready)) }
+    ///     fn watch(&self, fd: RawFd, ready: Readable) -> bool {
+    ///         self.0.lock().unwrap().push((fd, ready));
+    ///         true
+    ///     }
     ///     fn unwatch(&self, fd: RawFd, done: Box<dyn FnOnce() + Send>) {
     ///         self.0.lock().unwrap().retain(|(f, _)| *f != fd);
     ///         done()
