@@ -719,25 +719,7 @@ impl Conn {
         keys: &[&str],
         args: &[&dyn ToArg],
     ) -> Option<crate::lane::Trip> {
-        let command = |whole: bool| {
-            let mut cmd = if whole {
-                let mut cmd = redis::cmd("EVAL");
-                cmd.arg(script.code);
-                cmd
-            } else {
-                let mut cmd = redis::cmd("EVALSHA");
-                cmd.arg(script.hash());
-                cmd
-            };
-            cmd.arg(keys.len());
-            for key in keys {
-                cmd.arg(*key);
-            }
-            for arg in args {
-                arg.add_to_cmd(&mut cmd);
-            }
-            cmd
-        };
+        let command = |whole: bool| script_cmd(script, keys, args, whole);
         let known = self.knows(script);
         let request = crate::loop_lane::send(lanes, &command(!known))?;
         let timeout = self.inner.response_timeout;
@@ -806,24 +788,8 @@ impl Conn {
         let mut manager = self.manager();
         self.touch();
         let pipeline = |whole: bool| {
-            let mut cmd = if whole {
-                let mut cmd = redis::cmd("EVAL");
-                cmd.arg(script.code);
-                cmd
-            } else {
-                let mut cmd = redis::cmd("EVALSHA");
-                cmd.arg(script.hash());
-                cmd
-            };
-            cmd.arg(keys.len());
-            for key in keys {
-                cmd.arg(*key);
-            }
-            for arg in args {
-                arg.add_to_cmd(&mut cmd);
-            }
             let mut pipe = redis::pipe();
-            pipe.add_command(cmd)
+            pipe.add_command(script_cmd(script, keys, args, whole))
                 .cmd("WAIT")
                 .arg(sync.replicas)
                 .arg(sync.timeout.as_millis() as u64);
@@ -1381,6 +1347,32 @@ async fn keepalive(conn: Conn, stop: CancellationToken) {
             lanes.close_stale();
         }
     }
+}
+
+/// `EVAL <script> …` (`whole`) or `EVALSHA <sha1> …` with `keys` and `args`.
+pub(crate) fn script_cmd(
+    script: &Lua,
+    keys: &[&str],
+    args: &[&dyn ToArg],
+    whole: bool,
+) -> redis::Cmd {
+    let mut cmd = if whole {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(script.code);
+        cmd
+    } else {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.hash());
+        cmd
+    };
+    cmd.arg(keys.len());
+    for key in keys {
+        cmd.arg(*key);
+    }
+    for arg in args {
+        arg.add_to_cmd(&mut cmd);
+    }
+    cmd
 }
 
 /// Script arguments of mixed types.

@@ -169,25 +169,7 @@ impl Lanes {
         known: bool,
     ) -> Option<Trip> {
         let mut lane = self.take()?;
-        let command = |whole: bool| {
-            let mut cmd = if whole {
-                let mut cmd = redis::cmd("EVAL");
-                cmd.arg(script.code);
-                cmd
-            } else {
-                let mut cmd = redis::cmd("EVALSHA");
-                cmd.arg(script.hash());
-                cmd
-            };
-            cmd.arg(keys.len());
-            for key in keys {
-                cmd.arg(*key);
-            }
-            for arg in args {
-                arg.add_to_cmd(&mut cmd);
-            }
-            cmd
-        };
+        let command = |whole: bool| crate::connection::script_cmd(script, keys, args, whole);
         let mut trip = lane.round_trip(&command(!known));
         if known
             && let Trip::Reply(Err(e)) = &trip
