@@ -397,9 +397,15 @@ impl LoopLane {
         match written {
             Ok(()) => state.pending.push_back(slot.clone()),
             Err(e) => {
+                // A write that timed out may leave earlier requests unanswered in a stalled
+                // server: read them to the end. Any other failure means the connection is gone.
+                let broken = match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => None,
+                    kind => Some(kind),
+                };
                 *lock(&slot.state) = SlotState::Done(Trip::Reply(Err(e.into())));
                 drop(state);
-                self.retire(Some(io::ErrorKind::BrokenPipe));
+                self.retire(broken);
             }
         }
         Some(Request {
