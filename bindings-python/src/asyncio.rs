@@ -21,6 +21,7 @@
 //! awaiting task is cancelled is the Python layer's to abandon. A result that must not be lost
 //! either way carries an [`Unclaimed`](crate::runtime::Unclaimed) guard, whose drop undoes it.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -70,7 +71,8 @@ impl Queue {
             done.push(completion);
             done.len() == 1
         };
-        if first {
+        // Pushed by the loop's own thread while it drains: the drain runs it before returning.
+        if first && !DRAINING.with(Cell::get) {
             // A full socket buffer (WouldBlock) means a wake-up is pending anyway.
             let _ = (&self.wake).write(&[1]);
         }
@@ -86,12 +88,39 @@ impl Queue {
                 break;
             }
         }
-        let done = std::mem::take(&mut *self.done.lock().unwrap_or_else(|e| e.into_inner()));
-        for completion in done {
-            completion(py);
+        let was = DRAINING.with(|d| d.replace(true));
+        for _ in 0..DRAIN_ROUNDS {
+            let done = std::mem::take(&mut *self.done.lock().unwrap_or_else(|e| e.into_inner()));
+            if done.is_empty() {
+                break;
+            }
+            for completion in done {
+                completion(py);
+            }
+        }
+        DRAINING.with(|d| d.set(was));
+        // Work left after the last round (a task that keeps waking itself) waits for the next
+        // turn of the loop, like any other.
+        if !was
+            && !self
+                .done
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+        {
+            let _ = (&self.wake).write(&[1]);
         }
     }
 }
+
+thread_local! {
+    /// Whether this thread is draining a queue: what it pushes meanwhile is run by that drain,
+    /// so it needs no wake-up byte (and no extra turn of the loop).
+    static DRAINING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// How many times one drain takes the queue again for work pushed while it ran.
+const DRAIN_ROUNDS: usize = 16;
 
 /// A loop's queue as the loop sees it: the object `loop.add_reader` calls.
 #[pyclass(module = "crosslock._native", name = "_Completions", frozen)]
@@ -253,10 +282,14 @@ struct LaneReader {
 #[pymethods]
 impl LaneReader {
     fn __call__(&self, py: Python<'_>) {
+        let Some(queue) = self.queue.upgrade() else {
+            return self.ready.ready();
+        };
+        // The futures the replies wake are pushed on the queue and polled right here.
+        let was = DRAINING.with(|d| d.replace(true));
         self.ready.ready();
-        if let Some(queue) = self.queue.upgrade() {
-            queue.drain(py);
-        }
+        DRAINING.with(|d| d.set(was));
+        queue.drain(py);
     }
 }
 
