@@ -90,18 +90,21 @@ def hash_writes(server: RedisServer, raw: Raw, key: str) -> Iterator[HashWrites]
 
 
 def result_queued(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether a native result waits for the event loop: the socket crosslock's completion queue
-    wakes the loop with (registered with ``loop.add_reader``) is readable. Reads the selector loop's
-    private reader map: the only way to see that moment, which these tests must hit exactly."""
+    """Whether a native result waits for the event loop: a socket crosslock registered with
+    ``loop.add_reader`` is readable, either the completion queue's (a result from crosslock's
+    runtime) or the loop's lane (the reply of a call made on the loop's own connection). Reads the
+    selector loop's private reader map: the only way to see that moment, which these tests must hit
+    exactly."""
     selector = getattr(loop, "_selector", None)
     if selector is None:
         pytest.fail(f"{type(loop).__name__} has no selector to look at")
-    wakers = [
-        key.fd
+    readers = {
+        key.fd: type(getattr(key.data[0], "_callback", None)).__name__
         for key in selector.get_map().values()
-        if type(getattr(key.data[0], "_callback", None)).__name__ == "_Completions"
-    ]
-    assert wakers, "no crosslock completion queue is registered with the loop"
+        if key.data[0] is not None
+    }
+    wakers = [fd for fd, kind in readers.items() if kind in ("_Completions", "_LaneReader")]
+    assert "_Completions" in readers.values(), "no crosslock completion queue is registered with the loop"
     return bool(select.select(wakers, [], [], 0)[0])
 
 
@@ -182,8 +185,9 @@ async def test_cancel_before_the_native_result_is_looked_at_gives_the_hold_back(
 
 
 async def test_cancel_while_the_result_waits_in_the_event_loop_gives_the_hold_back(client, raw, url):
-    """The acquire completed and its result is queued for the event loop (the loop was busy, as in
-    a ``time.sleep`` inside a coroutine) when the task is cancelled: the queued result is dropped."""
+    """The acquire completed and its result waits for the event loop (in the completion queue, or
+    as the reply in the loop's lane socket; the loop was busy, as in a ``time.sleep`` inside a
+    coroutine) when the task is cancelled: the waiting result is dropped and its hold given back."""
     name = "race-queued"
     lock = client.lock(name)
     loop = asyncio.get_running_loop()
@@ -191,6 +195,7 @@ async def test_cancel_while_the_result_waits_in_the_event_loop_gives_the_hold_ba
     await asyncio.sleep(0)
     wait_until(lambda: result_queued(loop), what="the acquire's result to be queued for the loop")
     assert raw.hgetall(name), "the acquire completed, so Redis holds the lock"
+    assert not task.done()
     task.cancel()  # e.g. asyncio.timeout firing now
     with pytest.raises(asyncio.CancelledError):
         await task

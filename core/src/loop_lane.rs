@@ -332,9 +332,11 @@ impl Future for Request {
     type Output = Trip;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Trip> {
-        // A reply already in the socket counts even if the loop has not looked yet (a loop kept
-        // busy past the response timeout must not turn an answer into a lost one).
-        if matches!(*lock(&self.slot.state), SlotState::Waiting(_)) {
+        // Polled again (woken) before the loop read the reply: a reply already in the socket
+        // counts (a loop kept busy past the response timeout must not turn an answer into a lost
+        // one). Never on the first poll, right after sending: a reply is always the loop's to see
+        // first, so an awaiting task never completes without the loop turning.
+        if matches!(*lock(&self.slot.state), SlotState::Waiting(Some(_))) {
             self.lane.ready();
         }
         let mut state = lock(&self.slot.state);
