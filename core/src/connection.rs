@@ -676,9 +676,9 @@ impl Conn {
             if let Some(trip) = self.eval_on_loop(lanes, script, keys, args).await {
                 return self.settle_trip(trip, script, subject);
             }
-            if !lanes.settled(self.inner.response_timeout).await {
-                return self.settle(None, subject);
-            }
+            // Behind a lane's overdue request when possible; sent anyway after the response
+            // timeout (a command never sent could not run when the server answers again).
+            lanes.settled(self.inner.response_timeout).await;
         }
         drop(link);
         let mut manager = self.manager();
@@ -936,10 +936,8 @@ impl Conn {
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
         let subject = subject.into();
-        if let Some(lanes) = &self.inner.link.load().lanes
-            && !lanes.settled(self.inner.response_timeout).await
-        {
-            return self.settle(None, subject);
+        if let Some(lanes) = &self.inner.link.load().lanes {
+            lanes.settled(self.inner.response_timeout).await;
         }
         let mut manager = self.manager();
         self.touch();

@@ -29,8 +29,14 @@
 //!   So the lane is not closed when its reply is overdue (closing it would not stop Redis from
 //!   running what it already received): a thread keeps reading it until the reply arrives or the
 //!   server drops the connection, and until then every command to that node waits
-//!   ([`Lanes::settled`]), bounded by the response timeout (then it fails as unanswered, as it
-//!   would against a server that does not answer). [`ORPHAN_LIMIT`] bounds that watch.
+//!   ([`Lanes::settled`]). That wait is bounded by the response timeout, after which the command
+//!   is sent all the same: a command never sent could not run when the server answers again (a
+//!   give-up, a give-back), and that matters more. So the guarantee is exact as long as the
+//!   server answers within the response timeout of the lost request, and best-effort beyond it
+//!   (a server frozen longer than that, with both requests waiting in it, may run them in either
+//!   order). [`ORPHAN_LIMIT`] bounds the watch.
+//! - **Wait limits are kept.** A blocking round trip cannot be raced against a deadline, so an
+//!   acquire attempt whose wait limit is shorter than the response timeout takes the usual path.
 //! - **No stale sockets.** Only lanes used within [`FRESH`] are reused (a server's idle `timeout`
 //!   is at least 1 s), and each is first checked without blocking for a close the server sent
 //!   meanwhile (`CLIENT KILL`, a restart): such a lane is dropped, not written to.
@@ -67,6 +73,22 @@ pub(crate) const ORPHAN_LIMIT: Duration = Duration::from_secs(60);
 
 thread_local! {
     static ON_LANE: Cell<bool> = const { Cell::new(false) };
+    /// The wait limit of the acquire attempt being polled on this thread, if any.
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Runs `f` (one synchronous poll of an acquire attempt) with its wait limit: a blocking lane
+/// cannot be raced against the deadline the way an awaited reply is, so an attempt whose limit is
+/// shorter than the response timeout takes the usual path.
+pub(crate) fn with_deadline<R>(deadline: Option<Instant>, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<Instant>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            DEADLINE.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(DEADLINE.with(|c| c.replace(deadline)));
+    f()
 }
 
 /// Whether the current thread is inside [`with_lanes`]: a blocking caller's own thread.
@@ -91,7 +113,9 @@ pub(crate) struct Lanes {
     info: ConnectionInfo,
     connect_timeout: Duration,
     response_timeout: Duration,
-    idle: Mutex<Vec<Lane>>,
+    idle: Arc<Mutex<Vec<Lane>>>,
+    /// Whether a lane is being opened (in the background, one at a time).
+    opening: Arc<std::sync::atomic::AtomicBool>,
     /// Lanes that exist, idle or lent out.
     open: Arc<AtomicUsize>,
     /// Lanes whose reply is overdue (see the module docs).
@@ -146,7 +170,8 @@ impl Lanes {
                 info: info.clone(),
                 connect_timeout,
                 response_timeout,
-                idle: Mutex::new(Vec::new()),
+                idle: Arc::default(),
+                opening: Arc::default(),
                 open: Arc::new(AtomicUsize::new(0)),
                 overdue: Arc::default(),
                 asked: AtomicU64::new(0),
@@ -168,6 +193,14 @@ impl Lanes {
         args: &[&dyn ToArg],
         known: bool,
     ) -> Option<Trip> {
+        // A wait limit shorter than the response timeout cannot be kept by a blocking round
+        // trip (the deadline could not interrupt it): such an attempt takes the usual path,
+        // where it is raced against the deadline.
+        if let Some(deadline) = DEADLINE.with(Cell::get)
+            && deadline.saturating_duration_since(Instant::now()) < self.response_timeout
+        {
+            return None;
+        }
         let mut lane = self.take()?;
         let command = |whole: bool| crate::connection::script_cmd(script, keys, args, whole);
         let mut trip = lane.round_trip(&command(!known));
@@ -258,18 +291,16 @@ impl Lanes {
             }
             self.discard(lane);
         }
-        if !hot {
-            return None;
+        if hot {
+            // Opened off the caller's thread (a server that does not answer must not hold up a
+            // call twice, once for the handshake and once for its own round trip); the calls that
+            // come next use it.
+            let idle = self.idle.clone();
+            self.open_in_background(move |lane| {
+                idle.lock().unwrap_or_else(|e| e.into_inner()).push(lane)
+            });
         }
-        let socket = self.open_socket()?;
-        match Lane::handshake_on(socket, &self.info) {
-            Ok(lane) => Some(lane),
-            Err(e) => {
-                tracing::debug!(target: "crosslock", "cannot open a lane: {e}");
-                self.closed_one();
-                None
-            }
-        }
+        None
     }
 
     /// Notes a call that asked for a lane; says whether the one before came within [`FRESH`]
@@ -280,37 +311,45 @@ impl Lanes {
         now.saturating_sub(before) <= FRESH.as_millis() as u64
     }
 
-    /// A new connection for an event loop's lane (handshake done), if calls come in quick
-    /// succession and the pool has room; counted as open until [`Lanes::closed_one`].
-    pub(crate) fn open_for_loop(&self) -> Option<Socket> {
-        if std::process::id() != self.pid || !self.note_asked() {
-            return None;
-        }
-        let socket = self.open_socket()?;
-        match Lane::handshake_on(socket, &self.info) {
-            Ok(lane) => Some(lane.socket),
-            Err(e) => {
-                tracing::debug!(target: "crosslock", "cannot open a lane: {e}");
-                self.closed_one();
-                None
-            }
+    /// Opens a lane for an event loop in the background, if calls come in quick succession and
+    /// the pool has room: `deliver` gets its socket (handshake done, counted as open until
+    /// [`Lanes::closed_one`]) on a blocking-pool thread.
+    pub(crate) fn open_for_loop(&self, deliver: impl FnOnce(Socket) + Send + 'static) {
+        if std::process::id() == self.pid && self.note_asked() {
+            self.open_in_background(move |lane| deliver(lane.socket));
         }
     }
 
-    /// Connects a socket within the pool's limit (counted as open).
-    fn open_socket(&self) -> Option<Socket> {
+    /// Opens one lane on a blocking-pool thread (never more than one at a time) and hands it to
+    /// `deliver`; a failure is only logged (calls keep taking the usual path).
+    fn open_in_background(&self, deliver: impl FnOnce(Lane) + Send + 'static) {
+        if self.opening.swap(true, Ordering::AcqRel) {
+            return;
+        }
         if self.open.fetch_add(1, Ordering::Relaxed) >= MAX_LANES {
             self.open.fetch_sub(1, Ordering::Relaxed);
-            return None;
+            self.opening.store(false, Ordering::Release);
+            return;
         }
-        match Socket::connect(&self.info, self.connect_timeout, self.response_timeout) {
-            Ok(socket) => Some(socket),
-            Err(e) => {
-                tracing::debug!(target: "crosslock", "cannot open a lane: {e}");
-                self.closed_one();
-                None
+        let (info, connect, response) = (
+            self.info.clone(),
+            self.connect_timeout,
+            self.response_timeout,
+        );
+        let (open, opening) = (self.open.clone(), self.opening.clone());
+        crate::runtime::spawn_blocking(move || {
+            let opened = Socket::connect(&info, connect, response)
+                .map_err(redis::RedisError::from)
+                .and_then(|socket| Lane::handshake_on(socket, &info));
+            match opened {
+                Ok(lane) => deliver(lane),
+                Err(e) => {
+                    tracing::debug!(target: "crosslock", "cannot open a lane: {e}");
+                    open.fetch_sub(1, Ordering::Relaxed);
+                }
             }
-        }
+            opening.store(false, Ordering::Release);
+        });
     }
 
     /// One lane of this pool was closed.

@@ -14,8 +14,8 @@
 //! the last half second are reused, checked for a close first; and **a request whose reply is
 //! overdue is never overtaken**: when its caller stops waiting (the response timeout, a cancel)
 //! the lane is retired from the loop and a thread reads it to the end (every reply still due, or
-//! the server's close), holding back every command to that node until then, whether or not the
-//! loop ever runs again.
+//! the server's close), holding back every command to that node until then (within the response
+//! timeout, as [`crate::lane`] explains), whether or not the loop ever runs again.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -91,6 +91,23 @@ struct LoopInner {
     watcher: Box<dyn Watcher>,
     /// One lane per node (by [`Lanes::id`]).
     lanes: Mutex<Vec<(u64, Arc<LoopLane>)>>,
+    /// Connections opened in the background for this loop, not yet taken into use.
+    opened: Mutex<Vec<Opened>>,
+}
+
+/// A lane connection opened for a loop: counted as open until taken into use or dropped.
+struct Opened {
+    id: u64,
+    socket: Option<crate::lane::Socket>,
+    open: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        if self.socket.take().is_some() {
+            self.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 thread_local! {
@@ -118,6 +135,7 @@ impl EventLoop {
             inner: Arc::new(LoopInner {
                 watcher: Box::new(watcher),
                 lanes: Mutex::new(Vec::new()),
+                opened: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -205,7 +223,31 @@ impl LoopInner {
             lane.retire(None);
             all = lock(&self.lanes);
         }
-        let socket = lanes.open_for_loop()?;
+        // A lane opened in the background for this node, if one is ready; else start opening
+        // one (never on the loop's thread: a server that does not answer must not stall it).
+        let ready = {
+            let mut opened = lock(&self.opened);
+            opened
+                .iter()
+                .position(|o| o.id == lanes.id())
+                .and_then(|at| opened.swap_remove(at).socket.take())
+        };
+        let Some(socket) = ready else {
+            drop(all);
+            let event_loop = Arc::downgrade(self);
+            let (id, open) = (lanes.id(), lanes.open_count());
+            lanes.open_for_loop(move |socket| {
+                let opened = Opened {
+                    id,
+                    socket: Some(socket),
+                    open,
+                };
+                if let Some(event_loop) = event_loop.upgrade() {
+                    lock(&event_loop.opened).push(opened);
+                }
+            });
+            return None;
+        };
         if socket.set_nonblocking(true).is_err() {
             lanes.closed_one();
             return None;

@@ -91,6 +91,11 @@ where
     current().runtime.spawn(future)
 }
 
+/// Runs blocking work (opening a lane) on the runtime's blocking pool.
+pub(crate) fn spawn_blocking(f: impl FnOnce() + Send + 'static) {
+    drop(current().runtime.spawn_blocking(f));
+}
+
 /// Enters the process runtime's context on this thread (tokio timers and spawns work) until the
 /// guard is dropped.
 pub(crate) fn enter() -> tokio::runtime::EnterGuard<'static> {

@@ -188,6 +188,7 @@ impl<P: Protocol> Shared<P> {
             proto: self.proto.clone(),
             keeper: self.keeper.clone(),
             request: self.request.clone(),
+            deadline: self.deadline,
         }
     }
 
@@ -309,14 +310,18 @@ struct InFlight<P: Protocol> {
     proto: Arc<P>,
     keeper: Arc<dyn Keeper<P::Won>>,
     request: Request,
+    /// The wait limit, which a round trip made on the caller's own thread cannot be raced
+    /// against: it bounds that round trip instead (see [`crate::lane::with_deadline`]).
+    deadline: Option<Instant>,
 }
 
 impl<P: Protocol> Future for InFlight<P> {
     type Output = Result<Attempt<P::Won>>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let deadline = self.deadline;
         let future = self.future.as_mut().expect("polled after completion");
-        let out = future.as_mut().poll(cx);
+        let out = crate::lane::with_deadline(deadline, || future.as_mut().poll(cx));
         if out.is_ready() {
             self.future = None;
         }
