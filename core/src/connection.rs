@@ -657,9 +657,8 @@ impl Conn {
     ) -> Result<T> {
         let subject = subject.into();
         if let Some((acquisitions, sync)) = self.inner.sync.get().filter(|_| script.synced) {
-            return acquisitions
-                .eval_and_wait(script, keys, args, subject, *sync)
-                .await;
+            // Boxed: rare, and kept out of the state of every other call.
+            return Box::pin(acquisitions.eval_and_wait(script, keys, args, subject, *sync)).await;
         }
         if self.is_cluster() {
             crate::cluster::script_slot(keys)?;

@@ -253,6 +253,7 @@ impl<P: Family> Releaser for Rel<P> {
 struct HoldKeeper<P: Family> {
     cx: Arc<Ctx>,
     proto: Arc<P>,
+    releaser: Arc<dyn Releaser>,
     key: HoldKey,
     holder: Arc<str>,
     lease: Option<Duration>,
@@ -263,11 +264,11 @@ impl<P: Family> Keeper<P::Won> for HoldKeeper<P> {
         let acquired = Acquired {
             holder: self.holder.clone(),
             kind: P::KIND,
-            releaser: Arc::new(Rel(self.proto.clone())),
+            releaser: self.releaser.clone(),
             lease: self.lease,
             sent,
         };
-        self.cx.holds.acquired(self.key.clone(), acquired).is_some()
+        self.cx.holds.acquired(self.key.clone(), acquired)
     }
 
     fn recorded(&self) -> usize {
@@ -298,13 +299,17 @@ impl<P: Family> Keeper<P::Won> for HoldKeeper<P> {
 pub(crate) struct LockCore<P: Family> {
     pub(crate) client: Client,
     pub(crate) proto: Arc<P>,
+    /// What every hold of this lock object records to renew and release it (one for all holds).
+    releaser: Arc<dyn Releaser>,
 }
 
 impl<P: Family> LockCore<P> {
     pub(crate) fn new(client: Client, proto: P) -> Arc<Self> {
+        let proto = Arc::new(proto);
         Arc::new(LockCore {
             client,
-            proto: Arc::new(proto),
+            releaser: Arc::new(Rel(proto.clone())),
+            proto,
         })
     }
 
@@ -355,6 +360,7 @@ impl<P: Family> LockCore<P> {
         let keeper = Arc::new(HoldKeeper {
             cx: cx.clone(),
             proto: self.proto.clone(),
+            releaser: self.releaser.clone(),
             key: self.key(owner),
             holder: holder.clone(),
             lease: options.lease,
@@ -424,18 +430,25 @@ impl<P: Family> LockCore<P> {
         if reply.as_ref().is_err_and(Error::is_unavailable) {
             // The reply was lost; the release may or may not have happened. Retry (with
             // back-off; the caller bounds the whole) telling the script how many holds we had,
-            // so a release that did happen is not applied twice.
+            // so a release that did happen is not applied twice. Boxed: rare, and kept out of
+            // the state of every release.
             let before = retry_of.unwrap_or_else(|| cx.holds.count(key)).max(1);
-            let mut pause = Duration::from_millis(10);
-            while reply.as_ref().is_err_and(Error::is_unavailable) {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(500));
-                sent = Instant::now();
-                reply = self
-                    .proto
-                    .unlock(cx, &holder, lease_after, Some(before))
-                    .await;
-            }
+            (reply, sent) = Box::pin(async {
+                let mut pause = Duration::from_millis(10);
+                loop {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                    let sent = Instant::now();
+                    let reply = self
+                        .proto
+                        .unlock(cx, &holder, lease_after, Some(before))
+                        .await;
+                    if !reply.as_ref().is_err_and(Error::is_unavailable) {
+                        return (reply, sent);
+                    }
+                }
+            })
+            .await;
         }
         let reply = match reply {
             Ok(reply) => reply,
@@ -469,7 +482,7 @@ impl<P: Family> LockCore<P> {
                 .with_holder(&*holder))
             }
             _ => {
-                let current = self.holders_in(cx).await.unwrap_or_default();
+                let current = Box::pin(self.holders_in(cx)).await.unwrap_or_default();
                 let held_by = if current.is_empty() {
                     "it is not locked".to_owned()
                 } else {

@@ -104,11 +104,11 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
         biased;
         r = &mut first => r,
         _ = sleep_until(s.deadline) => {
-            first.abandon(GIVE_UP_GRACE).await;
+            Box::pin(first.abandon(GIVE_UP_GRACE)).await;
             return Ok(Outcome::TimedOut);
         }
         _ = s.token.cancelled() => {
-            first.abandon(s.cx.response_timeout()).await;
+            Box::pin(first.abandon(s.cx.response_timeout())).await;
             return Err(s.cancelled());
         }
     };
@@ -200,6 +200,12 @@ impl<P: Protocol> Shared<P> {
         {
             return Ok(Outcome::Won(won));
         }
+        // Boxed: rare, and kept out of the state of every acquire that keeps its win.
+        Box::pin(self.refuse()).await
+    }
+
+    /// Gives back the one win just taken by a caller that left (or a client that closed).
+    async fn refuse(&self) -> Result<Outcome<P::Won>> {
         let _ = self
             .proto
             .clone()
