@@ -175,7 +175,6 @@ impl Keeper<Arc<str>> for PermitKeeper {
         self.cx
             .holds
             .acquired(self.keys.hold_key(&self.id), acquired)
-            .is_some()
     }
 
     fn recorded(&self) -> usize {
