@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import gc
 import threading
 import time
 
@@ -367,6 +368,32 @@ def test_lost_flag_is_per_holder(fast_client, raw):
     t.join(15)
     assert seen == {"lost_in_holder": True, "release": "LockLostError"}
     assert not lock.lost  # this thread never held it
+
+
+def test_every_object_of_the_name_hears_a_loss_and_dropped_objects_are_forgotten(fast_client, raw):
+    heard: list[str] = []
+    first = fast_client.lock("shared-route", on_lost=lambda _: heard.append("first"))
+    second = fast_client.lock("shared-route", on_lost=lambda _: heard.append("second"))
+    # Objects made per request and dropped (the usual web handler), of this name and of others.
+    for i in range(1000):
+        fast_client.lock("shared-route")
+        fast_client.lock(f"per-request:{i}")
+    gc.collect()
+    fast_client.lock("one-more")  # registering past the table's size purges the dead entries
+    routes = fast_client._locks
+    assert len(routes) < 100, "names whose lock objects are gone stay in the lost-event table"
+    assert len(routes._table[("shared-route", False)]) <= 16, "dead objects of a live name pile up"
+
+    assert first.acquire()
+    raw.command("DEL", "shared-route")
+    wait_until(lambda: len(heard) == 2, what="both objects' on_lost")
+    assert sorted(heard) == ["first", "second"]
+    assert first.lost and second.lost  # the same holder (this thread) through either object
+    with pytest.raises(crosslock.LockLostError):
+        second.release()
+    assert first.acquire()
+    assert not first.lost and not second.lost  # acquiring again clears it, for every object
+    first.release()
 
 
 def test_on_lost_exceptions_go_to_unraisablehook(fast_client, raw):

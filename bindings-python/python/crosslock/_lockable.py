@@ -114,14 +114,12 @@ class _Lockable:
     the lock, whether or not Redis can be reached.
     """
 
-    __slots__ = ("_client", "_native", "_on_lost", "_lost_owners", "_lost_guard", "__weakref__")
+    __slots__ = ("_client", "_native", "_on_lost", "__weakref__")
 
     def __init__(self, client: Client, native: _native.Lock, on_lost: Optional[LostCallback]) -> None:
         self._client = client  # keeps the client (and its lost-lock dispatch) alive
         self._native = native
         self._on_lost = on_lost
-        self._lost_owners: set[int] = set()
-        self._lost_guard = threading.Lock()
         client._register(self)
 
     @property
@@ -299,9 +297,8 @@ class _Lockable:
         """``True`` once the calling thread's (or task's) hold may be lost (see the class docs);
         stays true until it acquires the lock again. Check it in long critical sections."""
         owner = current_owner()
-        with self._lost_guard:
-            if owner in self._lost_owners:
-                return True
+        if self._client._was_lost((self.name, self._is_write), owner):
+            return True
         return self._native.is_lost(owner)
 
     # -- scopes -----------------------------------------------------------------------------
@@ -341,17 +338,11 @@ class _Lockable:
 
     # -- lost-lock bookkeeping (called by Client) --------------------------------------------
 
-    def _mark_lost(self, owner: int) -> None:
-        with self._lost_guard:
-            self._lost_owners.add(owner)
-
     def _forget_lost(self, owner: int) -> None:
-        with self._lost_guard:
-            self._lost_owners.discard(owner)
-
-    def _reset_after_fork(self) -> None:
-        self._lost_guard = threading.Lock()
-        self._lost_owners = set()
+        """Acquired by ``owner``: its hold of this lock (through any object) is no longer lost."""
+        client = self._client
+        if client._lost:  # almost always empty: nothing to take or look up
+            client._forget_lost((self.name, self._is_write), owner)
 
 
 class _Acquired(Generic[_Entered]):

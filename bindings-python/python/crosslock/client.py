@@ -11,6 +11,7 @@ from typing import Optional, Union
 from . import _native
 from ._identity import current_owner
 from ._lockable import LostCallback, _Lockable, _seconds
+from ._routes import Routes
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
 from .fair_lock import FairLock
 from .inspect import Inspection, Watch
@@ -240,10 +241,13 @@ class Client:
         self._native = native
         # Lock objects by (name, is-write), the route of lost-lock events: every object whose
         # holds share the Redis field (a Lock and a FencedLock of one name) hears the event.
-        self._locks: dict[tuple[str, bool], weakref.WeakSet[_Lockable]] = {}
-        self._permit_sems: dict[str, weakref.WeakSet[PermitExpirableSemaphore]] = {}
+        self._locks: Routes[_Lockable] = Routes()
+        # The owners whose hold of a (name, is-write) may be lost, until they acquire it again
+        # (through any object of that name): the sticky side of `Lock.lost`.
+        self._lost: dict[tuple[str, bool], set[int]] = {}
+        self._lost_purge_at = 64
+        self._permit_sems: Routes[PermitExpirableSemaphore] = Routes()
         self._locks_guard = threading.Lock()
-        self._purge_at = 64
         self._listen()
         _clients.add(self)
 
@@ -416,7 +420,7 @@ class Client:
 
     def _register_permits(self, sem: PermitExpirableSemaphore) -> None:
         with self._locks_guard:
-            self._permit_sems.setdefault(sem.name, weakref.WeakSet()).add(sem)
+            self._permit_sems.add(sem.name, sem)
 
     def _checked(self, name: object, on_lost: object) -> str:
         name = _check_name(name)
@@ -427,13 +431,22 @@ class Client:
             )
         return name
 
+    def _was_lost(self, route: tuple[str, bool], owner: int) -> bool:
+        with self._locks_guard:
+            return owner in self._lost.get(route, ())
+
+    def _forget_lost(self, route: tuple[str, bool], owner: int) -> None:
+        with self._locks_guard:
+            owners = self._lost.get(route)
+            if owners is not None:
+                owners.discard(owner)
+                if not owners:
+                    del self._lost[route]
+
     def _register(self, lock: _Lockable) -> None:
         """Called by every lock object: the route of its lost-lock events."""
         with self._locks_guard:
-            self._locks.setdefault((lock.name, lock._is_write), weakref.WeakSet()).add(lock)
-            if len(self._locks) >= self._purge_at:  # forget names whose lock objects are gone
-                self._locks = {k: s for k, s in self._locks.items() if len(s)}
-                self._purge_at = max(64, 2 * len(self._locks))
+            self._locks.add((lock.name, lock._is_write), lock)
 
     def holder(self) -> str:
         """The holder string (``<client-uuid>:<n>``) of the calling thread or asyncio task: what
@@ -481,7 +494,7 @@ class Client:
         """Runs on the dispatcher thread when a hold of (name, owner) may be lost."""
         if kind == "permit":
             with self._locks_guard:
-                sems = list(self._permit_sems.get(name, ()))
+                sems = self._permit_sems.get(name)
             for sem in sems:
                 sem._mark_lost(holder)
             for sem in sems:
@@ -491,10 +504,13 @@ class Client:
                     except Exception as exc:  # nobody to catch it on this thread
                         _native._write_unraisable(exc, sem.on_lost)
             return
+        route = (name, kind == "write_lock")
         with self._locks_guard:
-            locks = list(self._locks.get((name, kind == "write_lock"), ()))
-        for lock in locks:
-            lock._mark_lost(owner)
+            locks = self._locks.get(route)
+            self._lost.setdefault(route, set()).add(owner)
+            if len(self._lost) >= self._lost_purge_at:  # names no object of which is left
+                self._lost = {r: owners for r, owners in self._lost.items() if self._locks.get(r)}
+                self._lost_purge_at = max(64, 2 * len(self._lost))
         for lock in locks:
             callback = lock.on_lost
             if callback is None:
@@ -507,12 +523,9 @@ class Client:
     def _reset_after_fork(self) -> None:
         self._locks_guard = threading.Lock()
         self._listen()  # the dispatcher thread did not survive the fork
-        for sems in self._permit_sems.values():
-            for sem in list(sems):
-                sem._reset_after_fork()
-        for locks in self._locks.values():
-            for lock in list(locks):
-                lock._reset_after_fork()
+        for sem in self._permit_sems:
+            sem._reset_after_fork()
+        self._lost = {}
 
 
 def _reset_clients_after_fork() -> None:
