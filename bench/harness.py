@@ -70,7 +70,9 @@ class Runner:
         if lang == "python":
             return [PY, PY_WORKER, scenario, lib, self.url, *flags]
         if lang == "node":
-            return ["node", NODE_WORKER, scenario, lib, self.url, *flags]
+            # Holders reads RSS after a full collection (see worker.js rssKb).
+            gc = ["--expose-gc"] if scenario == "holders" else []
+            return ["node", *gc, NODE_WORKER, scenario, lib, self.url, *flags]
         if lang == "rust":
             return [self.rust_bin, scenario, self.url, *flags]
         raise ValueError(lang)
