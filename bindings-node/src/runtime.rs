@@ -4,7 +4,8 @@
 //! its core future right there ([`JsTask`], through `crosslock::runtime::EventLoop::poll`): its
 //! Redis scripts go over the thread's own lane, a non-blocking connection its libuv loop watches
 //! with a `uv_poll_t` ([`UvWatcher`]), so an uncontended call costs the loop one wake-up for its
-//! reply and no thread hand-off. A future that waits on crosslock's runtime instead (a busy lock's
+//! reply and no thread hand-off; that wake-up also polls the futures the reply wakes, settles their
+//! promises and runs the code awaiting them, in one callback scope ([`poll_ready`]). A future that waits on crosslock's runtime instead (a busy lock's
 //! wait loop, a timer) is woken from a runtime thread, and everything that must happen on the
 //! JavaScript thread (polling a woken future, settling a promise, letting go of a lane's handle)
 //! goes through the environment's one completion queue: a thread-safe function created once per
@@ -56,6 +57,17 @@ unsafe impl Send for Tsfn {}
 impl Queue {
     /// Queues `completion` for the JavaScript thread; drops it if the environment is gone.
     fn send(&self, completion: Completion) {
+        // Pushed by the JavaScript thread while it drains a lane's replies: run by that drain,
+        // with no trip through the thread-safe function (see `poll_ready`).
+        let Some(completion) = DRAIN.with(|drain| match drain.borrow_mut().as_mut() {
+            Some(local) => {
+                local.push(completion);
+                None
+            }
+            None => Some(completion),
+        }) else {
+            return;
+        };
         let data = Box::into_raw(Box::new(completion));
         let tsfn = self.tsfn.lock().unwrap_or_else(|e| e.into_inner());
         let status = match tsfn.as_ref() {
@@ -170,7 +182,12 @@ thread_local! {
     /// The environment whose [`JsTask`] this thread is polling, if it is: a settlement made
     /// there needs no trip through the queue.
     static POLLING_IN: std::cell::Cell<sys::napi_env> = const { std::cell::Cell::new(ptr::null_mut()) };
+    /// The completions queued while this (JavaScript) thread drains a lane's replies, if it is.
+    static DRAIN: std::cell::RefCell<Option<Vec<Completion>>> = const { std::cell::RefCell::new(None) };
 }
+
+/// How many times one drain takes its completions again for work queued while it ran.
+const DRAIN_ROUNDS: usize = 16;
 
 fn send_settlement<F>(deferred: RawDeferred, queue: &Queue, outcome: F)
 where
@@ -350,13 +367,29 @@ struct Poller {
     /// The handle's memory (`uv_handle_size(UV_POLL)` bytes, 8-aligned).
     handle: Box<[u64]>,
     ready: crosslock::runtime::Readable,
+    scope: Scope,
 }
+
+/// What a lane's readiness callback needs to run JavaScript-side work itself: its environment,
+/// an async context to open a callback scope in (one per environment), and its queue (for work
+/// left after the drain).
+#[derive(Clone)]
+struct Scope {
+    env: sys::napi_env,
+    context: sys::napi_async_context,
+    queue: Arc<Queue>,
+}
+
+// SAFETY: the pointers are only used on the JavaScript thread (in `poll_ready`).
+unsafe impl Send for Scope {}
+unsafe impl Sync for Scope {}
 
 /// How core watches its lane sockets on an environment's libuv loop: a `uv_poll_t` per socket,
 /// unreferenced (an idle lane never keeps the process alive; a pending promise does).
 struct UvWatcher {
     uv_loop: UvLoop,
     queue: Arc<Queue>,
+    scope: Scope,
     /// fd → its `Poller` (a raw `Box`), on the JavaScript thread only.
     pollers: Pollers,
 }
@@ -396,11 +429,63 @@ struct UvLoop(*mut sys::uv_loop_s);
 unsafe impl Send for UvLoop {}
 unsafe impl Sync for UvLoop {}
 
+/// A lane is readable. Its replies are read, and what they wake (the futures waiting on them, the
+/// promises they settle) runs right here, inside a callback scope whose closing runs the
+/// microtasks (the code awaiting those promises): the same turn of the loop, instead of a trip
+/// through the thread-safe function (an `eventfd` write, another `epoll` wake-up and read).
 unsafe extern "C" fn poll_ready(handle: *mut c_void, _status: c_int, _events: c_int) {
     // SAFETY: `data`, the handle's first field, points at its `Poller` until `poll_closed`.
     let poller = unsafe { &*(*handle.cast::<*const Poller>()) };
-    // An error status is seen by the read `ready` makes.
-    poller.ready.ready();
+    let scope = &poller.scope;
+    // SAFETY: on the JavaScript thread of `scope.env` (libuv calls back on its loop's thread),
+    // with no JavaScript on the stack: what `napi_open_callback_scope` is for. Each scope opened
+    // is closed, in reverse order.
+    unsafe {
+        let mut handles = ptr::null_mut();
+        if sys::napi_open_handle_scope(scope.env, &mut handles) != sys::Status::napi_ok {
+            // An error status is seen by the read `ready` makes; the work goes through the queue.
+            poller.ready.ready();
+            return;
+        }
+        let mut resource = ptr::null_mut();
+        let mut callback = ptr::null_mut();
+        let opened = sys::napi_create_object(scope.env, &mut resource) == sys::Status::napi_ok
+            && sys::napi_open_callback_scope(scope.env, resource, scope.context, &mut callback)
+                == sys::Status::napi_ok;
+        if opened {
+            drain(scope, || poller.ready.ready());
+            sys::napi_close_callback_scope(scope.env, callback);
+        } else {
+            poller.ready.ready();
+        }
+        sys::napi_close_handle_scope(scope.env, handles);
+    }
+}
+
+/// Runs `read`, then the completions it (and they) queued on this thread, up to [`DRAIN_ROUNDS`]
+/// times; what is left after goes through the queue, like any other work.
+fn drain(scope: &Scope, read: impl FnOnce()) {
+    let outer = DRAIN.with(|d| d.replace(Some(Vec::new())));
+    read();
+    let env = Env::from_raw(scope.env);
+    for _ in 0..DRAIN_ROUNDS {
+        let batch = DRAIN.with(|d| {
+            d.borrow_mut()
+                .as_mut()
+                .map(std::mem::take)
+                .unwrap_or_default()
+        });
+        if batch.is_empty() {
+            break;
+        }
+        for completion in batch {
+            completion(env);
+        }
+    }
+    let left = DRAIN.with(|d| d.replace(outer)).unwrap_or_default();
+    for completion in left {
+        scope.queue.send(completion);
+    }
 }
 
 unsafe extern "C" fn poll_closed(handle: *mut c_void) {
@@ -417,6 +502,7 @@ impl crosslock::runtime::Watcher for UvWatcher {
             let poller = Box::into_raw(Box::new(Poller {
                 handle: vec![0u64; words].into_boxed_slice(),
                 ready,
+                scope: self.scope.clone(),
             }));
             let handle = (*poller).handle.as_mut_ptr().cast::<c_void>();
             if uv_poll_init_socket(self.uv_loop.0, handle, fd) != 0 {
@@ -567,9 +653,39 @@ fn env_state(env: &Env) -> napi::Result<&'static mut EnvState> {
             "crosslock: cannot register its clean-up hook",
         ));
     }
+    // The async context the lanes' readiness callbacks open their callback scopes in (async
+    // hooks see the work as a "crosslock" resource); destroyed by a clean-up hook.
+    let resource = Object::new(env)?;
+    let mut context = ptr::null_mut();
+    // SAFETY: on the JavaScript thread, with live values and an out-pointer to a local.
+    let status = unsafe { sys::napi_async_init(raw_env, resource.raw(), name.raw(), &mut context) };
+    if status != sys::Status::napi_ok {
+        return Err(napi::Error::new(
+            napi::Status::from(status),
+            "crosslock: cannot create its async context",
+        ));
+    }
+    let hook_arg = Box::into_raw(Box::new((raw_env, context))).cast::<c_void>();
+    // SAFETY: `destroy_context` takes back the box leaked into `hook_arg`, once, while the
+    // environment is still alive.
+    let status =
+        unsafe { sys::napi_add_env_cleanup_hook(raw_env, Some(destroy_context), hook_arg) };
+    if status != sys::Status::napi_ok {
+        // SAFETY: the hook was not added: destroy the context now.
+        unsafe { destroy_context(hook_arg) };
+        return Err(napi::Error::new(
+            napi::Status::from(status),
+            "crosslock: cannot register its clean-up hook",
+        ));
+    }
     let event_loop = Arc::new(crosslock::runtime::EventLoop::new(UvWatcher {
         uv_loop: UvLoop(uv_loop),
         queue: queue.clone(),
+        scope: Scope {
+            env: raw_env,
+            context,
+            queue: queue.clone(),
+        },
         pollers,
     }));
     env.set_instance_data(
@@ -585,6 +701,15 @@ fn env_state(env: &Env) -> napi::Result<&'static mut EnvState> {
     env.add_env_cleanup_hook(clients, close_all)?;
     env.get_instance_data::<EnvState>()?
         .ok_or_else(|| error::internal("crosslock: its per-environment state is missing"))
+}
+
+/// The environment's clean-up hook for the lanes' async context.
+unsafe extern "C" fn destroy_context(arg: *mut c_void) {
+    // SAFETY: the box `env_state` leaked for this hook, taken back once: the environment and the
+    // context it made, destroyed on its thread while it is alive (hooks run before teardown).
+    let (env, context) =
+        *unsafe { Box::from_raw(arg.cast::<(sys::napi_env, sys::napi_async_context)>()) };
+    unsafe { sys::napi_async_destroy(env, context) };
 }
 
 fn env_clients(env: &Env) -> napi::Result<Clients> {
