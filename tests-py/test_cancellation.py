@@ -108,6 +108,32 @@ def result_queued(loop: asyncio.AbstractEventLoop) -> bool:
     return bool(select.select(wakers, [], [], 0)[0])
 
 
+async def acquire_with_result_queued(lock: crosslock.Lock, loop: asyncio.AbstractEventLoop) -> asyncio.Task[bool]:
+    """Starts ``lock.acquire_async()`` in a task of its own and returns that task once the acquire
+    completed and its result waits for the event loop (see :func:`result_queued`).
+
+    The acquire may also complete within its first poll, before the call returns: its reply came
+    over the runtime's connection before that poll was over (the loop's thread slowed by one-time
+    set-up on a process's first call, or preempted on a busy machine). The task then finishes in
+    its first step and the moment these tests need never comes: that hold is released and the
+    acquire tried again."""
+    for _ in range(20):
+        owners: list[int] = []
+
+        async def acquire() -> bool:
+            owners.append(current_owner())
+            return await lock.acquire_async()
+
+        task = asyncio.ensure_future(acquire())
+        await asyncio.sleep(0)  # the task starts the native acquire and awaits it
+        if not task.done():
+            wait_until(lambda: result_queued(loop), what="the acquire's result to be queued for the loop")
+            return task
+        assert task.result() is True
+        await lock._native.release_async(owners[0])
+    pytest.fail("every acquire completed within its first poll: the moment under test never came")
+
+
 async def cancelled_when(awaitable: Awaitable[Any], condition: Callable[[], Any], what: str) -> None:
     """Awaits ``awaitable`` in the calling task and cancels that task as soon as ``condition``
     holds (like ``asyncio.timeout`` firing at that moment); returns once the cancellation
@@ -191,9 +217,7 @@ async def test_cancel_while_the_result_waits_in_the_event_loop_gives_the_hold_ba
     name = "race-queued"
     lock = client.lock(name)
     loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(lock.acquire_async())
-    await asyncio.sleep(0)
-    wait_until(lambda: result_queued(loop), what="the acquire's result to be queued for the loop")
+    task = await acquire_with_result_queued(lock, loop)
     assert raw.hgetall(name), "the acquire completed, so Redis holds the lock"
     assert not task.done()
     task.cancel()  # e.g. asyncio.timeout firing now
@@ -209,9 +233,7 @@ async def test_cancel_after_the_result_was_set_but_before_the_task_resumed_gives
     name = "race-set"
     lock = client.lock(name)
     loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(lock.acquire_async())
-    await asyncio.sleep(0)
-    wait_until(lambda: result_queued(loop), what="the acquire's result to be queued for the loop")
+    task = await acquire_with_result_queued(lock, loop)
     # Each pass lets the loop run once, this test's next step queued before anything the drain
     # of the completion queue schedules: once the result is set, the task's wake-up waits behind
     # this test, so the cancel below finds the future done and the task not yet resumed.

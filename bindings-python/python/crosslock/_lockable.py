@@ -12,7 +12,6 @@ and callback, and the claim of an asyncio acquire that raced a cancellation are 
 from __future__ import annotations
 
 import asyncio
-import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, TypeVar
 
@@ -297,7 +296,7 @@ class _Lockable:
         """``True`` once the calling thread's (or task's) hold may be lost (see the class docs);
         stays true until it acquires the lock again. Check it in long critical sections."""
         owner = current_owner()
-        if self._client._was_lost((self.name, self._is_write), owner):
+        if self._client._lost and self._client._was_lost((self.name, self._is_write), owner):
             return True
         return self._native.is_lost(owner)
 
