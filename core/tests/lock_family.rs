@@ -338,6 +338,63 @@ async fn the_watchdog_keeps_a_hold_past_its_lease_and_a_force_unlock_is_reported
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_of_every_renewal_kind_in_more_batches_than_go_at_once_are_all_kept() {
+    // Batches of two: 21 locks of every kind and 3 permits make 13 renewal scripts per round,
+    // more than are sent at once, and of three renewal kinds (hash, read lock, permit).
+    let server = RedisServer::start();
+    let c = client(
+        &server,
+        ClientOptions::new()
+            .watchdog_timeout(Duration::from_millis(300))
+            .watchdog_batch_size(2),
+    )
+    .await;
+    let lost = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = lost.clone();
+    c.on_lock_lost(move |_| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    });
+    let me = Owner::new(1);
+    let mut locks = Vec::new();
+    for (kind, make) in ALL_KINDS {
+        for i in 0..3 {
+            let lock = make(&c, &format!("many:{kind}:{i}"));
+            let won = lock.acquire_as(me, &AcquireOptions::new()).await.unwrap();
+            assert!(won.is_some(), "{kind} {i}");
+            locks.push((*kind, lock));
+        }
+    }
+    let slots = c.permit_expirable_semaphore("many:permits").unwrap();
+    assert!(slots.try_set_permits(3).await.unwrap());
+    let mut permits = Vec::new();
+    for _ in 0..3 {
+        permits.push(slots.acquire().await.unwrap());
+    }
+    assert_eq!(c.watched_locks(), 24);
+    tokio::time::sleep(Duration::from_millis(1200)).await; // four leases
+    for (kind, lock) in &locks {
+        assert!(lock.is_locked().await.unwrap(), "{kind}: not kept");
+        assert!(!lock.is_lost(me), "{kind}: reported lost");
+    }
+    assert_eq!(
+        slots.available_permits().await.unwrap(),
+        0,
+        "a permit expired"
+    );
+    assert_eq!(lost.load(std::sync::atomic::Ordering::SeqCst), 0);
+    for (kind, lock) in &locks {
+        lock.release_as(me)
+            .await
+            .unwrap_or_else(|e| panic!("{kind}: {e}"));
+    }
+    for permit in permits {
+        permit.release().await.unwrap();
+    }
+    assert_eq!(c.watched_locks(), 0);
+    assert_eq!(slots.available_permits().await.unwrap(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_explicit_lease_that_runs_out_while_held_is_reported_lost() {
     let server = RedisServer::start();
     let c = client(&server, ClientOptions::new()).await;

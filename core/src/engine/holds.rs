@@ -168,6 +168,17 @@ pub(crate) enum RenewKind {
     Permit { timeouts: Arc<str> },
 }
 
+impl RenewKind {
+    /// A small number per variant (the renewal groups holds by it).
+    pub(crate) fn index(&self) -> usize {
+        match self {
+            RenewKind::Hash => 0,
+            RenewKind::Read { .. } => 1,
+            RenewKind::Permit { .. } => 2,
+        }
+    }
+}
+
 /// How to renew and release-all one hold, whatever its type (for the renewal loop and `close()`).
 pub(crate) trait Releaser: Send + Sync + 'static {
     fn renew_kind(&self) -> RenewKind;
@@ -315,7 +326,9 @@ pub(crate) struct Watched {
 
 /// The holds of one client.
 pub(crate) struct Holds {
-    map: Mutex<HashMap<HoldKey, Hold>>,
+    /// Holds are boxed so that a slot of the table is a key and a pointer: its spare capacity
+    /// (up to half the slots) and the old tables each doubling frees then cost little per hold.
+    map: Mutex<HashMap<HoldKey, Box<Hold>>>,
     /// Set (under `map`'s lock) when the client closes: no new hold may be recorded after.
     closed: AtomicBool,
     next_tenure: AtomicU64,
@@ -368,16 +381,18 @@ impl Holds {
             return false;
         }
         let lease = acquired.lease.unwrap_or(self.watchdog_timeout);
-        let hold = map.entry(key).or_insert_with(|| Hold {
-            leases: Leases::default(),
-            lost: Lost::default(),
-            holder: acquired.holder.clone(),
-            kind: acquired.kind,
-            releaser: acquired.releaser.clone(),
-            tenure: self.next_tenure.fetch_add(1, Ordering::Relaxed),
-            releasing: 0,
-            confirmed_sent: acquired.sent,
-            deadline: acquired.sent,
+        let hold = map.entry(key).or_insert_with(|| {
+            Box::new(Hold {
+                leases: Leases::default(),
+                lost: Lost::default(),
+                holder: acquired.holder.clone(),
+                kind: acquired.kind,
+                releaser: acquired.releaser.clone(),
+                tenure: self.next_tenure.fetch_add(1, Ordering::Relaxed),
+                releasing: 0,
+                confirmed_sent: acquired.sent,
+                deadline: acquired.sent,
+            })
         });
         if hold.lost.is_cancelled() {
             // Re-acquired after a loss: a new tenure with a fresh token.
@@ -589,16 +604,36 @@ impl Holds {
     }
 
     /// The holds the watchdog renews now.
-    pub(crate) fn watched(&self) -> Vec<Watched> {
-        lock(&self.map)
-            .iter()
-            .filter(|(_, h)| h.watched() && !h.lost.is_cancelled())
-            .map(|(k, h)| Watched {
+    ///
+    /// In chunks of one renewal kind and at most a batch's size, rather than one vector: a round's
+    /// snapshot of 10,000 holds would be a single allocation of most of a megabyte, which glibc
+    /// serves from a fresh mapping and, once it is freed, from then on from the heap, where it
+    /// stays as garbage.
+    pub(crate) fn watched(&self) -> Vec<Vec<Watched>> {
+        let map = lock(&self.map);
+        let mut chunks: Vec<Vec<Watched>> = Vec::new();
+        // The chunk being filled, per renewal kind.
+        let mut open: [Option<usize>; 3] = [None; 3];
+        for (k, h) in map.iter() {
+            if !h.watched() || h.lost.is_cancelled() {
+                continue;
+            }
+            let renew = h.releaser.renew_kind();
+            let at = match open[renew.index()] {
+                Some(at) if chunks[at].len() < self.batch => at,
+                _ => {
+                    chunks.push(Vec::with_capacity(self.batch));
+                    open[renew.index()] = Some(chunks.len() - 1);
+                    chunks.len() - 1
+                }
+            };
+            chunks[at].push(Watched {
                 key: k.clone(),
                 holder: h.holder.clone(),
                 tenure: h.tenure,
-                renew: h.releaser.renew_kind(),
-            })
-            .collect()
+                renew,
+            });
+        }
+        chunks
     }
 }

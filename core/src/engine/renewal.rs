@@ -123,14 +123,6 @@ fn scripts_of(kind: &RenewKind) -> (&'static scripts::Lua, &'static scripts::Lua
     }
 }
 
-fn kind_index(kind: &RenewKind) -> u8 {
-    match kind {
-        RenewKind::Hash => 0,
-        RenewKind::Read { .. } => 1,
-        RenewKind::Permit { .. } => 2,
-    }
-}
-
 /// One renewal script call: holds of one kind, and where it goes.
 struct Batch<'a> {
     holds: Vec<&'a Watched>,
@@ -155,24 +147,31 @@ async fn renew_round(
     if watched.is_empty() {
         return true;
     }
-    let mut pending: Vec<&Watched> = watched.iter().collect();
+    if !conn.is_cluster() {
+        // One server: each chunk (one kind, at most a batch) is a batch.
+        let batches = watched
+            .iter()
+            .map(|chunk| Batch {
+                holds: chunk.iter().collect(),
+                node: None,
+            })
+            .collect();
+        return run_batches(holds, conn, listener, batches).await.ok;
+    }
+    let mut pending: Vec<&Watched> = watched.iter().flatten().collect();
     let mut all_ok = true;
-    let cluster = conn.is_cluster();
-    if cluster && view.per_node {
+    if view.per_node {
         if view.ranges.is_none() {
             view.ranges = conn.cluster_slot_ranges().await.ok();
         }
         if let Some(ranges) = &view.ranges {
             let mut by_node =
-                std::collections::BTreeMap::<(&(String, u16), u8), Vec<&Watched>>::new();
+                std::collections::BTreeMap::<(&(String, u16), usize), Vec<&Watched>>::new();
             let mut unplaced = Vec::new();
             for w in pending.drain(..) {
                 let slot = crate::cluster::slot(renewed_key(w).as_bytes());
                 match master_of(ranges, slot) {
-                    Some(node) => by_node
-                        .entry((node, kind_index(&w.renew)))
-                        .or_default()
-                        .push(w),
+                    Some(node) => by_node.entry((node, w.renew.index())).or_default().push(w),
                     None => unplaced.push(w),
                 }
             }
@@ -208,18 +207,11 @@ async fn renew_round(
     if pending.is_empty() {
         return all_ok;
     }
-    let mut groups = std::collections::BTreeMap::<(u16, u8), Vec<&Watched>>::new();
+    let mut groups = std::collections::BTreeMap::<(u16, usize), Vec<&Watched>>::new();
     for w in pending {
-        // On a cluster one script with declared keys may only touch one slot: a group per slot.
-        let slot = if cluster {
-            crate::cluster::slot(renewed_key(w).as_bytes())
-        } else {
-            0
-        };
-        groups
-            .entry((slot, kind_index(&w.renew)))
-            .or_default()
-            .push(w);
+        // One script with declared keys may only touch one slot: a group per slot.
+        let slot = crate::cluster::slot(renewed_key(w).as_bytes());
+        groups.entry((slot, w.renew.index())).or_default().push(w);
     }
     let batches = groups
         .into_values()
@@ -261,6 +253,53 @@ struct Outcome<'a> {
 /// 10,000 holds left hundreds of bytes each behind in the allocator after every round.
 const BATCHES_IN_FLIGHT: usize = 8;
 
+/// Sends one batch's renewal script; returns the batch, when it was sent and Redis's answer.
+async fn renew_batch<'a>(
+    conn: &Conn,
+    batch: Batch<'a>,
+    lease_ms: u64,
+    now_ms: u64,
+) -> (Batch<'a>, Instant, crate::Result<Vec<i64>>) {
+    let keys: Vec<&str> = batch.holds.iter().map(|w| renewed_key(w)).collect();
+    let prefixes: Vec<Option<&str>> = batch
+        .holds
+        .iter()
+        .map(|w| match &w.renew {
+            RenewKind::Read { prefix } => Some(&**prefix),
+            _ => None,
+        })
+        .collect();
+    let holders: Vec<&str> = batch.holds.iter().map(|w| &*w.holder).collect();
+    let count = keys.len();
+    let mut args: Vec<&dyn ToArg> = Vec::with_capacity(3 * count + 3);
+    if batch.node.is_some() {
+        args.push(&count);
+        for key in &keys {
+            args.push(key);
+        }
+    }
+    args.push(&lease_ms);
+    if matches!(batch.holds[0].renew, RenewKind::Permit { .. }) {
+        args.push(&now_ms);
+    }
+    for (holder, prefix) in holders.iter().zip(&prefixes) {
+        args.push(holder);
+        if let Some(prefix) = prefix {
+            args.push(prefix);
+        }
+    }
+    let (by_slot, by_node) = scripts_of(&batch.holds[0].renew);
+    let sent = Instant::now();
+    let result: crate::Result<Vec<i64>> = match batch.node {
+        Some(slot) => {
+            conn.eval_on_node(by_node, slot, &args, What::Connection)
+                .await
+        }
+        None => conn.eval(by_slot, &keys, &args, What::Connection).await,
+    };
+    (batch, sent, result)
+}
+
 /// Sends the batches, [`BATCHES_IN_FLIGHT`] at a time (the multiplexed connection pipelines them;
 /// on a cluster each goes to its node), and settles each hold by its answer: renewed, gone (the
 /// lost signal), or, from a per-node script, to be renewed again by slot.
@@ -273,53 +312,23 @@ async fn run_batches<'a>(
     let lease = holds.watchdog_timeout;
     let lease_ms = lease.as_millis() as u64;
     let now_ms = crate::engine::epoch_ms();
-    let calls = batches.into_iter().map(|batch| async move {
-        let keys: Vec<&str> = batch.holds.iter().map(|w| renewed_key(w)).collect();
-        let prefixes: Vec<Option<&str>> = batch
-            .holds
-            .iter()
-            .map(|w| match &w.renew {
-                RenewKind::Read { prefix } => Some(&**prefix),
-                _ => None,
-            })
-            .collect();
-        let holders: Vec<&str> = batch.holds.iter().map(|w| &*w.holder).collect();
-        let count = keys.len();
-        let mut args: Vec<&dyn ToArg> = Vec::with_capacity(3 * count + 3);
-        if batch.node.is_some() {
-            args.push(&count);
-            for key in &keys {
-                args.push(key);
-            }
+    // Each batch's call is made only when it is its turn, so the futures alive at once (each with
+    // its command and arguments) are at most BATCHES_IN_FLIGHT whatever the number of holds. (A
+    // loop rather than a stream adapter: a closure over `renew_batch` trips the compiler's check
+    // that the renewal task is `Send`, a higher-ranked lifetime it cannot prove general enough.)
+    let mut results = Vec::with_capacity(batches.len());
+    let mut waiting = batches.into_iter();
+    let mut in_flight = futures_util::stream::FuturesUnordered::new();
+    loop {
+        while in_flight.len() < BATCHES_IN_FLIGHT {
+            let Some(batch) = waiting.next() else { break };
+            in_flight.push(renew_batch(conn, batch, lease_ms, now_ms));
         }
-        args.push(&lease_ms);
-        if matches!(batch.holds[0].renew, RenewKind::Permit { .. }) {
-            args.push(&now_ms);
+        match in_flight.next().await {
+            Some(result) => results.push(result),
+            None => break,
         }
-        for (holder, prefix) in holders.iter().zip(&prefixes) {
-            args.push(holder);
-            if let Some(prefix) = prefix {
-                args.push(prefix);
-            }
-        }
-        let (by_slot, by_node) = scripts_of(&batch.holds[0].renew);
-        let sent = Instant::now();
-        let result: crate::Result<Vec<i64>> = match batch.node {
-            Some(slot) => {
-                conn.eval_on_node(by_node, slot, &args, What::Connection)
-                    .await
-            }
-            None => conn.eval(by_slot, &keys, &args, What::Connection).await,
-        };
-        (batch, sent, result)
-    });
-    // Collected first: a stream over the lazy `map` trips the compiler's check that the renewal
-    // task is `Send` (a higher-ranked lifetime it cannot prove general enough).
-    let calls: Vec<_> = calls.collect();
-    let results: Vec<_> = futures_util::stream::iter(calls)
-        .buffer_unordered(BATCHES_IN_FLIGHT)
-        .collect()
-        .await;
+    }
     let mut outcome = Outcome {
         ok: true,
         retry: Vec::new(),
