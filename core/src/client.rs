@@ -629,6 +629,7 @@ impl Client {
             outage_tolerance: options.connect_timeout,
             replica_sync: options.replica_sync,
             stop,
+            holders: Default::default(),
         }))
     }
 }

@@ -516,3 +516,50 @@ async fn waiter_reports_an_outage_longer_than_the_connect_timeout() {
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
     assert_eq!(err.lock_name(), Some("outage"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_that_share_a_remembered_holder_slot_keep_their_own_holder_strings() {
+    // The client remembers holder strings per owner number modulo a small table: owners 3, 19,
+    // 35 and 51 share a slot, and a read and a write hold of one owner differ by their suffix.
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut raw = server.raw();
+    for round in 0..2 {
+        for n in [3_u64, 19, 35, 51] {
+            let name = format!("slot:{n}:{round}");
+            let lock = client.lock(&name).unwrap();
+            assert!(
+                lock.acquire_as(Owner::new(n), &AcquireOptions::new())
+                    .await
+                    .unwrap()
+            );
+            let fields: Vec<String> = raw.hkeys(&name).unwrap();
+            assert_eq!(fields, vec![client.holder(Owner::new(n))], "{name}");
+            assert!(lock.release_as(Owner::new(n)).await.unwrap(), "{name}");
+        }
+    }
+    let rw = client.read_write_lock("slot:rw").unwrap();
+    let me = Owner::new(3);
+    assert!(
+        rw.write()
+            .acquire_as(me, &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    assert!(
+        rw.read()
+            .acquire_as(me, &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let mut fields: Vec<String> = raw.hkeys("slot:rw").unwrap();
+    fields.sort();
+    let holder = client.holder(me);
+    let mut expected = vec!["mode".to_owned(), holder.clone(), format!("{holder}:write")];
+    expected.sort();
+    assert_eq!(fields, expected);
+    assert!(rw.read().release_as(me).await.unwrap());
+    assert!(rw.write().release_as(me).await.unwrap());
+    let exists: bool = raw.exists("slot:rw").unwrap();
+    assert!(!exists);
+}
