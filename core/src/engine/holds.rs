@@ -605,13 +605,18 @@ impl Holds {
 
     /// The holds the watchdog renews now.
     ///
-    /// In chunks of one renewal kind and at most a batch's size, rather than one vector: a round's
-    /// snapshot of 10,000 holds would be a single allocation of most of a megabyte, which glibc
-    /// serves from a fresh mapping and, once it is freed, from then on from the heap, where it
-    /// stays as garbage.
-    pub(crate) fn watched(&self) -> Vec<Vec<Watched>> {
+    /// Fills `chunks` with the watched holds, in chunks of one renewal kind and at most a batch's
+    /// size. The caller keeps `chunks` from one round to the next: a chunk's allocation is reused
+    /// (emptied, not freed), so taking the snapshot allocates nothing once the number of
+    /// holds is steady. (A fresh vector of 10,000
+    /// holds each round, most of a megabyte, left that much garbage in every allocator arena the
+    /// round ran on.)
+    pub(crate) fn watched_into(&self, chunks: &mut Vec<Vec<Watched>>) {
+        for chunk in chunks.iter_mut() {
+            chunk.clear();
+        }
         let map = lock(&self.map);
-        let mut chunks: Vec<Vec<Watched>> = Vec::new();
+        let mut used = 0;
         // The chunk being filled, per renewal kind.
         let mut open: [Option<usize>; 3] = [None; 3];
         for (k, h) in map.iter() {
@@ -622,9 +627,12 @@ impl Holds {
             let at = match open[renew.index()] {
                 Some(at) if chunks[at].len() < self.batch => at,
                 _ => {
-                    chunks.push(Vec::with_capacity(self.batch));
-                    open[renew.index()] = Some(chunks.len() - 1);
-                    chunks.len() - 1
+                    if used == chunks.len() {
+                        chunks.push(Vec::with_capacity(self.batch));
+                    }
+                    used += 1;
+                    open[renew.index()] = Some(used - 1);
+                    used - 1
                 }
             };
             chunks[at].push(Watched {
@@ -634,6 +642,8 @@ impl Holds {
                 renew,
             });
         }
-        chunks
+        drop(map);
+        // Fewer holds than last round: let the spare chunks go.
+        chunks.truncate(used);
     }
 }

@@ -52,6 +52,9 @@ pub(crate) async fn run(
         ranges: None,
         per_node: true,
     };
+    // Each round's snapshot of the watched holds, kept between rounds (emptied) so that rounds
+    // reuse its chunks rather than allocate and free them every time.
+    let mut snapshot: Vec<Vec<Watched>> = Vec::new();
     loop {
         let Some(h) = holds.upgrade() else { return };
         report(&listener, h.expire_due(Instant::now()));
@@ -65,7 +68,7 @@ pub(crate) async fn run(
         if watched && now >= next_round {
             let started = now;
             let ok = {
-                let round = renew_round(&h, &conn, &listener, &mut view);
+                let round = renew_round(&h, &conn, &listener, &mut view, &mut snapshot);
                 tokio::pin!(round);
                 // Keep firing deadlines while the round waits for Redis.
                 loop {
@@ -77,6 +80,10 @@ pub(crate) async fn run(
                     }
                 }
             };
+            // Emptied at once, keeping the chunks' room for the next round.
+            for chunk in &mut snapshot {
+                chunk.clear();
+            }
             if ok {
                 retry_pause = Duration::ZERO;
                 next_round = started + period;
@@ -142,8 +149,10 @@ async fn renew_round(
     conn: &Conn,
     listener: &ArcSwapOption<LostListener>,
     view: &mut ClusterView,
+    snapshot: &mut Vec<Vec<Watched>>,
 ) -> bool {
-    let watched = holds.watched();
+    holds.watched_into(snapshot);
+    let watched = &*snapshot;
     if watched.is_empty() {
         return true;
     }
@@ -316,7 +325,11 @@ async fn run_batches<'a>(
     // its command and arguments) are at most BATCHES_IN_FLIGHT whatever the number of holds. (A
     // loop rather than a stream adapter: a closure over `renew_batch` trips the compiler's check
     // that the renewal task is `Send`, a higher-ranked lifetime it cannot prove general enough.)
-    let mut results = Vec::with_capacity(batches.len());
+    let mut outcome = Outcome {
+        ok: true,
+        retry: Vec::new(),
+        refused: false,
+    };
     let mut waiting = batches.into_iter();
     let mut in_flight = futures_util::stream::FuturesUnordered::new();
     loop {
@@ -324,52 +337,59 @@ async fn run_batches<'a>(
             let Some(batch) = waiting.next() else { break };
             in_flight.push(renew_batch(conn, batch, lease_ms, now_ms));
         }
-        match in_flight.next().await {
-            Some(result) => results.push(result),
-            None => break,
-        }
-    }
-    let mut outcome = Outcome {
-        ok: true,
-        retry: Vec::new(),
-        refused: false,
-    };
-    for (batch, sent, result) in results {
-        let flags = match result {
-            Ok(flags) => flags,
-            Err(e) if batch.node.is_some() && e.kind() != crate::ErrorKind::Unavailable => {
-                // Redis itself refused the per-node script: these holds are renewed by slot.
-                tracing::debug!(target: "crosslock", "per-node renewal refused: {e}");
-                let message = e.to_string();
-                outcome.refused |= message.contains("compil") || message.contains("flag");
-                outcome.retry.extend(batch.holds);
-                continue;
-            }
-            Err(e) => {
-                // Keep the holds: the retry (or the local deadline) settles them.
-                tracing::warn!(
-                    target: "crosslock",
-                    "watchdog renewal of {} lock(s) failed, retrying: {e}",
-                    batch.holds.len()
-                );
-                outcome.ok = false;
-                continue;
-            }
+        // Each answer is settled as it comes (and let go of), not gathered for the end.
+        let Some((batch, sent, result)) = in_flight.next().await else {
+            break;
         };
-        for (w, flag) in batch.holds.iter().zip(flags) {
-            match flag {
-                1 => holds.confirm(&w.key, Some(w.tenure), sent, lease),
-                -1 if batch.node.is_some() => outcome.retry.push(w),
-                // Gone, or (with declared keys) a key of another type: the hold is lost.
-                _ => {
-                    if let Some(lost) = holds.mark_lost(&w.key, w.tenure, LostReason::Gone) {
-                        report(listener, vec![lost]);
-                    }
+        settle(holds, listener, batch, sent, result, lease, &mut outcome);
+    }
+    outcome
+}
+
+/// Settles one batch's answer: renewed holds are confirmed, gone ones reported lost, and (from
+/// a per-node script) the ones to renew by slot handed on in `outcome`.
+fn settle<'a>(
+    holds: &Holds,
+    listener: &ArcSwapOption<LostListener>,
+    batch: Batch<'a>,
+    sent: Instant,
+    result: crate::Result<Vec<i64>>,
+    lease: Duration,
+    outcome: &mut Outcome<'a>,
+) {
+    let flags = match result {
+        Ok(flags) => flags,
+        Err(e) if batch.node.is_some() && e.kind() != crate::ErrorKind::Unavailable => {
+            // Redis itself refused the per-node script: these holds are renewed by slot.
+            tracing::debug!(target: "crosslock", "per-node renewal refused: {e}");
+            let message = e.to_string();
+            outcome.refused |= message.contains("compil") || message.contains("flag");
+            outcome.retry.extend(batch.holds);
+            return;
+        }
+        Err(e) => {
+            // Keep the holds: the retry (or the local deadline) settles them.
+            tracing::warn!(
+                target: "crosslock",
+                "watchdog renewal of {} lock(s) failed, retrying: {e}",
+                batch.holds.len()
+            );
+            outcome.ok = false;
+            return;
+        }
+    };
+    for (w, flag) in batch.holds.iter().zip(flags) {
+        match flag {
+            1 => holds.confirm(&w.key, Some(w.tenure), sent, lease),
+            -1 if batch.node.is_some() => outcome.retry.push(w),
+            // Gone, or (with declared keys) a key of another type: the hold is lost.
+            _ => {
+                if let Some(lost) = holds.mark_lost(&w.key, w.tenure, LostReason::Gone) {
+                    report(listener, vec![lost]);
                 }
             }
         }
     }
-    outcome
 }
 
 /// The key a renewal script is given for `w`: a permit's semaphore's timeouts set, every other
