@@ -607,10 +607,9 @@ impl Holds {
     ///
     /// Fills `chunks` with the watched holds, in chunks of one renewal kind and at most a batch's
     /// size. The caller keeps `chunks` from one round to the next: a chunk's allocation is reused
-    /// (emptied, not freed), so taking the snapshot allocates nothing once the number of
-    /// holds is steady. (A fresh vector of 10,000
-    /// holds each round, most of a megabyte, left that much garbage in every allocator arena the
-    /// round ran on.)
+    /// (emptied, not freed), so taking the snapshot allocates nothing once the number of holds is
+    /// steady. (A fresh vector of 10,000 holds each round, most of a megabyte, left that much
+    /// garbage in every allocator arena the round ran on.)
     pub(crate) fn watched_into(&self, chunks: &mut Vec<Vec<Watched>>) {
         for chunk in chunks.iter_mut() {
             chunk.clear();

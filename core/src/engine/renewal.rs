@@ -2,9 +2,10 @@
 //!
 //! Holds taken without a lease are renewed by a single task per client that wakes every
 //! `watchdog_timeout / 3` and renews all of them in batched scripts (one script per renewal kind
-//! and batch, all pipelined in one round trip; on a cluster, one per node, kind and batch). A renewal that fails (the connection was closed,
-//! Redis did not answer) is retried at once and then with a short back-off until it succeeds or
-//! the next period comes: a connection closed between renewals never costs a renewal.
+//! and batch, pipelined a few at a time; on a cluster, one per node, kind and batch). A renewal
+//! that fails (the connection was closed, Redis did not answer) is retried at once and then with a
+//! short back-off until it succeeds or the next period comes: a connection closed between
+//! renewals never costs a renewal.
 //!
 //! The holder is told its lock is lost in two cases, whichever comes first:
 //!
@@ -140,7 +141,8 @@ struct Batch<'a> {
 
 /// Renews every watched hold once; `false` if any batch failed (to be retried).
 ///
-/// On one server: one script per kind and batch of `watchdog_batch_size`, all pipelined. On a
+/// On one server: one script per kind and batch of `watchdog_batch_size`, pipelined
+/// [`BATCHES_IN_FLIGHT`] at a time. On a
 /// cluster: one script per master, kind and batch (keys of any slot the master serves); a key a
 /// master turns out not to serve (a slot moved since the slot map was read) is renewed again in
 /// the same round by a script routed by its slot, as on a cluster before Redis 7.
