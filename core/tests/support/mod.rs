@@ -18,31 +18,51 @@ pub struct RedisServer {
 
 impl RedisServer {
     pub fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        Self::start_on(port)
+        Self::start_with(&[])
     }
 
     /// A server with extra `redis-server` arguments (`["--timeout", "1"]`, …).
+    ///
+    /// On a free port; tried again on other ports (and another `--cluster-port`, if given) when
+    /// the port was taken between picking and binding it, by a server of a test running
+    /// alongside.
     pub fn start_with(args: &[&str]) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        Self::start_inner(port, args)
+        let mut last = String::new();
+        for _ in 0..5 {
+            let bus = free_port().to_string();
+            let args: Vec<&str> = args
+                .iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    if i > 0 && args[i - 1] == "--cluster-port" {
+                        bus.as_str()
+                    } else {
+                        a
+                    }
+                })
+                .collect();
+            match Self::try_start(free_port(), &args) {
+                Ok(server) => return server,
+                Err(e) => last = e,
+            }
+        }
+        panic!("redis-server did not start on five free ports: {last}")
     }
 
     pub fn start_on(port: u16) -> Self {
-        Self::start_inner(port, &[])
+        Self::try_start(port, &[]).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    fn start_inner(port: u16, extra: &[&str]) -> Self {
+    /// Starts redis-server on `port` and waits until it answers; an error if it exited (the port
+    /// was taken) or did not answer in time. Whoever answers on the port must be this child: a
+    /// server of a test running alongside may hold it (it was free when picked).
+    fn try_start(port: u16, extra: &[&str]) -> Result<Self, String> {
+        // A directory of its own per try: a failed try removes it, while the server of another
+        // test of this process may be running on the same port.
+        static TRIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = TRIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir =
-            std::env::temp_dir().join(format!("crosslock-test-{}-{port}", std::process::id()));
+            std::env::temp_dir().join(format!("crosslock-test-{}-{port}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let child = Command::new("redis-server")
             .args([
@@ -63,15 +83,31 @@ impl RedisServer {
             .spawn()
             .expect("redis-server must be installed (the test command installs it)");
         reap_at_exit(child.id());
+        // Dropped on every error below: kills the child (if still running), removes its dir.
+        let mut server = RedisServer { port, child, dir };
+        let password = extra
+            .iter()
+            .position(|a| *a == "--requirepass")
+            .and_then(|i| extra.get(i + 1));
+        let url = match password {
+            Some(pw) => format!("redis://:{pw}@127.0.0.1:{port}/0"),
+            None => format!("redis://127.0.0.1:{port}/0"),
+        };
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not start on port {port}"
-            );
+        loop {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                return Err(format!(
+                    "redis-server on port {port} exited ({status}): the port was taken"
+                ));
+            }
+            if answering_pid(&url) == Some(server.child.id()) {
+                return Ok(server);
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("redis-server did not start on port {port}"));
+            }
             std::thread::sleep(Duration::from_millis(10));
         }
-        RedisServer { port, child, dir }
     }
 
     pub fn url(&self) -> String {
@@ -404,6 +440,18 @@ impl Drop for SentinelGroup {
 }
 
 /// A port nobody listens on now, on loopback.
+/// The `process_id` of the redis-server answering at `url`, if one answers.
+fn answering_pid(url: &str) -> Option<u32> {
+    let mut conn = redis::Client::open(url)
+        .ok()?
+        .get_connection_with_timeout(Duration::from_secs(1))
+        .ok()?;
+    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
