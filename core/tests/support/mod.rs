@@ -439,7 +439,6 @@ impl Drop for SentinelGroup {
     }
 }
 
-/// A port nobody listens on now, on loopback.
 /// The `process_id` of the redis-server answering at `url`, if one answers.
 fn answering_pid(url: &str) -> Option<u32> {
     let mut conn = redis::Client::open(url)
@@ -452,6 +451,7 @@ fn answering_pid(url: &str) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// A port nobody listens on now, on loopback.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
