@@ -272,8 +272,10 @@ async def test_a_dropped_nested_result_gives_back_one_hold_only(client, raw, red
                 if not inner.done():
                     break
                 # Done within its first poll (see acquire_with_result_queued): the moment never
-                # came; give that hold back and forget its two writes (counted below).
-                await inner
+                # came; give that hold back and forget its two writes (counted below). Claimed
+                # first: a PendingHold dropped unclaimed gives its hold back by itself, and the
+                # release would then take the outer hold too.
+                (await inner).claim()
                 await lock._native.release_async(owner)
                 await asyncio.to_thread(writes.wait_for, 2)
                 writes.seen.clear()
