@@ -146,30 +146,41 @@ struct TlsNode {
 }
 
 impl TlsNode {
+    /// Starts on a free port; tried again on another when the port was taken between picking
+    /// and binding it (by a server of a test running alongside: then this one exits, and the
+    /// other one answers on the port).
     fn start(certs: &Certs, extra_config: &str, sentinel: bool) -> Self {
-        let port = free_port();
-        let conf = certs.dir.join(format!("node-{port}.conf"));
-        std::fs::write(
-            &conf,
-            format!("{}{extra_config}", certs.server_config(port)),
-        )
-        .unwrap();
-        let mut cmd = Command::new("redis-server");
-        cmd.arg(&conf);
-        if sentinel {
-            cmd.arg("--sentinel");
+        for _ in 0..5 {
+            let port = free_port();
+            let conf = certs.dir.join(format!("node-{port}.conf"));
+            std::fs::write(
+                &conf,
+                format!("{}{extra_config}", certs.server_config(port)),
+            )
+            .unwrap();
+            let mut cmd = Command::new("redis-server");
+            cmd.arg(&conf);
+            if sentinel {
+                cmd.arg("--sentinel");
+            }
+            let mut child = cmd
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server must be installed (the test command installs it)");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                if support::listens(child.id(), port) {
+                    return TlsNode { port, child };
+                }
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "TLS redis-server did not start");
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (the test command installs it)");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "TLS redis-server did not start");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        TlsNode { port, child }
+        panic!("TLS redis-server did not start on five free ports")
     }
 }
 

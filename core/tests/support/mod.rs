@@ -170,8 +170,12 @@ pub fn reap_at_exit(pid: u32) {
         std::mem::forget(watcher);
         list
     });
+    // One write per line: `writeln!` on a `File` writes the number and the newline in separate
+    // calls, and two tests starting servers at once interleaved them into one unreadable line
+    // (`<pid1><pid2>\n\n`), so neither server was reaped: the shared cluster's first node
+    // outlived the test process.
     let mut file = std::fs::OpenOptions::new().append(true).open(list).unwrap();
-    writeln!(file, "{pid}").unwrap();
+    file.write_all(format!("{pid}\n").as_bytes()).unwrap();
 }
 
 impl Drop for RedisServer {
@@ -268,33 +272,9 @@ impl SentinelGroup {
             master.port
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut sentinels = Vec::new();
-        for _ in 0..3 {
-            let port = free_port();
-            let conf = dir.join(format!("sentinel-{port}.conf"));
-            std::fs::write(
-                &conf,
-                format!(
-                    "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {}\n\
-                     sentinel monitor {name} 127.0.0.1 {} 2\n\
-                     sentinel down-after-milliseconds {name} 1000\n\
-                     sentinel failover-timeout {name} 4000\n\
-                     sentinel parallel-syncs {name} 1\n",
-                    dir.display(),
-                    master.port
-                ),
-            )
-            .unwrap();
-            let child = Command::new("redis-server")
-                .arg(&conf)
-                .arg("--sentinel")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server must be installed (the test command installs it)");
-            reap_at_exit(child.id());
-            sentinels.push((port, child));
-        }
+        let sentinels = (0..3)
+            .map(|_| start_sentinel(&dir, &name, master.port))
+            .collect();
         let group = SentinelGroup {
             name,
             nodes: vec![master, replica],
@@ -439,6 +419,54 @@ impl Drop for SentinelGroup {
     }
 }
 
+/// Starts a sentinel monitoring `name` at `master_port` on a free port and waits until it is the
+/// one answering there (a server of a test running alongside may take the port between picking
+/// and binding it: then the sentinel exits and it is tried on another port).
+fn start_sentinel(dir: &std::path::Path, name: &str, master_port: u16) -> (u16, Child) {
+    let mut last = String::new();
+    for _ in 0..5 {
+        let port = free_port();
+        let conf = dir.join(format!("sentinel-{port}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {}\n\
+                 sentinel monitor {name} 127.0.0.1 {master_port} 2\n\
+                 sentinel down-after-milliseconds {name} 1000\n\
+                 sentinel failover-timeout {name} 4000\n\
+                 sentinel parallel-syncs {name} 1\n",
+                dir.display(),
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (the test command installs it)");
+        reap_at_exit(child.id());
+        let url = format!("redis://127.0.0.1:{port}/");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        last = loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                break format!("sentinel on port {port} exited ({status}): the port was taken");
+            }
+            if answering_pid(&url) == Some(child.id()) {
+                return (port, child);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break format!("sentinel did not start on port {port}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+    }
+    panic!("a sentinel did not start on five free ports: {last}")
+}
+
 /// The `process_id` of the redis-server answering at `url`, if one answers.
 fn answering_pid(url: &str) -> Option<u32> {
     let mut conn = redis::Client::open(url)
@@ -449,6 +477,32 @@ fn answering_pid(url: &str) -> Option<u32> {
     info.lines()
         .find_map(|l| l.strip_prefix("process_id:"))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// Whether process `pid` is the one listening on loopback TCP `port` (from `/proc`: one of its
+/// sockets is the listening socket bound to 127.0.0.1:`port`), for servers a test cannot ask
+/// who they are (TLS-only ones).
+pub fn listens(pid: u32, port: u16) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    let inodes: Vec<String> = fds
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().into_owned();
+            Some(link.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let local = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .any(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st tx:rx tr:tm retrnsmt uid timeout inode
+            f.len() > 9 && f[1] == local && f[3] == "0A" && inodes.iter().any(|i| i == f[9])
+        })
 }
 
 /// A port nobody listens on now, on loopback.
