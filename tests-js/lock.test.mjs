@@ -6,6 +6,8 @@ import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 
 import { Subscriber } from './helpers/resp.mjs'
 import { channelOf, crosslock, unique, useRedis, waitUntil, within } from './helpers/util.mjs'
@@ -194,6 +196,36 @@ describe('watchdog', () => {
     assert.ok(pttl > 0 && pttl <= 600, `PTTL ${pttl}`)
     await held.release()
     assert.equal(client.watchedLocks(), 0)
+  })
+
+  test('lock objects that are collected free their native entries; a held one stays with its hold, renewed', async () => {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc')
+    const collected = async (live, what) => waitUntil(async () => {
+      gc()
+      await sleep(10)
+      return client._native.liveLocks() === live
+    }, what, 5000)
+    const client = await env.connect({ watchdogTimeout: 600 })
+    const name = unique('collected')
+    const owner = crosslock.newOwner()
+    const before = client._native.liveLocks()
+    await (async () => {
+      // None of these objects is kept here, nor the hold that the first one resolves to.
+      const locks = Array.from({ length: 100 }, (_, i) => client.lock(`${name}:${i}`))
+      assert.equal(client._native.liveLocks(), before + 100)
+      await locks[0].acquire({ owner })
+    })()
+    await collected(before + 1, 'the 99 collected lock objects to leave the native table')
+    await sleep(1500)
+    const pttl = await env.raw.command('PTTL', `${name}:0`)
+    assert.ok(pttl > 0 && pttl <= 600, `renewed past its 600 ms lease: PTTL ${pttl}`)
+    assert.equal(client.watchedLocks(), 1)
+    // Another object of the name releases the hold as its owner; then both objects can go.
+    await client.lock(`${name}:0`).release({ owner })
+    assert.equal(await env.raw.command('EXISTS', `${name}:0`), 0)
+    assert.equal(client.watchedLocks(), 0)
+    await collected(before, 'the released lock object to leave the native table')
   })
 
   test('re-taking a lock as one owner in a tight loop never reports it lost (300 ms watchdog, batches of 1)', async () => {

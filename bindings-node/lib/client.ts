@@ -12,6 +12,7 @@ import { FairLock } from './fair_lock'
 import { FencedLock } from './fenced_lock'
 import { Holds } from './held'
 import { Lock } from './lock'
+import { NativeLock } from './native_lock'
 import { NonReentrantLock } from './non_reentrant_lock'
 import { ReadLock, ReadWriteLock, WriteLock } from './read_write_lock'
 import { CountDownLatch } from './count_down_latch'
@@ -139,9 +140,20 @@ export class Client implements AsyncDisposable {
   /** @internal Live permits of permit-expirable semaphores, for lost-permit signals. */
   readonly _permits = new Permits()
 
+  /** @internal Frees a lock's entry in the native client's table once its object is collected. */
+  readonly #lockObjects: FinalizationRegistry<number>
+
   /** @internal Clients come from `connect()`. */
   constructor(nativeClient: native.Client) {
     this.#native = nativeClient
+    this.#lockObjects = new FinalizationRegistry((id) => nativeClient.dropLock(id))
+  }
+
+  /** @internal The native lock numbered `id` in this client's table. */
+  _nativeLock(id: number, name: string, kind: string): NativeLock {
+    const lock = new NativeLock(this.#native, id, name, kind)
+    this.#lockObjects.register(lock, id)
+    return lock
   }
 
   /** @internal */
@@ -213,7 +225,7 @@ export class Client implements AsyncDisposable {
    */
   lock(name: string): Lock {
     checkName(name)
-    return new Lock(this, viaNative(() => this.#native.lock(name)))
+    return new Lock(this, this._nativeLock(viaNative(() => this.#native.lock(name)), name, 'lock'))
   }
 
   /**
@@ -227,7 +239,7 @@ export class Client implements AsyncDisposable {
    */
   fairLock(name: string): FairLock {
     checkName(name)
-    return new FairLock(this, viaNative(() => this.#native.fairLock(name)))
+    return new FairLock(this, this._nativeLock(viaNative(() => this.#native.fairLock(name)), name, 'fair_lock'))
   }
 
   /**
@@ -242,7 +254,7 @@ export class Client implements AsyncDisposable {
   spinLock(name: string, options?: SpinLockOptions): SpinLock {
     checkName(name)
     const backoff = checkBackoff(options, name)
-    return new SpinLock(this, viaNative(() => this.#native.spinLock(name, backoff)))
+    return new SpinLock(this, this._nativeLock(viaNative(() => this.#native.spinLock(name, backoff)), name, 'spin_lock'))
   }
 
   /**
@@ -258,7 +270,7 @@ export class Client implements AsyncDisposable {
    */
   fencedLock(name: string): FencedLock {
     checkName(name)
-    return new FencedLock(this, viaNative(() => this.#native.fencedLock(name)))
+    return new FencedLock(this, this._nativeLock(viaNative(() => this.#native.fencedLock(name)), name, 'fenced_lock'))
   }
 
   /**
@@ -272,7 +284,7 @@ export class Client implements AsyncDisposable {
    */
   nonReentrantLock(name: string): NonReentrantLock {
     checkName(name)
-    return new NonReentrantLock(this, viaNative(() => this.#native.nonReentrantLock(name)))
+    return new NonReentrantLock(this, this._nativeLock(viaNative(() => this.#native.nonReentrantLock(name)), name, 'non_reentrant_lock'))
   }
 
   /**
@@ -288,7 +300,10 @@ export class Client implements AsyncDisposable {
   readWriteLock(name: string): ReadWriteLock {
     checkName(name)
     const [read, write] = viaNative(() => this.#native.readWriteLock(name))
-    return new ReadWriteLock(new ReadLock(this, read), new WriteLock(this, write))
+    return new ReadWriteLock(
+      new ReadLock(this, this._nativeLock(read, name, 'read_lock')),
+      new WriteLock(this, this._nativeLock(write, name, 'write_lock')),
+    )
   }
 
   /**

@@ -3,17 +3,17 @@
  * `FairLock`, `SpinLock`, `FencedLock`, `NonReentrantLock`, and the read and write locks of a
  * `ReadWriteLock` are short subclasses of it with their own docs and extras.
  *
- * One native class serves every kind; owner scopes, `AbortSignal`, `withLock`, the hold registry
+ * One native lock type serves every kind; owner scopes, `AbortSignal`, `withLock`, the hold registry
  * and the lost-lock signal are all here, once.
  *
  * @module
  */
-import native = require('../native')
 import type { Client } from './client'
 import { cancellable } from './abort'
 import { NotHeldError, invalidArgument, viaNative } from './errors'
 import { HeldLock } from './held'
 import { acquiringOwner, checkOwner, currentOwner, inScope } from './identity'
+import type { NativeLock } from './native_lock'
 
 /**
  * How to acquire a lock. Durations are milliseconds, as for `setTimeout`.
@@ -157,14 +157,14 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   readonly client: Client
   /** The lock's name: its key in Redis. */
   readonly name: string
-  readonly #native: native.Lock
+  readonly #native: NativeLock
   /** @internal The native lock (for composites). */
-  readonly _native: native.Lock
+  readonly _native: NativeLock
   /** @internal Whether its holder strings end in `:write` (the route of lost-lock events). */
   readonly _write: boolean
 
   /** @internal Locks come from the client's factories (`client.lock(name)`, …). */
-  constructor(client: Client, nativeLock: native.Lock) {
+  constructor(client: Client, nativeLock: NativeLock) {
     this.client = client
     this.#native = nativeLock
     this._native = nativeLock

@@ -6,7 +6,7 @@ use napi::{Env, Result};
 use napi_derive::napi;
 
 use crate::error;
-use crate::lock::JsLock;
+use crate::lock::LockTable;
 use crate::runtime;
 
 /// Client settings in milliseconds; absent fields keep core's defaults.
@@ -120,13 +120,13 @@ pub fn connect<'env>(
         },
         |env, client| {
             let key = runtime::register(&env, client.clone())?;
-            Ok(JsClient { inner: client, key })
+            Ok(JsClient {
+                inner: client,
+                key,
+                locks: std::sync::Mutex::default(),
+            })
         },
     )
-}
-
-fn erased(lock: crosslock::Result<std::sync::Arc<dyn crosslock::AnyLock>>) -> Result<JsLock> {
-    lock.map(JsLock::new).map_err(|e| error::to_napi(&e))
 }
 
 fn backoff_of(name: &str, b: &BackoffOptions) -> crosslock::Result<crosslock::Backoff> {
@@ -156,6 +156,18 @@ pub struct JsClient {
     inner: crosslock::Client,
     /// Its entry in the environment's registry of clients to close at exit.
     key: u64,
+    /// The locks made by its factories, by number (see `crate::lock`).
+    pub(crate) locks: std::sync::Mutex<LockTable>,
+}
+
+impl JsClient {
+    fn erased(
+        &self,
+        lock: crosslock::Result<std::sync::Arc<dyn crosslock::AnyLock>>,
+    ) -> Result<u32> {
+        lock.map(|l| self.add_lock(l))
+            .map_err(|e| error::to_napi(&e))
+    }
 }
 
 #[napi]
@@ -178,27 +190,28 @@ impl JsClient {
         self.inner.is_closed()
     }
 
-    /// The `Lock` (Redisson `RLock`) named `name`.
+    /// The `Lock` (Redisson `RLock`) named `name`, as its number in this client's lock table (the
+    /// lock factories all return one; `lib/native_lock.ts` calls the `lock*` methods with it).
     #[napi]
-    pub fn lock(&self, name: String) -> Result<JsLock> {
-        erased(self.inner.lock(&name).map(|l| l.erased()))
+    pub fn lock(&self, name: String) -> Result<u32> {
+        self.erased(self.inner.lock(&name).map(|l| l.erased()))
     }
 
     /// The `FairLock` (Redisson `RFairLock`) named `name`.
     #[napi]
-    pub fn fair_lock(&self, name: String) -> Result<JsLock> {
-        erased(self.inner.fair_lock(&name).map(|l| l.erased()))
+    pub fn fair_lock(&self, name: String) -> Result<u32> {
+        self.erased(self.inner.fair_lock(&name).map(|l| l.erased()))
     }
 
     /// The `SpinLock` (Redisson `RSpinLock`) named `name`, with Redisson's back-off unless one is
     /// given.
     #[napi]
-    pub fn spin_lock(&self, name: String, backoff: Option<BackoffOptions>) -> Result<JsLock> {
+    pub fn spin_lock(&self, name: String, backoff: Option<BackoffOptions>) -> Result<u32> {
         let backoff = match backoff {
             None => Ok(crosslock::Backoff::default()),
             Some(b) => backoff_of(&name, &b),
         };
-        erased(
+        self.erased(
             backoff
                 .and_then(|b| self.inner.spin_lock_with(&name, b))
                 .map(|l| l.erased()),
@@ -207,14 +220,14 @@ impl JsClient {
 
     /// The `FencedLock` (Redisson `RFencedLock`) named `name`.
     #[napi]
-    pub fn fenced_lock(&self, name: String) -> Result<JsLock> {
-        erased(self.inner.fenced_lock(&name).map(|l| l.erased()))
+    pub fn fenced_lock(&self, name: String) -> Result<u32> {
+        self.erased(self.inner.fenced_lock(&name).map(|l| l.erased()))
     }
 
     /// The `NonReentrantLock` named `name`.
     #[napi]
-    pub fn non_reentrant_lock(&self, name: String) -> Result<JsLock> {
-        erased(self.inner.non_reentrant_lock(&name).map(|l| l.erased()))
+    pub fn non_reentrant_lock(&self, name: String) -> Result<u32> {
+        self.erased(self.inner.non_reentrant_lock(&name).map(|l| l.erased()))
     }
 
     /// The `Semaphore` (Redisson `RSemaphore`) named `name`.
@@ -248,15 +261,15 @@ impl JsClient {
     }
 
     /// The read and the write lock of the `ReadWriteLock` named `name`.
-    #[napi(ts_return_type = "[Lock, Lock]")]
-    pub fn read_write_lock(&self, name: String) -> Result<Vec<JsLock>> {
+    #[napi(ts_return_type = "[number, number]")]
+    pub fn read_write_lock(&self, name: String) -> Result<Vec<u32>> {
         let rw = self
             .inner
             .read_write_lock(&name)
             .map_err(|e| error::to_napi(&e))?;
         Ok(vec![
-            JsLock::new(rw.read().erased()),
-            JsLock::new(rw.write().erased()),
+            self.add_lock(rw.read().erased()),
+            self.add_lock(rw.write().erased()),
         ])
     }
 

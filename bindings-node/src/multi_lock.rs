@@ -6,8 +6,9 @@ use napi_derive::napi;
 
 use crosslock::{AcquireOptions, MultiLock, Owner, RedLock, ffi};
 
+use crate::client::JsClient;
 use crate::error;
-use crate::lock::{JsCancelToken, JsLock, owner};
+use crate::lock::{JsCancelToken, owner};
 use crate::runtime;
 
 #[derive(Clone)]
@@ -34,10 +35,26 @@ pub struct JsMultiLock {
 
 #[napi]
 impl JsMultiLock {
-    /// A multi-lock over native `locks`, in order; a red lock (a majority) if `red`.
+    /// A multi-lock over the locks numbered `ids[i]` in `clients[i]`, in order; a red lock (a
+    /// majority) if `red`.
     #[napi(constructor)]
-    pub fn new(locks: Vec<ClassInstance<'_, JsLock>>, red: bool) -> Result<Self> {
-        let parts: Vec<_> = locks.iter().map(|l| l.inner.clone()).collect();
+    pub fn new(
+        clients: Vec<ClassInstance<'_, JsClient>>,
+        ids: Vec<u32>,
+        red: bool,
+    ) -> Result<Self> {
+        if clients.len() != ids.len() {
+            return Err(error::invalid_argument(format!(
+                "a multi-lock takes one client per lock number, got {} clients and {} numbers",
+                clients.len(),
+                ids.len()
+            )));
+        }
+        let parts = clients
+            .iter()
+            .zip(&ids)
+            .map(|(client, id)| client.lock_of(*id))
+            .collect::<Result<Vec<_>>>()?;
         let label = parts
             .iter()
             .map(|l| format!("'{}'", l.name()))
