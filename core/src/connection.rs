@@ -642,12 +642,34 @@ impl Conn {
         lock(&self.inner.loaded).contains(script.hash())
     }
 
+    /// Whether the caller is to send `script` whole: the first to ask since the script cache was
+    /// last forgotten. The others send `EVALSHA` from then on, before the whole script's reply:
+    /// on one connection Redis runs it first, and one that overtakes it (another connection, or
+    /// after a failed first send) gets `NOSCRIPT` and is sent whole then. Without this, a burst
+    /// of calls on a fresh connection (a client closing with 10,000 locks held, releasing them
+    /// all at once) each sent the whole script: ~8 KB each, 16 KB of buffer per call in flight.
+    fn first_send(&self, script: &Lua) -> bool {
+        let mut loaded = lock(&self.inner.loaded);
+        if loaded.contains(script.hash()) {
+            return false;
+        }
+        loaded.insert(script.hash().to_owned());
+        true
+    }
+
+    /// Notes that `script` was sent whole: later calls may send `EVALSHA` behind it.
+    fn sent_whole(&self, script: &Lua) {
+        if !self.knows(script) {
+            lock(&self.inner.loaded).insert(script.hash().to_owned());
+        }
+    }
+
     /// Runs `script` with `keys` and `args`; errors are attributed to `subject`. Fails with
     /// [`ErrorKind::Unavailable`] when no answer comes within the response timeout.
     ///
     /// The first run on this connection sends the script whole (`EVAL`), the others `EVALSHA`
-    /// (falling back to `EVAL` on `NOSCRIPT`): a first run whose caller stops waiting still runs
-    /// once Redis gets to it.
+    /// (falling back to `EVAL` on `NOSCRIPT`; see [`Conn::first_send`]): a first run whose caller
+    /// stops waiting still runs once Redis gets to it.
     pub(crate) async fn eval<'w, T: redis::FromRedisValue>(
         &self,
         script: &Lua,
@@ -682,7 +704,7 @@ impl Conn {
         drop(link);
         let mut manager = self.manager();
         let timeout = self.inner.response_timeout;
-        let reply = if self.knows(script) {
+        let reply = if !self.first_send(script) {
             let mut invocation = script.script.prepare_invoke();
             for key in keys {
                 invocation.key(*key);
@@ -700,11 +722,7 @@ impl Conn {
             for arg in args {
                 arg.add_to_cmd(&mut cmd);
             }
-            let reply = tokio::time::timeout(timeout, cmd.query_async(&mut manager)).await;
-            if let Ok(Ok(_)) = &reply {
-                lock(&self.inner.loaded).insert(script.hash().to_owned());
-            }
-            reply
+            tokio::time::timeout(timeout, cmd.query_async(&mut manager)).await
         };
         self.settle(reply.ok(), subject)
     }
@@ -721,6 +739,10 @@ impl Conn {
         let command = |whole: bool| script_cmd(script, keys, args, whole);
         let known = self.knows(script);
         let request = crate::loop_lane::send(lanes, &command(!known))?;
+        if !known {
+            // The loop's other calls are queued on this lane behind it, in order.
+            self.sent_whole(script);
+        }
         let timeout = self.inner.response_timeout;
         let trip = tokio::time::timeout(timeout, request)
             .await
@@ -794,7 +816,7 @@ impl Conn {
                 .arg(sync.timeout.as_millis() as u64);
             pipe
         };
-        let whole = !self.knows(script);
+        let whole = self.first_send(script);
         let run = async {
             let first = pipeline(whole).query_async::<(T, i64)>(&mut manager).await;
             match first {
@@ -808,9 +830,6 @@ impl Conn {
         };
         let bound = self.inner.response_timeout + sync.timeout;
         let reply = tokio::time::timeout(bound, run).await;
-        if let Ok(Ok(_)) = &reply {
-            lock(&self.inner.loaded).insert(script.hash().to_owned());
-        }
         let (value, acks) = self.settle(reply.ok(), subject)?;
         crate::engine::note_replica_acks(acks);
         Ok(value)
