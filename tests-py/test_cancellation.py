@@ -182,11 +182,11 @@ def others_can_take(url: str, name: str) -> None:
 # -- #4: an acquire_async cancelled just as it succeeds ----------------------------------------
 
 
-async def test_cancel_before_the_native_result_is_looked_at_gives_the_hold_back(client, raw, redis_server, url):
+async def test_cancel_while_the_script_waits_in_redis_gives_the_hold_back_without_the_loop(client, raw, redis_server, url):
     """The asyncio future is cancelled while the acquire's script waits in Redis, and the event
-    loop stays busy until Redis ran it: the done-callback that would stop the Rust future cannot
-    run, so the acquire wins; when the loop runs again, the bridge finds the future cancelled and
-    drops the finished result unconverted, which gives the hold back."""
+    loop stays busy from then on: the future's ``cancel()`` drops the native acquire at once (it
+    needs no turn of the loop), the script still wins once Redis runs it, and that hold is given
+    back in the background, all while the loop is blocked."""
     name = "race-unconverted"
     lock = client.lock(name)
     with redis_server.raw() as sub:
@@ -195,17 +195,15 @@ async def test_cancel_before_the_native_result_is_looked_at_gives_the_hold_back(
             task = asyncio.ensure_future(lock.acquire_async())
             await asyncio.sleep(0)  # the task starts the native acquire and awaits it
             wait_until(lambda: a_script_is_held_up(raw), what="the acquire script to wait in Redis")
-            # Cancels the native future at once; the done-callback that would stop the Rust
-            # future needs the event loop, which stays blocked below.
             task.cancel()
-        # Still without yielding to the loop: the acquire wins in Redis.
-        wait_until(lambda: raw.hgetall(name), what="the cancelled acquire to win in Redis")
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        # The loop ran: the won hold is given back (the release publishes the unlock message).
+        # Still without yielding to the loop: the acquire wins in Redis and is given back (the
+        # release publishes the unlock message).
         message = sub.next_message(timeout=10)
         assert message is not None, "the hold won by the cancelled acquire was never given back"
         assert message[:2] == ["message", channel(name)]
+        assert not raw.hgetall(name)
+        with pytest.raises(asyncio.CancelledError):
+            await task
     await released(client, raw, name)
     others_can_take(url, name)
 

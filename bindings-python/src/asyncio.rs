@@ -15,8 +15,9 @@
 //! there and set on the asyncio future, unless that is already done (cancelled), in which case the
 //! output is dropped unconverted.
 //!
-//! Cancelling the asyncio future while its core future runs drops the core future (on the loop's
-//! thread; core's cancel-safety leaves nothing behind, and a request whose reply is still due is
+//! Cancelling the asyncio future while its core future runs drops the core future at once, inside
+//! `cancel()` (the future is a subclass whose `cancel()` does it, see [`FUTURE_TYPE`]; no turn of
+//! the loop is needed; core's cancel-safety leaves nothing behind, and a request whose reply is still due is
 //! read to its end by core before anything else reaches that node). A result already set when the
 //! awaiting task is cancelled is the Python layer's to abandon. A result that must not be lost
 //! either way carries an [`Unclaimed`](crate::runtime::Unclaimed) guard, whose drop undoes it.
@@ -35,7 +36,6 @@ use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyCFunction;
 
 /// Work to run on the loop's thread, with the GIL: set one future's result.
 type Completion = Box<dyn FnOnce(Python<'_>) + Send>;
@@ -135,16 +135,44 @@ impl Completions {
     }
 }
 
-/// `asyncio.get_running_loop` and the registry of every loop's queue.
+/// The `asyncio.Future` subclass a call returns: its `cancel()` also drops the core future behind
+/// it, at once. (A done-callback on a plain future did that before, at the cost of a callback
+/// object per call and one more callback scheduled and run by the loop when the call finished.)
+const FUTURE_TYPE: &std::ffi::CStr = cr#"
+import asyncio
+
+
+class Future(asyncio.Future):
+    """An asyncio future of a crosslock call; cancelling it cancels the call."""
+
+    __slots__ = ("_crosslock_call",)
+
+    def cancel(self, msg=None):
+        if not super().cancel(msg):
+            return False
+        self._crosslock_call.cancel()
+        return True
+"#;
+
+/// `asyncio.get_running_loop`, the registry of every loop's queue and the future type.
 struct Asyncio {
     get_running_loop: Py<PyAny>,
     queues: Py<PyAny>,
+    future_type: Py<PyAny>,
 }
 
 static ASYNCIO: PyOnceLock<Asyncio> = PyOnceLock::new();
 
 fn asyncio(py: Python<'_>) -> PyResult<&Asyncio> {
     ASYNCIO.get_or_try_init(py, || {
+        let future_type = PyModule::from_code(
+            py,
+            FUTURE_TYPE,
+            c"crosslock/_native/asyncio.py",
+            c"crosslock._native_asyncio",
+        )?
+        .getattr("Future")?
+        .unbind();
         Ok(Asyncio {
             get_running_loop: py.import("asyncio")?.getattr("get_running_loop")?.unbind(),
             queues: py
@@ -152,20 +180,57 @@ fn asyncio(py: Python<'_>) -> PyResult<&Asyncio> {
                 .getattr("WeakKeyDictionary")?
                 .call0()?
                 .unbind(),
+            future_type,
         })
     })
+}
+
+thread_local! {
+    /// The loop this thread ran last (a `weakref.ref`) and its queue: a thread runs one loop at a
+    /// time, so most calls skip the registry's lookup. Weak both: the loop keeps its queue (and
+    /// the queue its lanes) only as long as the loop lives.
+    static LAST_LOOP: std::cell::RefCell<Option<(Py<PyAny>, Weak<Queue>)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// The running loop and its queue (created and registered with the loop on first use).
 fn running<'py>(py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Arc<Queue>)> {
     let asyncio = asyncio(py)?;
     let event_loop = asyncio.get_running_loop.bind(py).call0()?;
+    let last = LAST_LOOP.with(|last| {
+        let last = last.borrow();
+        let (weak, queue) = last.as_ref()?;
+        weak.bind(py)
+            .call0()
+            .ok()
+            .filter(|l| l.is(&event_loop))
+            .and_then(|_| queue.upgrade())
+    });
+    if let Some(queue) = last {
+        return Ok((event_loop, queue));
+    }
+    let queue = running_queue(py, asyncio, &event_loop)?;
+    let weak = py
+        .import("weakref")?
+        .getattr("ref")?
+        .call1((&event_loop,))?
+        .unbind();
+    LAST_LOOP.with(|last| *last.borrow_mut() = Some((weak, Arc::downgrade(&queue))));
+    Ok((event_loop, queue))
+}
+
+/// The queue of `event_loop`, from the registry, or made and registered now.
+fn running_queue(
+    py: Python<'_>,
+    asyncio: &Asyncio,
+    event_loop: &Bound<'_, PyAny>,
+) -> PyResult<Arc<Queue>> {
     let queues = asyncio.queues.bind(py);
     if let Ok(known) = queues
-        .call_method1("get", (&event_loop,))?
+        .call_method1("get", (event_loop,))?
         .cast::<Completions>()
     {
-        return Ok((event_loop, known.get().queue.clone()));
+        return Ok(known.get().queue.clone());
     }
     let queue = Arc::new(Queue::new().map_err(|e| {
         PyRuntimeError::new_err(format!(
@@ -179,17 +244,17 @@ fn running<'py>(py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Arc<Queue>)> {
         },
     )?;
     event_loop.call_method1("add_reader", (queue.woken.as_raw_fd(), &completions))?;
-    queues.set_item(&event_loop, &completions)?;
+    queues.set_item(event_loop, &completions)?;
     let watcher = LoopWatcher {
         event_loop: py
             .import("weakref")?
             .getattr("ref")?
-            .call1((&event_loop,))?
+            .call1((event_loop,))?
             .unbind(),
         queue: Arc::downgrade(&queue),
     };
     let _ = queue.lanes.set(crosslock::runtime::EventLoop::new(watcher));
-    Ok((event_loop, queue))
+    Ok(queue)
 }
 
 /// Sets `result` on `future` (on the loop's thread), unless the future is already done: then the
@@ -300,8 +365,8 @@ struct LoopTask {
     scheduled: AtomicBool,
     /// The asyncio future, for a poll that panics: it gets a `RuntimeError` rather than never
     /// completing. Let go of on the loop's thread as soon as the core future is done or dropped:
-    /// the task itself may be dropped where pyo3 does not know the GIL is held (the done-callback's
-    /// destructor), and a reference dropped there would be released only at pyo3's next call,
+    /// the task itself may be dropped where pyo3 does not know the GIL is held (the destructor of
+    /// the future's `_Call`), and a reference dropped there would be released only at pyo3's next call,
     /// keeping the future's result (and the hold a dropped result gives back) alive until then.
     target: Mutex<Option<Py<PyAny>>>,
 }
@@ -370,7 +435,10 @@ where
     F::Output: for<'a> IntoPyObject<'a> + Send + 'static,
 {
     let (event_loop, queue) = running(py)?;
-    let awaited = event_loop.call_method0("create_future")?;
+    let future_type = asyncio(py)?.future_type.bind(py);
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item(pyo3::intern!(py, "loop"), &event_loop)?;
+    let awaited = future_type.call((), Some(&kwargs))?;
     let target = awaited.clone().unbind();
     let task = Arc::new(LoopTask {
         future: Mutex::new(Some(Box::pin(async move {
@@ -382,15 +450,24 @@ where
         scheduled: AtomicBool::new(false),
         target: Mutex::new(Some(awaited.clone().unbind())),
     });
-    let cancel = task.clone();
-    let on_done = PyCFunction::new_closure(py, None, None, move |args, _| -> PyResult<()> {
-        // Cancelled (not completed): drop the core future now.
-        if args.get_item(0)?.call_method0("cancelled")?.is_truthy()? {
-            cancel.cancel();
-        }
-        Ok(())
-    })?;
-    awaited.call_method1("add_done_callback", (on_done,))?;
+    awaited.setattr(
+        pyo3::intern!(py, "_crosslock_call"),
+        Call { task: task.clone() },
+    )?;
     task.run();
     Ok(awaited)
+}
+
+/// What a call's future cancels (see [`FUTURE_TYPE`]).
+#[pyclass(module = "crosslock._native", name = "_Call", frozen)]
+struct Call {
+    task: Arc<LoopTask>,
+}
+
+#[pymethods]
+impl Call {
+    /// The future was cancelled (not completed): drop the core future now.
+    fn cancel(&self) {
+        self.task.cancel();
+    }
 }
