@@ -704,26 +704,28 @@ impl Conn {
         drop(link);
         let mut manager = self.manager();
         let timeout = self.inner.response_timeout;
-        let reply = if !self.first_send(script) {
-            let mut invocation = script.script.prepare_invoke();
-            for key in keys {
-                invocation.key(*key);
+        // One command buffer, built once: `redis::Script`'s invocation kept each argument in a
+        // buffer of its own and then copied them all into the command (and, on `NOSCRIPT`, made
+        // two more round trips: `SCRIPT LOAD`, then `EVALSHA` again).
+        let whole = self.first_send(script);
+        let run = async {
+            let reply = script_cmd(script, keys, args, whole)
+                .query_async(&mut manager)
+                .await;
+            match reply {
+                Err(e)
+                    if !whole
+                        && e.kind()
+                            == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    script_cmd(script, keys, args, true)
+                        .query_async(&mut manager)
+                        .await
+                }
+                other => other,
             }
-            for arg in args {
-                arg.add_to_script(&mut invocation);
-            }
-            tokio::time::timeout(timeout, invocation.invoke_async(&mut manager)).await
-        } else {
-            let mut cmd = redis::cmd("EVAL");
-            cmd.arg(script.code).arg(keys.len());
-            for key in keys {
-                cmd.arg(*key);
-            }
-            for arg in args {
-                arg.add_to_cmd(&mut cmd);
-            }
-            tokio::time::timeout(timeout, cmd.query_async(&mut manager)).await
         };
+        let reply = tokio::time::timeout(timeout, run).await;
         self.settle(reply.ok(), subject)
     }
 
@@ -1393,15 +1395,10 @@ pub(crate) fn script_cmd(
 
 /// Script arguments of mixed types.
 pub(crate) trait ToArg: Sync {
-    fn add_to_script(&self, invocation: &mut redis::ScriptInvocation<'_>);
     fn add_to_cmd(&self, cmd: &mut redis::Cmd);
 }
 
 impl<T: redis::ToRedisArgs + Sync> ToArg for T {
-    fn add_to_script(&self, invocation: &mut redis::ScriptInvocation<'_>) {
-        invocation.arg(self);
-    }
-
     fn add_to_cmd(&self, cmd: &mut redis::Cmd) {
         cmd.arg(self);
     }

@@ -607,3 +607,34 @@ async fn a_burst_on_a_fresh_connection_sends_each_script_whole_once() {
     );
     assert_eq!(calls_of(&mut raw, "evalsha"), 598);
 }
+
+/// `SCRIPT FLUSH` behind the client's back: the next call of each script gets `NOSCRIPT` for its
+/// `EVALSHA` and sends the script whole, once, and succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_flushed_from_redis_is_sent_whole_again() {
+    let server = RedisServer::start();
+    let mut raw = server.raw();
+    let client = client(&server).await;
+    let lock = client.lock("flushed").unwrap();
+    let me = Owner::new(1);
+    assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
+    assert!(lock.release_as(me).await.unwrap());
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut raw).unwrap();
+    let evals = calls_of(&mut raw, "eval");
+    assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
+    let fields: Vec<String> = raw.hkeys("flushed").unwrap();
+    assert_eq!(fields, vec![client.holder(me)]);
+    assert!(lock.release_as(me).await.unwrap());
+    assert_eq!(
+        calls_of(&mut raw, "eval"),
+        evals + 2,
+        "each script sent whole once more"
+    );
+    assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
+    assert!(lock.release_as(me).await.unwrap());
+    assert_eq!(
+        calls_of(&mut raw, "eval"),
+        evals + 2,
+        "and by its SHA1 after that"
+    );
+}
