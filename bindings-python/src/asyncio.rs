@@ -16,10 +16,10 @@
 //! output is dropped unconverted.
 //!
 //! Cancelling the asyncio future while its core future runs drops the core future at once, inside
-//! `cancel()` (the future is a subclass whose `cancel()` does it, see [`FUTURE_TYPE`]; no turn of
-//! the loop is needed; core's cancel-safety leaves nothing behind, and a request whose reply is still due is
-//! read to its end by core before anything else reaches that node). A result already set when the
-//! awaiting task is cancelled is the Python layer's to abandon. A result that must not be lost
+//! `cancel()` (the future is a subclass whose `cancel()` does it, see [`FUTURE_TYPE`]: no turn of
+//! the loop is needed). Core's cancel-safety leaves nothing behind, and a request whose reply is
+//! still due is read to its end by core before anything else reaches that node. A result already
+//! set when the awaiting task is cancelled is the Python layer's to abandon. A result that must not be lost
 //! either way carries an [`Unclaimed`](crate::runtime::Unclaimed) guard, whose drop undoes it.
 
 use std::cell::Cell;
@@ -366,8 +366,9 @@ struct LoopTask {
     /// The asyncio future, for a poll that panics: it gets a `RuntimeError` rather than never
     /// completing. Let go of on the loop's thread as soon as the core future is done or dropped:
     /// the task itself may be dropped where pyo3 does not know the GIL is held (the destructor of
-    /// the future's `_Call`), and a reference dropped there would be released only at pyo3's next call,
-    /// keeping the future's result (and the hold a dropped result gives back) alive until then.
+    /// the future's `_Call`), and a reference dropped there would be released only at pyo3's next
+    /// call, keeping the future's result (and the hold a dropped result gives back) alive until
+    /// then.
     target: Mutex<Option<Py<PyAny>>>,
 }
 
