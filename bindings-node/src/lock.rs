@@ -14,12 +14,11 @@ use std::sync::Arc;
 
 use napi::bindgen_prelude::{BigInt, Object};
 use napi::{Env, Result};
-
-use crate::client::JsClient;
 use napi_derive::napi;
 
 use crosslock::{AcquireOptions, AnyLock, CancellationToken, Owner, ffi};
 
+use crate::client::JsClient;
 use crate::error;
 use crate::runtime;
 
@@ -78,7 +77,7 @@ pub(crate) struct LockTable {
 
 impl LockTable {
     /// Stores `lock`; its number.
-    pub(crate) fn insert(&mut self, lock: Arc<dyn AnyLock>) -> u32 {
+    fn insert(&mut self, lock: Arc<dyn AnyLock>) -> u32 {
         if let Some(id) = self.free.pop() {
             self.slots[id as usize] = Some(lock);
             return id;
