@@ -150,6 +150,7 @@ impl TlsNode {
     /// and binding it (by a server of a test running alongside: then this one exits, and the
     /// other one answers on the port).
     fn start(certs: &Certs, extra_config: &str, sentinel: bool) -> Self {
+        let mut last = String::new();
         for _ in 0..5 {
             let port = free_port();
             let conf = certs.dir.join(format!("node-{port}.conf"));
@@ -168,19 +169,12 @@ impl TlsNode {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("redis-server must be installed (the test command installs it)");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                if support::listens(child.id(), port) {
-                    return TlsNode { port, child };
-                }
-                if matches!(child.try_wait(), Ok(Some(_))) {
-                    break;
-                }
-                assert!(Instant::now() < deadline, "TLS redis-server did not start");
-                std::thread::sleep(Duration::from_millis(10));
+            match support::await_listening(&mut child, port, "TLS redis-server") {
+                Ok(()) => return TlsNode { port, child },
+                Err(e) => last = e,
             }
         }
-        panic!("TLS redis-server did not start on five free ports")
+        panic!("TLS redis-server did not start on five free ports: {last}")
     }
 }
 

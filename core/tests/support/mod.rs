@@ -53,9 +53,8 @@ impl RedisServer {
         Self::try_start(port, &[]).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Starts redis-server on `port` and waits until it answers; an error if it exited (the port
-    /// was taken) or did not answer in time. Whoever answers on the port must be this child: a
-    /// server of a test running alongside may hold it (it was free when picked).
+    /// Starts redis-server on `port` and waits until it listens there; an error if it exited (the
+    /// port was taken) or did not listen in time (see [`await_listening`]).
     fn try_start(port: u16, extra: &[&str]) -> Result<Self, String> {
         // A directory of its own per try: a failed try removes it, while the server of another
         // test of this process may be running on the same port.
@@ -83,31 +82,10 @@ impl RedisServer {
             .spawn()
             .expect("redis-server must be installed (the test command installs it)");
         reap_at_exit(child.id());
-        // Dropped on every error below: kills the child (if still running), removes its dir.
+        // Dropped on an error: kills the child (if still running), removes its dir.
         let mut server = RedisServer { port, child, dir };
-        let password = extra
-            .iter()
-            .position(|a| *a == "--requirepass")
-            .and_then(|i| extra.get(i + 1));
-        let url = match password {
-            Some(pw) => format!("redis://:{pw}@127.0.0.1:{port}/0"),
-            None => format!("redis://127.0.0.1:{port}/0"),
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(Some(status)) = server.child.try_wait() {
-                return Err(format!(
-                    "redis-server on port {port} exited ({status}): the port was taken"
-                ));
-            }
-            if answering_pid(&url) == Some(server.child.id()) {
-                return Ok(server);
-            }
-            if Instant::now() >= deadline {
-                return Err(format!("redis-server did not start on port {port}"));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        await_listening(&mut server.child, port, "redis-server")?;
+        Ok(server)
     }
 
     pub fn url(&self) -> String {
@@ -447,42 +425,41 @@ fn start_sentinel(dir: &std::path::Path, name: &str, master_port: u16) -> (u16, 
             .spawn()
             .expect("redis-server must be installed (the test command installs it)");
         reap_at_exit(child.id());
-        let url = format!("redis://127.0.0.1:{port}/");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        last = loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                break format!("sentinel on port {port} exited ({status}): the port was taken");
-            }
-            if answering_pid(&url) == Some(child.id()) {
-                return (port, child);
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break format!("sentinel did not start on port {port}");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        match await_listening(&mut child, port, "sentinel") {
+            Ok(()) => return (port, child),
+            Err(e) => last = e,
+        }
     }
     panic!("a sentinel did not start on five free ports: {last}")
 }
 
-/// The `process_id` of the redis-server answering at `url`, if one answers.
-fn answering_pid(url: &str) -> Option<u32> {
-    let mut conn = redis::Client::open(url)
-        .ok()?
-        .get_connection_with_timeout(Duration::from_secs(1))
-        .ok()?;
-    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).ok()?;
-    info.lines()
-        .find_map(|l| l.strip_prefix("process_id:"))
-        .and_then(|v| v.trim().parse().ok())
+/// Waits until `child` is the process listening on 127.0.0.1:`port`. A port picked free may be
+/// taken by a server of a test running alongside before `child` binds it: then `child` exits, and
+/// a mere connect would reach the stranger. An error if `child` exited, or did not listen within
+/// 10 s (then it is killed); the caller tries another port.
+pub fn await_listening(child: &mut Child, port: u16, what: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "{what} on port {port} exited ({status}): the port was taken"
+            ));
+        }
+        if listens(child.id(), port) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{what} did not listen on port {port} within 10 s"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Whether process `pid` is the one listening on loopback TCP `port` (from `/proc`: one of its
-/// sockets is the listening socket bound to 127.0.0.1:`port`), for servers a test cannot ask
-/// who they are (TLS-only ones).
-pub fn listens(pid: u32, port: u16) -> bool {
+/// sockets is the listening socket bound to 127.0.0.1:`port`).
+fn listens(pid: u32, port: u16) -> bool {
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return false;
     };
