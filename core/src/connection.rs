@@ -659,9 +659,7 @@ impl Conn {
 
     /// Notes that `script` was sent whole: later calls may send `EVALSHA` behind it.
     fn sent_whole(&self, script: &Lua) {
-        if !self.knows(script) {
-            lock(&self.inner.loaded).insert(script.hash().to_owned());
-        }
+        lock(&self.inner.loaded).insert(script.hash().to_owned());
     }
 
     /// Runs `script` with `keys` and `args`; errors are attributed to `subject`. Fails with
