@@ -737,8 +737,11 @@ impl Conn {
         args: &[&dyn ToArg],
     ) -> Option<crate::lane::Trip> {
         let command = |whole: bool| script_cmd(script, keys, args, whole);
-        let known = self.knows(script);
-        let request = crate::loop_lane::send(lanes, &command(!known))?;
+        let mut known = true;
+        let request = crate::loop_lane::send(lanes, || {
+            known = self.knows(script);
+            command(!known)
+        })?;
         if !known {
             // The loop's other calls are queued on this lane behind it, in order.
             self.sent_whole(script);
@@ -753,7 +756,7 @@ impl Conn {
                     && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
             {
                 // Sent whole on the same lane (in order behind the first): no other way exists.
-                let Some(request) = crate::loop_lane::send(lanes, &command(true)) else {
+                let Some(request) = crate::loop_lane::send(lanes, || command(true)) else {
                     return Some(crate::lane::Trip::Reply(Err(e)));
                 };
                 Some(
@@ -1365,6 +1368,9 @@ async fn keepalive(conn: Conn, stop: CancellationToken) {
     }
 }
 
+/// Room for one script argument (a holder string `<uuid>:<n>` is 38 bytes, a number fewer).
+const ARG_GUESS: usize = 40;
+
 /// `EVAL <script> …` (`whole`) or `EVALSHA <sha1> …` with `keys` and `args`.
 pub(crate) fn script_cmd(
     script: &Lua,
@@ -1372,16 +1378,20 @@ pub(crate) fn script_cmd(
     args: &[&dyn ToArg],
     whole: bool,
 ) -> redis::Cmd {
-    let mut cmd = if whole {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(script.code);
-        cmd
+    let (name, head) = if whole {
+        ("EVAL", script.code)
     } else {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.hash());
-        cmd
+        ("EVALSHA", script.hash())
     };
-    cmd.arg(keys.len());
+    // Sized up front: built argument by argument, a command's two buffers would otherwise grow
+    // (reallocate) several times each, for every call.
+    let data = name.len()
+        + head.len()
+        + 2
+        + keys.iter().map(|key| key.len()).sum::<usize>()
+        + args.len() * ARG_GUESS;
+    let mut cmd = redis::Cmd::with_capacity(3 + keys.len() + args.len(), data);
+    cmd.arg(name).arg(head).arg(keys.len());
     for key in keys {
         cmd.arg(*key);
     }

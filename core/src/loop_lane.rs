@@ -185,15 +185,16 @@ impl std::fmt::Debug for EventLoop {
     }
 }
 
-/// Sends `cmd` over the current event loop's lane to the node of `lanes`; `None` when the thread
-/// is not polling for an event loop or no lane is to be had (the caller takes the usual path).
-pub(crate) fn send(lanes: &Lanes, cmd: &redis::Cmd) -> Option<Request> {
+/// Sends the command `build` makes over the current event loop's lane to the node of `lanes`;
+/// `None` when the thread is not polling for an event loop or no lane is to be had (the caller
+/// takes the usual path, and `build` is not called: most calls are not on a loop).
+pub(crate) fn send(lanes: &Lanes, build: impl FnOnce() -> redis::Cmd) -> Option<Request> {
     let event_loop = CURRENT.with(|c| c.borrow().clone())?;
     if lanes.has_overdue() || !lanes.in_this_process() {
         return None;
     }
     let lane = event_loop.lane(lanes)?;
-    lane.send(cmd)
+    lane.send(&build())
 }
 
 impl LoopInner {
