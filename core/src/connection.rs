@@ -17,7 +17,6 @@ use redis::cluster_async::ClusterConnection;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
 
 use crate::scripts::Lua;
-use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{ClusterSpec, Sharding};
@@ -197,8 +196,8 @@ impl Route {
                     Sharding::Auto => {
                         // Redisson's AUTO: sharded when the cluster knows the sharded commands
                         // (Redis 7 and later).
-                        let (pushes, _) = tokio::sync::mpsc::unbounded_channel();
-                        let mut probe = open_cluster(endpoint, spec, timeouts, pushes).await?;
+                        let ignore = Pushes::new(|_| {});
+                        let mut probe = open_cluster(endpoint, spec, timeouts, ignore).await?;
                         let mut cmd = redis::cmd("PUBSUB");
                         cmd.arg("SHARDNUMSUB").arg("0");
                         match tokio::time::timeout(
@@ -383,7 +382,7 @@ struct Inner {
     subscriptions: std::sync::Mutex<Subscriptions>,
     /// Where this connection's pushes go, and its timeouts: a cluster subscription connection is
     /// rebuilt with them after a node failed (see [`Conn::recover`]).
-    pushes: UnboundedSender<redis::PushInfo>,
+    pushes: Pushes,
     timeouts: Timeouts,
     /// With `ClientOptions::wait_for_replicas`: the connection acquisitions go to, followed by
     /// `WAIT` there, and how many replicas it waits for.
@@ -497,6 +496,38 @@ const KEEPALIVE_IDLE: Duration = Duration::from_millis(400);
 /// published during the move went nowhere, so every waiter retries.
 pub(crate) const MOVED: &str = "crosslock-moved";
 
+/// Where a connection's pushes go: messages, disconnection notices and [`MOVED`]. Called on the
+/// connection's own task as each push is read, so it must not block: a message can wake its
+/// waiter right there, without a hop through another task.
+#[derive(Clone)]
+pub(crate) struct Pushes(Arc<dyn Fn(redis::PushInfo) + Send + Sync>);
+
+impl Pushes {
+    pub(crate) fn new(deliver: impl Fn(redis::PushInfo) + Send + Sync + 'static) -> Self {
+        Pushes(Arc::new(deliver))
+    }
+
+    pub(crate) fn push(&self, push: redis::PushInfo) {
+        (self.0)(push);
+    }
+}
+
+impl From<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>> for Pushes {
+    fn from(sender: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>) -> Self {
+        Pushes::new(move |push| {
+            // A closed receiver: its owner is gone, nothing is waiting for the push.
+            let _ = sender.send(push);
+        })
+    }
+}
+
+impl redis::aio::AsyncPushSender for Pushes {
+    fn send(&self, push: redis::PushInfo) -> std::result::Result<(), redis::aio::SendError> {
+        self.push(push);
+        Ok(())
+    }
+}
+
 impl Conn {
     /// Connects the command connection; its keepalive runs until `stop` is cancelled.
     pub(crate) async fn connect(
@@ -507,7 +538,7 @@ impl Conn {
         // The manager reconnects by itself when the server closes the connection; its
         // disconnection notice is how that gets logged.
         let (pushes, mut notices) = tokio::sync::mpsc::unbounded_channel();
-        let conn = Conn::open(route, timeouts, "command", pushes, false).await?;
+        let conn = Conn::open(route, timeouts, "command", Pushes::from(pushes), false).await?;
         tracing::debug!(target: "crosslock", "connected to {}", conn.address());
         let inner = Arc::downgrade(&conn.inner);
         crate::runtime::spawn(async move {
@@ -530,7 +561,7 @@ impl Conn {
     pub(crate) async fn connect_subscriber(
         route: &Arc<Route>,
         timeouts: Timeouts,
-        pushes: UnboundedSender<redis::PushInfo>,
+        pushes: Pushes,
     ) -> Result<Self> {
         Conn::open(route, timeouts, "subscription", pushes, true).await
     }
@@ -539,7 +570,7 @@ impl Conn {
         route: &Arc<Route>,
         timeouts: Timeouts,
         role: &'static str,
-        pushes: UnboundedSender<redis::PushInfo>,
+        pushes: Pushes,
         subscriber: bool,
     ) -> Result<Self> {
         let node = route.current();
@@ -1199,7 +1230,7 @@ async fn open_manager(
     endpoint: &Endpoint,
     node: &Node,
     timeouts: Timeouts,
-    pushes: UnboundedSender<redis::PushInfo>,
+    pushes: Pushes,
     subscriber: bool,
 ) -> Result<ConnectionManager> {
     let client = endpoint.client(node, ProtocolVersion::RESP3)?;
@@ -1221,7 +1252,7 @@ async fn open_cluster(
     endpoint: &Endpoint,
     spec: &ClusterSpec,
     timeouts: Timeouts,
-    pushes: UnboundedSender<redis::PushInfo>,
+    pushes: Pushes,
 ) -> Result<ClusterConnection> {
     let seeds = spec.seed_infos()?;
     let mut builder = redis::cluster::ClusterClientBuilder::new(seeds.clone())
@@ -1259,7 +1290,7 @@ async fn follow_master(
     conn: std::sync::Weak<Inner>,
     mut masters: tokio::sync::watch::Receiver<Node>,
     timeouts: Timeouts,
-    pushes: UnboundedSender<redis::PushInfo>,
+    pushes: Pushes,
     subscriber: bool,
 ) {
     loop {
@@ -1288,7 +1319,7 @@ async fn follow_master(
                     conn.forget_scripts();
                     if subscriber {
                         resubscribe(&conn, manager).await;
-                        let _ = pushes.send(redis::PushInfo {
+                        pushes.push(redis::PushInfo {
                             kind: redis::PushKind::Other(MOVED.to_owned()),
                             data: Vec::new(),
                         });

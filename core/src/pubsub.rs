@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{Conn, Route, Timeouts};
+use crate::connection::{Conn, Pushes, Route, Timeouts};
 use crate::error::Result;
 use crate::runtime;
 
@@ -51,9 +51,12 @@ struct Entry {
     subscribed: tokio::sync::Mutex<bool>,
 }
 
+/// The channels with local users, by name.
+type Entries = Mutex<HashMap<String, Arc<Entry>>>;
+
 struct Shared {
     conn: Conn,
-    entries: Mutex<HashMap<String, Arc<Entry>>>,
+    entries: Arc<Entries>,
 }
 
 /// The subscription connection of one client and its channel table.
@@ -67,12 +70,19 @@ impl PubSub {
         timeouts: Timeouts,
         stop: CancellationToken,
     ) -> Result<Self> {
+        let entries: Arc<Entries> = Arc::default();
+        // A message wakes its waiter on the connection's own task, as it is read; the rest
+        // (disconnections, moves), which need async work, goes to the dispatcher.
         let (tx, rx) = mpsc::unbounded_channel();
-        let conn = Conn::connect_subscriber(route, timeouts, tx).await?;
-        let shared = Arc::new(Shared {
-            conn,
-            entries: Mutex::new(HashMap::new()),
+        let table = entries.clone();
+        let pushes = Pushes::new(move |push| match push.kind {
+            redis::PushKind::Message | redis::PushKind::SMessage => deliver(&table, &push),
+            _ => {
+                let _ = tx.send(push);
+            }
         });
+        let conn = Conn::connect_subscriber(route, timeouts, pushes).await?;
+        let shared = Arc::new(Shared { conn, entries });
         runtime::spawn(dispatch(Arc::downgrade(&shared), rx, stop.clone()));
         runtime::spawn(keepalive(Arc::downgrade(&shared), stop));
         Ok(PubSub { shared })
@@ -204,19 +214,7 @@ async fn dispatch(
             return;
         };
         match push.kind {
-            // A plain or a sharded (cluster) message: the same channels, the same payloads.
-            redis::PushKind::Message | redis::PushKind::SMessage => {
-                let channel = match push.data.first() {
-                    Some(redis::Value::BulkString(bytes)) => {
-                        String::from_utf8_lossy(bytes).into_owned()
-                    }
-                    _ => continue,
-                };
-                let entry = lock(&shared.entries).get(&channel).cloned();
-                if let Some(entry) = entry {
-                    wake(&entry, push.data.get(1));
-                }
-            }
+            // Messages are delivered as they are read (see `PubSub::connect`).
             // A cluster node that no longer owns a channel's slot (a failover, a resharding)
             // drops its sharded subscribers. A channel still wanted is subscribed again (on the
             // node that owns it now: the cluster connection follows the MOVED reply), then its
@@ -288,6 +286,20 @@ async fn dispatch(
             }
             _ => {}
         }
+    }
+}
+
+/// Wakes the waiters a message (plain or sharded: the same channels, the same payloads) is for.
+fn deliver(entries: &Entries, push: &redis::PushInfo) {
+    let Some(redis::Value::BulkString(channel)) = push.data.first() else {
+        return;
+    };
+    let Ok(channel) = std::str::from_utf8(channel) else {
+        return; // not one of ours: every channel we subscribe to is UTF-8
+    };
+    let entry = lock(entries).get(channel).cloned();
+    if let Some(entry) = entry {
+        wake(&entry, push.data.get(1));
     }
 }
 

@@ -268,7 +268,7 @@ impl Client {
         };
         let (tx, pushes) = unbounded_channel();
         let route = self.state().await?.route.clone();
-        let subscriber = Conn::connect_subscriber(&route, timeouts, tx).await?;
+        let subscriber = Conn::connect_subscriber(&route, timeouts, tx.into()).await?;
         for channel in channels(&name) {
             subscriber.subscribe(&channel).await?;
         }
