@@ -507,7 +507,7 @@ impl Client {
         let work = futures_util::future::join_all(
             releases
                 .into_iter()
-                .map(|(holder, releaser)| releaser.release_all(cx.clone(), holder)),
+                .map(|(holder, releaser)| releaser.release_on_close(cx.clone(), holder)),
         );
         let _ = tokio::time::timeout(timeout, work).await;
         cx.stop.cancel();

@@ -236,16 +236,19 @@ pub(crate) trait Family: Protocol {
     fn token(won: &Self::Won) -> Option<u64>;
 }
 
-/// A released or won hold's renewal and release-all, for the holds registry.
-struct Rel<P: Family>(Arc<P>);
-
-impl<P: Family> Releaser for Rel<P> {
+/// Every lock protocol is its holds' releaser (renewal and release-all, for the holds
+/// registry): a hold points at the lock's protocol object, with no allocation of its own.
+impl<P: Family> Releaser for P {
     fn renew_kind(&self) -> RenewKind {
-        self.0.renew_kind()
+        Family::renew_kind(self)
     }
 
-    fn release_all(&self, cx: Arc<Ctx>, holder: Arc<str>) -> BoxFuture<'static, Result<()>> {
-        Box::pin(self.0.clone().release_all(cx, holder))
+    fn release_on_close(
+        self: Arc<Self>,
+        cx: Arc<Ctx>,
+        holder: Arc<str>,
+    ) -> BoxFuture<'static, Result<()>> {
+        Box::pin(Family::release_all(self, cx, holder))
     }
 }
 
@@ -308,7 +311,7 @@ impl<P: Family> LockCore<P> {
         let proto = Arc::new(proto);
         Arc::new(LockCore {
             client,
-            releaser: Arc::new(Rel(proto.clone())),
+            releaser: proto.clone(),
             proto,
         })
     }

@@ -183,7 +183,11 @@ impl RenewKind {
 pub(crate) trait Releaser: Send + Sync + 'static {
     fn renew_kind(&self) -> RenewKind;
     /// Drops every hold of `holder` at once (the client is closing).
-    fn release_all(&self, cx: Arc<Ctx>, holder: Arc<str>) -> BoxFuture<'static, Result<()>>;
+    fn release_on_close(
+        self: Arc<Self>,
+        cx: Arc<Ctx>,
+        holder: Arc<str>,
+    ) -> BoxFuture<'static, Result<()>>;
 }
 
 /// The key of a hold: lock name, owner and holder suffix (`""`, `":write"`).

@@ -38,7 +38,7 @@ impl Fair {
             &self.hash.name,
             &self.queue,
             &self.timeouts,
-            &self.hash.channel,
+            self.hash.channel(),
         ]
     }
 }
@@ -52,7 +52,7 @@ impl Protocol for Fair {
 
     fn waiting(&self, holder: &str) -> Waiting {
         Waiting::PubSub {
-            channel: format!("{}:{holder}", self.hash.channel),
+            channel: format!("{}:{holder}", self.hash.channel()),
             wake: WakePolicy::All,
         }
     }
@@ -109,7 +109,7 @@ impl Protocol for Fair {
                     &self.queue,
                     &self.timeouts,
                     &self.hash.name,
-                    &self.hash.channel,
+                    self.hash.channel(),
                 ],
                 &[
                     &&*request.holder,

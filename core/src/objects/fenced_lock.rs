@@ -30,7 +30,7 @@ impl Protocol for Fenced {
 
     fn waiting(&self, _holder: &str) -> Waiting {
         Waiting::PubSub {
-            channel: self.hash.channel.clone(),
+            channel: self.hash.channel().to_owned(),
             wake: WakePolicy::Lock,
         }
     }

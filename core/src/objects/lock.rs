@@ -28,7 +28,7 @@ impl Protocol for RLock {
 
     fn waiting(&self, _holder: &str) -> Waiting {
         Waiting::PubSub {
-            channel: self.hash.channel.clone(),
+            channel: self.hash.channel().to_owned(),
             wake: WakePolicy::Lock,
         }
     }
@@ -148,7 +148,7 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub fn channel(&self) -> &str {
-        &self.core.proto.hash.channel
+        self.core.proto.hash.channel()
     }
 }
 

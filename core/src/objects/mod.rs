@@ -103,13 +103,23 @@ pub(crate) fn parse_info(reply: &[redis::Value]) -> Info {
 #[derive(Debug)]
 pub(crate) struct Hash {
     pub(crate) name: Arc<str>,
-    pub(crate) channel: String,
+    /// Made when first needed (the first wait or release): a lock object that is only
+    /// acquired, or held, does without it.
+    channel: std::sync::OnceLock<String>,
 }
 
 impl Hash {
     pub(crate) fn new(name: Arc<str>) -> Self {
-        let channel = prefix_name("redisson_lock__channel", &name);
-        Hash { name, channel }
+        Hash {
+            name,
+            channel: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// `redisson_lock__channel:{name}`, where releases are published.
+    pub(crate) fn channel(&self) -> &str {
+        self.channel
+            .get_or_init(|| prefix_name("redisson_lock__channel", &self.name))
     }
 
     /// Runs the RLock release script: one hold (or `all`), publishing `0` unless `quiet`.
@@ -128,7 +138,7 @@ impl Hash {
             .conn
             .eval(
                 &scripts::LOCK_RELEASE,
-                &[&self.name, &self.channel],
+                &[&self.name, self.channel()],
                 &[
                     &"0",
                     &ms(lease_after),
@@ -149,7 +159,7 @@ impl Hash {
             .conn
             .eval(
                 &scripts::LOCK_FORCE_UNLOCK,
-                &[&self.name, &self.channel],
+                &[&self.name, self.channel()],
                 &[&"0", &publish],
                 Some(&self.name),
             )

@@ -147,9 +147,12 @@ impl Releaser for PermitReleaser {
         }
     }
 
-    fn release_all(&self, cx: Arc<Ctx>, holder: Arc<str>) -> BoxFuture<'static, Result<()>> {
-        let keys = self.keys.clone();
-        Box::pin(async move { keys.release(&cx, &holder).await.map(|_| ()) })
+    fn release_on_close(
+        self: Arc<Self>,
+        cx: Arc<Ctx>,
+        holder: Arc<str>,
+    ) -> BoxFuture<'static, Result<()>> {
+        Box::pin(async move { self.keys.release(&cx, &holder).await.map(|_| ()) })
     }
 }
 
