@@ -4,9 +4,10 @@
 //!
 //! **Sync** ([`wait`]): the core future is started on the calling thread with the GIL released
 //! (`crosslock::runtime::start_here`: an uncontended call makes its round trip right there, on a
-//! lane, with no thread hand-off); if it has to wait it goes on as a runtime task, and the calling
-//! thread waits for its result with the GIL released, waking every [`TICK`] to run Python's
-//! signal handlers (`py.check_signals()`). When a handler raises (Ctrl-C → `KeyboardInterrupt`), a cancellable
+//! lane, with no thread hand-off); if it has to wait, the calling thread goes on polling it
+//! (`crosslock::runtime::begin_here`) with the GIL released, parked while core's runtime waits
+//! for Redis, so the result needs no hand-off from a runtime task, and waking every [`TICK`] to
+//! run Python's signal handlers (`py.check_signals()`). When a handler raises (Ctrl-C → `KeyboardInterrupt`), a cancellable
 //! operation is cancelled through its token, the helper waits (at most [`CLEANUP_LIMIT`]) for
 //! core to finish its give-up cleanup, undoes a success that raced with the signal, and only
 //! then re-raises: an interrupted `acquire` leaves no lock, no waiter and no subscription.
@@ -25,11 +26,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use crosslock::CancellationToken;
-use crosslock::runtime::Started;
+use crosslock::runtime::{Here, Waited};
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -72,27 +73,23 @@ where
     F: Future<Output = crosslock::Result<T>> + Send + 'static,
     T: Send + 'static,
 {
-    let (sender, mut receiver) = mpsc::sync_channel(1);
-    let run = async move {
-        let _ = sender.send(future.await);
+    // An uncontended call finishes right here, its round trip made on this thread (a lane). One
+    // that has to wait goes on being polled on this thread too, between its waits on core's
+    // runtime, so its result reaches this thread without a hand-off from a runtime task.
+    let mut call = match py.detach(move || crosslock::runtime::begin_here(future)) {
+        Ok(result) => return result.map_err(|e| to_py_err(py, e, lock_name)),
+        Err(call) => call,
     };
-    // An uncontended call finishes right here, its round trip made on this thread (a lane);
-    // the rest goes on as a runtime task.
-    if let Started::Done(()) = py.detach(move || crosslock::runtime::start_here(run))
-        && let Ok(result) = receiver.try_recv()
-    {
-        return result.map_err(|e| to_py_err(py, e, lock_name));
-    }
     loop {
-        let (back, received) = py.detach(move || {
-            let received = receiver.recv_timeout(TICK);
-            (receiver, received)
+        let (back, waited) = py.detach(move || {
+            let waited = call.wait(TICK);
+            (call, waited)
         });
-        receiver = back;
-        match received {
-            Ok(result) => return result.map_err(|e| to_py_err(py, e, lock_name)),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
+        call = back;
+        match waited {
+            Waited::Done(result) => return result.map_err(|e| to_py_err(py, e, lock_name)),
+            Waited::Pending => {}
+            Waited::Lost => {
                 return Err(PyRuntimeError::new_err(
                     "crosslock: the operation ended without a result (its runtime task was \
                      dropped); the process may be shutting down",
@@ -100,7 +97,7 @@ where
             }
         }
         if let Err(signal) = py.check_signals() {
-            interrupted(py, receiver, on_signal);
+            interrupted(py, call, on_signal);
             return Err(signal);
         }
     }
@@ -109,23 +106,28 @@ where
 /// The clean-up half of [`wait`] after a signal handler raised.
 fn interrupted<T: Send + 'static>(
     py: Python<'_>,
-    receiver: Receiver<crosslock::Result<T>>,
+    mut call: Here<crosslock::Result<T>>,
     on_signal: OnSignal<T>,
 ) {
     let OnSignal::Cancel { token, undo } = on_signal else {
+        call.detach();
         return;
     };
     token.cancel();
     py.detach(move || {
         // Core's cancelled acquire gives back a lock it won meanwhile and drops its subscription
         // before it returns; a success here means it completed before it saw the token.
-        if let Ok(Ok(value)) = receiver.recv_timeout(CLEANUP_LIMIT) {
-            let (done, finished) = mpsc::sync_channel(1);
-            crosslock::runtime::spawn(async move {
-                undo(value).await;
-                let _ = done.send(());
-            });
-            let _ = finished.recv_timeout(CLEANUP_LIMIT);
+        match call.wait(CLEANUP_LIMIT) {
+            Waited::Done(Ok(value)) => {
+                let (done, finished) = mpsc::sync_channel(1);
+                crosslock::runtime::spawn(async move {
+                    undo(value).await;
+                    let _ = done.send(());
+                });
+                let _ = finished.recv_timeout(CLEANUP_LIMIT);
+            }
+            Waited::Pending => call.detach(),
+            Waited::Done(Err(_)) | Waited::Lost => {}
         }
     });
 }

@@ -7,9 +7,11 @@
 //! foreign pid leaks the old runtime on purpose and builds a fresh one.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 pub use crate::loop_lane::{EventLoop, Readable, Watcher};
 
@@ -164,6 +166,126 @@ where
         Poll::Ready(value) => Started::Done(value),
         // The task's first poll registers its own waker wherever the future waits.
         Poll::Pending => Started::Running(state.runtime.spawn(future)),
+    }
+}
+
+/// A call [`begin_here`] started on its caller's thread that has to wait.
+///
+/// The caller goes on waiting for it on its own thread ([`Here::wait`]): the future is polled
+/// there, parked between polls while the runtime's threads do the I/O, and its result needs no
+/// hand-off from a runtime task (a task finishing, waking the caller's thread, costs a wake-up of
+/// its own). Or the caller lets it finish in the background ([`Here::detach`]).
+pub struct Here<T> {
+    inner: HereInner<T>,
+}
+
+impl<T> std::fmt::Debug for Here<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.inner {
+            HereInner::Local(_) => "Here(on this thread)",
+            HereInner::Task(_) => "Here(a runtime task)",
+        })
+    }
+}
+
+enum HereInner<T> {
+    /// Polled by whoever waits for it.
+    Local(Pin<Box<dyn Future<Output = T> + Send>>),
+    /// Begun from inside the runtime, where no thread may block on a future: a runtime task,
+    /// whose result comes through a channel.
+    Task(std::sync::mpsc::Receiver<T>),
+}
+
+/// What [`Here::wait`] saw.
+#[derive(Debug)]
+pub enum Waited<T> {
+    /// The call is done.
+    Done(T),
+    /// Not yet, within the limit.
+    Pending,
+    /// It can never be done: its runtime task was dropped (the runtime is shutting down).
+    Lost,
+}
+
+impl<T: Send + 'static> Here<T> {
+    /// Waits for the call at most `limit`, polling it on this thread.
+    ///
+    /// # Panics
+    ///
+    /// From inside an asynchronous context, as [`block_on`] does.
+    pub fn wait(&mut self, limit: Duration) -> Waited<T> {
+        match &mut self.inner {
+            HereInner::Local(future) => {
+                // The timer is made inside `block_on`, in the runtime's context.
+                let waited = current()
+                    .runtime
+                    .block_on(async { tokio::time::timeout(limit, future.as_mut()).await });
+                match waited {
+                    Ok(value) => Waited::Done(value),
+                    Err(_) => Waited::Pending,
+                }
+            }
+            HereInner::Task(result) => match result.recv_timeout(limit) {
+                Ok(value) => Waited::Done(value),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Waited::Pending,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Waited::Lost,
+            },
+        }
+    }
+
+    /// Lets the call finish as a runtime task; its result is dropped.
+    pub fn detach(self) {
+        if let HereInner::Local(future) = self.inner {
+            drop(spawn(future));
+        }
+    }
+}
+
+/// Starts `future` on the calling thread as [`start_here`] does, and if it has to wait, hands it
+/// back to be waited for on this thread ([`Here`]) instead of spawning it.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use crosslock::runtime::{begin_here, Waited};
+/// let answer = match begin_here(async { 6 * 7 }) {
+///     Ok(answer) => answer,
+///     Err(mut call) => loop {
+///         if let Waited::Done(answer) = call.wait(Duration::from_millis(50)) {
+///             break answer;
+///         }
+///     },
+/// };
+/// assert_eq!(answer, 42);
+/// ```
+pub fn begin_here<F>(future: F) -> std::result::Result<F::Output, Here<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    if Handle::try_current().is_ok() {
+        let (sender, result) = std::sync::mpsc::sync_channel(1);
+        drop(spawn(async move {
+            let _ = sender.send(future.await);
+        }));
+        return Err(Here {
+            inner: HereInner::Task(result),
+        });
+    }
+    let state = current();
+    let mut future: Pin<Box<dyn Future<Output = F::Output> + Send>> = Box::pin(future);
+    let polled = {
+        let _entered = state.runtime.enter();
+        let mut cx = Context::from_waker(Waker::noop());
+        crate::lane::with_lanes(|| future.as_mut().poll(&mut cx))
+    };
+    match polled {
+        Poll::Ready(value) => Ok(value),
+        // The next poll registers the waiting thread's waker wherever the future waits.
+        Poll::Pending => Err(Here {
+            inner: HereInner::Local(future),
+        }),
     }
 }
 

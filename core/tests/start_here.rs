@@ -11,7 +11,7 @@ mod support;
 use std::future::Future;
 use std::time::Duration;
 
-use crosslock::runtime::{Started, block_on, start_here};
+use crosslock::runtime::{Started, Waited, begin_here, block_on, start_here};
 use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Lock, Owner};
 use redis::Commands;
 use support::RedisServer;
@@ -125,6 +125,56 @@ fn a_busy_lock_is_waited_for_on_the_runtime_and_won_after_release() {
     assert_eq!(block_on(lock.hold_count_of(guard.owner())).unwrap(), 1);
     block_on(guard.release()).unwrap();
     assert!(!server.raw().exists::<_, bool>("here:busy").unwrap());
+    block_on(client.close());
+}
+
+#[test]
+fn a_busy_lock_begun_here_is_waited_for_on_the_calling_thread() {
+    let server = RedisServer::start();
+    let client = connect(&server, ClientOptions::new());
+    let lock = client.lock("here:begun").unwrap();
+    let holder = block_on(lock.acquire_with(AcquireOptions::new().owner(Owner::new(1)))).unwrap();
+
+    let l = lock.clone();
+    let options = AcquireOptions::new()
+        .owner(Owner::new(2))
+        .wait(Duration::from_secs(10));
+    let Err(mut waiter) = begin_here(async move { l.acquire_with(options).await }) else {
+        panic!("an acquire of a busy lock finished without waiting");
+    };
+    // Still busy: the wait on this thread times out and the call goes on.
+    assert!(matches!(
+        waiter.wait(Duration::from_millis(100)),
+        Waited::Pending
+    ));
+    block_on(holder.release()).unwrap();
+    let guard = match waiter.wait(Duration::from_secs(10)) {
+        Waited::Done(guard) => guard.unwrap(),
+        other => panic!("the release did not wake the waiter within 10 s: {other:?}"),
+    };
+    assert_eq!(block_on(lock.hold_count_of(guard.owner())).unwrap(), 1);
+
+    // Begun from inside the runtime (no thread there may block on a future), the call runs as
+    // a runtime task, and waiting for it from another thread still works.
+    let l = lock.clone();
+    let mut inside = block_on(async move {
+        begin_here(async move {
+            l.acquire_with(
+                AcquireOptions::new()
+                    .owner(Owner::new(3))
+                    .wait(Duration::from_secs(10)),
+            )
+            .await
+        })
+    })
+    .expect_err("a call begun inside the runtime finished at once");
+    block_on(guard.release()).unwrap();
+    let third = match inside.wait(Duration::from_secs(10)) {
+        Waited::Done(guard) => guard.unwrap(),
+        other => panic!("the third acquire did not finish: {other:?}"),
+    };
+    block_on(third.release()).unwrap();
+    assert!(!server.raw().exists::<_, bool>("here:begun").unwrap());
     block_on(client.close());
 }
 
