@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generic, Optional, TypeVar
 
 from . import _native
 from ._identity import current_owner
@@ -68,29 +68,45 @@ def _lease(lease: object, lock_name: str) -> Optional[float]:
     return None if lease is None else _seconds(lease, "lease", lock_name)
 
 
+def _abandon_if_won(pending: "asyncio.Future[Any]") -> None:
+    """The awaiting task was cancelled: give back what the native acquire won, if it did."""
+    if pending.done() and not pending.cancelled() and pending.exception() is None:
+        pending.result().abandon()
+
+
 async def _claimed(pending: "asyncio.Future[_native.PendingHold]") -> Any:
-    """Awaits a native acquire and claims what it won (see :func:`_acquire_async`)."""
+    """Awaits a native acquire and claims what it won (see :func:`_acquired_async`)."""
     try:
         outcome = await pending
     except BaseException:
-        if pending.done() and not pending.cancelled() and pending.exception() is None:
-            pending.result().abandon()
+        _abandon_if_won(pending)
         raise
     return outcome.claim()
 
 
-async def _acquire_async(
-    native: _native.Lock, owner: int, wait: Optional[float], lease: Optional[float], raise_timeout: bool
+async def _acquired_async(
+    lock: "_Lockable", wait: Optional[float], lease: Optional[float], raise_timeout: bool
 ) -> Optional[int]:
-    """Awaits the native acquire and claims the hold it won.
+    """Acquires ``lock`` for the calling task: awaits the native acquire and claims the hold it won
+    (``None`` when not acquired, else the token, 0 without).
 
     The native awaitable resolves to a ``PendingHold`` that gives its hold back unless claimed, so
     a cancellation that races the acquire's success leaves no hold behind: if the future was
     cancelled first, the native side drops (and so gives back) the hold; if the result was already
     set but asyncio throws ``CancelledError`` into this task instead (``task.cancel()`` came before
-    the task resumed), it is abandoned here.
+    the task resumed), it is abandoned here. One coroutine between the caller and the native
+    future: every level of ``await`` is paid again on each resumption.
     """
-    token: Optional[int] = await _claimed(native.acquire_async(owner, wait, lease, raise_timeout))
+    owner = current_owner()
+    pending = lock._native.acquire_async(owner, wait, lease, raise_timeout)
+    try:
+        outcome = await pending
+    except BaseException:
+        _abandon_if_won(pending)
+        raise
+    token: Optional[int] = outcome.claim()
+    if token is not None:
+        lock._forget_lost(owner)
     return token
 
 
@@ -185,7 +201,8 @@ class _Lockable:
                 finally:
                     await lock.release_async()
         """
-        return await self._acquire_async(blocking, timeout, lease) is not None
+        wait = _wait_limit(blocking, timeout, self.name)
+        return await _acquired_async(self, wait, _lease(lease, self.name), False) is not None
 
     def _acquire(self, blocking: bool, timeout: float, lease: Optional[float]) -> Optional[int]:
         """One acquire by the caller: ``None`` when not acquired, else the token (0 without)."""
@@ -196,13 +213,10 @@ class _Lockable:
             self._forget_lost(owner)
         return token
 
-    async def _acquire_async(self, blocking: bool, timeout: float, lease: Optional[float]) -> Optional[int]:
+    def _acquire_async(self, blocking: bool, timeout: float, lease: Optional[float]) -> Awaitable[Optional[int]]:
+        """:meth:`_acquire` for asyncio: an awaitable (the arguments are checked at once)."""
         wait = _wait_limit(blocking, timeout, self.name)
-        owner = current_owner()
-        token = await _acquire_async(self._native, owner, wait, _lease(lease, self.name), False)
-        if token is not None:
-            self._forget_lost(owner)
-        return token
+        return _acquired_async(self, wait, _lease(lease, self.name), False)
 
     def _entered(self, token: int) -> Any:
         """What ``with`` binds after an acquire that got ``token`` (the lock; a fenced lock's token)."""
@@ -365,9 +379,7 @@ class _Acquired(Generic[_Entered]):
         self._lock.release()
 
     async def __aenter__(self) -> _Entered:
-        owner = current_owner()
-        token = await _acquire_async(self._lock._native, owner, self._wait, self._lease, True)
-        self._lock._forget_lost(owner)
+        token = await _acquired_async(self._lock, self._wait, self._lease, True)
         entered: _Entered = self._lock._entered(token or 0)
         return entered
 
