@@ -10,7 +10,7 @@
  */
 import type { Client } from './client'
 import { cancellable } from './abort'
-import { NotHeldError, invalidArgument, viaNative } from './errors'
+import { NotHeldError, fromNative, invalidArgument, viaNative } from './errors'
 import { HeldLock } from './held'
 import { acquiringOwner, checkOwner, currentOwner, inScope } from './identity'
 import type { NativeLock } from './native_lock'
@@ -219,12 +219,23 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
 
   async #acquire(o: Checked, failOnTimeout: boolean): Promise<H | null> {
     const owner = acquiringOwner(o.owner)
-    const acquired = await cancellable(
-      o.signal,
-      (token) => this.#native.acquire(owner, o.wait, o.lease, token, failOnTimeout),
-      (won) => won !== null,
-      () => viaNative(() => this.#native.release(owner)),
-    )
+    let acquired: bigint | null
+    if (o.signal === undefined) {
+      // Nothing to abort: the native promise awaited right here, without the promises that
+      // honouring a signal takes (most acquires have none).
+      try {
+        acquired = await this.#native.acquire(owner, o.wait, o.lease, null, failOnTimeout)
+      } catch (e) {
+        throw fromNative(e)
+      }
+    } else {
+      acquired = await cancellable(
+        o.signal,
+        (token) => this.#native.acquire(owner, o.wait, o.lease, token, failOnTimeout),
+        (won) => won !== null,
+        () => viaNative(() => this.#native.release(owner)),
+      )
+    }
     if (acquired === null) return null
     const held = new HeldLock(this, owner, this._token(acquired)) as H
     this.client._holds.track(held)
