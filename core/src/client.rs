@@ -311,7 +311,7 @@ struct Generation {
 impl Generation {
     fn new() -> Self {
         Generation {
-            pid: std::process::id(),
+            pid: crate::runtime::pid(),
             id: uuid::Uuid::new_v4().to_string(),
             state: tokio::sync::OnceCell::new(),
         }
@@ -548,7 +548,7 @@ impl Client {
 
     fn generation(&self) -> Arc<Generation> {
         let current = self.inner.generation.load_full();
-        if current.pid == std::process::id() {
+        if current.pid == crate::runtime::pid() {
             return current;
         }
         // A forked child: the parent's generation (its connections, tasks and id) must never be

@@ -176,7 +176,7 @@ impl Lanes {
                 overdue: Arc::default(),
                 asked: AtomicU64::new(0),
                 epoch: Instant::now(),
-                pid: std::process::id(),
+                pid: crate::runtime::pid(),
                 id: POOL_IDS.fetch_add(1, Ordering::Relaxed),
                 alive: Arc::new(()),
             }),
@@ -279,7 +279,7 @@ impl Lanes {
     /// A lane that was used within [`FRESH`] and is still open, else a new one if calls come
     /// in quick succession; `None` otherwise.
     fn take(&self) -> Option<Lane> {
-        if std::process::id() != self.pid {
+        if crate::runtime::pid() != self.pid {
             return None;
         }
         let hot = self.note_asked();
@@ -315,7 +315,7 @@ impl Lanes {
     /// the pool has room: `deliver` gets its socket (handshake done, counted as open until
     /// [`Lanes::closed_one`]) on a blocking-pool thread.
     pub(crate) fn open_for_loop(&self, deliver: impl FnOnce(Socket) + Send + 'static) {
-        if std::process::id() == self.pid && self.note_asked() {
+        if crate::runtime::pid() == self.pid && self.note_asked() {
             self.open_in_background(move |lane| deliver(lane.socket));
         }
     }
@@ -363,7 +363,7 @@ impl Lanes {
 
     /// Whether lanes may be used here: not in a forked child (the parent's sockets are its too).
     pub(crate) fn in_this_process(&self) -> bool {
-        std::process::id() == self.pid
+        crate::runtime::pid() == self.pid
     }
 
     /// Gone once the pool is dropped.

@@ -9,7 +9,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -26,8 +26,39 @@ struct ProcessRuntime {
 static CURRENT: AtomicPtr<ProcessRuntime> = AtomicPtr::new(std::ptr::null_mut());
 static BUILD: Mutex<()> = Mutex::new(());
 
-fn current() -> &'static ProcessRuntime {
+/// The cached process id; 0 until first asked, and again in a forked child (see [`pid`]).
+static PID: AtomicU32 = AtomicU32::new(0);
+
+/// This process's id, without a system call.
+///
+/// glibc no longer caches `getpid()` (since 2.25), and every call checks, several times, that it
+/// is not running in a forked child (the runtime, the client's connections, the lanes): three
+/// system calls per sync Python call. The id is cached here instead, and a `pthread_atfork` child
+/// handler, registered with the first ask, clears it in every child that `fork()` makes (Python's
+/// `os.fork`, `multiprocessing`); a child made without running fork handlers would have to
+/// `exec` before it could run anything of ours anyway.
+pub(crate) fn pid() -> u32 {
+    let cached = PID.load(Ordering::Relaxed);
+    if cached != 0 {
+        return cached;
+    }
+    extern "C" fn forked_child() {
+        PID.store(0, Ordering::Relaxed);
+    }
+    static HOOKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // SAFETY: registers a plain function that only stores to an atomic (async-signal-safe, as a
+    // child handler must be). Registration only fails for lack of memory; then nothing is cached.
+    let hooked = *HOOKED
+        .get_or_init(|| unsafe { libc::pthread_atfork(None, None, Some(forked_child)) } == 0);
     let pid = std::process::id();
+    if hooked {
+        PID.store(pid, Ordering::Relaxed);
+    }
+    pid
+}
+
+fn current() -> &'static ProcessRuntime {
+    let pid = pid();
     let ptr = CURRENT.load(Ordering::Acquire);
     // SAFETY: a non-null pointer in CURRENT came from Box::into_raw below and is never freed
     // (runtimes are leaked, never dropped), so it is valid for 'static.
