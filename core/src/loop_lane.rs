@@ -56,8 +56,10 @@ const MAX_IN_FLIGHT: usize = 32;
 /// }
 /// ```
 pub trait Watcher: Send + Sync + 'static {
-    /// From now on, call `ready.ready()` on the loop's thread whenever `fd` is readable; `false`
-    /// if the loop cannot (the lane is then not used). Called on the loop's thread, from inside
+    /// From now on, call `ready.ready()` on the loop's thread whenever `fd` is readable, level-
+    /// triggered (again on every turn while unread data remains, as `epoll` without `EPOLLET`,
+    /// libuv's `uv_poll` and asyncio's `add_reader` do: `ready` stops reading at a short read);
+    /// `false` if the loop cannot (the lane is then not used). Called on the loop's thread, from inside
     /// [`EventLoop::poll`].
     fn watch(&self, fd: RawFd, ready: Readable) -> bool;
     /// Stop watching `fd`, then run `done` on the loop's thread (it closes `fd`). May be called
@@ -480,7 +482,15 @@ impl LoopLane {
                         broken = Some(io::ErrorKind::ConnectionReset);
                         break;
                     }
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    Ok(n) => {
+                        buf.extend_from_slice(&chunk[..n]);
+                        // A short read emptied the socket: no need to ask again only to hear
+                        // `EAGAIN` (a system call per reply). The loop watches it level-
+                        // triggered, so whatever comes later is another readable event.
+                        if n < chunk.len() {
+                            break;
+                        }
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => {
