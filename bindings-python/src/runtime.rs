@@ -3,11 +3,11 @@
 //! runtime of its own.
 //!
 //! **Sync** ([`wait`]): the core future is started on the calling thread with the GIL released
-//! (`crosslock::runtime::start_here`: an uncontended call makes its round trip right there, on a
-//! lane, with no thread hand-off); if it has to wait, the calling thread goes on polling it
-//! (`crosslock::runtime::begin_here`) with the GIL released, parked while core's runtime waits
-//! for Redis, so the result needs no hand-off from a runtime task, and waking every [`TICK`] to
-//! run Python's signal handlers (`py.check_signals()`). When a handler raises (Ctrl-C → `KeyboardInterrupt`), a cancellable
+//! (`crosslock::runtime::begin_here`: an uncontended call makes its round trip right there, on a
+//! lane, with no thread hand-off); if it has to wait, the calling thread goes on polling it with
+//! the GIL released, parked while core's runtime waits for Redis (so the result needs no hand-off
+//! from a runtime task), and waking every [`TICK`] to run Python's signal handlers
+//! (`py.check_signals()`). When a handler raises (Ctrl-C → `KeyboardInterrupt`), a cancellable
 //! operation is cancelled through its token, the helper waits (at most [`CLEANUP_LIMIT`]) for
 //! core to finish its give-up cleanup, undoes a success that raced with the signal, and only
 //! then re-raises: an interrupted `acquire` leaves no lock, no waiter and no subscription.
