@@ -56,11 +56,11 @@ const MAX_IN_FLIGHT: usize = 32;
 /// }
 /// ```
 pub trait Watcher: Send + Sync + 'static {
-    /// From now on, call `ready.ready()` on the loop's thread whenever `fd` is readable, level-
-    /// triggered (again on every turn while unread data remains, as `epoll` without `EPOLLET`,
-    /// libuv's `uv_poll` and asyncio's `add_reader` do: `ready` stops reading at a short read);
-    /// `false` if the loop cannot (the lane is then not used). Called on the loop's thread, from inside
-    /// [`EventLoop::poll`].
+    /// From now on, call `ready.ready()` on the loop's thread whenever `fd` is readable,
+    /// level-triggered (again on every turn while unread data remains, as `epoll` without
+    /// `EPOLLET`, libuv's `uv_poll` and asyncio's `add_reader` do: `ready` stops reading at a
+    /// short read); `false` if the loop cannot (the lane is then not used). Called on the loop's
+    /// thread, from inside [`EventLoop::poll`].
     fn watch(&self, fd: RawFd, ready: Readable) -> bool;
     /// Stop watching `fd`, then run `done` on the loop's thread (it closes `fd`). May be called
     /// from any thread.
