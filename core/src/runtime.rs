@@ -206,6 +206,21 @@ where
 /// there, parked between polls while the runtime's threads do the I/O, and its result needs no
 /// hand-off from a runtime task (a task finishing, waking the caller's thread, costs a wake-up of
 /// its own). Or the caller lets it finish in the background ([`Here::detach`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use crosslock::runtime::{begin_here, Waited};
+/// let Err(mut call) = begin_here(async {
+///     tokio::time::sleep(Duration::from_millis(20)).await;
+///     "slept"
+/// }) else {
+///     unreachable!("a sleep has to wait")
+/// };
+/// let Waited::Done(said) = call.wait(Duration::from_secs(5)) else { panic!("no answer") };
+/// assert_eq!(said, "slept");
+/// ```
 pub struct Here<T> {
     inner: HereInner<T>,
 }
@@ -228,6 +243,15 @@ enum HereInner<T> {
 }
 
 /// What [`Here::wait`] saw.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use crosslock::runtime::{begin_here, Waited};
+/// let Err(mut call) = begin_here(std::future::pending::<()>()) else { unreachable!() };
+/// assert!(matches!(call.wait(Duration::from_millis(10)), Waited::Pending));
+/// ```
 #[derive(Debug)]
 pub enum Waited<T> {
     /// The call is done.
@@ -240,6 +264,21 @@ pub enum Waited<T> {
 
 impl<T: Send + 'static> Here<T> {
     /// Waits for the call at most `limit`, polling it on this thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use crosslock::runtime::{begin_here, Waited};
+    /// let Err(mut call) = begin_here(async {
+    ///     tokio::time::sleep(Duration::from_millis(200)).await;
+    /// }) else {
+    ///     unreachable!()
+    /// };
+    /// // Not within 10 ms; it goes on, and is done within the next 5 s.
+    /// assert!(matches!(call.wait(Duration::from_millis(10)), Waited::Pending));
+    /// assert!(matches!(call.wait(Duration::from_secs(5)), Waited::Done(())));
+    /// ```
     ///
     /// # Panics
     ///
@@ -265,6 +304,21 @@ impl<T: Send + 'static> Here<T> {
     }
 
     /// Lets the call finish as a runtime task; its result is dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let Err(call) = crosslock::runtime::begin_here(async move {
+    ///     tokio::time::sleep(Duration::from_millis(20)).await;
+    ///     tx.send("finished in the background").unwrap();
+    /// }) else {
+    ///     unreachable!()
+    /// };
+    /// call.detach();
+    /// assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "finished in the background");
+    /// ```
     pub fn detach(self) {
         if let HereInner::Local(future) = self.inner {
             drop(spawn(future));
