@@ -186,17 +186,26 @@ where
     if Handle::try_current().is_ok() {
         return Started::Running(spawn(future));
     }
-    let state = current();
-    let mut future = Box::pin(future);
+    match first_poll_here(Box::pin(future)) {
+        Ok(value) => Started::Done(value),
+        // The task's first poll registers its own waker wherever the future waits.
+        Err(future) => Started::Running(spawn(future)),
+    }
+}
+
+/// The first poll of [`start_here`] and [`begin_here`]: on this thread, inside the runtime's
+/// context, with lanes; the future back if it has to wait.
+fn first_poll_here<T>(
+    mut future: Pin<Box<dyn Future<Output = T> + Send>>,
+) -> std::result::Result<T, Pin<Box<dyn Future<Output = T> + Send>>> {
     let polled = {
-        let _entered = state.runtime.enter();
+        let _entered = current().runtime.enter();
         let mut cx = Context::from_waker(Waker::noop());
         crate::lane::with_lanes(|| future.as_mut().poll(&mut cx))
     };
     match polled {
-        Poll::Ready(value) => Started::Done(value),
-        // The task's first poll registers its own waker wherever the future waits.
-        Poll::Pending => Started::Running(state.runtime.spawn(future)),
+        Poll::Ready(value) => Ok(value),
+        Poll::Pending => Err(future),
     }
 }
 
@@ -358,20 +367,10 @@ where
             inner: HereInner::Task(result),
         });
     }
-    let state = current();
-    let mut future: Pin<Box<dyn Future<Output = F::Output> + Send>> = Box::pin(future);
-    let polled = {
-        let _entered = state.runtime.enter();
-        let mut cx = Context::from_waker(Waker::noop());
-        crate::lane::with_lanes(|| future.as_mut().poll(&mut cx))
-    };
-    match polled {
-        Poll::Ready(value) => Ok(value),
-        // The next poll registers the waiting thread's waker wherever the future waits.
-        Poll::Pending => Err(Here {
-            inner: HereInner::Local(future),
-        }),
-    }
+    // The next poll registers the waiting thread's waker wherever the future waits.
+    first_poll_here(Box::pin(future)).map_err(|future| Here {
+        inner: HereInner::Local(future),
+    })
 }
 
 /// Runs `future` to completion on the process-wide runtime, blocking the calling thread.
