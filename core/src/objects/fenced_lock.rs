@@ -174,7 +174,7 @@ impl FencedLock {
         owner: crate::Owner,
         options: &crate::AcquireOptions,
     ) -> Result<Option<u64>> {
-        self.core.acquire_as(owner, options).await
+        Box::pin(self.core.acquire_as(owner, options)).await
     }
 
     /// The last token handed out on this lock (0 when none was): Redisson's `getToken`.

@@ -294,9 +294,9 @@ macro_rules! lock_type {
             #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
             pub async fn acquire_with(&self, options: crate::AcquireOptions) -> crate::Result<crate::LockGuard<$won>> {
                 let owner = options.owner.unwrap_or_else(crate::Owner::current);
-                match self.core.acquire_as(owner, &options).await? {
+                match Box::pin(self.core.acquire_as(owner, &options)).await? {
                     Some(won) => Ok(self.core.guard(owner, won)),
-                    None => Err(self.core.timeout_error(owner, options.wait.unwrap_or_default()).await),
+                    None => Err(Box::pin(self.core.timeout_error(owner, options.wait.unwrap_or_default())).await),
                 }
             }
 
@@ -325,7 +325,7 @@ macro_rules! lock_type {
             pub async fn try_acquire(&self) -> crate::Result<Option<crate::LockGuard<$won>>> {
                 let owner = crate::Owner::current();
                 let options = crate::AcquireOptions::new().wait(std::time::Duration::ZERO);
-                Ok(self.core.acquire_as(owner, &options).await?.map(|won| self.core.guard(owner, won)))
+                Ok(Box::pin(self.core.acquire_as(owner, &options)).await?.map(|won| self.core.guard(owner, won)))
             }
 
             /// Acquires for an explicit `owner` without a guard; `Ok(false)` when the wait limit
@@ -355,7 +355,7 @@ macro_rules! lock_type {
             /// ```
             #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
             pub async fn acquire_as(&self, owner: crate::Owner, options: &crate::AcquireOptions) -> crate::Result<bool> {
-                Ok(self.core.acquire_as(owner, options).await?.is_some())
+                Ok(Box::pin(self.core.acquire_as(owner, options)).await?.is_some())
             }
 
             /// Releases one hold of `owner`; `Ok(true)` when that fully released the lock,
@@ -393,7 +393,7 @@ macro_rules! lock_type {
             /// # Ok(()) }
             /// ```
             pub async fn release_as(&self, owner: crate::Owner) -> crate::Result<bool> {
-                self.core.release_as(owner).await
+                Box::pin(self.core.release_as(owner)).await
             }
 
             /// Deletes the lock whoever holds it and wakes a waiter; `Ok(true)` if it was locked.
