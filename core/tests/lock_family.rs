@@ -395,6 +395,57 @@ async fn holds_of_every_renewal_kind_in_more_batches_than_go_at_once_are_all_kep
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_holds_than_a_renewal_window_takes_are_all_kept_while_some_come_and_go() {
+    // A round renews at most ~1,100 holds per window (whole batches of 100): 2,500 holds make
+    // three windows. Holds released and acquired again during the rounds must not disturb the
+    // others, and every one must still be held after several leases.
+    let server = RedisServer::start();
+    let c = client(
+        &server,
+        ClientOptions::new().watchdog_timeout(Duration::from_millis(600)),
+    )
+    .await;
+    let lost = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = lost.clone();
+    c.on_lock_lost(move |_| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    });
+    let me = Owner::new(1);
+    let locks: Vec<_> = (0..2500)
+        .map(|i| c.lock(&format!("window:{i}")).unwrap())
+        .collect();
+    let options = AcquireOptions::new();
+    for chunk in locks.chunks(250) {
+        let won =
+            futures_util::future::join_all(chunk.iter().map(|l| l.acquire_as(me, &options))).await;
+        assert!(won.into_iter().all(|w| w.unwrap()));
+    }
+    assert_eq!(c.watched_locks(), 2500);
+    // For four leases, every 50 ms: release one of the first 100 holds and take it again.
+    let started = Instant::now();
+    let mut i = 0;
+    while started.elapsed() < Duration::from_millis(2400) {
+        let lock = &locks[i % 100];
+        assert!(lock.release_as(me).await.unwrap());
+        assert!(lock.acquire_as(me, &options).await.unwrap());
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let held = futures_util::future::join_all(locks.iter().map(|l| l.hold_count_of(me))).await;
+    for (i, count) in held.into_iter().enumerate() {
+        assert_eq!(count.unwrap(), 1, "window:{i} not kept");
+    }
+    assert_eq!(lost.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(c.watched_locks(), 2500);
+    for chunk in locks.chunks(250) {
+        for r in futures_util::future::join_all(chunk.iter().map(|l| l.release_as(me))).await {
+            assert!(r.unwrap());
+        }
+    }
+    assert_eq!(c.watched_locks(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_explicit_lease_that_runs_out_while_held_is_reported_lost() {
     let server = RedisServer::start();
     let c = client(&server, ClientOptions::new()).await;

@@ -212,6 +212,8 @@ struct Hold {
     /// Releases of this hold in flight: a renewal that finds the lock gone meanwhile saw our own
     /// release, not a loss.
     releasing: u32,
+    /// The last renewal round that took this hold into one of its windows (0: none yet).
+    round: u32,
     /// When the last confirmed operation that set the lock's lease was sent.
     confirmed_sent: Instant,
     /// When that lease runs out, less the clock-drift margin: the lost-lock signal fires then
@@ -394,6 +396,7 @@ impl Holds {
                 releaser: acquired.releaser.clone(),
                 tenure: self.next_tenure.fetch_add(1, Ordering::Relaxed),
                 releasing: 0,
+                round: 0,
                 confirmed_sent: acquired.sent,
                 deadline: acquired.sent,
             })
@@ -607,31 +610,46 @@ impl Holds {
             .count()
     }
 
-    /// The holds the watchdog renews now.
+    /// The next window of the holds the watchdog renews in round `round`: up to `max` watched
+    /// holds that no earlier window of this round took, each marked as taken. Zero when the
+    /// round has taken every hold.
     ///
-    /// Fills `chunks` with the watched holds, in chunks of one renewal kind and at most a batch's
-    /// size. The caller keeps `chunks` from one round to the next: a chunk's allocation is reused
-    /// (emptied, not freed), so taking the snapshot allocates nothing once the number of holds is
-    /// steady. (A fresh vector of 10,000 holds each round, most of a megabyte, left that much
-    /// garbage in every allocator arena the round ran on.)
-    pub(crate) fn watched_into(&self, chunks: &mut Vec<Vec<Watched>>) {
+    /// Fills `chunks` with them, in chunks of one renewal kind and at most a batch's size. The
+    /// caller keeps `chunks` from one window (and round) to the next, so a window allocates
+    /// nothing once it has run at full size. A round goes through the holds window by window
+    /// rather than copying them all first: that copy, kept for the next round, cost every held
+    /// lock ~90 bytes. Each window scans the whole table (the caller sizes windows so a round
+    /// scans it a bounded number of times); a hold recorded during the round is taken by a later
+    /// window (a renewal more, which is harmless), a hold released during it is not renewed.
+    pub(crate) fn watched_window(
+        &self,
+        round: u32,
+        max: usize,
+        chunks: &mut Vec<Vec<Watched>>,
+    ) -> usize {
         for chunk in chunks.iter_mut() {
             chunk.clear();
         }
-        let map = lock(&self.map);
+        let mut map = lock(&self.map);
         let mut used = 0;
+        let mut taken = 0;
         // The chunk being filled, per renewal kind.
         let mut open: [Option<usize>; 3] = [None; 3];
-        for (k, h) in map.iter() {
-            if !h.watched() || h.lost.is_cancelled() {
+        for (k, h) in map.iter_mut() {
+            if taken == max {
+                break;
+            }
+            if h.round == round || !h.watched() || h.lost.is_cancelled() {
                 continue;
             }
+            h.round = round;
+            taken += 1;
             let renew = h.releaser.renew_kind();
             let at = match open[renew.index()] {
                 Some(at) if chunks[at].len() < self.batch => at,
                 _ => {
                     if used == chunks.len() {
-                        chunks.push(Vec::with_capacity(self.batch));
+                        chunks.push(Vec::with_capacity(self.batch.min(max)));
                     }
                     used += 1;
                     open[renew.index()] = Some(used - 1);
@@ -646,7 +664,8 @@ impl Holds {
             });
         }
         drop(map);
-        // Fewer holds than last round: let the spare chunks go.
+        // A smaller window than the last: let the spare chunks go.
         chunks.truncate(used);
+        taken
     }
 }

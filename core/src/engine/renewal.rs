@@ -53,9 +53,11 @@ pub(crate) async fn run(
         ranges: None,
         per_node: true,
     };
-    // Each round's snapshot of the watched holds, kept between rounds (emptied) so that rounds
-    // reuse its chunks rather than allocate and free them every time.
-    let mut snapshot: Vec<Vec<Watched>> = Vec::new();
+    // The watched holds of a round's current window, kept between windows and rounds (emptied)
+    // so that they reuse its chunks rather than allocate and free them every time.
+    let mut window: Vec<Vec<Watched>> = Vec::new();
+    // Which round this is: marks the holds a window has taken (0 is never a round).
+    let mut round: u32 = 0;
     loop {
         let Some(h) = holds.upgrade() else { return };
         report(&listener, h.expire_due(Instant::now()));
@@ -68,8 +70,9 @@ pub(crate) async fn run(
         was_watched = watched;
         if watched && now >= next_round {
             let started = now;
+            round = round.wrapping_add(1).max(1);
             let ok = {
-                let round = renew_round(&h, &conn, &listener, &mut view, &mut snapshot);
+                let round = renew_round(&h, &conn, &listener, &mut view, &mut window, round);
                 tokio::pin!(round);
                 // Keep firing deadlines while the round waits for Redis.
                 loop {
@@ -82,7 +85,7 @@ pub(crate) async fn run(
                 }
             };
             // Emptied at once, keeping the chunks' room for the next round.
-            for chunk in &mut snapshot {
+            for chunk in &mut window {
                 chunk.clear();
             }
             if ok {
@@ -139,25 +142,46 @@ struct Batch<'a> {
     node: Option<u16>,
 }
 
-/// Renews every watched hold once; `false` if any batch failed (to be retried).
+/// The fewest holds a round's window takes (a window of few holds would pipeline little).
+const WINDOW_MIN: usize = 1024;
+/// The most windows a round is cut into (each window scans the table of holds once).
+const WINDOWS_MAX: usize = 8;
+
+/// Renews every watched hold once, window by window (see [`Holds::watched_window`]); `false` if
+/// any batch failed (to be retried).
+async fn renew_round(
+    holds: &Holds,
+    conn: &Conn,
+    listener: &ArcSwapOption<LostListener>,
+    view: &mut ClusterView,
+    window: &mut Vec<Vec<Watched>>,
+    round: u32,
+) -> bool {
+    // Whole batches per window, so that windows cost no more scripts than one pass would.
+    let size = WINDOW_MIN
+        .max(holds.watched_count().div_ceil(WINDOWS_MAX))
+        .next_multiple_of(holds.batch);
+    let mut all_ok = true;
+    while holds.watched_window(round, size, window) > 0 {
+        all_ok &= renew_window(holds, conn, listener, view, window).await;
+    }
+    all_ok
+}
+
+/// Renews the holds of one window; `false` if any batch failed.
 ///
 /// On one server: one script per kind and batch of `watchdog_batch_size`, pipelined
 /// [`BATCHES_IN_FLIGHT`] at a time. On a
 /// cluster: one script per master, kind and batch (keys of any slot the master serves); a key a
 /// master turns out not to serve (a slot moved since the slot map was read) is renewed again in
 /// the same round by a script routed by its slot, as on a cluster before Redis 7.
-async fn renew_round(
+async fn renew_window(
     holds: &Holds,
     conn: &Conn,
     listener: &ArcSwapOption<LostListener>,
     view: &mut ClusterView,
-    snapshot: &mut Vec<Vec<Watched>>,
+    watched: &[Vec<Watched>],
 ) -> bool {
-    holds.watched_into(snapshot);
-    let watched = &*snapshot;
-    if watched.is_empty() {
-        return true;
-    }
     if !conn.is_cluster() {
         // One server: each chunk (one kind, at most a batch) is a batch.
         let batches = watched
