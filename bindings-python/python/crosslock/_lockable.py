@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generic, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generic, Hashable, Optional, TypeVar
 
 from . import _native
 from ._identity import current_owner
+from ._routes import lock_route
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
 
 if TYPE_CHECKING:
@@ -310,7 +311,7 @@ class _Lockable:
         """``True`` once the calling thread's (or task's) hold may be lost (see the class docs);
         stays true until it acquires the lock again. Check it in long critical sections."""
         owner = current_owner()
-        if self._client._lost and self._client._was_lost((self.name, self._is_write), owner):
+        if self._client._lost and self._client._was_lost(self._route, owner):
             return True
         return self._native.is_lost(owner)
 
@@ -349,13 +350,18 @@ class _Lockable:
         """Whether its holder strings end in ``:write`` (the lost-event route)."""
         return self._native.kind == "write_lock"
 
+    @property
+    def _route(self) -> Hashable:
+        """The key of its lost-hold route (see ``_routes.lock_route``)."""
+        return lock_route(self.name, self._is_write)
+
     # -- lost-lock bookkeeping (called by Client) --------------------------------------------
 
     def _forget_lost(self, owner: int) -> None:
         """Acquired by ``owner``: its hold of this lock (through any object) is no longer lost."""
         client = self._client
         if client._lost:  # almost always empty: nothing to take or look up
-            client._forget_lost((self.name, self._is_write), owner)
+            client._forget_lost(self._route, owner)
 
 
 class _Acquired(Generic[_Entered]):

@@ -6,12 +6,12 @@ import os
 import threading
 import weakref
 from types import TracebackType
-from typing import Optional, Union
+from typing import Hashable, Optional, Union
 
 from . import _native
 from ._identity import current_owner
 from ._lockable import LostCallback, _Lockable, _seconds
-from ._routes import Routes
+from ._routes import Routes, lock_route
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
 from .fair_lock import FairLock
 from .inspect import Inspection, Watch
@@ -431,11 +431,11 @@ class Client:
             )
         return name
 
-    def _was_lost(self, route: tuple[str, bool], owner: int) -> bool:
+    def _was_lost(self, route: Hashable, owner: int) -> bool:
         with self._locks_guard:
             return owner in self._lost.get(route, ())
 
-    def _forget_lost(self, route: tuple[str, bool], owner: int) -> None:
+    def _forget_lost(self, route: Hashable, owner: int) -> None:
         with self._locks_guard:
             owners = self._lost.get(route)
             if owners is not None:
@@ -446,7 +446,7 @@ class Client:
     def _register(self, lock: _Lockable) -> None:
         """Called by every lock object: the route of its lost-lock events."""
         with self._locks_guard:
-            self._locks.add((lock.name, lock._is_write), lock)
+            self._locks.add(lock._route, lock)
 
     def holder(self) -> str:
         """The holder string (``<client-uuid>:<n>``) of the calling thread or asyncio task: what
@@ -504,7 +504,7 @@ class Client:
                     except Exception as exc:  # nobody to catch it on this thread
                         _native._write_unraisable(exc, sem.on_lost)
             return
-        route = (name, kind == "write_lock")
+        route = lock_route(name, kind == "write_lock")
         with self._locks_guard:
             locks = self._locks.get(route)
             self._lost.setdefault(route, set()).add(owner)
