@@ -5,7 +5,7 @@
  * @module
  */
 import type { CrosslockError } from './errors'
-import { LockLostError, NotHeldError, hasCode } from './errors'
+import { LockLostError, NotHeldError, fromNative, hasCode } from './errors'
 import type { Lockable } from './lockable'
 
 /**
@@ -130,8 +130,10 @@ export class HeldLock implements AsyncDisposable {
     this.#released = true
     this.lock.client._holds.untrack(this)
     try {
-      await this.lock._release(this.owner)
-    } catch (e) {
+      // The native promise awaited here, not through `_release` (one promise less per release).
+      await this.lock._native.release(this.owner)
+    } catch (raw) {
+      const e = fromNative(raw)
       if (hasCode(e, 'LOCK_LOST')) {
         this.lock.client._holds.lostAll(this.lock, this.owner, e as LockLostError)
         this._lost(e as LockLostError)

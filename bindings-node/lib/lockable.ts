@@ -196,8 +196,8 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * await held2.release()
    * ```
    */
-  async acquire(options?: AcquireOptions): Promise<H> {
-    return (await this.#acquire(checkAcquire(options, this.name, null), true)) as H
+  acquire(options?: AcquireOptions): Promise<H> {
+    return this.#acquire(options, null, true) as Promise<H>
   }
 
   /**
@@ -213,11 +213,22 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * try { await doWork() } finally { await held.release() }
    * ```
    */
-  async tryAcquire(options?: AcquireOptions): Promise<H | null> {
-    return this.#acquire(checkAcquire(options, this.name, 0), false)
+  tryAcquire(options?: AcquireOptions): Promise<H | null> {
+    return this.#acquire(options, 0, false)
   }
 
-  async #acquire(o: Checked, failOnTimeout: boolean): Promise<H | null> {
+  /**
+   * The one async function of an acquire (the public methods return its promise as it is: one
+   * more async layer costs a promise and a turn of the microtask queue per call). Bad options
+   * reject it, as they would an `async acquire()`. `checked`: options already checked.
+   */
+  async #acquire(
+    options: unknown,
+    defaultWait: number | null,
+    failOnTimeout: boolean,
+    checked?: Checked,
+  ): Promise<H | null> {
+    const o = checked ?? checkAcquire(options, this.name, defaultWait)
     const owner = acquiringOwner(o.owner)
     let acquired: bigint | null
     if (o.signal === undefined) {
@@ -311,7 +322,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
     const o = checkAcquire(options, this.name, null)
     const owner = acquiringOwner(o.owner)
     return inScope(owner, async () => {
-      const held = (await this.#acquire({ ...o, owner }, true)) as H
+      const held = (await this.#acquire(undefined, null, true, { ...o, owner })) as H
       let result: T
       try {
         result = await fn(held)
