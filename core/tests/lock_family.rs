@@ -565,3 +565,34 @@ async fn close_releases_every_hold_and_wakes_waiters() {
     }
     assert_eq!(leftover_keys(&server), Vec::<String>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_releases_more_holds_than_it_sends_at_once() {
+    // A closing client releases its holds a few hundred at a time: 1,500 holds of several owners
+    // and kinds must all be gone from Redis when close() returns.
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    let options = AcquireOptions::new();
+    let mut locks = Vec::new();
+    for (kind, make) in KINDS {
+        for i in 0..1500 / KINDS.len() {
+            locks.push(make(&c, &format!("close-many:{kind}:{i}")));
+        }
+    }
+    for (i, chunk) in locks.chunks(250).enumerate() {
+        let owner = Owner::new(i as u64 + 1);
+        for won in
+            futures_util::future::join_all(chunk.iter().map(|l| l.acquire_as(owner, &options)))
+                .await
+        {
+            assert!(won.unwrap().is_some());
+        }
+    }
+    assert!(c.watched_locks() >= 1500 - KINDS.len());
+    // Spawned, as an application's shutdown path may: close()'s future must be Send.
+    let closing = c.clone();
+    tokio::spawn(async move { closing.close().await })
+        .await
+        .unwrap();
+    assert_eq!(leftover_keys(&server), Vec::<String>::new());
+}
