@@ -8,6 +8,7 @@
 mod support;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crosslock::{AcquireOptions, AnyLock, Client, ClientOptions, ErrorKind, Owner};
@@ -60,6 +61,16 @@ async fn until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
 
 /// Only the detector's keys (and a fenced lock's token counter, which outlives the lock by
 /// design) may remain.
+/// How many lost-lock events `c` has told so far.
+fn losses(c: &Client) -> Arc<AtomicUsize> {
+    let lost = Arc::new(AtomicUsize::new(0));
+    let seen = lost.clone();
+    c.on_lock_lost(move |_| {
+        seen.fetch_add(1, Ordering::SeqCst);
+    });
+    lost
+}
+
 fn leftover_keys(server: &RedisServer) -> Vec<String> {
     let mut keys: Vec<String> = redis::cmd("KEYS")
         .arg("*")
@@ -349,11 +360,7 @@ async fn holds_of_every_renewal_kind_in_more_batches_than_go_at_once_are_all_kep
             .watchdog_batch_size(2),
     )
     .await;
-    let lost = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let seen = lost.clone();
-    c.on_lock_lost(move |_| {
-        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    });
+    let lost = losses(&c);
     let me = Owner::new(1);
     let mut locks = Vec::new();
     for (kind, make) in ALL_KINDS {
@@ -381,7 +388,7 @@ async fn holds_of_every_renewal_kind_in_more_batches_than_go_at_once_are_all_kep
         0,
         "a permit expired"
     );
-    assert_eq!(lost.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(lost.load(Ordering::SeqCst), 0);
     for (kind, lock) in &locks {
         lock.release_as(me)
             .await
@@ -405,11 +412,7 @@ async fn more_holds_than_a_renewal_window_takes_are_all_kept_while_some_come_and
         ClientOptions::new().watchdog_timeout(Duration::from_millis(600)),
     )
     .await;
-    let lost = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let seen = lost.clone();
-    c.on_lock_lost(move |_| {
-        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    });
+    let lost = losses(&c);
     let me = Owner::new(1);
     let locks: Vec<_> = (0..2500)
         .map(|i| c.lock(&format!("window:{i}")).unwrap())
@@ -435,7 +438,7 @@ async fn more_holds_than_a_renewal_window_takes_are_all_kept_while_some_come_and
     for (i, count) in held.into_iter().enumerate() {
         assert_eq!(count.unwrap(), 1, "window:{i} not kept");
     }
-    assert_eq!(lost.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(lost.load(Ordering::SeqCst), 0);
     assert_eq!(c.watched_locks(), 2500);
     for chunk in locks.chunks(250) {
         for r in futures_util::future::join_all(chunk.iter().map(|l| l.release_as(me))).await {
