@@ -242,9 +242,10 @@ class Client:
         # Lock objects by (name, is-write), the route of lost-lock events: every object whose
         # holds share the Redis field (a Lock and a FencedLock of one name) hears the event.
         self._locks: Routes[_Lockable] = Routes()
-        # The owners whose hold of a (name, is-write) may be lost, until they acquire it again
-        # (through any object of that name): the sticky side of `Lock.lost`.
-        self._lost: dict[tuple[str, bool], set[int]] = {}
+        # The owners whose hold of a lock may be lost, by route (`lock_route`: the name, or
+        # (name, True) for a write lock), until they acquire it again (through any object of that
+        # name): the sticky side of `Lock.lost`.
+        self._lost: dict[Hashable, set[int]] = {}
         self._lost_purge_at = 64
         self._permit_sems: Routes[PermitExpirableSemaphore] = Routes()
         self._locks_guard = threading.Lock()
