@@ -135,80 +135,6 @@ pub(crate) fn enter() -> tokio::runtime::EnterGuard<'static> {
     current().runtime.enter()
 }
 
-/// What [`start_here`] did with a future.
-///
-/// # Examples
-///
-/// ```
-/// use crosslock::runtime::{start_here, Started};
-/// match start_here(async { 6 * 7 }) {
-///     Started::Done(answer) => assert_eq!(answer, 42),
-///     Started::Running(task) => assert_eq!(crosslock::runtime::block_on(task).unwrap(), 42),
-/// }
-/// ```
-#[derive(Debug)]
-pub enum Started<T> {
-    /// It finished on the calling thread.
-    Done(T),
-    /// It had to wait, and goes on as a task on the process-wide runtime.
-    Running(JoinHandle<T>),
-}
-
-/// Starts `future` on the calling thread, for a caller that is going to block until it is done
-/// anyway (a sync binding method): polls it once there, and spawns the rest on the process-wide
-/// runtime only if it has to wait.
-///
-/// During that first poll the future's Redis scripts go over *lanes*, blocking connections used
-/// from this thread, so an uncontended acquire or release makes its round trip without waking any
-/// runtime thread (a hand-off costs several context switches per call). Results, errors and
-/// cancel safety are those of the same future spawned. The first poll blocks for at most one
-/// round trip per script it runs (each bounded by the client's response timeout) and does not
-/// return early for signals.
-///
-/// From inside the runtime (a runtime worker or a thread in `block_on`) it only spawns: a runtime
-/// thread must never block.
-///
-/// # Examples
-///
-/// ```
-/// use crosslock::runtime::{start_here, Started};
-/// let result = match start_here(async { "done" }) {
-///     Started::Done(value) => value,
-///     Started::Running(task) => crosslock::runtime::block_on(task).unwrap(),
-/// };
-/// assert_eq!(result, "done");
-/// ```
-pub fn start_here<F>(future: F) -> Started<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    if Handle::try_current().is_ok() {
-        return Started::Running(spawn(future));
-    }
-    match first_poll_here(Box::pin(future)) {
-        Ok(value) => Started::Done(value),
-        // The task's first poll registers its own waker wherever the future waits.
-        Err(future) => Started::Running(spawn(future)),
-    }
-}
-
-/// The first poll of [`start_here`] and [`begin_here`]: on this thread, inside the runtime's
-/// context, with lanes; the future back if it has to wait.
-fn first_poll_here<T>(
-    mut future: Pin<Box<dyn Future<Output = T> + Send>>,
-) -> std::result::Result<T, Pin<Box<dyn Future<Output = T> + Send>>> {
-    let polled = {
-        let _entered = current().runtime.enter();
-        let mut cx = Context::from_waker(Waker::noop());
-        crate::lane::with_lanes(|| future.as_mut().poll(&mut cx))
-    };
-    match polled {
-        Poll::Ready(value) => Ok(value),
-        Poll::Pending => Err(future),
-    }
-}
-
 /// A call [`begin_here`] started on its caller's thread that has to wait.
 ///
 /// The caller goes on waiting for it on its own thread ([`Here::wait`]): the future is polled
@@ -335,8 +261,20 @@ impl<T: Send + 'static> Here<T> {
     }
 }
 
-/// Starts `future` on the calling thread as [`start_here`] does, and if it has to wait, hands it
-/// back to be waited for on this thread ([`Here`]) instead of spawning it.
+/// Starts `future` on the calling thread, for a caller that is going to block until it is done
+/// anyway (a sync binding method): polls it once there and, if it has to wait, hands it back to
+/// be waited for on this thread ([`Here::wait`]) or let go to finish on the runtime
+/// ([`Here::detach`]).
+///
+/// During that first poll the future's Redis scripts go over *lanes*, blocking connections used
+/// from this thread, so an uncontended acquire or release makes its round trip without waking any
+/// runtime thread (a hand-off costs several context switches per call). Results, errors and
+/// cancel safety are those of the same future spawned. The first poll blocks for at most one
+/// round trip per script it runs (each bounded by the client's response timeout) and does not
+/// return early for signals.
+///
+/// From inside the runtime (a runtime worker or a thread in `block_on`) it only spawns, and the
+/// [`Here`] waits for that task: a runtime thread must never block on a future.
 ///
 /// # Examples
 ///
@@ -367,10 +305,19 @@ where
             inner: HereInner::Task(result),
         });
     }
-    // The next poll registers the waiting thread's waker wherever the future waits.
-    first_poll_here(Box::pin(future)).map_err(|future| Here {
-        inner: HereInner::Local(future),
-    })
+    let mut future: Pin<Box<dyn Future<Output = F::Output> + Send>> = Box::pin(future);
+    let polled = {
+        let _entered = current().runtime.enter();
+        let mut cx = Context::from_waker(Waker::noop());
+        crate::lane::with_lanes(|| future.as_mut().poll(&mut cx))
+    };
+    match polled {
+        Poll::Ready(value) => Ok(value),
+        // The next poll registers the waiting thread's waker wherever the future waits.
+        Poll::Pending => Err(Here {
+            inner: HereInner::Local(future),
+        }),
+    }
 }
 
 /// Runs `future` to completion on the process-wide runtime, blocking the calling thread.
