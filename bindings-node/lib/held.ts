@@ -130,7 +130,7 @@ export class HeldLock implements AsyncDisposable {
     this.#released = true
     this.lock.client._holds.untrack(this)
     try {
-      // The native promise awaited here, not through `_release` (one promise less per release).
+      // The native promise awaited here (one promise less per release than through a wrapper).
       await this.lock._native.release(this.owner)
     } catch (raw) {
       const e = fromNative(raw)

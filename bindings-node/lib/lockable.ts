@@ -445,11 +445,6 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
     )
   }
 
-  /** @internal Releases one hold of `owner` in Redis. */
-  _release(owner: number): Promise<boolean> {
-    return viaNative(() => this.#native.release(owner))
-  }
-
   /** @internal Whether core recorded the hold of `owner` as lost. */
   _isLost(owner: number): boolean {
     return viaNative(() => this.#native.isLost(owner))
