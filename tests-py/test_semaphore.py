@@ -76,6 +76,43 @@ async def test_eight_asyncio_tasks_never_hold_more_permits_than_set(client, redi
     assert await sem.available_permits_async() == PERMITS
 
 
+def test_event_loops_on_several_threads_share_one_semaphore(client, redis_server):
+    """One client and semaphore used by asyncio loops on three threads: a release on one loop's
+    thread hands the local queue's turn to a task of another loop, whose loop must wake for it."""
+    sem = client.semaphore("loops-on-threads")
+    assert sem.try_set_permits(1)
+    rounds = 150
+    done: dict[int, int] = {}
+    errors: list[BaseException] = []
+
+    def loop_thread(i: int) -> None:
+        async def work() -> int:
+            with redis_server.raw() as r:
+                for n in range(rounds):
+                    async with sem:
+                        assert r.command("INCR", "loops-inside") == 1  # one permit: one holder
+                        await asyncio.sleep(0)  # the other loops' tasks queue up meanwhile
+                        r.command("DECR", "loops-inside")
+            return rounds
+
+        try:
+            done[i] = asyncio.run(work())
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=loop_thread, args=(i,), daemon=True) for i in range(3)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    assert not errors, errors
+    stuck = [i for i, t in enumerate(threads) if t.is_alive()]
+    assert not stuck, f"loops {stuck} never woke for their turn (done: {done})"
+    assert done == {0: rounds, 1: rounds, 2: rounds}
+    assert sem.available_permits() == 1
+
+
 def test_every_permit_can_be_out_at_once_and_no_more(client, other):
     name = "all-out"
     sem = client.semaphore(name)

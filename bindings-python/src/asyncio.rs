@@ -72,7 +72,8 @@ impl Queue {
             done.len() == 1
         };
         // Pushed by the loop's own thread while it drains: the drain runs it before returning.
-        if first && !DRAINING.with(Cell::get) {
+        // (Pushed by a thread draining another loop's queue: that drain does not run it.)
+        if first && DRAINING.with(Cell::get) != std::ptr::from_ref(self) {
             // A full socket buffer (WouldBlock) means a wake-up is pending anyway.
             let _ = (&self.wake).write(&[1]);
         }
@@ -88,7 +89,7 @@ impl Queue {
                 break;
             }
         }
-        let was = DRAINING.with(|d| d.replace(true));
+        let was = DRAINING.with(|d| d.replace(std::ptr::from_ref(self)));
         for _ in 0..DRAIN_ROUNDS {
             let done = std::mem::take(&mut *self.done.lock().unwrap_or_else(|e| e.into_inner()));
             if done.is_empty() {
@@ -101,7 +102,7 @@ impl Queue {
         DRAINING.with(|d| d.set(was));
         // Work left after the last round (a task that keeps waking itself) waits for the next
         // turn of the loop, like any other.
-        if !was
+        if was != std::ptr::from_ref(self)
             && !self
                 .done
                 .lock()
@@ -114,9 +115,11 @@ impl Queue {
 }
 
 thread_local! {
-    /// Whether this thread is draining a queue: what it pushes meanwhile is run by that drain,
-    /// so it needs no wake-up byte (and no extra turn of the loop).
-    static DRAINING: Cell<bool> = const { Cell::new(false) };
+    /// The queue this thread is draining, if any: what it pushes there meanwhile is run by that
+    /// drain, so it needs no wake-up byte (and no extra turn of the loop). What it pushes on
+    /// another loop's queue (a task of a loop on another thread, woken from here) still wakes
+    /// that loop.
+    static DRAINING: Cell<*const Queue> = const { Cell::new(std::ptr::null()) };
 }
 
 /// How many times one drain takes the queue again for work pushed while it ran.
@@ -351,7 +354,7 @@ impl LaneReader {
             return self.ready.ready();
         };
         // The futures the replies wake are pushed on the queue and polled right here.
-        let was = DRAINING.with(|d| d.replace(true));
+        let was = DRAINING.with(|d| d.replace(Arc::as_ptr(&queue)));
         self.ready.ready();
         DRAINING.with(|d| d.set(was));
         queue.drain(py);
