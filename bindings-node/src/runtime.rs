@@ -58,13 +58,14 @@ impl Queue {
     /// Queues `completion` for the JavaScript thread; drops it if the environment is gone.
     fn send(&self, completion: Completion) {
         // Pushed by the JavaScript thread while it drains a lane's replies: run by that drain,
-        // with no trip through the thread-safe function (see `poll_ready`).
+        // with no trip through the thread-safe function (see `poll_ready`). Not when the drain
+        // is another environment's (its thread must not run this one's work).
         let Some(completion) = DRAIN.with(|drain| match drain.borrow_mut().as_mut() {
-            Some(local) => {
+            Some((queue, local)) if ptr::eq(*queue, self) => {
                 local.push(completion);
                 None
             }
-            None => Some(completion),
+            _ => Some(completion),
         }) else {
             return;
         };
@@ -179,11 +180,14 @@ impl Drop for Settle {
 }
 
 thread_local! {
-    /// The environment whose [`JsTask`] this thread is polling, if it is: a settlement made
-    /// there needs no trip through the queue.
-    static POLLING_IN: std::cell::Cell<sys::napi_env> = const { std::cell::Cell::new(ptr::null_mut()) };
-    /// The completions queued while this (JavaScript) thread drains a lane's replies, if it is.
-    static DRAIN: std::cell::RefCell<Option<Vec<Completion>>> = const { std::cell::RefCell::new(None) };
+    /// The environment (and its queue) whose [`JsTask`] this thread is polling, if it is: a
+    /// settlement of that environment made there needs no trip through the queue.
+    static POLLING_IN: std::cell::Cell<(sys::napi_env, *const Queue)> =
+        const { std::cell::Cell::new((ptr::null_mut(), ptr::null())) };
+    /// The queue whose lane replies this (JavaScript) thread drains, if it does, and the
+    /// completions queued on it meanwhile.
+    static DRAIN: std::cell::RefCell<Option<(*const Queue, Vec<Completion>)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// How many times one drain takes its completions again for work queued while it ran.
@@ -213,11 +217,12 @@ where
             state.settled(&env);
         }
     });
-    let here = POLLING_IN.with(std::cell::Cell::get);
-    if here.is_null() {
+    let (here, polling) = POLLING_IN.with(std::cell::Cell::get);
+    if here.is_null() || !ptr::eq(polling, queue) {
         queue.send(settle);
     } else {
-        // On the JavaScript thread, inside a Node-API call or a queue callback of `here`.
+        // On the JavaScript thread, inside a Node-API call or a queue callback of `here`, the
+        // environment of `queue`.
         settle(Env::from_raw(here));
     }
 }
@@ -317,13 +322,13 @@ impl JsTask {
     /// Polls the future once (on the JavaScript thread of `env`); drops it once finished. A
     /// panic drops it too, and its [`Settle`] rejects the promise.
     fn run(self: &Arc<Self>, env: &Env) {
-        struct Reset(sys::napi_env);
+        struct Reset((sys::napi_env, *const Queue));
         impl Drop for Reset {
             fn drop(&mut self) {
                 POLLING_IN.with(|p| p.set(self.0));
             }
         }
-        let _reset = Reset(POLLING_IN.with(|p| p.replace(env.raw())));
+        let _reset = Reset(POLLING_IN.with(|p| p.replace((env.raw(), Arc::as_ptr(&self.queue)))));
         self.scheduled.store(false, Ordering::Release);
         let mut slot = self.future.lock().unwrap_or_else(|e| e.into_inner());
         let Some(future) = slot.as_mut() else { return };
@@ -465,14 +470,14 @@ unsafe extern "C" fn poll_ready(handle: *mut c_void, _status: c_int, _events: c_
 /// Runs `read`, then the completions it (and they) queued on this thread, up to [`DRAIN_ROUNDS`]
 /// times; what is left after goes through the queue, like any other work.
 fn drain(scope: &Scope, read: impl FnOnce()) {
-    let outer = DRAIN.with(|d| d.replace(Some(Vec::new())));
+    let outer = DRAIN.with(|d| d.replace(Some((Arc::as_ptr(&scope.queue), Vec::new()))));
     read();
     let env = Env::from_raw(scope.env);
     for _ in 0..DRAIN_ROUNDS {
         let batch = DRAIN.with(|d| {
             d.borrow_mut()
                 .as_mut()
-                .map(std::mem::take)
+                .map(|(_, local)| std::mem::take(local))
                 .unwrap_or_default()
         });
         if batch.is_empty() {
@@ -482,7 +487,10 @@ fn drain(scope: &Scope, read: impl FnOnce()) {
             completion(env);
         }
     }
-    let left = DRAIN.with(|d| d.replace(outer)).unwrap_or_default();
+    let left = DRAIN
+        .with(|d| d.replace(outer))
+        .map(|(_, local)| local)
+        .unwrap_or_default();
     for completion in left {
         scope.queue.send(completion);
     }
