@@ -74,7 +74,9 @@ class Runner:
             gc = ["--expose-gc"] if scenario == "holders" else []
             return ["node", *gc, NODE_WORKER, scenario, lib, self.url, *flags]
         if lang == "rust":
-            return [self.rust_bin, scenario, self.url, *flags]
+            # crosslock-app: called from a task of the application's own tokio runtime.
+            app = ["--runtime", "app"] if lib == "crosslock-app" else []
+            return [self.rust_bin, scenario, self.url, *flags, *app]
         raise ValueError(lang)
 
 
@@ -186,11 +188,15 @@ def redis_benchmark(port: int, clients: int, n: int, command: list[str]) -> dict
     return {k: float(v) for k, v in row.items() if k != "test"}
 
 
+def floor_command(r: redis.Redis) -> list[str]:
+    """The floor's command: one EVALSHA of a script as small as an acquire (HSET + PEXPIRE)."""
+    return ["EVALSHA", r.script_load(SCRIPT), "1", "bench:floor", "field", "30000"]
+
+
 def floor(cfg, r: redis.Redis, port: int) -> list[dict]:
-    sha = r.script_load(SCRIPT)
     tests = [
         ("PING", ["PING"]),
-        ("EVALSHA HSET+PEXPIRE", ["EVALSHA", sha, "1", "bench:floor", "field", "30000"]),
+        ("EVALSHA HSET+PEXPIRE", floor_command(r)),
     ]
     out = []
     for name, command in tests:
@@ -213,12 +219,23 @@ def floor(cfg, r: redis.Redis, port: int) -> list[dict]:
 # Scenario 1: uncontended
 
 
-def uncontended(cfg, runner: Runner, plan: list[tuple[str, str]] | None = None) -> list[dict]:
+FLOOR_KEY = ("floor", "redis-benchmark")
+
+
+def uncontended(cfg, runner: Runner, plan: list[tuple[str, str]] | None = None,
+                floor_at: tuple[int, list[str]] | None = None) -> list[dict]:
     """Every library once per round, the order rotating between rounds: a slow spell of the machine
-    then hits all libraries alike instead of one library's whole series."""
+    then hits all libraries alike instead of one library's whole series. With `floor_at` (the
+    server's port and the floor's EVALSHA), the floor runs in the rotation too, as one more entry
+    (FLOOR_KEY: redis-benchmark, one client, pairs/s = EVALSHA rate ÷ 2), so the Rust core's share
+    of the floor is a per-round ratio like every other."""
     if plan is None:
-        plan = [("rust", "crosslock")] + [("python", lib) for lib in PY_LIBS] + [("node", lib) for lib in NODE_LIBS]
+        plan = [("rust", "crosslock"), ("rust", "crosslock-app")]
+        plan += [("python", lib) for lib in PY_LIBS] + [("node", lib) for lib in NODE_LIBS]
     plan = [(lang, lib) for lang, lib in plan if cfg.want(lang, lib)]
+    if floor_at and ("rust", "crosslock") in plan:
+        plan.insert(plan.index(("rust", "crosslock")) + 1, FLOOR_KEY)
+    floor_n = None
     acc: dict[tuple[str, str], dict] = {}
     broken: set[tuple[str, str]] = set()
     for rnd in range(cfg.repeats):
@@ -227,6 +244,20 @@ def uncontended(cfg, runner: Runner, plan: list[tuple[str, str]] | None = None) 
             if (lang, lib) in broken:
                 continue
             what = f"uncontended {lang}/{lib} (round {rnd + 1})"
+            if (lang, lib) == FLOOR_KEY:
+                port, command = floor_at
+                try:
+                    if floor_n is None:  # sized from a probe so a run lasts about cfg.seconds
+                        probe = redis_benchmark(port, 1, cfg.floor_probe, command)
+                        floor_n = int(min(max(probe["rps"] * cfg.seconds, cfg.floor_probe), 5_000_000))
+                    rps = redis_benchmark(port, 1, floor_n, command)["rps"]
+                except Exception as e:  # noqa: BLE001
+                    fail(f"{what}: {e}")
+                    broken.add(FLOOR_KEY)
+                    continue
+                entry = acc.setdefault(FLOOR_KEY, {"lang": lang, "lib": lib, "runs": [], "warmups": [None]})
+                entry["runs"].append({"pairs_per_s": rps / 2, "evalsha_per_s": rps})
+                continue
             batch = {"python": cfg.py_warmup_batch, "node": cfg.node_warmup_batch, "rust": cfg.node_warmup_batch}[lang]
             cmd = runner.cmd(lang, "uncontended", lib, name=f"bench:u:{lang}:{lib}",
                              seconds=cfg.seconds, repeats=1, warmup_batch=batch)
@@ -871,7 +902,7 @@ def main():
     results = {"smoke": a.smoke, "meta": meta(r)}
     scenarios = [
         ("floor", lambda: floor(cfg, r, port)),
-        ("uncontended", lambda: uncontended(cfg, runner)),
+        ("uncontended", lambda: uncontended(cfg, runner, floor_at=(port, floor_command(r)))),
         ("handoff", lambda: handoff(cfg, runner)),
         ("handoff_load", lambda: handoff_load(cfg, runner)),
         ("contended", lambda: contended(cfg, runner, r)),

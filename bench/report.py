@@ -64,6 +64,8 @@ def table(head, rows):
     return "\n".join(out)
 
 
+# The floor as run in every uncontended round (harness.FLOOR_KEY).
+FLOOR = ("floor", "redis-benchmark")
 LANG_NAME = {"rust": "Rust", "python": "Python", "node": "Node", "python->node": "Python → Node"}
 
 
@@ -120,6 +122,14 @@ def main():
         rs = [x["pairs_per_s"] / y["pairs_per_s"] for x, y in zip(a["runs"], b["runs"])]
         return (med(rs), min(rs), max(rs)) if rs else None
 
+    def of_floor(lang, lib, rate):
+        """This library's share of the floor: the per-round median when the floor ran in the
+        rounds, else against the floor scenario's median."""
+        per_round = across((lang, lib), FLOOR)
+        if per_round:
+            return f"{per_round[0] * 100:.0f}%"
+        return f"{rate / floor_pairs * 100:.0f}%" if floor_pairs else "–"
+
     def frr(t):
         return "–" if t is None else f"{t[0]:.2f}× ({t[1]:.2f}–{t[2]:.2f})"
 
@@ -167,10 +177,23 @@ def main():
         return "**met**" if ok else "**not met**" if ok is not None else "not measured"
 
     ru = unc_rate("rust", "crosslock")
-    r3 = ratio(ru, floor_pairs)
-    bars.append(["Rust core ≥ 90% of the floor (EVALSHA, 1 client, ÷ 2 round trips)",
-                 f"{f0(ru)} vs {f0(floor_pairs)} pairs/s = {'–' if r3 is None else f'{r3 * 100:.0f}%'}",
-                 yes(None if r3 is None else r3 >= 0.9)])
+    rf = across(("rust", "crosslock"), FLOOR)
+    if rf:  # the floor measured in every round, beside the libraries
+        bars.append(["Rust core ≥ 90% of the floor (EVALSHA, 1 client, ÷ 2 round trips)",
+                     f"{f0(ru)} vs {f0(unc_rate(*FLOOR))} pairs/s; per-round ratio "
+                     f"{rf[0] * 100:.0f}% ({rf[1] * 100:.0f}–{rf[2] * 100:.0f}%)",
+                     yes(rf[0] >= 0.9)])
+        rfa = across(("rust", "crosslock-app"), FLOOR)
+        if rfa:
+            bars.append(["Rust core called from the application's own tokio runtime ≥ 90% of the floor",
+                         f"{f0(unc_rate('rust', 'crosslock-app'))} vs {f0(unc_rate(*FLOOR))} pairs/s; per-round ratio "
+                         f"{rfa[0] * 100:.0f}% ({rfa[1] * 100:.0f}–{rfa[2] * 100:.0f}%)",
+                         yes(rfa[0] >= 0.9)])
+    else:
+        r3 = ratio(ru, floor_pairs)
+        bars.append(["Rust core ≥ 90% of the floor (EVALSHA, 1 client, ÷ 2 round trips)",
+                     f"{f0(ru)} vs {f0(floor_pairs)} pairs/s = {'–' if r3 is None else f'{r3 * 100:.0f}%'}",
+                     yes(None if r3 is None else r3 >= 0.9)])
     for lang, lib, label, peers in [
         ("python", "crosslock", "Python sync", ["redis-py", "python-redis-lock", "pottery"]),
         ("python", "crosslock-asyncio", "Python asyncio", ["redis-py-asyncio"]),
@@ -189,7 +212,9 @@ def main():
     for lang, op, label in [("python", "crosslock pair (watchdog)", "Python sync"),
                             ("python", "crosslock asyncio pair (watchdog)", "Python asyncio"),
                             ("node", "crosslock pair (watchdog)", "Node"),
-                            ("rust", "crosslock pair (watchdog)", "Rust")]:
+                            ("rust", "crosslock pair (watchdog)", "Rust"),
+                            ("rust", "crosslock pair (watchdog), from the application's runtime",
+                             "Rust, called from the application's runtime")]:
         c = costs.get((lang, op))
         if c:
             bars.append([f"≤ 3 context switches per acquire + release pair: {label}", f"{f1(c['cs'])} (scenario 6)",
@@ -265,9 +290,15 @@ def main():
       "the rounds; latency percentiles are per pair, median over the rounds. *crosslock ÷ this* is "
       "the median (min–max) over the rounds of the two libraries' ratio within the same round, which "
       "cancels the machine's slow swings. crosslock's pair includes registering the hold with the "
-      "watchdog (no lease given).")
+      "watchdog (no lease given). The floor (scenario 5's EVALSHA with one client, ÷ 2) runs in the "
+      "rotation too, right after the Rust core, for 1 s a round: *of the floor* is the median over "
+      "the rounds of the library's pairs/s over that round's floor. The Rust core runs twice: "
+      "`crosslock`, its loop a task on crosslock's own runtime (where the connection's I/O runs: "
+      "the ceiling the bindings are measured against), and `crosslock-app`, its loop a task of the "
+      "application's own multi-thread tokio runtime, as `#[tokio::main]` builds it: how a Rust "
+      "program calls it.")
     w("")
-    for lang, libs in [("rust", ["crosslock"]),
+    for lang, libs in [("rust", ["crosslock", "crosslock-app"]),
                        ("python", ["crosslock", "crosslock-asyncio", "redis-py", "redis-py-asyncio", "python-redis-lock", "pottery"]),
                        ("node", ["crosslock", "redis-semaphore", "redlock"])]:
         mine = unc_rate(lang, "crosslock")
@@ -284,7 +315,7 @@ def main():
                          ms(med([r["p50_us"] for r in u["runs"]])), ms(med([r["p99_us"] for r in u["runs"]])),
                          "" if lib.startswith("crosslock") else
                          frr(unc_ratio(lang, "crosslock-asyncio" if lib.endswith("-asyncio") else "crosslock", lib)),
-                         f"{rate / floor_pairs * 100:.0f}%" if floor_pairs else "–",
+                         of_floor(lang, lib, rate),
                          f"{min(nb)}–{max(nb)} × {u['warmup']['batch']}"])
         if rows:
             w(f"**{LANG_NAME[lang]}**")

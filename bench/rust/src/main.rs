@@ -2,12 +2,14 @@
 //!
 //! It uses the core crate directly, with the benchmark loop itself running on crosslock's process
 //! runtime (so an acquire's internal task hop stays on the same worker): the ceiling that the
-//! Python and Node bindings could reach. `bench/harness.py` runs it; each subcommand prints JSON
+//! Python and Node bindings could reach. `--runtime app` runs the uncontended loop the way a Rust
+//! application calls crosslock instead: from a task of its own multi-thread tokio runtime (what
+//! `#[tokio::main]` builds), while the connection's I/O stays on crosslock's runtime. `bench/harness.py` runs it; each subcommand prints JSON
 //! (one object per line) or speaks the small line protocol the harness uses for multi-process
 //! scenarios.
 //!
 //! ```text
-//! crosslock-bench uncontended URL --name N --seconds S --repeats R --warmup-batch B
+//! crosslock-bench uncontended URL --name N --seconds S --repeats R --warmup-batch B [--runtime app]
 //! crosslock-bench contended   URL --name N --workers W --iters K
 //! crosslock-bench holders     URL --name N --n COUNT --watchdog-ms MS      (line protocol)
 //! crosslock-bench handoff     URL --name N                                 (line protocol)
@@ -54,6 +56,14 @@ fn main() {
             opt("seconds", "1").parse().unwrap(),
             opt("repeats", "5").parse().unwrap(),
             opt("warmup-batch", "1000").parse().unwrap(),
+            match opt("runtime", "crosslock").as_str() {
+                "crosslock" => false,
+                "app" => true,
+                other => {
+                    eprintln!("--runtime is crosslock or app, not {other}");
+                    std::process::exit(2);
+                }
+            },
         ),
         "contended" => contended(
             url,
@@ -80,6 +90,21 @@ fn main() {
         eprintln!("crosslock-bench {command}: {e}");
         std::process::exit(1);
     }
+}
+
+/// Runs `fut` as a task of a runtime of the application's own, as `#[tokio::main]` builds it (a
+/// multi-thread runtime, one worker per CPU), and waits for it.
+fn run_in_app<F, T>(fut: F) -> T
+where
+    F: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let app = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("an application runtime");
+    app.block_on(async move { tokio::spawn(fut).await })
+        .expect("benchmark task panicked")
 }
 
 /// Runs `fut` as a task on crosslock's runtime and waits for it from this (non-runtime) thread.
@@ -126,8 +151,15 @@ fn json_f64s(v: &[f64]) -> String {
     format!("[{}]", items.join(","))
 }
 
-fn uncontended(url: String, name: String, seconds: f64, repeats: usize, batch: usize) -> Res<()> {
-    run(async move {
+fn uncontended(
+    url: String,
+    name: String,
+    seconds: f64,
+    repeats: usize,
+    batch: usize,
+    in_app: bool,
+) -> Res<()> {
+    let bench = async move {
         let client = Client::connect(&url).await?;
         let lock = client.lock(&name)?;
         // Warm up until two consecutive batches run within 5% of each other.
@@ -176,8 +208,13 @@ fn uncontended(url: String, name: String, seconds: f64, repeats: usize, batch: u
             runs.join(","),
             json_f64s(&rates)
         );
-        Ok(())
-    })
+        Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    };
+    if in_app {
+        run_in_app(bench)
+    } else {
+        run(bench)
+    }
 }
 
 fn contended(url: String, name: String, workers: usize, iters: usize) -> Res<()> {
@@ -584,5 +621,29 @@ fn costs(url: &str, lock: &crosslock::Lock, calls: usize) -> Res<Vec<String>> {
         let (wall, u0, u1) = result.expect("measured");
         record(name, wall, u0, u1);
     }
+    // From a task of the application's own runtime, as a Rust program calls it.
+    let l = lock.clone();
+    let (wall, u0, u1) = run_in_app(async move {
+        let owner = Owner::new(3);
+        let mut result = None;
+        for phase in 0..2 {
+            let n = if phase == 0 {
+                (calls / 10).max(10)
+            } else {
+                calls
+            };
+            let (u0, t0) = (usage(), Instant::now());
+            for _ in 0..n {
+                l.acquire_as(owner, &AcquireOptions::new()).await?;
+                l.release_as(owner).await?;
+            }
+            result = Some((t0.elapsed(), u0, usage()));
+        }
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(result.expect("measured"))
+    })?;
+    record(APP_PAIR, wall, u0, u1);
     Ok(out)
 }
+
+/// The breakdown's name for an acquire + release pair called from an application's runtime.
+const APP_PAIR: &str = "crosslock pair (watchdog), from the application's runtime";
