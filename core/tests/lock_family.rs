@@ -527,6 +527,63 @@ async fn another_type_of_value_under_the_name_is_a_wrong_type_and_stays_untouche
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_attempt_names_the_hash_it_found_and_leaves_it_as_it_was() {
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    let mut raw = server.raw();
+    let shapes: &[(&str, &[&str], &str)] = &[
+        ("two fields", &["a", "1", "b", "2"], "a hash with 2 fields"),
+        (
+            "a read-write lock",
+            &["mode", "read", "other-client:7", "1"],
+            "a read-write lock",
+        ),
+        ("only a mode", &["mode", "write"], "a read-write lock"),
+        (
+            "one odd field",
+            &["customer", "alice"],
+            "field \"customer\"",
+        ),
+        (
+            "a holder without a count",
+            &["other-client:7", "x"],
+            "not a lock",
+        ),
+    ];
+    // The exclusive kinds (a read-write lock's hash is the write lock's own).
+    for (kind, make) in KINDS.iter().filter(|(kind, _)| *kind != "write_lock") {
+        for (what, fields, said) in shapes {
+            let name = format!("shape:{kind}:{what}");
+            let _: () = redis::cmd("HSET")
+                .arg(&name)
+                .arg(*fields)
+                .query(&mut raw)
+                .unwrap();
+            let _: () = redis::cmd("PEXPIRE")
+                .arg(&name)
+                .arg(600_000)
+                .query(&mut raw)
+                .unwrap();
+            let before: Vec<u8> = redis::cmd("DUMP").arg(&name).query(&mut raw).unwrap();
+            let lock = make(&c, &name);
+            for wait in [Duration::ZERO, Duration::from_millis(200)] {
+                let err = lock
+                    .acquire_as(Owner::new(1), &AcquireOptions::new().wait(wait))
+                    .await
+                    .unwrap_err();
+                assert_eq!(err.kind(), ErrorKind::WrongType, "{kind} on {what}: {err}");
+                assert!(
+                    err.to_string().contains(said),
+                    "{kind} on {what}: {err} does not say {said}"
+                );
+            }
+            let after: Vec<u8> = redis::cmd("DUMP").arg(&name).query(&mut raw).unwrap();
+            assert_eq!(after, before, "{kind} on {what}: the hash changed");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_releases_every_hold_and_wakes_waiters() {
     let server = RedisServer::start();
     let other = client(&server, ClientOptions::new()).await;

@@ -16,20 +16,29 @@ local function holder_shaped(field)
     return string.find(field, '^.+:%-?%d+$') ~= nil or string.find(field, '^.+:%-?%d+:write$') ~= nil
 end
 
+-- not_a_lock for a key known to hold a hash (a hash command on it just succeeded): two calls
+-- where a lock is what it finds, which is the busy path every waiter's failed attempt takes.
+local function not_a_lock_hash(key)
+    local n = redis.call('hlen', key)
+    if n ~= 1 then
+        if redis.call('hexists', key, 'mode') == 1 then return 'a read-write lock' end
+        return 'a hash with ' .. n .. ' fields that is not a lock'
+    end
+    local pair = redis.call('hgetall', key)
+    if pair[1] == 'mode' then return 'a read-write lock' end
+    if not holder_shaped(pair[1]) or tonumber(pair[2]) == nil then
+        return 'a hash that is not a lock (field "' .. pair[1] .. '")'
+    end
+    return nil
+end
+
 -- What the key holds when it is not an RLock-family lock hash (one holder field with a count),
 -- or nil when it is one (or absent). Only called on the busy paths, so a lock costs nothing.
 local function not_a_lock(key)
     local kind = redis.call('type', key)['ok']
     if kind == 'none' then return nil end
     if kind ~= 'hash' then return 'a ' .. kind end
-    if redis.call('hexists', key, 'mode') == 1 then return 'a read-write lock' end
-    local n = redis.call('hlen', key)
-    if n ~= 1 then return 'a hash with ' .. n .. ' fields that is not a lock' end
-    local pair = redis.call('hgetall', key)
-    if not holder_shaped(pair[1]) or tonumber(pair[2]) == nil then
-        return 'a hash that is not a lock (field "' .. pair[1] .. '")'
-    end
-    return nil
+    return not_a_lock_hash(key)
 end
 
 -- What the key holds when it is not a read-write lock hash (a `mode` field plus holders), or nil.

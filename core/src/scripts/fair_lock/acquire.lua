@@ -40,7 +40,7 @@ else
         redis.call('pexpire', KEYS[1], ARGV[1])
         return nil
     end
-    local bad_hash = not_a_lock(KEYS[1])
+    local bad_hash = not_a_lock_hash(KEYS[1])
     if bad_hash then return wrong_type(bad_hash) end
 end
 

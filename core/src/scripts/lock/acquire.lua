@@ -7,7 +7,7 @@ if redis.call('exists', KEYS[1]) == 1 then
     held = redis.pcall('hexists', KEYS[1], ARGV[2])
     if type(held) == 'table' then return wrong_type(not_a_lock(KEYS[1]) or 'another type of value') end
     if held == 0 then
-        local bad = not_a_lock(KEYS[1])
+        local bad = not_a_lock_hash(KEYS[1])
         if bad then return wrong_type(bad) end
         return redis.call('pttl', KEYS[1])
     end
