@@ -550,10 +550,8 @@ fn costs(url: &str, lock: &crosslock::Lock, calls: usize) -> Res<Vec<String>> {
         let lease = AcquireOptions::new().lease(Duration::from_secs(10));
         let mut rows = Vec::new();
         for op in 0..5 {
-            let warm = (calls / 10).max(10);
             let mut measured = None;
-            for phase in 0..2 {
-                let n = if phase == 0 { warm } else { calls };
+            for n in phases(calls) {
                 let (u0, t0) = (usage(), Instant::now());
                 for _ in 0..n {
                     match op {
@@ -601,12 +599,7 @@ fn costs(url: &str, lock: &crosslock::Lock, calls: usize) -> Res<Vec<String>> {
         ("crosslock is_locked() from a thread: block_on", false),
     ] {
         let mut result = None;
-        for phase in 0..2 {
-            let n = if phase == 0 {
-                (calls / 10).max(10)
-            } else {
-                calls
-            };
+        for n in phases(calls) {
             let (u0, t0) = (usage(), Instant::now());
             for _ in 0..n {
                 if spawn {
@@ -626,12 +619,7 @@ fn costs(url: &str, lock: &crosslock::Lock, calls: usize) -> Res<Vec<String>> {
     let (wall, u0, u1) = run_in_app(async move {
         let owner = Owner::new(3);
         let mut result = None;
-        for phase in 0..2 {
-            let n = if phase == 0 {
-                (calls / 10).max(10)
-            } else {
-                calls
-            };
+        for n in phases(calls) {
             let (u0, t0) = (usage(), Instant::now());
             for _ in 0..n {
                 l.acquire_as(owner, &AcquireOptions::new()).await?;
@@ -643,6 +631,12 @@ fn costs(url: &str, lock: &crosslock::Lock, calls: usize) -> Res<Vec<String>> {
     })?;
     record(APP_PAIR, wall, u0, u1);
     Ok(out)
+}
+
+/// A cost measurement's two blocks: a warm-up (a tenth, at least 10 calls), then the `calls`
+/// measured (the last block's figures are kept).
+fn phases(calls: usize) -> [usize; 2] {
+    [(calls / 10).max(10), calls]
 }
 
 /// The breakdown's name for an acquire + release pair called from an application's runtime.
