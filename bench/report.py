@@ -291,7 +291,7 @@ def main():
       "the median (min–max) over the rounds of the two libraries' ratio within the same round, which "
       "cancels the machine's slow swings. crosslock's pair includes registering the hold with the "
       "watchdog (no lease given). The floor (scenario 5's EVALSHA with one client, ÷ 2) runs in the "
-      "rotation too, right after the Rust core, for 1 s a round: *of the floor* is the median over "
+      "rotation too, next to the Rust core (it follows it in the plan), for 1 s a round: *of the floor* is the median over "
       "the rounds of the library's pairs/s over that round's floor. The Rust core runs twice: "
       "`crosslock`, its loop a task on crosslock's own runtime (where the connection's I/O runs: "
       "the ceiling the bindings are measured against), and `crosslock-app`, its loop a task of the "
