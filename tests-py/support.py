@@ -196,22 +196,65 @@ class SentinelGroup:
         self.sentinels: list[tuple[int, subprocess.Popen[bytes]]] = []
         try:
             for _ in range(3):
-                port = free_port()
-                conf = os.path.join(self.dir, f"sentinel-{port}.conf")
-                with open(conf, "w") as f:
-                    f.write(
-                        f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {self.dir}\n"
-                        f"sentinel monitor {self.name} 127.0.0.1 {master.port} 2\n"
-                        f"sentinel down-after-milliseconds {self.name} 1000\n"
-                        f"sentinel failover-timeout {self.name} 4000\n"
-                    )
-                process = subprocess.Popen([REDIS_SERVER, conf, "--sentinel", "--loglevel", "warning"],
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                self.sentinels.append((port, process))
-            wait_until(self._ready, timeout=30, interval=0.1, what="the sentinel group to come up")
+                self.sentinels.append(self._start_sentinel(master.port))
+            try:
+                wait_until(self._ready, timeout=30, interval=0.1, what="the sentinel group to come up")
+            except AssertionError as e:
+                raise AssertionError(f"{e}: {self._state()}") from None
         except BaseException:
             self.stop()
             raise
+
+    def _start_sentinel(self, master_port: int) -> tuple[int, subprocess.Popen[bytes]]:
+        """A sentinel of the group on a free port, answering for the group (retried on another port
+        when the probed one was taken before the sentinel could bind it, as :class:`RedisServer`
+        does)."""
+        last_error = ""
+        for _ in range(5):
+            port = free_port()
+            conf = os.path.join(self.dir, f"sentinel-{port}.conf")
+            with open(conf, "w") as f:
+                f.write(
+                    f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {self.dir}\n"
+                    f"logfile {self._log(port)}\n"
+                    f"sentinel monitor {self.name} 127.0.0.1 {master_port} 2\n"
+                    f"sentinel down-after-milliseconds {self.name} 1000\n"
+                    f"sentinel failover-timeout {self.name} 4000\n"
+                )
+            process = subprocess.Popen([REDIS_SERVER, conf, "--sentinel", "--loglevel", "warning"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and process.poll() is None:
+                try:
+                    with Raw(port, timeout=0.5) as r:
+                        r.command("SENTINEL", "MASTER", self.name)  # a sentinel of ours, no stranger
+                        return port, process
+                except (OSError, RespError):
+                    time.sleep(0.02)
+            last_error = self._log_tail(port) if process.poll() is not None else "no answer"
+            process.kill()
+            process.wait()
+        raise RuntimeError(f"a sentinel did not start: {last_error}")
+
+    def _log(self, port: int) -> str:
+        return os.path.join(self.dir, f"sentinel-{port}.log")
+
+    def _log_tail(self, port: int) -> str:
+        try:
+            with open(self._log(port), errors="replace") as f:
+                return "".join(f.readlines()[-5:]).strip()
+        except OSError:
+            return "(no log)"
+
+    def _state(self) -> str:
+        """What each sentinel sees (for a group that did not come up)."""
+        seen = []
+        for port, process in self.sentinels:
+            fields = self.sentinel_master(port)
+            seen.append(f"sentinel {port} ({'running' if process.poll() is None else 'exited'}): "
+                        f"flags={fields.get('flags')} replicas={fields.get('num-slaves')} "
+                        f"other sentinels={fields.get('num-other-sentinels')}; log: {self._log_tail(port)!r}")
+        return "; ".join(seen)
 
     def _ready(self) -> bool:
         for port, _ in self.sentinels:
