@@ -1,7 +1,7 @@
 // A Sentinel deployment on loopback ports: a master, one replica and three sentinels (quorum 2, a
 // master is down after 1 s of silence), all stopped by `stop()`.
 import { spawn } from 'node:child_process'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -29,6 +29,48 @@ async function sentinelMaster (port) {
   const out = {}
   for (let i = 0; i < flat.length; i += 2) out[flat[i]] = flat[i + 1]
   return out
+}
+
+/** The last lines of a sentinel's log (for a sentinel or a group that did not come up). */
+async function logTail (log) {
+  try {
+    return (await readFile(log, 'utf8')).trim().split('\n').slice(-5).join(' | ')
+  } catch {
+    return '(no log)'
+  }
+}
+
+/**
+ * A sentinel of the group on a free port, answering for the group; tried on another port when the
+ * probed one was taken before the sentinel could bind it (as the servers are).
+ */
+async function startSentinel (dir, masterPort) {
+  let last = ''
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await freePort()
+    const conf = join(dir, `sentinel-${port}.conf`)
+    const log = join(dir, `sentinel-${port}.log`)
+    await writeFile(conf, [
+      `port ${port}`, 'bind 127.0.0.1', 'protected-mode no', `dir ${dir}`, `logfile ${log}`,
+      `sentinel monitor ${NAME} 127.0.0.1 ${masterPort} 2`,
+      `sentinel down-after-milliseconds ${NAME} 1000`,
+      `sentinel failover-timeout ${NAME} 4000`, ''
+    ].join('\n'))
+    const child = spawn('redis-server', [conf, '--sentinel', '--loglevel', 'warning'], { stdio: 'ignore' })
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    let gone = false
+    exited.then(() => { gone = true })
+    const deadline = Date.now() + 10_000
+    while (!gone && Date.now() < deadline) {
+      // A sentinel of ours answers for the group; a stranger on the port would not.
+      if (Array.isArray(await ask(port, 'SENTINEL', 'MASTER', NAME))) return { port, child, log }
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    last = gone ? await logTail(log) : 'no answer'
+    child.kill('SIGKILL')
+    await exited
+  }
+  throw new Error(`a sentinel did not start: ${last}`)
 }
 
 export async function startSentinelGroup () {
@@ -85,19 +127,8 @@ export async function startSentinelGroup () {
     }
   }
   try {
-    for (let i = 0; i < 3; i++) {
-      const port = await freePort()
-      const conf = join(dir, `sentinel-${port}.conf`)
-      await writeFile(conf, [
-        `port ${port}`, 'bind 127.0.0.1', 'protected-mode no', `dir ${dir}`,
-        `sentinel monitor ${NAME} 127.0.0.1 ${master.port} 2`,
-        `sentinel down-after-milliseconds ${NAME} 1000`,
-        `sentinel failover-timeout ${NAME} 4000`, ''
-      ].join('\n'))
-      const child = spawn('redis-server', [conf, '--sentinel', '--loglevel', 'warning'], { stdio: 'ignore' })
-      sentinels.push({ port, child })
-    }
     process.on('exit', () => { for (const s of sentinels) s.child.kill('SIGKILL') })
+    for (let i = 0; i < 3; i++) sentinels.push(await startSentinel(dir, master.port))
     await waitUntil(async () => {
       for (const s of sentinels) {
         const m = await sentinelMaster(s.port)
@@ -105,7 +136,16 @@ export async function startSentinelGroup () {
       }
       const info = await ask(replica.port, 'INFO', 'replication')
       return typeof info === 'string' && info.includes('master_link_status:up')
-    }, 'the sentinel group to come up', 30_000, 100)
+    }, 'the sentinel group to come up', 30_000, 100).catch(async (e) => {
+      // Say what each sentinel saw.
+      const seen = []
+      for (const s of sentinels) {
+        const m = await sentinelMaster(s.port)
+        seen.push(`sentinel ${s.port} (${s.child.exitCode === null && s.child.signalCode === null ? 'running' : 'exited'}): ` +
+          `flags=${m.flags} replicas=${m['num-slaves']} other sentinels=${m['num-other-sentinels']}; log: ${await logTail(s.log)}`)
+      }
+      throw new Error(`${e.message}: ${seen.join('; ')}`)
+    })
   } catch (e) {
     await group.stop()
     throw e
