@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
-use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::{Conn, Endpoint, Route, Timeouts};
@@ -510,23 +509,13 @@ impl Client {
         let timeout = self.inner.options.response_timeout;
         // A bounded number of releases in flight (the connection pipelines them): all at once,
         // 10,000 holds made 10,000 release futures, commands and replies alive together (~30 MB).
-        // (A loop rather than a stream adapter: a closure there makes this future's `Send` depend
-        // on a higher-ranked lifetime the compiler cannot prove, and callers spawn `close()`.)
-        let work = async {
-            let mut waiting = releases.into_iter();
-            let mut in_flight = futures_util::stream::FuturesUnordered::new();
-            loop {
-                while in_flight.len() < CLOSE_RELEASES_IN_FLIGHT {
-                    let Some((holder, releaser)) = waiting.next() else {
-                        break;
-                    };
-                    in_flight.push(releaser.release_on_close(cx.clone(), holder));
-                }
-                if in_flight.next().await.is_none() {
-                    break;
-                }
-            }
-        };
+        let work = crate::engine::at_most_in_flight(
+            CLOSE_RELEASES_IN_FLIGHT,
+            releases
+                .into_iter()
+                .map(|(holder, releaser)| releaser.release_on_close(cx.clone(), holder)),
+            drop,
+        );
         let _ = tokio::time::timeout(timeout, work).await;
         cx.stop.cancel();
     }

@@ -293,3 +293,28 @@ pub(crate) fn epoch_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
+
+/// Awaits the futures `work` yields with at most `limit` of them alive at once (each made only
+/// when it is its turn: the futures, commands and replies of 10,000 holds are never alive
+/// together), handing each output to `each` as it comes. Used by the renewal rounds and by
+/// `close()`; a loop, not a stream adapter (whose closures would make the callers' futures'
+/// `Send` depend on a higher-ranked lifetime the compiler cannot prove, and both are spawned).
+pub(crate) async fn at_most_in_flight<F: std::future::Future>(
+    limit: usize,
+    work: impl Iterator<Item = F>,
+    mut each: impl FnMut(F::Output),
+) {
+    use futures_util::StreamExt;
+    let mut waiting = work;
+    let mut in_flight = futures_util::stream::FuturesUnordered::new();
+    loop {
+        while in_flight.len() < limit {
+            let Some(next) = waiting.next() else { break };
+            in_flight.push(next);
+        }
+        let Some(output) = in_flight.next().await else {
+            break;
+        };
+        each(output);
+    }
+}

@@ -24,7 +24,6 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
-use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::{Conn, ToArg};
@@ -348,27 +347,21 @@ async fn run_batches<'a>(
     let lease_ms = lease.as_millis() as u64;
     let now_ms = crate::engine::epoch_ms();
     // Each batch's call is made only when it is its turn, so the futures alive at once (each with
-    // its command and arguments) are at most BATCHES_IN_FLIGHT whatever the number of holds. (A
-    // loop rather than a stream adapter: a closure over `renew_batch` trips the compiler's check
-    // that the renewal task is `Send`, a higher-ranked lifetime it cannot prove general enough.)
+    // its command and arguments) are at most BATCHES_IN_FLIGHT whatever the number of holds.
     let mut outcome = Outcome {
         ok: true,
         retry: Vec::new(),
         refused: false,
     };
-    let mut waiting = batches.into_iter();
-    let mut in_flight = futures_util::stream::FuturesUnordered::new();
-    loop {
-        while in_flight.len() < BATCHES_IN_FLIGHT {
-            let Some(batch) = waiting.next() else { break };
-            in_flight.push(renew_batch(conn, batch, lease_ms, now_ms));
-        }
-        // Each answer is settled as it comes (and let go of), not gathered for the end.
-        let Some((batch, sent, result)) = in_flight.next().await else {
-            break;
-        };
-        settle(holds, listener, batch, sent, result, lease, &mut outcome);
-    }
+    // Each answer is settled as it comes (and let go of), not gathered for the end.
+    crate::engine::at_most_in_flight(
+        BATCHES_IN_FLIGHT,
+        batches
+            .into_iter()
+            .map(|batch| renew_batch(conn, batch, lease_ms, now_ms)),
+        |(batch, sent, result)| settle(holds, listener, batch, sent, result, lease, &mut outcome),
+    )
+    .await;
     outcome
 }
 
