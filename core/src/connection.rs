@@ -1388,7 +1388,13 @@ async fn keepalive(conn: Conn, stop: CancellationToken) {
             .max(Duration::from_millis(50));
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
-            _ = stop.cancelled() => return,
+            _ = stop.cancelled() => {
+                // The client closed: so do its lanes, idle or watched by a loop.
+                if let Some(lanes) = &conn.inner.link.load().lanes {
+                    lanes.close();
+                }
+                return;
+            }
         }
         if conn.idle_for() >= KEEPALIVE_IDLE {
             let _ = conn.ping().await;

@@ -127,9 +127,18 @@ pub(crate) struct Lanes {
     /// Dropped with the pool: an event loop's lane to a node nobody routes to any more (the old
     /// master after a failover) is closed when the loop finds this gone.
     alive: Arc<()>,
+    /// Cancelled with the pool or the client's close, for the loops that watch its lanes'
+    /// sockets in the background.
+    gone: tokio_util::sync::CancellationToken,
     /// The process the lanes belong to: a forked child shares their sockets with its parent
     /// and must never use them.
     pid: u32,
+}
+
+impl Drop for Lanes {
+    fn drop(&mut self) {
+        self.gone.cancel();
+    }
 }
 
 /// Lanes whose reply is overdue, and the signal that one was settled.
@@ -179,6 +188,7 @@ impl Lanes {
                 pid: crate::runtime::pid(),
                 id: POOL_IDS.fetch_add(1, Ordering::Relaxed),
                 alive: Arc::new(()),
+                gone: tokio_util::sync::CancellationToken::new(),
             }),
             _ => None,
         }
@@ -371,6 +381,11 @@ impl Lanes {
         Arc::downgrade(&self.alive)
     }
 
+    /// Cancelled when the client closes or the pool is dropped (the master moved).
+    pub(crate) fn gone(&self) -> tokio_util::sync::CancellationToken {
+        self.gone.clone()
+    }
+
     pub(crate) fn overdue(&self) -> Arc<Overdue> {
         self.overdue.clone()
     }
@@ -394,6 +409,15 @@ impl Lanes {
             stale
         };
         stale.into_iter().for_each(|lane| self.discard(lane));
+    }
+
+    /// Closes the idle lanes, and tells the loops that watch lanes in the background (an
+    /// application runtime's) to close theirs: the client closed.
+    pub(crate) fn close(&self) {
+        let idle: Vec<Lane> =
+            std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()));
+        idle.into_iter().for_each(|lane| self.discard(lane));
+        self.gone.cancel();
     }
 
     fn put_back(&self, mut lane: Lane) {

@@ -10,6 +10,12 @@
 //! runtime thread and back. Anything that waits on the runtime (a busy lock's wait loop, a timer)
 //! wakes the loop through the binding's own cross-thread queue, as before.
 //!
+//! A Rust program's own tokio runtime (`#[tokio::main]`) is such a loop too: a call polled by one
+//! of its tasks sends over a lane of that thread's application loop, whose sockets that runtime's
+//! reactor watches (a small task per socket that calls [`Readable::ready`]), so the reply wakes
+//! the caller on its own runtime, as the multiplexed connection's driver on crosslock's runtime
+//! would otherwise have to.
+//!
 //! It keeps the promises of [`crate::lane`]: same scripts and bookkeeping; only lanes used within
 //! the last half second are reused, checked for a close first; and **a request whose reply is
 //! overdue is never overtaken**: when its caller stops waiting (the response timeout, a cancel)
@@ -29,6 +35,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use redis::{RedisResult, Value};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 
 use crate::lane::{Lanes, Trip};
 
@@ -134,11 +142,7 @@ impl EventLoop {
     /// ```
     pub fn new(watcher: impl Watcher) -> Self {
         EventLoop {
-            inner: Arc::new(LoopInner {
-                watcher: Box::new(watcher),
-                lanes: Mutex::new(Vec::new()),
-                opened: Mutex::new(Vec::new()),
-            }),
+            inner: LoopInner::new(Box::new(watcher)),
         }
     }
 
@@ -191,7 +195,9 @@ impl std::fmt::Debug for EventLoop {
 /// `None` when the thread is not polling for an event loop or no lane is to be had (the caller
 /// takes the usual path, and `build` is not called: most calls are not on a loop).
 pub(crate) fn send(lanes: &Lanes, build: impl FnOnce() -> redis::Cmd) -> Option<Request> {
-    let event_loop = CURRENT.with(|c| c.borrow().clone())?;
+    let event_loop = CURRENT
+        .with(|c| c.borrow().clone())
+        .or_else(application_loop)?;
     if lanes.has_overdue() || !lanes.in_this_process() {
         return None;
     }
@@ -200,6 +206,14 @@ pub(crate) fn send(lanes: &Lanes, build: impl FnOnce() -> redis::Cmd) -> Option<
 }
 
 impl LoopInner {
+    fn new(watcher: Box<dyn Watcher>) -> Arc<Self> {
+        Arc::new(LoopInner {
+            watcher,
+            lanes: Mutex::new(Vec::new()),
+            opened: Mutex::new(Vec::new()),
+        })
+    }
+
     fn lane(self: &Arc<Self>, lanes: &Lanes) -> Option<Arc<LoopLane>> {
         let mut all = lock(&self.lanes);
         let gone: Vec<Arc<LoopLane>> = all
@@ -265,6 +279,7 @@ impl LoopInner {
             }),
             retired: AtomicBool::new(false),
             pool: lanes.alive(),
+            pool_gone: lanes.gone(),
             event_loop: Arc::downgrade(self),
             overdue: lanes.overdue(),
             open: lanes.open_count(),
@@ -277,6 +292,184 @@ impl LoopInner {
             return None;
         }
         Some(lane)
+    }
+}
+
+thread_local! {
+    /// This thread's loop for the application runtime it last polled a call in.
+    static APPLICATION: RefCell<Option<(tokio::runtime::Id, Arc<LoopInner>)>> =
+        const { RefCell::new(None) };
+}
+
+/// The loop whose lanes serve a call polled by an application's own tokio runtime (a task of a
+/// Rust program's `#[tokio::main]`): one per thread of that runtime, its sockets watched by that
+/// runtime's reactor, their replies read and their callers woken on that runtime. Without it
+/// every round trip crosses runtimes twice (the request to the multiplexed connection's driver on
+/// a crosslock worker, the reply back to the caller's worker): about twelve context switches a
+/// pair instead of two. `None` outside any runtime, and on crosslock's own, whose calls use the
+/// multiplexed connection.
+fn application_loop() -> Option<Arc<LoopInner>> {
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    if crate::runtime::is_process_runtime(&runtime) {
+        return None;
+    }
+    let id = runtime.id();
+    APPLICATION
+        .try_with(|slot| {
+            let mut slot = slot.borrow_mut();
+            if let Some((known, event_loop)) = slot.as_ref()
+                && *known == id
+            {
+                return event_loop.clone();
+            }
+            let event_loop = LoopInner::new(Box::new(RuntimeWatcher {
+                runtime,
+                watching: Mutex::new(Vec::new()),
+                no_io: AtomicBool::new(false),
+            }));
+            *slot = Some((id, event_loop.clone()));
+            event_loop
+        })
+        .ok()
+}
+
+/// Watches an application loop's sockets with its tokio runtime's reactor: a task per socket.
+struct RuntimeWatcher {
+    runtime: tokio::runtime::Handle,
+    watching: Mutex<Vec<(RawFd, Arc<Stop>)>>,
+    /// The runtime has no reactor (built without `enable_io`).
+    no_io: AtomicBool,
+}
+
+/// How [`RuntimeWatcher::unwatch`] stops a socket's task and runs what closes the socket after it.
+#[derive(Default)]
+struct Stop {
+    notify: tokio::sync::Notify,
+    state: Mutex<StopState>,
+}
+
+#[derive(Default)]
+struct StopState {
+    /// What closes the socket, once the task has let go of it.
+    done: Option<Box<dyn FnOnce() + Send>>,
+    /// The task has let go of the socket (it ended, or its runtime dropped it).
+    finished: bool,
+}
+
+impl Watcher for RuntimeWatcher {
+    fn watch(&self, fd: RawFd, ready: Readable) -> bool {
+        let Some(event_loop) = ready.lane.event_loop.upgrade() else {
+            return false;
+        };
+        if self.no_io.load(Ordering::Relaxed) {
+            return false;
+        }
+        // The reactor watches a descriptor of its own (a duplicate of the lane's), so that its
+        // registration can never outlive the descriptor it names, whatever closes first.
+        // SAFETY: `fd` is the lane's socket, open for the length of this call.
+        let Ok(own) = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()
+        else {
+            return false;
+        };
+        let _entered = self.runtime.enter();
+        // A runtime built without `enable_io` has no reactor: tokio panics instead of saying so.
+        // Asked once per loop; such a runtime's calls take the multiplexed connection.
+        let registered = std::panic::catch_unwind(move || {
+            // Deprecated for descriptors the `AsyncFd` does not own; this one owns it.
+            #[allow(deprecated)]
+            AsyncFd::with_interest(own, Interest::READABLE)
+        });
+        let socket = match registered {
+            Ok(Ok(socket)) => socket,
+            Ok(Err(_)) => return false,
+            Err(_) => {
+                self.no_io.store(true, Ordering::Relaxed);
+                return false;
+            }
+        };
+        let stop = Arc::new(Stop::default());
+        lock(&self.watching).push((fd, stop.clone()));
+        let watching = Watching {
+            socket: Some(socket),
+            ready,
+            stop,
+            _event_loop: event_loop,
+        };
+        drop(self.runtime.spawn(watching.run()));
+        true
+    }
+
+    fn unwatch(&self, fd: RawFd, done: Box<dyn FnOnce() + Send>) {
+        let stop = {
+            let mut watching = lock(&self.watching);
+            let at = watching.iter().position(|(watched, _)| *watched == fd);
+            at.map(|at| watching.swap_remove(at).1)
+        };
+        let Some(stop) = stop else {
+            return done();
+        };
+        let mut state = lock(&stop.state);
+        if state.finished {
+            drop(state);
+            return done();
+        }
+        state.done = Some(done);
+        drop(state);
+        stop.notify.notify_one();
+    }
+}
+
+/// The task that watches one lane's socket on an application's runtime. It keeps its loop alive
+/// (a lane may serve tasks that moved to other threads of the runtime) until the lane is retired
+/// or the runtime shuts down.
+struct Watching {
+    socket: Option<AsyncFd<std::os::fd::OwnedFd>>,
+    ready: Readable,
+    stop: Arc<Stop>,
+    _event_loop: Arc<LoopInner>,
+}
+
+impl Watching {
+    async fn run(self) {
+        loop {
+            let Some(socket) = self.socket.as_ref() else {
+                return;
+            };
+            tokio::select! {
+                biased;
+                () = self.stop.notify.notified() => return,
+                // The client closed (or the master moved): no call will come for this lane.
+                () = self.ready.lane.pool_gone.cancelled() => return,
+                readable = socket.readable() => match readable {
+                    // The reactor is edge-triggered where `Readable::ready` expects level-
+                    // triggered readiness (it stops at a short read, without hearing `EAGAIN`).
+                    // Clearing after it is still exact: the guard clears only the readiness it
+                    // reported, and data arriving after that (read or not) is a new event.
+                    Ok(mut guard) => {
+                        self.ready.ready();
+                        guard.clear_ready();
+                    }
+                    Err(_) => return,
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        drop(self.socket.take());
+        let done = {
+            let mut state = lock(&self.stop.state);
+            state.finished = true;
+            state.done.take()
+        };
+        match done {
+            Some(done) => done(),
+            // Not unwatched: the runtime is shutting down (or lost its reactor). The lane leaves
+            // the loop; its unwatch finds the task finished and closes at once.
+            None => self.ready.lane.retire(None),
+        }
     }
 }
 
@@ -340,6 +533,8 @@ struct LoopLane {
     retired: AtomicBool,
     /// The node's pool ([`Lanes::alive`]): gone after the client closed or the master moved.
     pool: Weak<()>,
+    /// Cancelled when the client closes or the pool is dropped.
+    pool_gone: tokio_util::sync::CancellationToken,
     event_loop: Weak<LoopInner>,
     overdue: Arc<crate::lane::Overdue>,
     open: Arc<std::sync::atomic::AtomicUsize>,

@@ -135,6 +135,12 @@ pub(crate) fn enter() -> tokio::runtime::EnterGuard<'static> {
     current().runtime.enter()
 }
 
+/// Whether `handle` is the process runtime's (a task of crosslock's own, where the multiplexed
+/// connections' drivers run), not an application's.
+pub(crate) fn is_process_runtime(handle: &Handle) -> bool {
+    handle.id() == current().runtime.handle().id()
+}
+
 /// A call [`begin_here`] started on its caller's thread that has to wait.
 ///
 /// The caller goes on waiting for it on its own thread ([`Here::wait`]): the future is polled

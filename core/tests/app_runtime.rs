@@ -1,0 +1,310 @@
+//! A Rust program's own tokio runtime (`#[tokio::main]`, `#[tokio::test]`) makes its calls' round
+//! trips itself, over lanes its reactor watches, and gets exactly the results, errors and
+//! clean-up of the multiplexed connection: on both runtime flavours, with many tasks at once,
+//! after the server killed connections or timed them out, when a reply is lost, and when the
+//! runtime or the client goes away. A runtime built without I/O still gets its calls done.
+
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Lock, Owner};
+use redis::Commands;
+use support::RedisServer;
+use tokio::runtime::{Builder, Runtime};
+
+fn current_thread() -> Runtime {
+    Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+fn multi_thread() -> Runtime {
+    Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn connect(server: &RedisServer, options: ClientOptions) -> Client {
+    Client::connect_with(&server.url(), options).await.unwrap()
+}
+
+/// Connections of type `normal` the server has, this one included.
+fn normal_connections(server: &RedisServer) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut server.raw())
+        .unwrap();
+    list.lines().filter(|line| !line.is_empty()).count()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "not within 10 s: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Context switches so far of crosslock's own runtime threads (named `crosslock-rt`).
+fn crosslock_thread_switches() -> u64 {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let dir = task.unwrap().path();
+        let Ok(name) = std::fs::read_to_string(dir.join("comm")) else {
+            continue; // the thread ended meanwhile
+        };
+        if name.trim() != "crosslock-rt" {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
+            continue;
+        };
+        total += status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches"))
+            .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    total
+}
+
+async fn pair(lock: &Lock) {
+    let guard = lock.acquire().await.unwrap();
+    guard.release().await.unwrap();
+}
+
+/// Pairs in quick succession until a lane of this runtime has opened (one more connection than
+/// `before`), as the first calls take the multiplexed connection while it opens.
+async fn until_a_lane(server: &RedisServer, lock: &Lock, before: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while normal_connections(server) <= before {
+        assert!(Instant::now() < deadline, "no lane opened in 10 s");
+        for _ in 0..20 {
+            pair(lock).await;
+        }
+    }
+    for _ in 0..20 {
+        pair(lock).await;
+    }
+}
+
+fn round_trips_stay_on(runtime: Runtime) {
+    let server = RedisServer::start();
+    runtime.block_on(async {
+        let client = connect(&server, ClientOptions::new()).await;
+        let lock = client.lock("app:here").unwrap();
+        let mut raw = server.raw();
+        let before = normal_connections(&server);
+        until_a_lane(&server, &lock, before).await;
+
+        // Crosslock's own threads sit these calls out: without the lane every round trip woke
+        // one of them twice (the request to the connection's driver, the reply back).
+        let switches = crosslock_thread_switches();
+        for _ in 0..200 {
+            let guard = lock.acquire().await.unwrap();
+            let field = guard.owner().holder(&client.id());
+            assert_eq!(raw.hget::<_, _, i64>("app:here", &field).unwrap(), 1);
+            guard.release().await.unwrap();
+        }
+        let woken = crosslock_thread_switches() - switches;
+        assert!(
+            woken < 200,
+            "crosslock's threads switched {woken} times for 200 pairs (about 800 without a lane)"
+        );
+        assert!(!raw.exists::<_, bool>("app:here").unwrap());
+        client.close().await;
+    });
+}
+
+#[test]
+fn a_current_thread_runtime_makes_its_round_trips_itself() {
+    round_trips_stay_on(current_thread());
+}
+
+#[test]
+fn a_multi_thread_runtime_makes_its_round_trips_itself() {
+    round_trips_stay_on(multi_thread());
+}
+
+#[test]
+fn many_tasks_at_once_each_get_their_own_reply() {
+    let server = RedisServer::start();
+    let runtime = multi_thread();
+    runtime.block_on(async {
+        let client = connect(&server, ClientOptions::new()).await;
+        let other = connect(&server, ClientOptions::new()).await;
+        let before = normal_connections(&server);
+        until_a_lane(&server, &client.lock("app:warm").unwrap(), before).await;
+
+        // Every other lock is held elsewhere: the replies interleave wins and refusals.
+        let mut busy = Vec::new();
+        for i in (0..40).step_by(2) {
+            busy.push(
+                other
+                    .lock(&format!("app:c{i}"))
+                    .unwrap()
+                    .acquire()
+                    .await
+                    .unwrap(),
+            );
+        }
+        for round in 0..5 {
+            let tasks: Vec<_> = (0..40)
+                .map(|i| {
+                    let lock = client.lock(&format!("app:c{i}")).unwrap();
+                    tokio::spawn(async move {
+                        let owner = Owner::new(1000 + i);
+                        let options = AcquireOptions::new().owner(owner).wait(Duration::ZERO);
+                        let won = match lock.acquire_with(options).await {
+                            Ok(guard) => {
+                                assert_eq!(lock.hold_count_of(owner).await.unwrap(), 1);
+                                guard.release().await.unwrap();
+                                true
+                            }
+                            Err(e) => {
+                                assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+                                false
+                            }
+                        };
+                        (i, won)
+                    })
+                })
+                .collect();
+            for task in tasks {
+                let (i, won) = task.await.unwrap();
+                assert_eq!(won, i % 2 == 1, "lock {i} in round {round}");
+            }
+        }
+        for guard in busy {
+            guard.release().await.unwrap();
+        }
+        let mut raw = server.raw();
+        for i in 0..40 {
+            assert!(!raw.exists::<_, bool>(format!("app:c{i}")).unwrap());
+        }
+        client.close().await;
+        other.close().await;
+    });
+}
+
+#[test]
+fn connections_the_server_kills_or_times_out_cost_no_error() {
+    let server = RedisServer::start_with(&["--timeout", "1"]);
+    current_thread().block_on(async {
+        let client = connect(&server, ClientOptions::new()).await;
+        let lock = client.lock("app:killed").unwrap();
+        let before = normal_connections(&server);
+        for _ in 0..3 {
+            // A lane surely exists, just used: the kill must not cost an error.
+            until_a_lane(&server, &lock, before).await;
+            let _: () = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("normal")
+                .arg("SKIPME")
+                .arg("yes")
+                .query(&mut server.raw())
+                .unwrap();
+            pair(&lock).await;
+        }
+        // Closed by the server while idle (`timeout 1`).
+        until_a_lane(&server, &lock, before).await;
+        tokio::time::sleep(Duration::from_millis(1_300)).await;
+        pair(&lock).await;
+        assert!(!server.raw().exists::<_, bool>("app:killed").unwrap());
+        client.close().await;
+    });
+}
+
+#[test]
+fn an_acquire_whose_reply_is_lost_holds_the_lock_once_or_not_at_all() {
+    let server = RedisServer::start();
+    current_thread().block_on(async {
+        let options = ClientOptions::new().response_timeout(Duration::from_millis(300));
+        let client = connect(&server, options).await;
+        let lock = client.lock("app:lost").unwrap();
+        let before = normal_connections(&server);
+        for _ in 0..3 {
+            // The server stops with the acquire on its way over the lane: the call stops
+            // waiting after the response timeout and settles what the lost request did once the
+            // server answers again, behind that request (it is on another connection).
+            until_a_lane(&server, &lock, before).await;
+            server.signal(libc::SIGSTOP);
+            let acquire = lock.acquire_with(AcquireOptions::new().wait(Duration::from_secs(10)));
+            let resume = async {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                server.signal(libc::SIGCONT);
+            };
+            let (result, ()) = tokio::join!(acquire, resume);
+            match result {
+                Ok(guard) => {
+                    assert_eq!(lock.hold_count_of(guard.owner()).await.unwrap(), 1);
+                    guard.release().await.unwrap();
+                }
+                Err(e) => assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}"),
+            }
+            // Nothing left behind either way: no second hold from the lost request.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while server.raw().exists::<_, bool>("app:lost").unwrap() {
+                assert!(
+                    Instant::now() < deadline,
+                    "the lost acquire left the lock held"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        pair(&lock).await;
+        client.close().await;
+    });
+}
+
+#[test]
+fn lanes_close_with_their_runtime_and_with_the_client() {
+    let server = RedisServer::start();
+    let client = crosslock::runtime::block_on(connect(&server, ClientOptions::new()));
+    let lock = client.lock("app:closing").unwrap();
+    let before = normal_connections(&server);
+
+    for runtime in [current_thread(), multi_thread()] {
+        runtime.block_on(until_a_lane(&server, &lock, before));
+        drop(runtime);
+        wait_until("the runtime's lanes closed", || {
+            normal_connections(&server) == before
+        });
+    }
+
+    let runtime = multi_thread();
+    runtime.block_on(until_a_lane(&server, &lock, before));
+    runtime.block_on(client.close());
+    wait_until("the client's lanes closed", || {
+        normal_connections(&server) == before
+    });
+    drop(runtime);
+    drop((lock, client));
+    wait_until("the client's connections closed", || {
+        normal_connections(&server) == 1
+    });
+}
+
+#[test]
+fn a_runtime_without_io_gets_its_calls_done_all_the_same() {
+    let server = RedisServer::start();
+    let runtime = Builder::new_current_thread().enable_time().build().unwrap();
+    runtime.block_on(async {
+        let client = connect(&server, ClientOptions::new()).await;
+        let lock = client.lock("app:no-io").unwrap();
+        for _ in 0..200 {
+            let guard = lock.acquire().await.unwrap();
+            assert!(lock.is_locked().await.unwrap());
+            guard.release().await.unwrap();
+        }
+        assert!(!lock.is_locked().await.unwrap());
+        client.close().await;
+    });
+}
