@@ -786,10 +786,11 @@ impl Conn {
                 if known
                     && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
             {
-                // Sent whole on the same lane (in order behind the first): no other way exists.
-                let Some(request) = crate::loop_lane::send(lanes, || command(true)) else {
-                    return Some(crate::lane::Trip::Reply(Err(e)));
-                };
+                // Sent whole on the same lane (in order behind the first), or, with no room on
+                // it (many calls at once) or the lane gone (the client closing), the usual way,
+                // which loads the script itself. The first request was answered: nothing of it
+                // is left to overtake.
+                let request = crate::loop_lane::send(lanes, || command(true))?;
                 Some(
                     tokio::time::timeout(timeout, request)
                         .await

@@ -194,6 +194,42 @@ fn many_tasks_at_once_each_get_their_own_reply() {
 }
 
 #[test]
+fn many_first_calls_of_a_script_at_once_all_succeed() {
+    // A script's first calls go out as EVALSHA on a lane before its first, whole, run (sent on
+    // another lane or connection) has reached the server: those answered NOSCRIPT are sent
+    // whole. With more calls than their lane takes at once, or the lane gone, that resend goes
+    // the usual way instead of failing with NOSCRIPT.
+    let server = RedisServer::start();
+    multi_thread().block_on(async {
+        let client = connect(&server, ClientOptions::new()).await;
+        let before = normal_connections(&server);
+        until_a_lane(&server, &client.lock("app:warm").unwrap(), before).await;
+        for round in 0..20 {
+            // A fresh server each round: every script is new to it again.
+            let _: () = redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query(&mut server.raw())
+                .unwrap();
+            let tasks: Vec<_> = (0..200)
+                .map(|i| {
+                    let lock = client.fenced_lock(&format!("app:first{i}")).unwrap();
+                    tokio::spawn(async move {
+                        let guard = lock.acquire().await?;
+                        guard.release().await
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await
+                    .unwrap()
+                    .unwrap_or_else(|e| panic!("round {round}: a first call failed: {e}"));
+            }
+        }
+        client.close().await;
+    });
+}
+
+#[test]
 fn connections_the_server_kills_or_times_out_cost_no_error() {
     let server = RedisServer::start_with(&["--timeout", "1"]);
     current_thread().block_on(async {
