@@ -81,7 +81,7 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (the test command installs it)");
-        reap_at_exit(child.id());
+        reap_at_exit(child.id(), &dir);
         // Dropped on an error: kills the child (if still running), removes its dir.
         let mut server = RedisServer { port, child, dir };
         await_listening(&mut server.child, port, "redis-server")?;
@@ -119,11 +119,12 @@ impl RedisServer {
     }
 }
 
-/// Kills `pid` when this test process ends. A fixture shared through a `static` (one cluster
-/// or sentinel group per test binary) is never dropped, so its servers would outlive the tests:
-/// one watcher process per test binary kills every server it was told about once the test
-/// process is gone (a server that already stopped is skipped).
-pub fn reap_at_exit(pid: u32) {
+/// Kills `pid` and removes `dir` (its working directory) when this test process ends. A fixture
+/// shared through a `static` (one cluster or sentinel group per test binary) is never dropped, so
+/// its servers would outlive the tests and their directories would pile up in the temporary
+/// directory: one watcher process per test binary kills every server it was told about once the
+/// test process is gone (a server that already stopped is skipped) and removes their directories.
+pub fn reap_at_exit(pid: u32, dir: &std::path::Path) {
     use std::io::Write;
     static LIST: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     let list = LIST.get_or_init(|| {
@@ -132,7 +133,10 @@ pub fn reap_at_exit(pid: u32) {
         std::fs::write(&list, "").unwrap();
         let script = format!(
             "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; \
-             for p in $(cat '{l}'); do grep -q redis /proc/$p/cmdline 2>/dev/null && kill -9 $p; done; \
+             while read -r p d; do \
+               grep -q redis /proc/$p/cmdline 2>/dev/null && kill -9 $p; \
+               case \"$d\" in */crosslock-*) rm -rf \"$d\";; esac; \
+             done < '{l}'; \
              rm -f '{l}'",
             l = list.display()
         );
@@ -153,7 +157,8 @@ pub fn reap_at_exit(pid: u32) {
     // (`<pid1><pid2>\n\n`), so neither server was reaped: the shared cluster's first node
     // outlived the test process.
     let mut file = std::fs::OpenOptions::new().append(true).open(list).unwrap();
-    file.write_all(format!("{pid}\n").as_bytes()).unwrap();
+    file.write_all(format!("{pid} {}\n", dir.display()).as_bytes())
+        .unwrap();
 }
 
 impl Drop for RedisServer {
@@ -424,7 +429,7 @@ fn start_sentinel(dir: &std::path::Path, name: &str, master_port: u16) -> (u16, 
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (the test command installs it)");
-        reap_at_exit(child.id());
+        reap_at_exit(child.id(), dir);
         match await_listening(&mut child, port, "sentinel") {
             Ok(()) => return (port, child),
             Err(e) => last = e,
