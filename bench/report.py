@@ -296,7 +296,7 @@ def main():
       "`crosslock`, its loop a task on crosslock's own runtime (where the connection's I/O runs: "
       "the ceiling the bindings are measured against), and `crosslock-app`, its loop a task of the "
       "application's own multi-thread tokio runtime, as `#[tokio::main]` builds it: how a Rust "
-      "program calls it.")
+      "program calls it (its round trips go over lanes that runtime's reactor watches).")
     w("")
     for lang, libs in [("rust", ["crosslock", "crosslock-app"]),
                        ("python", ["crosslock", "crosslock-asyncio", "redis-py", "redis-py-asyncio", "python-redis-lock", "pottery"]),
