@@ -500,6 +500,26 @@ describe('release and disposal', () => {
     await blocker.release()
   })
 
+  test('close() closes every connection of the client, its lanes too, while the object lives', async () => {
+    const ids = async () => new Set(String(await env.raw.command('CLIENT', 'LIST', 'TYPE', 'normal'))
+      .split('\n').filter((line) => line.startsWith('id=')).map((line) => line.split(' ')[0]))
+    const before = await ids()
+    const client = await crosslock.connect(env.url)
+    const lock = client.lock(unique('closeconns'))
+    for (let i = 0; i < 200; i++) { // in quick succession: this thread gets a lane
+      const held = await lock.acquire()
+      await held.release()
+    }
+    const ours = [...await ids()].filter((id) => !before.has(id))
+    assert.ok(ours.length >= 2, `the command connection and the lane, at least: ${ours}`)
+    await client.close()
+    await waitUntil(async () => {
+      const now = await ids()
+      return ours.every((id) => !now.has(id))
+    }, 'the closed client\'s connections to go', 10000)
+    assert.equal(client.closed, true)
+  })
+
   test('a process that ends without close() releases its locks on the way out', async () => {
     const name = unique('exit')
     const script = fileURLToPath(new URL('./workers/hold-process.mjs', import.meta.url))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import signal
@@ -435,6 +436,37 @@ def test_close_releases_held_locks_and_fails_later_calls(url, raw):
     with pytest.raises(crosslock.RedisUnavailableError) as info:
         lock.acquire()
     assert "closed" in str(info.value)
+
+
+def test_close_closes_every_connection_while_the_client_lives(url, raw):
+    """close() closes the client's connections (its own, its threads' lanes and its event loops'),
+    not only once the client object is collected."""
+
+    def ids() -> set[str]:
+        return {line.split()[0] for line in raw.command("CLIENT", "LIST", "TYPE", "normal").splitlines() if line}
+
+    before = ids()
+    c = crosslock.connect(url)
+    lock = c.lock("closing-connections")
+    for _ in range(200):  # in quick succession: this thread gets a lane
+        assert lock.acquire(timeout=5)
+        lock.release()
+
+    async def main() -> None:
+        for _ in range(200):  # and so does this event loop
+            assert await lock.acquire_async(timeout=5)
+            await lock.release_async()
+        ours = ids() - before
+        assert len(ours) >= 3, ours  # the command connection and the two lanes, at least
+        await c.aclose()
+        # The loop's lane is closed on the loop: wait without blocking it.
+        deadline = time.monotonic() + 10
+        while ids() & ours:
+            assert time.monotonic() < deadline, f"still open after close(): {ids() & ours}"
+            await asyncio.sleep(0.02)
+
+    asyncio.run(main())
+    assert c.closed and raw.command("EXISTS", "closing-connections") == 0
 
 
 def test_client_context_manager_closes(url, raw):

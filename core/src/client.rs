@@ -504,7 +504,10 @@ impl Client {
             return;
         }
         self.inner.closed.cancel();
-        let Some(cx) = self.state_now() else { return };
+        let generation = self.generation();
+        let Some(cx) = generation.state.get().cloned() else {
+            return;
+        };
         let releases = cx.holds.drain();
         let timeout = self.inner.options.response_timeout;
         // A bounded number of releases in flight (the connection pipelines them): all at once,
@@ -518,6 +521,14 @@ impl Client {
         );
         let _ = tokio::time::timeout(timeout, work).await;
         cx.stop.cancel();
+        // Let go of the connected state, so that the connections close now rather than when the
+        // last handle to this client is dropped (calls in flight keep it until they end).
+        let closed = Arc::new(Generation {
+            pid: generation.pid,
+            id: generation.id.clone(),
+            state: tokio::sync::OnceCell::new(),
+        });
+        self.inner.generation.compare_and_swap(&generation, closed);
     }
 
     /// The number of locks the watchdog currently renews (for tests and diagnostics).

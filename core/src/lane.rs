@@ -127,9 +127,10 @@ pub(crate) struct Lanes {
     /// Dropped with the pool: an event loop's lane to a node nobody routes to any more (the old
     /// master after a failover) is closed when the loop finds this gone.
     alive: Arc<()>,
-    /// Cancelled with the pool or the client's close, for the loops that watch its lanes'
-    /// sockets in the background.
-    gone: tokio_util::sync::CancellationToken,
+    /// The event loops' lanes to this node (asyncio's, Node's, an application runtime's):
+    /// retired when the client closes or the pool is dropped, rather than when their loop next
+    /// looks for a lane.
+    loop_lanes: Mutex<Vec<std::sync::Weak<crate::loop_lane::LoopLane>>>,
     /// The process the lanes belong to: a forked child shares their sockets with its parent
     /// and must never use them.
     pid: u32,
@@ -137,7 +138,7 @@ pub(crate) struct Lanes {
 
 impl Drop for Lanes {
     fn drop(&mut self) {
-        self.gone.cancel();
+        self.retire_loop_lanes();
     }
 }
 
@@ -188,7 +189,7 @@ impl Lanes {
                 pid: crate::runtime::pid(),
                 id: POOL_IDS.fetch_add(1, Ordering::Relaxed),
                 alive: Arc::new(()),
-                gone: tokio_util::sync::CancellationToken::new(),
+                loop_lanes: Mutex::default(),
             }),
             _ => None,
         }
@@ -381,9 +382,19 @@ impl Lanes {
         Arc::downgrade(&self.alive)
     }
 
-    /// Cancelled when the client closes or the pool is dropped (the master moved).
-    pub(crate) fn gone(&self) -> tokio_util::sync::CancellationToken {
-        self.gone.clone()
+    /// Notes an event loop's lane to this node, to retire with the pool.
+    pub(crate) fn add_loop_lane(&self, lane: std::sync::Weak<crate::loop_lane::LoopLane>) {
+        let mut all = self.loop_lanes.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|lane| lane.strong_count() > 0);
+        all.push(lane);
+    }
+
+    fn retire_loop_lanes(&self) {
+        let all = std::mem::take(&mut *self.loop_lanes.lock().unwrap_or_else(|e| e.into_inner()));
+        for lane in all.iter().filter_map(std::sync::Weak::upgrade) {
+            // A reply still due is read to the end by a thread of its own, as always.
+            lane.retire(None);
+        }
     }
 
     pub(crate) fn overdue(&self) -> Arc<Overdue> {
@@ -411,13 +422,12 @@ impl Lanes {
         stale.into_iter().for_each(|lane| self.discard(lane));
     }
 
-    /// Closes the idle lanes, and tells the loops that watch lanes in the background (an
-    /// application runtime's) to close theirs: the client closed.
+    /// Closes the idle lanes and retires the event loops' lanes: the client closed.
     pub(crate) fn close(&self) {
         let idle: Vec<Lane> =
             std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()));
         idle.into_iter().for_each(|lane| self.discard(lane));
-        self.gone.cancel();
+        self.retire_loop_lanes();
     }
 
     fn put_back(&self, mut lane: Lane) {

@@ -279,7 +279,6 @@ impl LoopInner {
             }),
             retired: AtomicBool::new(false),
             pool: lanes.alive(),
-            pool_gone: lanes.gone(),
             event_loop: Arc::downgrade(self),
             overdue: lanes.overdue(),
             open: lanes.open_count(),
@@ -287,6 +286,7 @@ impl LoopInner {
         });
         all.push((lanes.id(), lane.clone()));
         drop(all);
+        lanes.add_loop_lane(Arc::downgrade(&lane));
         if !self.watcher.watch(fd, Readable { lane: lane.clone() }) {
             lane.retire(None);
             return None;
@@ -438,8 +438,6 @@ impl Watching {
             tokio::select! {
                 biased;
                 () = self.stop.notify.notified() => return,
-                // The client closed (or the master moved): no call will come for this lane.
-                () = self.ready.lane.pool_gone.cancelled() => return,
                 readable = socket.readable() => match readable {
                     // The reactor is edge-triggered where `Readable::ready` expects level-
                     // triggered readiness (it stops at a short read, without hearing `EAGAIN`).
@@ -528,13 +526,11 @@ impl std::fmt::Debug for Readable {
     }
 }
 
-struct LoopLane {
+pub(crate) struct LoopLane {
     state: Mutex<LaneState>,
     retired: AtomicBool,
     /// The node's pool ([`Lanes::alive`]): gone after the client closed or the master moved.
     pool: Weak<()>,
-    /// Cancelled when the client closes or the pool is dropped.
-    pool_gone: tokio_util::sync::CancellationToken,
     event_loop: Weak<LoopInner>,
     overdue: Arc<crate::lane::Overdue>,
     open: Arc<std::sync::atomic::AtomicUsize>,
@@ -708,7 +704,7 @@ impl LoopLane {
 
     /// Takes the lane out of its loop. With `broken`, the connection is gone: every pending
     /// request fails with it. Otherwise a thread reads every reply still due to the end.
-    fn retire(&self, broken: Option<io::ErrorKind>) {
+    pub(crate) fn retire(&self, broken: Option<io::ErrorKind>) {
         if self.retired.swap(true, Ordering::AcqRel) {
             return;
         }
