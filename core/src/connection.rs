@@ -377,6 +377,9 @@ struct Inner {
     /// The scripts this connection has run (by SHA1): the others are sent whole (see
     /// [`crate::scripts`]).
     loaded: std::sync::Mutex<HashSet<String>>,
+    /// The scripts the server answered a run of since they were last forgotten: only those go
+    /// over event loops' lanes (see [`Conn::eval_on_loop`]).
+    ran: std::sync::Mutex<HashSet<String>>,
     health: Health,
     /// What a subscription connection is subscribed to, to subscribe again on a new master.
     subscriptions: std::sync::Mutex<Subscriptions>,
@@ -590,6 +593,7 @@ impl Conn {
                 last_used: AtomicU64::new(0),
                 epoch: Instant::now(),
                 loaded: Default::default(),
+                ran: Default::default(),
                 health: Health {
                     role,
                     down: false.into(),
@@ -688,9 +692,16 @@ impl Conn {
         true
     }
 
-    /// Notes that `script` was sent whole: later calls may send `EVALSHA` behind it.
-    fn sent_whole(&self, script: &Lua) {
-        lock(&self.inner.loaded).insert(script.hash().to_owned());
+    /// Whether the server has answered a run of `script` since the scripts were last forgotten.
+    fn ran(&self, script: &Lua) -> bool {
+        lock(&self.inner.ran).contains(script.hash())
+    }
+
+    /// Notes an answered run of `script` (a reply, not a failure to reach the server).
+    fn note_ran(&self, script: &Lua) {
+        if !self.ran(script) {
+            lock(&self.inner.ran).insert(script.hash().to_owned());
+        }
     }
 
     /// Runs `script` with `keys` and `args`; errors are attributed to `subject`. Fails with
@@ -755,6 +766,9 @@ impl Conn {
             }
         };
         let reply = tokio::time::timeout(timeout, run).await;
+        if let Ok(Ok(_)) = &reply {
+            self.note_ran(script);
+        }
         self.settle(reply.ok(), subject)
     }
 
@@ -767,24 +781,21 @@ impl Conn {
         keys: &[&str],
         args: &[&dyn ToArg],
     ) -> Option<crate::lane::Trip> {
-        let command = |whole: bool| script_cmd(script, keys, args, whole);
-        let mut known = true;
-        let request = crate::loop_lane::send(lanes, || {
-            known = self.knows(script);
-            command(!known)
-        })?;
-        if !known {
-            // The loop's other calls are queued on this lane behind it, in order.
-            self.sent_whole(script);
+        // A script's first runs go the usual way: on the multiplexed connection a burst sends it
+        // whole once and the others by SHA1 behind it, in order. Sent whole on a lane while
+        // other calls of the burst went the usual way, it was sent whole on both.
+        if !self.ran(script) {
+            return None;
         }
+        let command = |whole: bool| script_cmd(script, keys, args, whole);
+        let request = crate::loop_lane::send(lanes, || command(false))?;
         let timeout = self.inner.response_timeout;
         let trip = tokio::time::timeout(timeout, request)
             .await
             .unwrap_or(crate::lane::Trip::NoAnswer);
         match trip {
             crate::lane::Trip::Reply(Err(e))
-                if known
-                    && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
             {
                 // Sent whole on the same lane (in order behind the first), or, with no room on
                 // it (many calls at once) or the lane gone (the client closing), the usual way,
@@ -812,6 +823,7 @@ impl Conn {
             crate::lane::Trip::Reply(reply) => {
                 if reply.is_ok() {
                     lock(&self.inner.loaded).insert(script.hash().to_owned());
+                    self.note_ran(script);
                 }
                 Some(reply.and_then(|v| T::from_redis_value(v).map_err(Into::into)))
             }
@@ -955,6 +967,7 @@ impl Conn {
     /// restarted (an empty script cache): each script's next run is sent whole again.
     fn forget_scripts(&self) {
         lock(&self.inner.loaded).clear();
+        lock(&self.inner.ran).clear();
     }
 
     fn check_lost(&self, e: &redis::RedisError) {
