@@ -34,12 +34,8 @@ async fn connect(server: &RedisServer, options: ClientOptions) -> Client {
 
 /// Connections of type `normal` the server has, this one included.
 fn normal_connections(server: &RedisServer) -> usize {
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .arg("TYPE")
-        .arg("normal")
-        .query(&mut server.raw())
-        .unwrap();
+    let list: String =
+        redis::from_redis_value(server.command(&["CLIENT", "LIST", "TYPE", "normal"])).unwrap();
     list.lines().filter(|line| !line.is_empty()).count()
 }
 
@@ -206,10 +202,7 @@ fn many_first_calls_of_a_script_at_once_all_succeed() {
         until_a_lane(&server, &client.lock("app:warm").unwrap(), before).await;
         for round in 0..20 {
             // A fresh server each round: every script is new to it again.
-            let _: () = redis::cmd("SCRIPT")
-                .arg("FLUSH")
-                .query(&mut server.raw())
-                .unwrap();
+            server.command(&["SCRIPT", "FLUSH"]);
             let tasks: Vec<_> = (0..200)
                 .map(|i| {
                     let lock = client.fenced_lock(&format!("app:first{i}")).unwrap();
@@ -239,14 +232,7 @@ fn connections_the_server_kills_or_times_out_cost_no_error() {
         for _ in 0..3 {
             // A lane surely exists, just used: the kill must not cost an error.
             until_a_lane(&server, &lock, before).await;
-            let _: () = redis::cmd("CLIENT")
-                .arg("KILL")
-                .arg("TYPE")
-                .arg("normal")
-                .arg("SKIPME")
-                .arg("yes")
-                .query(&mut server.raw())
-                .unwrap();
+            server.command(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]);
             pair(&lock).await;
         }
         // Closed by the server while idle (`timeout 1`).
