@@ -79,12 +79,15 @@ impl Queue {
         }
     }
 
-    /// Runs every queued completion. On the loop's thread, when the read end is readable.
-    fn drain(&self, py: Python<'_>) {
+    /// Runs every queued completion, on the loop's thread. `woken`: called because the read end
+    /// is readable, so the wake-up bytes are read first. A lane's reader drains without reading
+    /// them (a system call per reply, nearly always answered `EAGAIN`): a byte left there makes
+    /// the loop call the queue once more, which reads it and finds the list empty or not.
+    fn drain(&self, py: Python<'_>, woken: bool) {
         // The bytes first, then the list: a push between the two either is in the list taken
         // below or wrote a byte that wakes the loop again (never a result left without a wake-up).
         let mut bytes = [0u8; 64];
-        while let Ok(n) = (&self.woken).read(&mut bytes) {
+        while woken && let Ok(n) = (&self.woken).read(&mut bytes) {
             if n < bytes.len() {
                 break;
             }
@@ -134,7 +137,7 @@ struct Completions {
 #[pymethods]
 impl Completions {
     fn __call__(&self, py: Python<'_>) {
-        self.queue.drain(py);
+        self.queue.drain(py, true);
     }
 }
 
@@ -357,7 +360,7 @@ impl LaneReader {
         let was = DRAINING.with(|d| d.replace(Arc::as_ptr(&queue)));
         self.ready.ready();
         DRAINING.with(|d| d.set(was));
-        queue.drain(py);
+        queue.drain(py, false);
     }
 }
 
