@@ -1,20 +1,54 @@
 """Fixtures shared by every Python suite (tests-py/, tests-py/cross/, tests-py/interop/).
 
 Each test gets its own redis-server on a free 127.0.0.1 port (never 6379), killed afterwards.
+
+Event loops: a module that sets ``EVENT_LOOPS = ("asyncio", "uvloop")`` runs each of its
+``async def`` tests on both (pytest-asyncio's loop factories; a test narrows that with
+``@pytest.mark.asyncio(loop_factories=["asyncio"])``), and its tests that start loops themselves
+take the ``run`` fixture (``asyncio.run`` or ``uvloop.run``). Every other module runs on asyncio's
+own loop only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Coroutine, Iterator, Mapping, Optional, TypeVar
 
 import pytest
+import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import crosslock  # noqa: E402
 from support import Raw, RedisServer  # noqa: E402
+
+
+_T = TypeVar("_T")
+
+#: The event loops a module may ask for, by name: how to make one, and how to run a coroutine on
+#: a fresh one (as ``asyncio.run`` does).
+LOOPS: dict[str, tuple[Callable[[], asyncio.AbstractEventLoop], Callable[..., Any]]] = {
+    "asyncio": (asyncio.new_event_loop, asyncio.run),
+    "uvloop": (uvloop.new_event_loop, uvloop.run),
+}
+
+
+def _loops_of(module: Any) -> tuple[str, ...]:
+    return tuple(getattr(module, "EVENT_LOOPS", ("asyncio",)))
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Optional[Mapping[str, Callable[[], asyncio.AbstractEventLoop]]]:
+    """The event loops this test's module runs its ``async def`` tests on (see the module docs)."""
+    module = getattr(item, "module", None)
+    return {name: LOOPS[name][0] for name in _loops_of(module)}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "run" in metafunc.fixturenames:
+        names = _loops_of(metafunc.module)
+        metafunc.parametrize("run", [LOOPS[n][1] for n in names], ids=list(names))
 
 
 @pytest.fixture

@@ -32,6 +32,11 @@ from support import Raw, RedisServer, channel, poll, wait_until
 
 PAUSE_MS = 10_000  # a safety net only: every test lifts the pause itself
 
+# Every test runs on asyncio's loop and on uvloop (see conftest.py), but those that must see a
+# result wait in the loop's selector (`result_queued`), which only asyncio's own loop shows.
+EVENT_LOOPS = ("asyncio", "uvloop")
+SELECTOR_LOOP_ONLY = pytest.mark.asyncio(loop_factories=["asyncio"])
+
 
 def blocked_clients(raw: Raw) -> int:
     """How many clients wait in Redis for their command to run (here: held up by CLIENT PAUSE)."""
@@ -208,6 +213,7 @@ async def test_cancel_while_the_script_waits_in_redis_gives_the_hold_back_withou
     others_can_take(url, name)
 
 
+@SELECTOR_LOOP_ONLY
 async def test_cancel_while_the_result_waits_in_the_event_loop_gives_the_hold_back(client, raw, url):
     """The acquire completed and its result waits for the event loop (in the completion queue, or
     as the reply in the loop's lane socket; the loop was busy, as in a ``time.sleep`` inside a
@@ -225,6 +231,7 @@ async def test_cancel_while_the_result_waits_in_the_event_loop_gives_the_hold_ba
     others_can_take(url, name)
 
 
+@SELECTOR_LOOP_ONLY
 async def test_cancel_after_the_result_was_set_but_before_the_task_resumed_gives_the_hold_back(client, raw, url):
     """The result reached the asyncio future, but the task is cancelled before it resumes: asyncio
     throws CancelledError into it instead of the result."""
@@ -245,6 +252,7 @@ async def test_cancel_after_the_result_was_set_but_before_the_task_resumed_gives
     others_can_take(url, name)
 
 
+@SELECTOR_LOOP_ONLY
 @pytest.mark.parametrize("moment", ["before-conversion", "queued-in-loop"])
 async def test_a_dropped_nested_result_gives_back_one_hold_only(client, raw, redis_server, url, moment):
     """The same races for a re-entrant acquire (at the native level, where the outer holder's

@@ -11,6 +11,8 @@ import pytest
 import crosslock
 from support import channel, wait_until
 
+EVENT_LOOPS = ("asyncio", "uvloop")  # every test here runs on both (see conftest.py)
+
 
 async def test_two_tasks_on_one_loop_exclude_each_other(client):
     lock = client.lock("tasks")
@@ -190,19 +192,19 @@ async def test_lost_lock_of_a_task(url, raw):
         assert lock.lost  # this task's hold was the one lost
 
 
-async def test_two_event_loops_in_two_threads(client):
+def test_two_event_loops_in_two_threads(client, run):
     lock = client.lock("two-loops")
     results = []
 
-    def run():
+    def in_thread():
         async def body():
             async with lock:
                 results.append(client.holder())
                 await asyncio.sleep(0.05)
 
-        asyncio.run(body())
+        run(body())
 
-    threads = [threading.Thread(target=run) for _ in range(2)]
+    threads = [threading.Thread(target=in_thread) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
@@ -210,7 +212,7 @@ async def test_two_event_loops_in_two_threads(client):
     assert len(results) == 2 and results[0] != results[1]
 
 
-def test_event_loops_that_come_and_go_leave_no_descriptor_behind(url):
+def test_event_loops_that_come_and_go_leave_no_descriptor_behind(url, run):
     """Each event loop gets its own completion queue (a socket pair it watches): it goes with the
     loop, so a program calling asyncio.run() over and over does not leak descriptors."""
     import gc
@@ -227,8 +229,8 @@ def test_event_loops_that_come_and_go_leave_no_descriptor_behind(url):
             gc.collect()
             return len(os.listdir("/proc/self/fd"))
 
-        asyncio.run(once())
+        run(once())
         before = open_fds()
         for _ in range(100):
-            asyncio.run(once())
-        assert open_fds() <= before, "asyncio.run() loops left descriptors open"
+            run(once())
+        assert open_fds() <= before, "loops run one after another left descriptors open"

@@ -17,6 +17,8 @@ import pytest
 import crosslock
 from support import Raw, RedisServer, wait_until
 
+EVENT_LOOPS = ("asyncio", "uvloop")  # what `run` runs the async calls on (see conftest.py)
+
 
 def normal_clients(raw: Raw) -> int:
     return sum(1 for line in raw.command("CLIENT", "LIST", "TYPE", "normal").splitlines() if line)
@@ -43,7 +45,7 @@ def test_sync_calls_survive_connections_killed_between_them(client: crosslock.Cl
     assert raw.command("EXISTS", "lanes:killed") == 0
 
 
-def test_async_calls_survive_connections_killed_between_them(client: crosslock.Client, raw: Raw) -> None:
+def test_async_calls_survive_connections_killed_between_them(client: crosslock.Client, raw: Raw, run) -> None:
     lock = client.lock("lanes:killed-async")
 
     async def main() -> None:
@@ -52,33 +54,33 @@ def test_async_calls_survive_connections_killed_between_them(client: crosslock.C
             raw.command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
             await pairs_async(lock, 3)
 
-    asyncio.run(main())
+    run(main())
     assert raw.command("EXISTS", "lanes:killed-async") == 0
 
 
-def test_calls_after_an_idle_timeout_succeed() -> None:
+def test_calls_after_an_idle_timeout_succeed(run) -> None:
     server = RedisServer("--timeout", "1")
     try:
         c = crosslock.connect(server.url)
         lock = c.lock("lanes:idle")
         for _ in range(2):
             pairs(lock, 3)
-            asyncio.run(pairs_async(lock, 3))
+            run(pairs_async(lock, 3))
             time.sleep(1.3)
         pairs(lock, 3)
-        asyncio.run(pairs_async(lock, 3))
+        run(pairs_async(lock, 3))
         c.close()
     finally:
         server.stop()
 
 
-def test_many_threads_and_event_loops_do_not_pile_up_connections(client: crosslock.Client, raw: Raw) -> None:
+def test_many_threads_and_event_loops_do_not_pile_up_connections(client: crosslock.Client, raw: Raw, run) -> None:
     before = normal_clients(raw)
 
     def worker(i: int) -> None:
         lock = client.lock(f"lanes:t{i}")
         pairs(lock, 30)
-        asyncio.run(pairs_async(lock, 30))
+        run(pairs_async(lock, 30))
 
     for _ in range(3):
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
@@ -91,8 +93,34 @@ def test_many_threads_and_event_loops_do_not_pile_up_connections(client: crosslo
     assert all(raw.command("EXISTS", f"lanes:t{i}") == 0 for i in range(8))
 
 
+def client_ids(raw: Raw) -> set[str]:
+    """The ids of the server's normal (not pub/sub) connections."""
+    return {
+        field.split("=", 1)[1]
+        for line in raw.command("CLIENT", "LIST", "TYPE", "normal").splitlines()
+        for field in line.split()
+        if field.startswith("id=")
+    }
+
+
+def test_an_event_loops_calls_go_over_a_connection_of_its_own(client: crosslock.Client, raw: Raw, run) -> None:
+    """On either loop, a task's calls are made on a connection the loop itself watches (one, for
+    all its tasks), and that connection closes when the loop goes."""
+    lock = client.lock("lanes:own")
+    before = client_ids(raw)
+
+    async def main() -> set[str]:
+        await asyncio.gather(*(pairs_async(client.lock(f"lanes:own{i}"), 20) for i in range(4)))
+        return client_ids(raw) - before
+
+    opened = run(main())
+    assert len(opened) == 1, f"the loop's calls used {len(opened)} new connections, not one"
+    wait_until(lambda: not client_ids(raw) & opened, what="the loop's connection to close with the loop")
+    assert not lock.locked()
+
+
 def test_concurrent_tasks_share_a_loop_lane_and_each_gets_its_own_reply(
-    client: crosslock.Client, other: crosslock.Client, raw: Raw
+    client: crosslock.Client, other: crosslock.Client, raw: Raw, run
 ) -> None:
     """Forty tasks at once on one loop: replies come back in order on one connection, and each
     task gets its own (half the locks are busy, so the answers differ)."""
@@ -114,14 +142,14 @@ def test_concurrent_tasks_share_a_loop_lane_and_each_gets_its_own_reply(
             results = await asyncio.gather(*(one(i) for i in range(40)))
             assert results == [(False, 0) if i % 2 == 0 else (True, 1) for i in range(40)]
 
-    asyncio.run(main())
+    run(main())
     for lock in busy:
         lock.release()
     assert all(raw.command("EXISTS", f"lanes:c{i}") == 0 for i in range(40))
 
 
-@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
-def test_an_acquire_whose_reply_is_lost_leaves_no_hold_behind(flavour: str) -> None:
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_an_acquire_whose_reply_is_lost_leaves_no_hold_behind(flavour: str, run) -> None:
     """The server stops with an acquire on its way over a lane: the caller stops waiting after the
     response timeout, the request still runs when the server resumes, and whatever the acquire
     finally returns, the lock ends up held once (by a caller that knows it) or not at all."""
@@ -132,7 +160,7 @@ def test_an_acquire_whose_reply_is_lost_leaves_no_hold_behind(flavour: str) -> N
         raw = server.raw()
         for _ in range(3):
             pairs(lock, 2)
-            asyncio.run(pairs_async(lock, 2))
+            run(pairs_async(lock, 2))
             os.kill(server.process.pid, signal.SIGSTOP)
             timer = threading.Timer(0.6, os.kill, (server.process.pid, signal.SIGCONT))
             timer.start()
@@ -150,7 +178,7 @@ def test_an_acquire_whose_reply_is_lost_leaves_no_hold_behind(flavour: str) -> N
                             await lock.release_async()
                         return got, count
 
-                    got, count = asyncio.run(attempt())
+                    got, count = run(attempt())
             except crosslock.RedisUnavailableError:
                 got, count = False, 0
             finally:
