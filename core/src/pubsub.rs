@@ -161,6 +161,12 @@ impl Subscription {
     pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
         self.entry.notify.notified()
     }
+
+    /// Whether this is the only local waiter on its channel (a message then wakes it whatever
+    /// the policy).
+    pub(crate) fn alone(&self) -> bool {
+        self.entry.users.load(std::sync::atomic::Ordering::Relaxed) == 1
+    }
 }
 
 impl Drop for Subscription {

@@ -136,6 +136,93 @@ async fn waiter_is_woken_by_release_not_by_expiry() {
     }
 }
 
+/// Scripts the server has run (`EVALSHA` and `EVAL`), from `INFO commandstats`.
+fn scripts_run(server: &RedisServer) -> u64 {
+    let text: String = redis::from_redis_value(server.command(&["INFO", "commandstats"]))
+        .expect("INFO commandstats is text");
+    text.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_waiter_that_keeps_losing_the_race_backs_off_and_still_gets_the_lock() {
+    // Every release publishes to every waiting process, and each sends an attempt; with the lock
+    // taken again at once, all but one lose. Here the unlock messages come in a flood while the
+    // lock stays taken: a waiter that answered each with an attempt would make hundreds.
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let waiting = client(&server).await;
+    let name = "herd:flood";
+    let held = holder.lock(name).unwrap();
+    let first = Owner::new(1);
+    assert!(
+        held.acquire_as(first, &AcquireOptions::new().lease(Duration::from_secs(60)))
+            .await
+            .unwrap()
+    );
+    let lock = waiting.lock(name).unwrap();
+    let waiter = tokio::spawn(async move {
+        let got = lock
+            .acquire_as(
+                Owner::new(7),
+                &AcquireOptions::new().wait(Duration::from_secs(30)),
+            )
+            .await
+            .unwrap();
+        (got, lock)
+    });
+    while waiting.subscribed_channels() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await; // its attempt after subscribing, too
+    let before = scripts_run(&server);
+    let url = server.url();
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let published = tokio::task::spawn_blocking(move || {
+        let mut raw = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let mut published = 0u32;
+        let until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < until {
+            let _: i64 = raw.publish(&channel, "0").unwrap();
+            published += 1;
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        published
+    })
+    .await
+    .unwrap();
+    let attempts = scripts_run(&server) - before;
+    assert!(
+        published > 300,
+        "only {published} messages went out in 300 ms"
+    );
+    // Pauses of 0.5 ms doubling to 8 ms (with jitter): about 40 attempts in 300 ms; one per
+    // message would be several hundred.
+    assert!(
+        (3..=100).contains(&attempts),
+        "the waiter made {attempts} attempts for {published} unlock messages"
+    );
+    // A real release still hands the lock over.
+    held.release_as(first).await.unwrap();
+    let (got, lock) = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter did not get the lock after the release")
+        .unwrap();
+    assert!(got);
+    lock.release_as(Owner::new(7)).await.unwrap();
+    holder.close().await;
+    waiting.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_exclusion_with_a_non_atomic_counter() {
     let server = RedisServer::start();

@@ -194,7 +194,7 @@ fn human(d: Duration) -> String {
 }
 
 /// A cheap pseudo-random number below `n` (jitter only; no quality needed).
-fn fastrand_below(n: u64) -> u64 {
+pub(crate) fn fastrand_below(n: u64) -> u64 {
     use std::cell::Cell;
     thread_local! { static STATE: Cell<u64> = Cell::new(0x9e37_79b9_7f4a_7c15 ^ u64::from(std::process::id())); }
     STATE.with(|s| {

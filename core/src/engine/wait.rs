@@ -39,7 +39,7 @@ use crate::context::Ctx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
 
-use super::{Attempt, Protocol, Request, Waiting};
+use super::{Attempt, Protocol, Request, Waiting, WakePolicy};
 
 /// How an acquire ended, short of an error.
 pub(crate) enum Outcome<W> {
@@ -453,10 +453,28 @@ async fn run_loop<P: Protocol>(
     // A back-off waiter pauses before its next attempt; a subscriber tries again at once (a
     // release may have come before the subscription).
     let mut pause_first = matches!(waiting, Waiting::Backoff(_));
+    // An unlock message reaches every waiting process; each sends an attempt and all but one
+    // lose (see `LostRaces`).
+    let mut herd = LostRaces::new(matches!(
+        waiting,
+        Waiting::PubSub {
+            wake: WakePolicy::Lock,
+            ..
+        }
+    ));
     loop {
         if pause_first {
             pause_first = false;
         } else {
+            let alone = subscription.as_ref().is_some_and(|sub| sub.alone());
+            if let Some(pause) = herd.pause(alone, s.deadline) {
+                tokio::select! {
+                    biased;
+                    _ = s.token.cancelled() => return Err(s.cancelled()),
+                    _ = stop.cancelled() => return Err(s.cancelled()),
+                    _ = tokio::time::sleep(pause) => {}
+                }
+            }
             let notified = subscription.as_ref().map(|sub| {
                 let mut n = Box::pin(sub.notified());
                 n.as_mut().enable();
@@ -473,6 +491,7 @@ async fn run_loop<P: Protocol>(
                 Gated::TimedOut => return Ok(Outcome::TimedOut),
                 Gated::Busy(r) => r,
             };
+            herd.busy();
             let now = Instant::now();
             let remaining = s.deadline.map(|d| d.saturating_duration_since(now));
             if remaining == Some(Duration::ZERO) {
@@ -490,8 +509,8 @@ async fn run_loop<P: Protocol>(
                     biased;
                     _ = s.token.cancelled() => return Err(s.cancelled()),
                     _ = stop.cancelled() => return Err(s.cancelled()),
-                    _ = notified => {}
-                    _ = sleep_until(wake_at) => {}
+                    _ = notified => herd.woken(true),
+                    _ = sleep_until(wake_at) => herd.woken(false),
                 }
                 continue;
             }
@@ -514,6 +533,78 @@ async fn run_loop<P: Protocol>(
         }
         if s.out_of_time() {
             return Ok(Outcome::TimedOut);
+        }
+    }
+}
+
+/// A waiter's losses to the herd, and the pause they earn it.
+///
+/// An unlock message on a lock's channel reaches every process that waits there (Redisson's
+/// protocol: the release publishes once, to the channel). Each wakes one waiter, which sends an
+/// attempt; one of them (or the releaser itself, taking the lock again) wins and the rest lose.
+/// With eight processes hammering one lock that is about seven lost round trips per acquire, and
+/// as many wake-ups: on a small machine they take the CPU time the holders need. So a waiter
+/// that lost the race after a message pauses before its next attempt, the longer the more races
+/// in a row it lost (0.5 ms, doubling, up to 8 ms, each with jitter), and meanwhile lets further
+/// messages pass: the attempt after the pause sees whatever they announced. A waiter woken for
+/// the first time tries at once, so a hand-over to a lone waiter costs nothing more; a pause never
+/// runs past the caller's deadline (the last attempt is made in time instead); and a waiter whose
+/// retry hint fired (the holder's lease ran out) tries at once as well.
+///
+/// Only a process's lone waiter on the channel pauses. With several, a message wakes just one of
+/// them (the next message the next one), so the process sends one attempt per release however
+/// many wait, and pausing the loser would only leave the lock to whoever runs nearest to it:
+/// threads and tasks of one process waited twice as long at worst, for no more throughput.
+struct LostRaces {
+    /// Only on lock channels (an unlock wakes a waiter in every process); a fair lock's message
+    /// is for its one waiter, a semaphore's for as many as there are permits.
+    herd: bool,
+    /// The attempt about to be made follows a message.
+    after_message: bool,
+    /// Races lost in a row: attempts after a message that found the lock taken.
+    lost: u32,
+}
+
+impl LostRaces {
+    const FIRST: Duration = Duration::from_micros(500);
+    const MOST: Duration = Duration::from_millis(8);
+
+    fn new(herd: bool) -> Self {
+        LostRaces {
+            herd,
+            after_message: false,
+            lost: 0,
+        }
+    }
+
+    /// The wait woke: by a message (`true`) or by the retry hint or the deadline.
+    fn woken(&mut self, by_message: bool) {
+        self.after_message = by_message;
+    }
+
+    /// The attempt just made found the lock taken.
+    fn busy(&mut self) {
+        if self.herd && self.after_message {
+            self.lost = self.lost.saturating_add(1);
+        }
+    }
+
+    /// How long to pause before the next attempt, if at all (never up to `deadline`). `alone`:
+    /// the process has no other waiter on the channel.
+    fn pause(&self, alone: bool, deadline: Option<Instant>) -> Option<Duration> {
+        if !self.herd || !alone || !self.after_message || self.lost == 0 {
+            return None;
+        }
+        let full = Self::FIRST
+            .saturating_mul(1u32 << (self.lost - 1).min(8))
+            .min(Self::MOST);
+        // Between half and all of it, so the losers of one race do not meet again in the next.
+        let half = full / 2;
+        let micros = u64::try_from(half.as_micros()).unwrap_or(u64::MAX);
+        let pause = half + Duration::from_micros(super::fastrand_below(micros + 1));
+        match deadline {
+            Some(d) if Instant::now() + pause >= d => None,
+            _ => Some(pause),
         }
     }
 }
