@@ -226,18 +226,7 @@ fn script_calls(cluster: &Cluster, master: u16) -> u64 {
         .arg("commandstats")
         .query(&mut cluster.node(master).raw())
         .unwrap();
-    stats
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
+    support::scripts_in_commandstats(&stats)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

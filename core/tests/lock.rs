@@ -140,17 +140,7 @@ async fn waiter_is_woken_by_release_not_by_expiry() {
 fn scripts_run(server: &RedisServer) -> u64 {
     let text: String = redis::from_redis_value(server.command(&["INFO", "commandstats"]))
         .expect("INFO commandstats is text");
-    text.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
+    support::scripts_in_commandstats(&text)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

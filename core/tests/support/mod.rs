@@ -487,6 +487,22 @@ fn listens(pid: u32, port: u16) -> bool {
         })
 }
 
+/// The `EVAL` and `EVALSHA` calls counted in the text of `INFO commandstats`.
+pub fn scripts_in_commandstats(stats: &str) -> u64 {
+    stats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
 /// A port nobody listens on now, on loopback.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
