@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any, Callable, Coroutine, Iterator, Mapping, Optional, TypeVar
+from typing import Any, Callable, Iterator, Mapping
 
 import pytest
 import uvloop
@@ -24,8 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import crosslock  # noqa: E402
 from support import Raw, RedisServer  # noqa: E402
 
-
-_T = TypeVar("_T")
 
 #: The event loops a module may ask for, by name: how to make one, and how to run a coroutine on
 #: a fresh one (as ``asyncio.run`` does).
@@ -39,7 +37,9 @@ def _loops_of(module: Any) -> tuple[str, ...]:
     return tuple(getattr(module, "EVENT_LOOPS", ("asyncio",)))
 
 
-def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Optional[Mapping[str, Callable[[], asyncio.AbstractEventLoop]]]:
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
     """The event loops this test's module runs its ``async def`` tests on (see the module docs)."""
     module = getattr(item, "module", None)
     return {name: LOOPS[name][0] for name in _loops_of(module)}
