@@ -699,9 +699,7 @@ impl Conn {
 
     /// Notes an answered run of `script` (a reply, not a failure to reach the server).
     fn note_ran(&self, script: &Lua) {
-        if !self.ran(script) {
-            lock(&self.inner.ran).insert(script.hash().to_owned());
-        }
+        note(&self.inner.ran, script);
     }
 
     /// Runs `script` with `keys` and `args`; errors are attributed to `subject`. Fails with
@@ -822,7 +820,7 @@ impl Conn {
         let reply = match trip {
             crate::lane::Trip::Reply(reply) => {
                 if reply.is_ok() {
-                    lock(&self.inner.loaded).insert(script.hash().to_owned());
+                    note(&self.inner.loaded, script);
                     self.note_ran(script);
                 }
                 Some(reply.and_then(|v| T::from_redis_value(v).map_err(Into::into)))
@@ -1421,6 +1419,14 @@ async fn keepalive(conn: Conn, stop: CancellationToken) {
 
 /// Room for one script argument (a holder string `<uuid>:<n>` is 38 bytes, a number fewer).
 const ARG_GUESS: usize = 40;
+
+/// Adds `script`'s SHA1 to `set` unless it is there (without allocating on every reply).
+fn note(set: &std::sync::Mutex<HashSet<String>>, script: &Lua) {
+    let mut set = lock(set);
+    if !set.contains(script.hash()) {
+        set.insert(script.hash().to_owned());
+    }
+}
 
 /// `EVAL <script> …` (`whole`) or `EVALSHA <sha1> …` with `keys` and `args`.
 pub(crate) fn script_cmd(
