@@ -173,7 +173,16 @@ async fn a_lone_waiter_that_keeps_losing_the_race_backs_off_and_still_gets_the_l
     while waiting.subscribed_channels() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    tokio::time::sleep(Duration::from_millis(50)).await; // its attempt after subscribing, too
+    // Its attempt after subscribing, too: three scripts so far (the holder's acquire, the
+    // waiter's first attempt and that one).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while scripts_run(&server) < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the waiter did not try again after subscribing"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let before = scripts_run(&server);
     let url = server.url();
     let channel = format!("redisson_lock__channel:{{{name}}}");
