@@ -2,7 +2,8 @@
 //   node counter_worker.mjs URL LOCK KEY N [KIND [DATA_URL]]
 // Connects, prints READY, waits for a line on stdin (the start signal), then N times: acquire the
 // lock, GET KEY, SET KEY value+1 (deliberately non-atomic), release. Prints "DONE N". KIND is the
-// kind of lock as tests-py/cross names them (lock when not given).
+// kind of lock as tests-py/cross names them (lock when not given). The environment's
+// CROSSLOCK_WATCHDOG_MS, when set, is the client's watchdog lease.
 import { createRequire } from 'node:module'
 import net from 'node:net'
 import readline from 'node:readline'
@@ -53,7 +54,8 @@ function rawRedis (url) {
 
 // DATA_URL (default URL): where KEY lives, when URL is not a plain redis:// one (a sentinel URL).
 const [url, name, key, n, kind = 'lock', dataUrl = url] = process.argv.slice(2)
-const client = await connect(url)
+const watchdog = process.env.CROSSLOCK_WATCHDOG_MS
+const client = await connect(url, watchdog ? { watchdogTimeout: Number(watchdog) } : {})
 const raw = rawRedis(dataUrl)
 // The kinds as tests-py/cross names them: lock, fair_lock, …, write_lock.
 const camel = (k) => k.replace(/_([a-z])/g, (_, c) => c.toUpperCase())

@@ -5,9 +5,11 @@
 Connects, prints ``READY``, waits for a line on stdin (the start signal), then N times: acquire the
 lock, GET KEY, SET KEY value+1 (deliberately non-atomic), release. Prints ``DONE N``. KIND is the
 kind of lock as ``tests-py/cross/py_worker.py`` names them (``lock`` when not given). DATA_URL
-(default URL) is the ``redis://`` server KEY lives on, when URL is a sentinel URL.
+(default URL) is the ``redis://`` server KEY lives on, when URL is a sentinel URL. The environment's
+``CROSSLOCK_WATCHDOG_MS``, when set, is the client's watchdog lease.
 """
 
+import os
 import sys
 from pathlib import Path
 from urllib.parse import urlparse
@@ -24,7 +26,8 @@ def main() -> None:
     url, name, key, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     kind = sys.argv[5] if len(sys.argv) > 5 else "lock"
     data_url = sys.argv[6] if len(sys.argv) > 6 else url
-    client = crosslock.connect(url)
+    watchdog = os.environ.get("CROSSLOCK_WATCHDOG_MS")
+    client = crosslock.connect(url, watchdog_timeout=int(watchdog) / 1000) if watchdog else crosslock.connect(url)
     raw = Raw(urlparse(data_url).port)
     lock = make(client, kind, name)
     print("READY", flush=True)

@@ -389,6 +389,11 @@ def test_our_release_of_java_lock_fails_and_changes_nothing(java: JavaDriver, cl
 
 JAVA_PROCS = PY_PROCS = NODE_PROCS = 2
 ITERATIONS = 100
+# Every process's watchdog lease here. Redisson wakes its waiters on a write lock's release ("1")
+# by giving a permit to each Java thread already blocked at that moment: a thread between its
+# attempt and its wait misses that release and sleeps for the PTTL its attempt returned. With the
+# usual 30 s lease two such misses outlast the test's patience; with 5 s they cost seconds.
+WATCHDOG_MS = 5000
 
 
 # Our kind (as tests-py/cross names it) and the Java driver's.
@@ -406,9 +411,9 @@ def test_java_python_node_processes_share_one_counter_exactly(java_built, redis_
         for _ in range(JAVA_PROCS):
             javas.append(JavaDriver.start())
         for j in javas:
-            j.connect(redis_url)
+            j.connect(redis_url, WATCHDOG_MS)
             assert j.ok(f"kind {java_kind}") == java_kind
-        env = python_env()
+        env = {**python_env(), "CROSSLOCK_WATCHDOG_MS": str(WATCHDOG_MS)}
         for _ in range(PY_PROCS):
             others.append(subprocess.Popen(
                 [sys.executable, str(HERE / "counter_worker.py"), redis_url, name, key, str(iterations), kind],
@@ -417,7 +422,7 @@ def test_java_python_node_processes_share_one_counter_exactly(java_built, redis_
         for _ in range(NODE_PROCS):
             others.append(subprocess.Popen(
                 ["node", str(HERE / "counter_worker.mjs"), redis_url, name, key, str(iterations), kind],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(REPO),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(REPO), env=env,
             ))
         for p in others:  # each prints READY once connected, then waits for "go"
             line = _readline(p, 30)
