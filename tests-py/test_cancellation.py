@@ -2,10 +2,10 @@
 takes away a hold the caller still has, and never half-releases.
 
 * An ``acquire_async`` cancelled just as it succeeds (the acquire completed on Redis, but the
-  caller gets ``CancelledError``) gives that one hold back, at each of the three points where the
-  result can be lost on its way to the task: cancelled before it was produced (the bridge drops it
-  unconverted), while it waits in the event loop's completion queue, and after it was set but
-  before the task resumed.
+  caller gets ``CancelledError``) gives that one hold back, at each point where the result can be
+  lost on its way to the task: cancelled before it was produced (the bridge drops it
+  unconverted) and while it waits for the event loop. Once set, the result reaches the task in
+  the same turn of the loop, before any cancel can land.
 * A cancelled nested ``acquire_async`` gives back only the hold it won, never the outer one.
 * A cancelled ``release_async`` still releases (Redis and the client's bookkeeping agree).
 
@@ -113,9 +113,12 @@ def result_queued(loop: asyncio.AbstractEventLoop) -> bool:
     return bool(select.select(wakers, [], [], 0)[0])
 
 
-async def acquire_with_result_queued(lock: crosslock.Lock, loop: asyncio.AbstractEventLoop) -> asyncio.Task[bool]:
-    """Starts ``lock.acquire_async()`` in a task of its own and returns that task once the acquire
-    completed and its result waits for the event loop (see :func:`result_queued`).
+async def acquire_with_result_queued(
+    lock: crosslock.Lock, loop: asyncio.AbstractEventLoop
+) -> tuple[asyncio.Task[bool], int]:
+    """Starts ``lock.acquire_async()`` in a task of its own and returns that task (and the owner it
+    acquires for) once the acquire completed and its result waits for the event loop (see
+    :func:`result_queued`).
 
     The acquire may also complete within its first poll, before the call returns: its reply came
     over the runtime's connection before that poll was over (the loop's thread slowed by one-time
@@ -133,7 +136,7 @@ async def acquire_with_result_queued(lock: crosslock.Lock, loop: asyncio.Abstrac
         await asyncio.sleep(0)  # the task starts the native acquire and awaits it
         if not task.done():
             wait_until(lambda: result_queued(loop), what="the acquire's result to be queued for the loop")
-            return task
+            return task, owners[0]
         assert task.result() is True
         await lock._native.release_async(owners[0])
     pytest.fail("every acquire completed within its first poll: the moment under test never came")
@@ -221,7 +224,7 @@ async def test_cancel_while_the_result_waits_in_the_event_loop_gives_the_hold_ba
     name = "race-queued"
     lock = client.lock(name)
     loop = asyncio.get_running_loop()
-    task = await acquire_with_result_queued(lock, loop)
+    task, _ = await acquire_with_result_queued(lock, loop)
     assert raw.hgetall(name), "the acquire completed, so Redis holds the lock"
     assert not task.done()
     task.cancel()  # e.g. asyncio.timeout firing now
@@ -232,22 +235,25 @@ async def test_cancel_while_the_result_waits_in_the_event_loop_gives_the_hold_ba
 
 
 @SELECTOR_LOOP_ONLY
-async def test_cancel_after_the_result_was_set_but_before_the_task_resumed_gives_the_hold_back(client, raw, url):
-    """The result reached the asyncio future, but the task is cancelled before it resumes: asyncio
-    throws CancelledError into it instead of the result."""
+async def test_the_turn_that_sets_the_result_resumes_the_task_so_no_cancel_comes_between(client, raw, url):
+    """The turn of the loop that takes the acquire's reply also resumes the awaiting task with the
+    result (crosslock's future runs the task's wake-up itself instead of scheduling it for a later
+    turn): there is no moment where the result is set and a ``task.cancel()`` could still throw
+    ``CancelledError`` into the task in its place. The task has the lock, and a cancel after that
+    is a no-op that takes nothing away."""
     name = "race-set"
     lock = client.lock(name)
     loop = asyncio.get_running_loop()
-    task = await acquire_with_result_queued(lock, loop)
-    # Each pass lets the loop run once, this test's next step queued before anything the drain
-    # of the completion queue schedules: once the result is set, the task's wake-up waits behind
-    # this test, so the cancel below finds the future done and the task not yet resumed.
+    task, owner = await acquire_with_result_queued(lock, loop)
+    # Each pass lets the loop run once, this test's next step queued before the reader that takes
+    # the result: the pass after that reader ran finds the task finished, not merely woken.
     while result_queued(loop):
         await asyncio.sleep(0)
-    assert not task.done()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    assert task.done() and task.result() is True
+    assert task.cancel() is False
+    assert raw.hgetall(name), "the task holds the lock"
+    others_cannot_take(url, name)
+    assert await lock._native.release_async(owner) is True
     await released(client, raw, name)
     others_can_take(url, name)
 
@@ -416,3 +422,40 @@ async def test_a_cancelled_nested_release_releases_one_hold(client, raw, url):
     await lock.release_async()
     await released(client, raw, name)
     assert not lock.lost
+
+
+# -- the bridge's future towards asyncio's helpers ----------------------------------------------
+
+
+async def test_a_calls_future_is_an_asyncio_future_to_every_helper(client, raw):
+    """A native call's future runs the first done-callback added while it is pending (normally the
+    awaiting task's wake-up) itself, in the turn that sets its result; every other callback, a
+    removal, and the helpers that wrap futures (gather, wait, wait_for, shield) see a plain
+    asyncio future."""
+    native = client.lock("bridge-helpers")._native
+    seen: list[str] = []
+    future = native.is_locked_async()
+    future.add_done_callback(lambda f: seen.append(f"kept {f.result()}"))
+    future.add_done_callback(lambda f: seen.append(f"other {f.result()}"))
+    removed = lambda f: seen.append("removed")  # noqa: E731
+    future.add_done_callback(removed)
+    assert future.remove_done_callback(removed) == 1
+    assert await future is False
+    await asyncio.sleep(0)
+    assert sorted(seen) == ["kept False", "other False"]
+
+    seen.clear()
+    future = native.is_locked_async()
+    kept = lambda f: seen.append("kept")  # noqa: E731
+    future.add_done_callback(kept)
+    assert future.remove_done_callback(kept) == 1
+    assert await future is False
+    await asyncio.sleep(0)
+    assert seen == []
+
+    assert await asyncio.gather(native.is_locked_async(), native.is_locked_async()) == [False, False]
+    done, pending = await asyncio.wait([native.is_locked_async()], timeout=10)
+    assert not pending and done.pop().result() is False
+    assert await asyncio.wait_for(native.is_locked_async(), 10) is False
+    assert await asyncio.shield(native.is_locked_async()) is False
+    assert not raw.command("EXISTS", "bridge-helpers")

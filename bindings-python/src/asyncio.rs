@@ -7,7 +7,8 @@
 //! creates the loop's future and polls its core future right away, on the loop's thread
 //! (`crosslock::runtime::EventLoop::poll`): its Redis scripts go over the loop's own lane, a
 //! non-blocking connection the loop watches with `add_reader` ([`LaneReader`]), so an uncontended
-//! call costs the loop one wake-up for its reply and no thread hand-off at all. A core future that
+//! call costs the loop one wake-up for its reply and no thread hand-off at all; the awaiting task
+//! resumes in that same turn of the loop (see [`FUTURE_TYPE`]). A core future that
 //! waits on core's runtime instead (a busy lock's wait loop, a timer) is woken from a runtime
 //! thread: the waker pushes a poll of it on the queue and, if the queue was empty, writes one byte
 //! to the socket; it never takes the GIL and never waits for the loop. The loop, woken by the
@@ -141,9 +142,14 @@ impl Completions {
     }
 }
 
-/// The `asyncio.Future` subclass a call returns: its `cancel()` also drops the core future behind
+/// The `asyncio.Future` subclass a call returns. Its `cancel()` also drops the core future behind
 /// it, at once. (A done-callback on a plain future did that before, at the cost of a callback
 /// object per call and one more callback scheduled and run by the loop when the call finished.)
+///
+/// It also keeps the first done-callback added while it is pending (the awaiting task's wake-up)
+/// to itself: when crosslock sets the result it runs that callback right away, in the same turn of
+/// the loop that read the reply ([`wake_awaiter`]), instead of scheduling it with `call_soon` for
+/// the next turn. Cancelled, it schedules it with `call_soon` as a plain future would.
 const FUTURE_TYPE: &std::ffi::CStr = cr#"
 import asyncio
 
@@ -151,12 +157,29 @@ import asyncio
 class Future(asyncio.Future):
     """An asyncio future of a crosslock call; cancelling it cancels the call."""
 
-    __slots__ = ("_crosslock_call",)
+    __slots__ = ("_crosslock_call", "_crosslock_wakeup")
+
+    def add_done_callback(self, fn, *, context=None):
+        if self._crosslock_wakeup is None and not self.done():
+            self._crosslock_wakeup = (fn, context)
+        else:
+            super().add_done_callback(fn, context=context)
+
+    def remove_done_callback(self, fn):
+        wakeup = self._crosslock_wakeup
+        if wakeup is not None and wakeup[0] == fn:
+            self._crosslock_wakeup = None
+            return 1 + super().remove_done_callback(fn)
+        return super().remove_done_callback(fn)
 
     def cancel(self, msg=None):
         if not super().cancel(msg):
             return False
         self._crosslock_call.cancel()
+        wakeup = self._crosslock_wakeup
+        if wakeup is not None:
+            self._crosslock_wakeup = None
+            self.get_loop().call_soon(wakeup[0], self, context=wakeup[1])
         return True
 "#;
 
@@ -284,6 +307,46 @@ where
     }
 }
 
+/// Runs the done-callback `future` kept for itself (the awaiting task's wake-up, see
+/// [`FUTURE_TYPE`]) now that crosslock has set its result: at once when this thread is draining the
+/// loop's queue (a reader callback of the loop, so no task is running), else with `call_soon`.
+fn wake_awaiter(py: Python<'_>, queue: &Queue, future: &Bound<'_, PyAny>) {
+    let wakeup = pyo3::intern!(py, "_crosslock_wakeup");
+    let Ok(kept) = future.getattr(wakeup) else {
+        return;
+    };
+    if kept.is_none()
+        || !future
+            .call_method0("done")
+            .is_ok_and(|d| d.is_truthy().unwrap_or(false))
+    {
+        return;
+    }
+    let woke = future.setattr(wakeup, py.None()).and_then(|()| {
+        let (callback, context): (Bound<'_, PyAny>, Bound<'_, PyAny>) = kept.extract()?;
+        if DRAINING.with(Cell::get) == std::ptr::from_ref(queue) {
+            if context.is_none() {
+                callback.call1((future,))
+            } else {
+                context.call_method1(pyo3::intern!(py, "run"), (callback, future))
+            }
+        } else {
+            let kwargs = pyo3::types::PyDict::new(py);
+            kwargs.set_item(pyo3::intern!(py, "context"), context)?;
+            future
+                .call_method0(pyo3::intern!(py, "get_loop"))?
+                .call_method(
+                    pyo3::intern!(py, "call_soon"),
+                    (callback, future),
+                    Some(&kwargs),
+                )
+        }
+    });
+    if let Err(e) = woke {
+        e.write_unraisable(py, Some(future));
+    }
+}
+
 /// How core watches its lane sockets on this loop: `add_reader`, and `remove_reader` through the
 /// queue (so from any thread).
 struct LoopWatcher {
@@ -405,7 +468,11 @@ impl LoopTask {
             Ok(std::task::Poll::Pending) => {}
             Ok(std::task::Poll::Ready(())) => {
                 *slot = None;
-                drop(self.target.lock().unwrap_or_else(|e| e.into_inner()).take());
+                drop(slot);
+                let target = self.target.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(target) = target {
+                    Python::attach(|py| wake_awaiter(py, &self.queue, target.bind(py)));
+                }
             }
             Err(_) => {
                 *slot = None;
@@ -461,6 +528,7 @@ where
         pyo3::intern!(py, "_crosslock_call"),
         Call { task: task.clone() },
     )?;
+    awaited.setattr(pyo3::intern!(py, "_crosslock_wakeup"), py.None())?;
     task.run();
     Ok(awaited)
 }
