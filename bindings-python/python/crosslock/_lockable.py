@@ -95,7 +95,8 @@ async def _acquired_async(
     a cancellation that races the acquire's success leaves no hold behind: if the future was
     cancelled first, the native side drops (and so gives back) the hold; if the result was already
     set but asyncio throws ``CancelledError`` into this task instead (``task.cancel()`` came before
-    the task resumed), it is abandoned here. One coroutine between the caller and the native
+    the task resumed), it is abandoned here. (The native future resumes the task in the turn that
+    sets its result, so that moment does not come today; this keeps it safe if it ever does.) One coroutine between the caller and the native
     future: every level of ``await`` is paid again on each resumption.
     """
     owner = current_owner()
