@@ -471,7 +471,10 @@ impl LoopTask {
                 drop(slot);
                 let target = self.target.lock().unwrap_or_else(|e| e.into_inner()).take();
                 if let Some(target) = target {
-                    Python::attach(|py| wake_awaiter(py, &self.queue, target.bind(py)));
+                    Python::attach(|py| {
+                        wake_awaiter(py, &self.queue, target.bind(py));
+                        drop(target);
+                    });
                 }
             }
             Err(_) => {
@@ -480,12 +483,14 @@ impl LoopTask {
                 let target = self.target.lock().unwrap_or_else(|e| e.into_inner()).take();
                 let Some(target) = target else { return };
                 Python::attach(|py| {
-                    settle(py, target, |_| {
+                    settle(py, target.clone_ref(py), |_| {
                         Err(PyRuntimeError::new_err(
                             "crosslock: the operation ended without a result (a panic in the \
                              native module)",
                         ))
-                    })
+                    });
+                    wake_awaiter(py, &self.queue, target.bind(py));
+                    drop(target);
                 });
             }
         }
