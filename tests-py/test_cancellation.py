@@ -433,8 +433,18 @@ async def test_a_calls_future_is_an_asyncio_future_to_every_helper(client, raw):
     removal, and the helpers that wrap futures (gather, wait, wait_for, shield) see a plain
     asyncio future."""
     native = client.lock("bridge-helpers")._native
+
+    def pending_call() -> "asyncio.Future[bool]":
+        # A call may finish within its first poll (see acquire_with_result_queued); one that did
+        # not stays pending until this task yields: its result is set on this loop's thread.
+        for _ in range(20):
+            call = native.is_locked_async()
+            if not call.done():
+                return call
+        pytest.fail("every call finished within its first poll")
+
     seen: list[str] = []
-    future = native.is_locked_async()
+    future = pending_call()
     future.add_done_callback(lambda f: seen.append(f"kept {f.result()}"))
     future.add_done_callback(lambda f: seen.append(f"other {f.result()}"))
     removed = lambda f: seen.append("removed")  # noqa: E731
@@ -445,7 +455,7 @@ async def test_a_calls_future_is_an_asyncio_future_to_every_helper(client, raw):
     assert sorted(seen) == ["kept False", "other False"]
 
     seen.clear()
-    future = native.is_locked_async()
+    future = pending_call()
     kept = lambda f: seen.append("kept")  # noqa: E731
     future.add_done_callback(kept)
     assert future.remove_done_callback(kept) == 1
