@@ -402,6 +402,22 @@ describe('lost lock', () => {
       await assert.rejects(inner.release(), LockLostError)
     }).then(() => assert.fail('withLock should report the loss'), (e) => assert.ok(e instanceof LockLostError, String(e)))
   })
+
+  test('after a nested hold is released, the loss of the remaining one still reaches it, and only it', async () => {
+    const client = await env.connect({ watchdogTimeout: 600 })
+    const lock = client.lock(unique('lost-after-nested'))
+    const other = await client.lock(unique('lost-bystander')).acquire()
+    await lock.withLock(async (outer) => {
+      const inner = await lock.acquire()
+      await inner.release()
+      assert.equal(await lock.holdCount(), 1)
+      assert.equal(await env.client.lock(lock.name).forceUnlock(), true)
+      await waitUntil(() => outer.lost, 'the remaining hold to be reported lost', 5000)
+      assert.equal(inner.lost, false, 'a released hold is not reported lost')
+    }).then(() => assert.fail('withLock should report the loss'), (e) => assert.ok(e instanceof LockLostError, String(e)))
+    assert.equal(other.lost, false)
+    await other.release()
+  })
 })
 
 describe('release and disposal', () => {

@@ -12,7 +12,6 @@ import { FairLock } from './fair_lock'
 import { FencedLock } from './fenced_lock'
 import { Holds } from './held'
 import { Lock } from './lock'
-import { NativeLock } from './native_lock'
 import { NonReentrantLock } from './non_reentrant_lock'
 import { ReadLock, ReadWriteLock, WriteLock } from './read_write_lock'
 import { CountDownLatch } from './count_down_latch'
@@ -149,11 +148,9 @@ export class Client implements AsyncDisposable {
     this.#lockObjects = new FinalizationRegistry((id) => nativeClient.dropLock(id))
   }
 
-  /** @internal The native lock numbered `id` in this client's table. */
-  _nativeLock(id: number, name: string, kind: string): NativeLock {
-    const lock = new NativeLock(this.#native, id, name, kind)
+  /** @internal Drops native lock `id` from this client's table once `lock` is collected. */
+  _lockObject(lock: object, id: number): void {
     this.#lockObjects.register(lock, id)
-    return lock
   }
 
   /** @internal */
@@ -225,7 +222,7 @@ export class Client implements AsyncDisposable {
    */
   lock(name: string): Lock {
     checkName(name)
-    return new Lock(this, this._nativeLock(viaNative(() => this.#native.lock(name)), name, 'lock'))
+    return new Lock(this, viaNative(() => this.#native.lock(name)), name)
   }
 
   /**
@@ -239,7 +236,7 @@ export class Client implements AsyncDisposable {
    */
   fairLock(name: string): FairLock {
     checkName(name)
-    return new FairLock(this, this._nativeLock(viaNative(() => this.#native.fairLock(name)), name, 'fair_lock'))
+    return new FairLock(this, viaNative(() => this.#native.fairLock(name)), name)
   }
 
   /**
@@ -254,7 +251,7 @@ export class Client implements AsyncDisposable {
   spinLock(name: string, options?: SpinLockOptions): SpinLock {
     checkName(name)
     const backoff = checkBackoff(options, name)
-    return new SpinLock(this, this._nativeLock(viaNative(() => this.#native.spinLock(name, backoff)), name, 'spin_lock'))
+    return new SpinLock(this, viaNative(() => this.#native.spinLock(name, backoff)), name)
   }
 
   /**
@@ -270,7 +267,7 @@ export class Client implements AsyncDisposable {
    */
   fencedLock(name: string): FencedLock {
     checkName(name)
-    return new FencedLock(this, this._nativeLock(viaNative(() => this.#native.fencedLock(name)), name, 'fenced_lock'))
+    return new FencedLock(this, viaNative(() => this.#native.fencedLock(name)), name)
   }
 
   /**
@@ -284,7 +281,7 @@ export class Client implements AsyncDisposable {
    */
   nonReentrantLock(name: string): NonReentrantLock {
     checkName(name)
-    return new NonReentrantLock(this, this._nativeLock(viaNative(() => this.#native.nonReentrantLock(name)), name, 'non_reentrant_lock'))
+    return new NonReentrantLock(this, viaNative(() => this.#native.nonReentrantLock(name)), name)
   }
 
   /**
@@ -301,8 +298,8 @@ export class Client implements AsyncDisposable {
     checkName(name)
     const [read, write] = viaNative(() => this.#native.readWriteLock(name))
     return new ReadWriteLock(
-      new ReadLock(this, this._nativeLock(read, name, 'read_lock')),
-      new WriteLock(this, this._nativeLock(write, name, 'write_lock')),
+      new ReadLock(this, read, name),
+      new WriteLock(this, write, name, true),
     )
   }
 

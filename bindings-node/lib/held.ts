@@ -131,7 +131,7 @@ export class HeldLock implements AsyncDisposable {
     this.lock.client._holds.untrack(this)
     try {
       // The native promise awaited here (one promise less per release than through a wrapper).
-      await this.lock._native.release(this.owner)
+      await this.lock._release(this.owner)
     } catch (raw) {
       const e = fromNative(raw)
       if (hasCode(e, 'LOCK_LOST')) {
@@ -196,43 +196,57 @@ function route(lock: Lockable): string {
 
 /**
  * The live holds of one client, oldest first per lock: for lost-lock signals, for
- * `lock.release()` by owner, and for `client.close()`. @internal
+ * `lock.release()` by owner, and for `client.close()`. A route held once (the common case, and
+ * every route of a process holding many locks) maps to its hold itself; an array only when it has
+ * several. @internal
  */
 export class Holds {
-  readonly #byRoute = new Map<string, HeldLock[]>()
+  readonly #byRoute = new Map<string, HeldLock | HeldLock[]>()
 
   track(held: HeldLock): void {
     const key = route(held.lock)
-    const list = this.#byRoute.get(key)
-    if (list) list.push(held)
-    else this.#byRoute.set(key, [held])
+    const known = this.#byRoute.get(key)
+    if (known === undefined) this.#byRoute.set(key, held)
+    else if (Array.isArray(known)) known.push(held)
+    else this.#byRoute.set(key, [known, held])
   }
 
   untrack(held: HeldLock): void {
     const key = route(held.lock)
-    const list = this.#byRoute.get(key)
-    if (!list) return
-    const i = list.lastIndexOf(held)
-    if (i >= 0) list.splice(i, 1)
-    if (list.length === 0) this.#byRoute.delete(key)
+    const known = this.#byRoute.get(key)
+    if (known === held) {
+      this.#byRoute.delete(key)
+    } else if (Array.isArray(known)) {
+      const i = known.lastIndexOf(held)
+      if (i >= 0) known.splice(i, 1)
+      if (known.length === 1) this.#byRoute.set(key, known[0]!)
+      else if (known.length === 0) this.#byRoute.delete(key)
+    }
+  }
+
+  /** The live holds of a route, oldest first. */
+  #of(key: string): readonly HeldLock[] {
+    const known = this.#byRoute.get(key)
+    if (known === undefined) return []
+    return Array.isArray(known) ? known : [known]
   }
 
   /** The latest live hold of `lock` by `owner`. */
   latestOf(lock: Lockable, owner: number): HeldLock | undefined {
-    const list = this.#byRoute.get(route(lock)) ?? []
+    const list = this.#of(route(lock))
     for (let i = list.length - 1; i >= 0; i--) if (list[i]!.owner === owner) return list[i]
     return undefined
   }
 
   /** Aborts every live hold of `lock`'s route by `owner`. */
   lostAll(lock: Lockable, owner: number, reason: CrosslockError): void {
-    for (const held of this.#byRoute.get(route(lock)) ?? []) if (held.owner === owner) held._lost(reason)
+    for (const held of this.#of(route(lock))) if (held.owner === owner) held._lost(reason)
   }
 
   /** A hold of (`name`, write or not) by `owner` may be lost: abort their signals. */
   onLost(clientId: string, name: string, owner: number, kind: string): void {
     const write = kind === 'write_lock'
-    const holds = (this.#byRoute.get(write ? `${name}\u0000w` : name) ?? []).filter((h) => h.owner === owner)
+    const holds = this.#of(write ? `${name}\u0000w` : name).filter((h) => h.owner === owner)
     // Skip a stale report about an earlier tenure that was released since.
     if (holds.length === 0 || !holds[0]!.lock._isLost(owner)) return
     const reason = lostError(name, `${clientId}:${owner}${write ? ':write' : ''}`)

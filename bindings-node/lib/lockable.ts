@@ -13,7 +13,6 @@ import { cancellable } from './abort'
 import { NotHeldError, fromNative, invalidArgument, viaNative } from './errors'
 import { HeldLock } from './held'
 import { acquiringOwner, checkOwner, currentOwner, inScope } from './identity'
-import type { NativeLock } from './native_lock'
 
 /**
  * How to acquire a lock. Durations are milliseconds, as for `setTimeout`.
@@ -157,19 +156,25 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   readonly client: Client
   /** The lock's name: its key in Redis. */
   readonly name: string
-  readonly #native: NativeLock
-  /** @internal The native lock (for composites). */
-  readonly _native: NativeLock
+  /**
+   * @internal The lock's number in its native client's lock table (the native client's `lock*`
+   * methods take it). A lock is not a Node-API object of its own: a wrapped native object costs
+   * ~0.5 KB (the wrap's reference and weak handle), more than the lock itself, and a process may
+   * make tens of thousands. The client's factories put the native lock in the table and this
+   * object keeps its number; the client drops the entry once this object is collected
+   * (`Client._lockObject`, a `FinalizationRegistry`).
+   */
+  readonly _id: number
   /** @internal Whether its holder strings end in `:write` (the route of lost-lock events). */
   readonly _write: boolean
 
   /** @internal Locks come from the client's factories (`client.lock(name)`, …). */
-  constructor(client: Client, nativeLock: NativeLock) {
+  constructor(client: Client, id: number, name: string, write = false) {
     this.client = client
-    this.#native = nativeLock
-    this._native = nativeLock
-    this.name = nativeLock.name
-    this._write = nativeLock.kind === 'write_lock'
+    this._id = id
+    this.name = name
+    this._write = write
+    client._lockObject(this, id)
   }
 
   /**
@@ -235,16 +240,16 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
       // Nothing to abort: the native promise awaited right here, without the promises that
       // honouring a signal takes (most acquires have none).
       try {
-        acquired = await this.#native.acquire(owner, o.wait, o.lease, null, failOnTimeout)
+        acquired = await this.client._native.lockAcquire(this._id, owner, o.wait, o.lease, null, failOnTimeout)
       } catch (e) {
         throw fromNative(e)
       }
     } else {
       acquired = await cancellable(
         o.signal,
-        (token) => this.#native.acquire(owner, o.wait, o.lease, token, failOnTimeout),
+        (token) => this.client._native.lockAcquire(this._id, owner, o.wait, o.lease, token, failOnTimeout),
         (won) => won !== null,
-        () => viaNative(() => this.#native.release(owner)),
+        () => viaNative(() => this._release(owner)),
       )
     }
     if (acquired === null) return null
@@ -291,7 +296,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
     const owner = this.#releasingOwner(options)
     const held = this.client._holds.latestOf(this, owner)
     if (held) return held.release()
-    await viaNative(() => this.#native.release(owner))
+    await viaNative(() => this._release(owner))
   }
 
   /**
@@ -344,7 +349,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * ```
    */
   async isLocked(): Promise<boolean> {
-    return viaNative(() => this.#native.isLocked())
+    return viaNative(() => this.client._native.lockIsLocked(this._id))
   }
 
   /**
@@ -369,7 +374,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   async isHeld(options?: OwnerOptions): Promise<boolean> {
     const owner = this.#queryOwner(options)
     if (owner === undefined) return false
-    return viaNative(() => this.#native.isHeldBy(owner))
+    return viaNative(() => this.client._native.lockIsHeldBy(this._id, owner))
   }
 
   /**
@@ -392,7 +397,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   async holdCount(options?: OwnerOptions): Promise<number> {
     const owner = this.#queryOwner(options)
     if (owner === undefined) return 0
-    return viaNative(() => this.#native.holdCountOf(owner))
+    return viaNative(() => this.client._native.lockHoldCountOf(this._id, owner))
   }
 
   /**
@@ -406,7 +411,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * ```
    */
   async remainingLease(): Promise<number | null> {
-    return viaNative(() => this.#native.remainingLease())
+    return viaNative(() => this.client._native.lockRemainingLease(this._id))
   }
 
   /**
@@ -419,7 +424,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * ```
    */
   async forceUnlock(): Promise<boolean> {
-    return viaNative(() => this.#native.forceUnlock())
+    return viaNative(() => this.client._native.lockForceUnlock(this._id))
   }
 
   /** The owner a query is about: the `owner` option, else the scope's, else none. */
@@ -445,9 +450,14 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
     )
   }
 
+  /** @internal Releases one hold of `owner` in Redis (the native promise as it is). */
+  _release(owner: number): Promise<boolean> {
+    return this.client._native.lockRelease(this._id, owner)
+  }
+
   /** @internal Whether core recorded the hold of `owner` as lost. */
   _isLost(owner: number): boolean {
-    return viaNative(() => this.#native.isLost(owner))
+    return viaNative(() => this.client._native.lockIsLost(this._id, owner))
   }
 
   /** @internal The token a hold keeps from what the native acquire resolved (none by default). */
@@ -464,7 +474,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * ```
    */
   async holders(): Promise<string[]> {
-    return viaNative(() => this.#native.holders())
+    return viaNative(() => this.client._native.lockHolders(this._id))
   }
 }
 

@@ -191,7 +191,7 @@ impl JsClient {
     }
 
     /// The `Lock` (Redisson `RLock`) named `name`, as its number in this client's lock table (the
-    /// lock factories all return one; `lib/native_lock.ts` calls the `lock*` methods with it).
+    /// lock factories all return one; `lib/lockable.ts` calls the `lock*` methods with it).
     #[napi]
     pub fn lock(&self, name: String) -> Result<u32> {
         self.erased(self.inner.lock(&name).map(|l| l.erased()))

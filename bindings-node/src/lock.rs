@@ -4,8 +4,8 @@
 //! A lock is not a native object of its own: a Node-API wrapped object costs ~0.5 KB of memory
 //! (the wrap's reference and weak handle, napi-rs's bookkeeping), more than the lock itself, and a
 //! process may hold tens of thousands. The client's factories put the type-erased lock in the
-//! client's [`LockTable`] and return its number; the TypeScript layer (`lib/native_lock.ts`) keeps
-//! the number with the name and kind, calls the client's `lock*` methods with it, and drops the
+//! client's [`LockTable`] and return its number; the TypeScript layer (`lib/lockable.ts`) keeps
+//! the number with the name, calls the client's `lock*` methods with it, and drops the
 //! entry (`dropLock`) through a `FinalizationRegistry` once its object is collected. Every method
 //! takes the owner number explicitly: the TypeScript layer decides it (`lib/identity.ts`).
 //! Durations are milliseconds.
