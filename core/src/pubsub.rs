@@ -93,7 +93,7 @@ impl PubSub {
     /// Returns once Redis has confirmed the subscription, so a message published after this
     /// returns is seen.
     pub(crate) async fn subscribe(&self, channel: &str, wake: WakePolicy) -> Result<Subscription> {
-        let entry = {
+        let (entry, first) = {
             let mut entries = lock(&self.shared.entries);
             let entry = entries
                 .entry(channel.to_owned())
@@ -107,16 +107,24 @@ impl PubSub {
                     })
                 })
                 .clone();
-            entry
+            let before = entry
                 .users
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            entry
+            (entry, before == 0)
         };
+        if first {
+            // A channel kept after a won wait (`Subscription::linger`) may hold a wake-up from a
+            // message nobody waited for; the caller tries again right after joining anyway, so
+            // drop it rather than spend an attempt on it.
+            let mut stale = std::pin::pin!(entry.notify.notified());
+            stale.as_mut().enable();
+        }
         // From here on the Subscription's Drop undoes the join, even if SUBSCRIBE fails or the
         // caller is cancelled while waiting for it.
         let subscription = Subscription {
             shared: self.shared.clone(),
             entry,
+            left: false,
         };
         let mut subscribed = subscription.entry.subscribed.lock().await;
         if !*subscribed {
@@ -147,10 +155,12 @@ impl PubSub {
 }
 
 /// One waiter's share of a channel subscription. Dropping it leaves the channel, unsubscribing
-/// when it was the last local user.
+/// when it was the last local user ([`linger`](Self::linger) unsubscribes a moment later).
 pub(crate) struct Subscription {
     shared: Arc<Shared>,
     entry: Arc<Entry>,
+    /// Left already (by [`linger`](Self::linger)); the drop has nothing more to do.
+    left: bool,
 }
 
 impl Subscription {
@@ -167,11 +177,19 @@ impl Subscription {
     pub(crate) fn alone(&self) -> bool {
         self.entry.users.load(std::sync::atomic::Ordering::Relaxed) == 1
     }
-}
 
-impl Drop for Subscription {
-    fn drop(&mut self) {
+    /// Leaves the channel like dropping does, but if this was its last local user, keeps the
+    /// subscription for `grace` first: a waiter of the same channel arriving meanwhile (the same
+    /// owner waiting again, on a fair lock's per-waiter channel) joins it without a SUBSCRIBE,
+    /// and the UNSUBSCRIBE it would have cost is saved too. Only for a wait that was won: one
+    /// that was cancelled or timed out leaves nothing behind (drop it instead).
+    pub(crate) fn linger(mut self, grace: Duration) {
+        self.leave(Some(grace));
+    }
+
+    fn leave(&mut self, grace: Option<Duration>) {
         use std::sync::atomic::Ordering;
+        self.left = true;
         let last = {
             let _entries = lock(&self.shared.entries);
             self.entry.users.fetch_sub(1, Ordering::Relaxed) == 1
@@ -179,9 +197,19 @@ impl Drop for Subscription {
         if !last {
             return;
         }
-        let shared = self.shared.clone();
         let entry = self.entry.clone();
+        // A kept channel must not keep the connection: the client may close meanwhile.
+        let (strong, weak) = match grace {
+            None => (Some(self.shared.clone()), Weak::new()),
+            Some(_) => (None, Arc::downgrade(&self.shared)),
+        };
         runtime::spawn(async move {
+            if let Some(grace) = grace {
+                tokio::time::sleep(grace).await;
+            }
+            let Some(shared) = strong.or_else(|| weak.upgrade()) else {
+                return; // the client closed, and its connection with it
+            };
             let mut subscribed = entry.subscribed.lock().await;
             if entry.users.load(Ordering::Relaxed) > 0 {
                 return; // someone joined meanwhile and keeps the subscription
@@ -203,6 +231,15 @@ impl Drop for Subscription {
             // Otherwise a waiter joined during UNSUBSCRIBE; it holds the entry and will
             // resubscribe once we release `subscribed`.
         });
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if self.left {
+            return;
+        }
+        self.leave(None);
     }
 }
 

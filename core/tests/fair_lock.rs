@@ -282,3 +282,86 @@ async fn a_waiter_with_a_short_wait_keeps_its_place_when_one_with_no_limit_takes
     }
     assert_eq!(*order.lock().unwrap(), vec![2, 3, 4]);
 }
+
+/// Calls of one command counted in `INFO commandstats`.
+fn calls(server: &RedisServer, command: &str) -> u64 {
+    let text: String = redis::from_redis_value(server.command(&["INFO", "commandstats"])).unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix)?.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn subscribers(server: &RedisServer, channel: &str) -> i64 {
+    let reply: (String, i64) =
+        redis::from_redis_value(server.command(&["PUBSUB", "NUMSUB", channel])).unwrap();
+    reply.1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_that_queues_again_right_after_a_won_wait_reuses_its_channel() {
+    // Under contention an owner releases and queues again at once; its channel stays subscribed
+    // a moment after a won wait, so the next wait costs no SUBSCRIBE (and no UNSUBSCRIBE before
+    // it), and the channel is still left once nobody uses it.
+    let server = RedisServer::start();
+    let (other, client) = (
+        Client::connect(&server.url()).await.unwrap(),
+        Client::connect(&server.url()).await.unwrap(),
+    );
+    let (theirs, mine) = (
+        other.fair_lock("again").unwrap(),
+        client.fair_lock("again").unwrap(),
+    );
+    let (them, me) = (Owner::new(1), Owner::new(7));
+    let channel = format!("redisson_lock__channel:{{again}}:{}:7", client.id());
+    let lease = AcquireOptions::new().lease(Duration::from_secs(60));
+    let wait = AcquireOptions::new().wait(Duration::from_secs(30));
+    assert!(theirs.acquire_as(them, &lease).await.unwrap());
+
+    let waiting = {
+        let (mine, wait) = (mine.clone(), wait.clone());
+        tokio::spawn(async move { mine.acquire_as(me, &wait).await.unwrap() })
+    };
+    until("the waiter to listen on its channel", async || {
+        subscribers(&server, &channel) == 1
+    })
+    .await;
+    let (subscribes, unsubscribes) = (calls(&server, "subscribe"), calls(&server, "unsubscribe"));
+    theirs.release_as(them).await.unwrap();
+    assert!(waiting.await.unwrap());
+    mine.release_as(me).await.unwrap();
+    assert!(theirs.acquire_as(them, &lease).await.unwrap());
+
+    // The same owner waits again at once: it joins the channel it kept.
+    let waiting = {
+        let (mine, wait) = (mine.clone(), wait.clone());
+        tokio::spawn(async move { mine.acquire_as(me, &wait).await.unwrap() })
+    };
+    until("the waiter to queue again", async || {
+        mine.queue().await.unwrap().len() == 1
+    })
+    .await;
+    assert_eq!(subscribers(&server, &channel), 1);
+    assert_eq!(calls(&server, "subscribe"), subscribes, "subscribed again");
+    assert_eq!(
+        calls(&server, "unsubscribe"),
+        unsubscribes,
+        "left in between"
+    );
+    theirs.release_as(them).await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("the second wait was not woken by the release")
+            .unwrap()
+    );
+    mine.release_as(me).await.unwrap();
+
+    // Nobody uses it any more: it is left after the grace.
+    until("the channel to be left", async || {
+        subscribers(&server, &channel) == 0
+    })
+    .await;
+    assert_eq!(calls(&server, "unsubscribe"), unsubscribes + 1);
+    assert_eq!(client.subscribed_channels(), 0);
+}

@@ -63,8 +63,14 @@ pub(crate) enum Attempt<W> {
 /// How a waiter waits between attempts.
 #[derive(Debug, Clone)]
 pub(crate) enum Waiting {
-    /// Subscribe to `channel` (shared per client) and wake as `wake` says.
-    PubSub { channel: String, wake: WakePolicy },
+    /// Subscribe to `channel` (shared per client) and wake as `wake` says. After a won wait,
+    /// keep the subscription for `linger` if the channel is likely to be waited on again soon
+    /// (see [`Subscription::linger`](crate::pubsub::Subscription::linger)).
+    PubSub {
+        channel: String,
+        wake: WakePolicy,
+        linger: Option<Duration>,
+    },
     /// No subscription: sleep between attempts (the spin lock).
     Backoff(Backoff),
 }

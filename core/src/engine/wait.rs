@@ -439,7 +439,7 @@ async fn run_loop<P: Protocol>(
 
     let waiting = s.proto.waiting(&s.request.holder);
     let subscription = match &waiting {
-        Waiting::PubSub { channel, wake } => Some(tokio::select! {
+        Waiting::PubSub { channel, wake, .. } => Some(tokio::select! {
             biased;
             _ = s.token.cancelled() => return Err(s.cancelled()),
             _ = stop.cancelled() => return Err(s.cancelled()),
@@ -487,7 +487,22 @@ async fn run_loop<P: Protocol>(
                 return Ok(Outcome::TimedOut);
             }
             let retry_in = match gated_attempt(s, abandoned).await? {
-                Gated::Won(won, sent) => return s.finish(won, sent).await,
+                Gated::Won(won, sent) => {
+                    let outcome = s.finish(won, sent).await;
+                    drop(notified);
+                    if let (
+                        Ok(Outcome::Won(_)),
+                        Some(sub),
+                        Waiting::PubSub {
+                            linger: Some(grace),
+                            ..
+                        },
+                    ) = (&outcome, subscription, &waiting)
+                    {
+                        sub.linger(*grace);
+                    }
+                    return outcome;
+                }
                 Gated::TimedOut => return Ok(Outcome::TimedOut),
                 Gated::Busy(r) => r,
             };

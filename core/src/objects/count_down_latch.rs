@@ -39,6 +39,7 @@ impl Protocol for Open {
         Waiting::PubSub {
             channel: self.keys.channel.clone(),
             wake: WakePolicy::Latch,
+            linger: None,
         }
     }
 

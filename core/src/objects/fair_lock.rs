@@ -13,6 +13,11 @@ use crate::scripts;
 
 use super::{Hash, busy, check_name, lock_type, ms, prefix_name};
 
+/// How long a waiter's channel stays subscribed after it won its wait, for its owner's next wait:
+/// under contention an owner that releases and takes the lock again queues again within a
+/// millisecond or two, and each wait would otherwise cost a SUBSCRIBE and an UNSUBSCRIBE.
+const LINGER: Duration = Duration::from_millis(100);
+
 /// The fair-lock protocol: the RLock's hash, a FIFO queue of waiters with their deadlines, and a
 /// channel per waiter, on which only the queue's head is ever woken.
 #[derive(Debug)]
@@ -54,6 +59,9 @@ impl Protocol for Fair {
         Waiting::PubSub {
             channel: format!("{}:{holder}", self.hash.channel()),
             wake: WakePolicy::All,
+            // The channel is this owner's own: only its turn is announced there, so keeping it
+            // wakes nobody, and an owner that just won a wait is the likeliest to queue again.
+            linger: Some(LINGER),
         }
     }
 

@@ -30,6 +30,7 @@ impl Protocol for RLock {
         Waiting::PubSub {
             channel: self.hash.channel().to_owned(),
             wake: WakePolicy::Lock,
+            linger: None,
         }
     }
 

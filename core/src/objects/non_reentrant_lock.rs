@@ -32,6 +32,7 @@ impl Protocol for NonReentrant {
         Waiting::PubSub {
             channel: self.hash.channel().to_owned(),
             wake: WakePolicy::Lock,
+            linger: None,
         }
     }
 

@@ -95,6 +95,7 @@ impl Protocol for Take {
         Waiting::PubSub {
             channel: self.keys.channel.clone(),
             wake: WakePolicy::Permits,
+            linger: None,
         }
     }
 

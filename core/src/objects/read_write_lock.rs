@@ -44,6 +44,7 @@ impl Rw {
         Waiting::PubSub {
             channel: self.channel.clone(),
             wake: WakePolicy::Lock,
+            linger: None,
         }
     }
 

@@ -59,6 +59,7 @@ impl Protocol for Take {
         Waiting::PubSub {
             channel: self.counter.channel.clone(),
             wake: WakePolicy::Permits,
+            linger: None,
         }
     }
 
