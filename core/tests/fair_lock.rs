@@ -155,10 +155,7 @@ async fn a_dead_waiter_at_the_head_is_skipped_after_its_deadline_without_spinnin
         .arg("ghost:1")
         .query(&mut raw)
         .unwrap();
-    let before: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut raw)
-        .unwrap();
+    let before = server.calls("evalsha");
     let started = Instant::now();
     assert!(
         lock.acquire_as(
@@ -173,24 +170,9 @@ async fn a_dead_waiter_at_the_head_is_skipped_after_its_deadline_without_spinnin
         waited >= Duration::from_millis(500),
         "the dead head was not respected ({waited:?})"
     );
-    let after: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut raw)
-        .unwrap();
-    let evals = |info: &str| -> u64 {
-        info.lines()
-            .find(|l| l.starts_with("cmdstat_evalsha:"))
-            .and_then(|l| l.split("calls=").nth(1))
-            .and_then(|v| v.split(',').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
+    let scripts = server.calls("evalsha") - before;
     // Redisson's waiter retries at once in this state (a spin); ours sleeps until the deadline.
-    assert!(
-        evals(&after) - evals(&before) < 20,
-        "the waiter spun: {} scripts",
-        evals(&after) - evals(&before)
-    );
+    assert!(scripts < 20, "the waiter spun: {scripts} scripts");
     lock.release_as(Owner::new(1)).await.unwrap();
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut raw).unwrap();
     assert!(keys.is_empty(), "left behind: {keys:?}");
@@ -283,15 +265,6 @@ async fn a_waiter_with_a_short_wait_keeps_its_place_when_one_with_no_limit_takes
     assert_eq!(*order.lock().unwrap(), vec![2, 3, 4]);
 }
 
-/// Calls of one command counted in `INFO commandstats`.
-fn calls(server: &RedisServer, command: &str) -> u64 {
-    let text: String = redis::from_redis_value(server.command(&["INFO", "commandstats"])).unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix)?.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 fn subscribers(server: &RedisServer, channel: &str) -> i64 {
     let reply: (String, i64) =
         redis::from_redis_value(server.command(&["PUBSUB", "NUMSUB", channel])).unwrap();
@@ -326,7 +299,7 @@ async fn an_owner_that_queues_again_right_after_a_won_wait_reuses_its_channel() 
         subscribers(&server, &channel) == 1
     })
     .await;
-    let (subscribes, unsubscribes) = (calls(&server, "subscribe"), calls(&server, "unsubscribe"));
+    let (subscribes, unsubscribes) = (server.calls("subscribe"), server.calls("unsubscribe"));
     theirs.release_as(them).await.unwrap();
     assert!(waiting.await.unwrap());
     mine.release_as(me).await.unwrap();
@@ -342,12 +315,8 @@ async fn an_owner_that_queues_again_right_after_a_won_wait_reuses_its_channel() 
     })
     .await;
     assert_eq!(subscribers(&server, &channel), 1);
-    assert_eq!(calls(&server, "subscribe"), subscribes, "subscribed again");
-    assert_eq!(
-        calls(&server, "unsubscribe"),
-        unsubscribes,
-        "left in between"
-    );
+    assert_eq!(server.calls("subscribe"), subscribes, "subscribed again");
+    assert_eq!(server.calls("unsubscribe"), unsubscribes, "left in between");
     theirs.release_as(them).await.unwrap();
     assert!(
         tokio::time::timeout(Duration::from_secs(10), waiting)
@@ -362,6 +331,6 @@ async fn an_owner_that_queues_again_right_after_a_won_wait_reuses_its_channel() 
         subscribers(&server, &channel) == 0
     })
     .await;
-    assert_eq!(calls(&server, "unsubscribe"), unsubscribes + 1);
+    assert_eq!(server.calls("unsubscribe"), unsubscribes + 1);
     assert_eq!(client.subscribed_channels(), 0);
 }

@@ -654,17 +654,6 @@ async fn owners_that_share_a_remembered_holder_slot_keep_their_own_holder_string
     assert!(!exists);
 }
 
-/// `calls=` of `cmdstat_<command>` in `INFO commandstats`.
-fn calls_of(raw: &mut redis::Connection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
-    info.lines()
-        .find(|l| l.starts_with(&format!("cmdstat_{command}:")))
-        .and_then(|l| l.split("calls=").nth(1))
-        .and_then(|v| v.split(',').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// On a fresh connection a burst of calls sends each script whole once, not once per call (each
 /// whole script is ~8 KB on the wire and 16 KB of buffer while in flight): 300 acquires at once,
 /// then a close that releases all 300 at once.
@@ -681,7 +670,7 @@ async fn a_burst_on_a_fresh_connection_sends_each_script_whole_once() {
         futures_util::future::join_all(locks.iter().map(|l| l.acquire_as(Owner::new(1), &options)))
             .await;
     assert!(acquired.into_iter().all(|a| a.unwrap()));
-    assert_eq!(calls_of(&mut raw, "eval"), 1, "the acquire script, once");
+    assert_eq!(server.calls("eval"), 1, "the acquire script, once");
     assert_eq!(client.watched_locks(), 300);
     client.close().await;
     let keys: Vec<String> = raw.keys("burst:*").unwrap();
@@ -690,12 +679,8 @@ async fn a_burst_on_a_fresh_connection_sends_each_script_whole_once() {
         "close released every lock: {} left",
         keys.len()
     );
-    assert_eq!(
-        calls_of(&mut raw, "eval"),
-        2,
-        "and the release script, once"
-    );
-    assert_eq!(calls_of(&mut raw, "evalsha"), 598);
+    assert_eq!(server.calls("eval"), 2, "and the release script, once");
+    assert_eq!(server.calls("evalsha"), 598);
 }
 
 /// `SCRIPT FLUSH` behind the client's back: the next call of each script gets `NOSCRIPT` for its
@@ -710,20 +695,20 @@ async fn a_script_flushed_from_redis_is_sent_whole_again() {
     assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
     assert!(lock.release_as(me).await.unwrap());
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut raw).unwrap();
-    let evals = calls_of(&mut raw, "eval");
+    let evals = server.calls("eval");
     assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
     let fields: Vec<String> = raw.hkeys("flushed").unwrap();
     assert_eq!(fields, vec![client.holder(me)]);
     assert!(lock.release_as(me).await.unwrap());
     assert_eq!(
-        calls_of(&mut raw, "eval"),
+        server.calls("eval"),
         evals + 2,
         "each script sent whole once more"
     );
     assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
     assert!(lock.release_as(me).await.unwrap());
     assert_eq!(
-        calls_of(&mut raw, "eval"),
+        server.calls("eval"),
         evals + 2,
         "and by its SHA1 after that"
     );

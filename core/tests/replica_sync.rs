@@ -81,15 +81,7 @@ async fn every_acquisition_is_on_the_replica_when_it_returns() {
     assert_eq!(on_lease, 1, "the permit is on the replica");
 
     // Each of the six acquisitions was followed by a WAIT on the master.
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut master.raw())
-        .unwrap();
-    let waits: u64 = stats
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_wait:calls="))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0);
+    let waits = master.calls("wait");
     assert!(waits >= 6, "{waits} WAIT(s) for six acquisitions");
 
     permit.release().await.unwrap();

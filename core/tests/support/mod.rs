@@ -113,6 +113,13 @@ impl RedisServer {
         cmd.query(&mut self.raw()).unwrap()
     }
 
+    /// The calls of `command` this server has served (`INFO commandstats`).
+    pub fn calls(&self, command: &str) -> u64 {
+        let stats: String =
+            redis::from_redis_value(self.command(&["INFO", "commandstats"])).unwrap();
+        calls_in_commandstats(&stats, command)
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -487,20 +494,19 @@ fn listens(pid: u32, port: u16) -> bool {
         })
 }
 
-/// The `EVAL` and `EVALSHA` calls counted in the text of `INFO commandstats`.
-pub fn scripts_in_commandstats(stats: &str) -> u64 {
+/// The calls of `command` (lower case, as `INFO` names it: `evalsha`, `subscribe`) counted in the
+/// text of `INFO commandstats`; 0 if it was never called.
+pub fn calls_in_commandstats(stats: &str, command: &str) -> u64 {
+    let prefix = format!("cmdstat_{command}:calls=");
     stats
         .lines()
-        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
+        .find_map(|l| l.strip_prefix(&prefix)?.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The `EVAL` and `EVALSHA` calls counted in the text of `INFO commandstats`.
+pub fn scripts_in_commandstats(stats: &str) -> u64 {
+    calls_in_commandstats(stats, "eval") + calls_in_commandstats(stats, "evalsha")
 }
 
 /// A port nobody listens on now, on loopback.
