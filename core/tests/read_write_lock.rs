@@ -242,3 +242,116 @@ async fn a_write_release_wakes_every_waiting_reader() {
     let hash = hgetall(&server, "fanout");
     assert_eq!(hash.len(), 5, "mode + 4 readers at once: {hash:?}");
 }
+
+/// The messages published on `channel` until `quiet` passes without one.
+fn drain(pubsub: &mut redis::PubSub<'_>, quiet: Duration) -> Vec<String> {
+    pubsub.set_read_timeout(Some(quiet)).unwrap();
+    let mut got = Vec::new();
+    while let Ok(msg) = pubsub.get_message() {
+        got.push(msg.get_payload::<String>().unwrap());
+    }
+    got
+}
+
+/// Redisson wakes on a `1` only the Java threads already blocked, so a write release follows it
+/// with a `0` (a permit a Java thread about to block still finds): whether the hash goes or stays
+/// in read mode (a downgrade), and on a force unlock. A read release publishes Redisson's `0`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_release_publishes_one_then_zero_so_no_java_waiter_misses_it() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let mut sub = server.raw();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.subscribe("redisson_rwlock:{msgs}").unwrap();
+    let quiet = Duration::from_millis(300);
+    let rw = client.read_write_lock("msgs").unwrap();
+    let (w, r) = (Owner::new(1), Owner::new(2));
+    let now = AcquireOptions::new().wait(Duration::ZERO);
+
+    assert!(rw.write().acquire_as(w, &now).await.unwrap());
+    assert!(rw.write().acquire_as(w, &now).await.unwrap());
+    assert!(!rw.write().release_as(w).await.unwrap(), "held twice");
+    assert_eq!(
+        drain(&mut pubsub, quiet),
+        Vec::<String>::new(),
+        "still held once"
+    );
+    assert!(rw.write().release_as(w).await.unwrap());
+    assert_eq!(drain(&mut pubsub, quiet), ["1", "0"], "full release");
+
+    assert!(rw.write().acquire_as(w, &now).await.unwrap());
+    assert!(rw.read().acquire_as(w, &now).await.unwrap());
+    assert!(rw.write().release_as(w).await.unwrap());
+    assert_eq!(drain(&mut pubsub, quiet), ["1", "0"], "downgrade");
+    assert!(rw.read().release_as(w).await.unwrap());
+    assert_eq!(drain(&mut pubsub, quiet), ["0"], "read release");
+
+    assert!(rw.write().acquire_as(r, &now).await.unwrap());
+    assert!(rw.write().force_unlock().await.unwrap());
+    assert_eq!(drain(&mut pubsub, quiet), ["1", "0"], "force unlock");
+    assert!(rw.read().acquire_as(r, &now).await.unwrap());
+    assert!(rw.read().force_unlock().await.unwrap());
+    assert_eq!(drain(&mut pubsub, quiet), ["0"], "read force unlock");
+}
+
+/// A writer that downgrades (takes the read lock, then lets the write lock go) lets waiting
+/// readers in at once: they are woken, rather than left to sleep for the hash's PTTL (the 30 s
+/// watchdog lease) until the writer stops reading too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downgrade_wakes_waiting_readers_at_once() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    let rw = client.read_write_lock("down").unwrap();
+    let w = Owner::new(1);
+    let now = AcquireOptions::new().wait(Duration::ZERO);
+    assert!(rw.write().acquire_as(w, &now).await.unwrap());
+    let pttl_before = pttl(&server, "down");
+    assert!(pttl_before > 20_000, "the watchdog lease: {pttl_before} ms");
+
+    let theirs = other.read_write_lock("down").unwrap();
+    let reader = tokio::spawn(async move {
+        let got = theirs
+            .read()
+            .acquire_as(
+                Owner::new(9),
+                &AcquireOptions::new().wait(Duration::from_secs(20)),
+            )
+            .await
+            .unwrap();
+        (got, theirs)
+    });
+    // The reader is waiting: subscribed, and still without the lock.
+    let channel = "redisson_rwlock:{down}";
+    for _ in 0..500 {
+        let subs: Vec<redis::Value> = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(channel)
+            .query(&mut server.raw())
+            .unwrap();
+        if subs.get(1) == Some(&redis::Value::Int(1)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Past its attempt after subscribing: now it waits for a message or the hash's PTTL.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!reader.is_finished(), "the reader got in past the writer");
+
+    assert!(rw.read().acquire_as(w, &now).await.unwrap());
+    let downgraded = std::time::Instant::now();
+    assert!(rw.write().release_as(w).await.unwrap());
+    let (got, theirs) = tokio::time::timeout(Duration::from_secs(10), reader)
+        .await
+        .expect("the waiting reader was not woken by the downgrade")
+        .unwrap();
+    assert!(got);
+    // Woken by the release's message, not by its own retry after the hash's PTTL (30 s).
+    assert!(downgraded.elapsed() < Duration::from_secs(10));
+    assert_eq!(
+        hgetall(&server, "down").get("mode").map(String::as_str),
+        Some("read")
+    );
+    theirs.read().release_as(Owner::new(9)).await.unwrap();
+    rw.read().release_as(w).await.unwrap();
+}

@@ -12,6 +12,7 @@ and our readers exclude each other.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable
 
 import pytest
@@ -185,4 +186,67 @@ def test_a_java_writer_and_our_readers_exclude_each_other(java: JavaDriver, clie
     assert java.expect_ok(java.reply(WOKEN_WITHIN)) == "true"
     assert raw.hgetall(name) == {"mode": "write", f"{java.holder()}:write": "1"}
     java.ok(f"unlock {name}")
+    assert raw.command("EXISTS", name) == 0
+
+
+#: Keeps the server busy for ARGV[1] microseconds: the commands that arrive meanwhile queue up.
+BUSY = """
+local t0 = redis.call('TIME')
+repeat
+    local t = redis.call('TIME')
+until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) >= tonumber(ARGV[1])
+"""
+
+
+def test_a_java_waiter_about_to_block_does_not_miss_our_write_release(java: JavaDriver, client, raw: Raw):
+    """Redisson answers a write release's ``1`` by waking only the Java threads blocked at that
+    moment: a thread between its attempt and its wait slept through the release for the PTTL its
+    attempt returned, and its ``tryLock`` gave up with the lock free. Our write release follows
+    the ``1`` with a ``0``, which Java keeps as a permit.
+
+    The release is made to land in that gap: Java, blocked, is woken by a message of our own and
+    the server is kept busy right after it, so Java's next attempt queues behind the busy script
+    and our release behind that attempt. The server then answers the attempt (the lock is still
+    ours) and runs the release in the same turn: the release's messages reach Java while its
+    thread is still on its way from that answer to its wait."""
+    assert java.ok("kind write") == "write"
+    for i in range(5):  # a round lands in the gap about every other time (on a 2-CPU machine)
+        name = f"family:window:{i}"
+        lock = client.read_write_lock(name).write_lock()
+        assert lock.acquire() is True  # watchdog-renewed: the PTTL Java is given is up to 30 s
+        java.send(f"tryLockWait {name} 20000 -1")
+        wait_until(lambda: raw.numsub(rw_channel(name)) > 0, what="Java to subscribe")
+        time.sleep(0.3)
+        assert not java.has_reply(), "Java got in past our writer"
+
+        raw.send("PUBLISH", rw_channel(name), "0")  # Java wakes and tries again...
+        raw.send("EVAL", BUSY, "0", "300000")  # ...into a server busy for 300 ms
+        time.sleep(0.15)
+        lock.release()  # sent now, answered after Java's attempt
+        assert raw.read() == 1 and raw.read() is None
+        got = java.reply(WOKEN_WITHIN)  # a missed release: 20 s, then "false"
+        assert java.expect_ok(got) == "true", f"round {i}"
+        assert raw.hgetall(name) == {"mode": "write", f"{java.holder()}:write": "1"}
+        java.ok(f"unlock {name}")
+        assert raw.command("EXISTS", name) == 0
+
+
+def test_our_writer_downgrading_lets_a_waiting_java_reader_in_at_once(java: JavaDriver, client, raw: Raw):
+    """A writer that takes the read lock and lets the write lock go (a downgrade) leaves the lock in
+    read mode, which readers may share: a Java reader waiting behind it gets in then, not after the
+    PTTL of the watchdog lease (30 s; its 20 s tryLock would have given up)."""
+    name = "family:downgrade"
+    rw = client.read_write_lock(name)
+    assert rw.write_lock().acquire() is True  # watchdog-renewed: the hash lives 30 s at a time
+    assert java.ok("kind read") == "read"
+    java.send(f"tryLockWait {name} 20000 -1")
+    wait_until(lambda: raw.numsub(rw_channel(name)) > 0, what="Java's reader to subscribe")
+    time.sleep(0.3)  # past its attempt after subscribing: blocked until a message or the PTTL
+    assert not java.has_reply(), "Java's reader got in past our writer"
+    assert rw.read_lock().acquire(blocking=False) is True  # this thread: the writer reads too
+    rw.write_lock().release()
+    assert java.expect_ok(java.reply(WOKEN_WITHIN)) == "true"
+    assert raw.hgetall(name) == {"mode": "read", client.holder(): "1", java.holder(): "1"}
+    java.ok(f"unlock {name}")
+    rw.read_lock().release()
     assert raw.command("EXISTS", name) == 0
