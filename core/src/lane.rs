@@ -51,7 +51,7 @@ use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -131,6 +131,8 @@ pub(crate) struct Lanes {
     /// retired when the client closes or the pool is dropped, rather than when their loop next
     /// looks for a lane.
     loop_lanes: Mutex<Vec<std::sync::Weak<crate::loop_lane::LoopLane>>>,
+    /// The client closed (or the pool is being dropped): no more loop lanes are noted.
+    closed: AtomicBool,
     /// The process the lanes belong to: a forked child shares their sockets with its parent
     /// and must never use them.
     pid: u32,
@@ -190,6 +192,7 @@ impl Lanes {
                 id: POOL_IDS.fetch_add(1, Ordering::Relaxed),
                 alive: Arc::new(()),
                 loop_lanes: Mutex::default(),
+                closed: AtomicBool::new(false),
             }),
             _ => None,
         }
@@ -382,15 +385,25 @@ impl Lanes {
         Arc::downgrade(&self.alive)
     }
 
-    /// Notes an event loop's lane to this node, to retire with the pool.
-    pub(crate) fn add_loop_lane(&self, lane: std::sync::Weak<crate::loop_lane::LoopLane>) {
+    /// Notes an event loop's lane to this node, to retire with the pool; `false` (not noted)
+    /// once the client closed: the caller retires it.
+    pub(crate) fn add_loop_lane(&self, lane: std::sync::Weak<crate::loop_lane::LoopLane>) -> bool {
         let mut all = self.loop_lanes.lock().unwrap_or_else(|e| e.into_inner());
+        if self.closed.load(Ordering::Relaxed) {
+            return false;
+        }
         all.retain(|lane| lane.strong_count() > 0);
         all.push(lane);
+        true
     }
 
     fn retire_loop_lanes(&self) {
-        let all = std::mem::take(&mut *self.loop_lanes.lock().unwrap_or_else(|e| e.into_inner()));
+        let all = {
+            let mut all = self.loop_lanes.lock().unwrap_or_else(|e| e.into_inner());
+            // Under the list's lock: a lane noted after this is refused instead.
+            self.closed.store(true, Ordering::Relaxed);
+            std::mem::take(&mut *all)
+        };
         for lane in all.iter().filter_map(std::sync::Weak::upgrade) {
             // A reply still due is read to the end by a thread of its own, as always.
             lane.retire(None);

@@ -284,11 +284,17 @@ impl LoopInner {
             open: lanes.open_count(),
             response_timeout: lanes.response_timeout(),
         });
-        all.push((lanes.id(), lane.clone()));
+        // Watched before anyone else can see it: a lane retired (by the client closing, say)
+        // between being published and being watched would be unwatched before its watch began,
+        // and left watched for good.
         drop(all);
-        lanes.add_loop_lane(Arc::downgrade(&lane));
         if !self.watcher.watch(fd, Readable { lane: lane.clone() }) {
             lane.retire(None);
+            return None;
+        }
+        lock(&self.lanes).push((lanes.id(), lane.clone()));
+        if !lanes.add_loop_lane(Arc::downgrade(&lane)) {
+            lane.retire(None); // the client closed meanwhile
             return None;
         }
         Some(lane)
@@ -324,7 +330,7 @@ fn application_loop() -> Option<Arc<LoopInner>> {
             }
             let event_loop = LoopInner::new(Box::new(RuntimeWatcher {
                 runtime,
-                watching: Mutex::new(Vec::new()),
+                watching: Arc::new(Mutex::new(Vec::new())),
                 no_io: AtomicBool::new(false),
             }));
             *slot = Some((id, event_loop.clone()));
@@ -336,10 +342,14 @@ fn application_loop() -> Option<Arc<LoopInner>> {
 /// Watches an application loop's sockets with its tokio runtime's reactor: a task per socket.
 struct RuntimeWatcher {
     runtime: tokio::runtime::Handle,
-    watching: Mutex<Vec<(RawFd, Arc<Stop>)>>,
+    /// The sockets watched, each with its task's [`Stop`]; a task that ends takes its own out.
+    watching: Arc<WatchList>,
     /// The runtime has no reactor (built without `enable_io`).
     no_io: AtomicBool,
 }
+
+/// The sockets a [`RuntimeWatcher`] watches, each with its task's [`Stop`].
+type WatchList = Mutex<Vec<(RawFd, Arc<Stop>)>>;
 
 /// How [`RuntimeWatcher::unwatch`] stops a socket's task and runs what closes the socket after it.
 #[derive(Default)]
@@ -393,6 +403,7 @@ impl Watcher for RuntimeWatcher {
             socket: Some(socket),
             ready,
             stop,
+            listed: self.watching.clone(),
             _event_loop: event_loop,
         };
         drop(self.runtime.spawn(watching.run()));
@@ -426,6 +437,8 @@ struct Watching {
     socket: Option<AsyncFd<std::os::fd::OwnedFd>>,
     ready: Readable,
     stop: Arc<Stop>,
+    /// The watcher's list, which names this task's `stop` until it ends.
+    listed: Arc<WatchList>,
     _event_loop: Arc<LoopInner>,
 }
 
@@ -444,7 +457,13 @@ impl Watching {
                     // Clearing after it is still exact: the guard clears only the readiness it
                     // reported, and data arriving after that (read or not) is a new event.
                     Ok(mut guard) => {
-                        self.ready.ready();
+                        // A retired lane has nothing left to read. Its task must end here: the
+                        // readiness of a socket the server closed is never cleared, and
+                        // `readable()` does not yield, so it would spin on this thread for good
+                        // and hold up the runtime's shutdown.
+                        if !self.ready.lane.ready() {
+                            return;
+                        }
                         guard.clear_ready();
                     }
                     Err(_) => return,
@@ -456,6 +475,7 @@ impl Watching {
 
 impl Drop for Watching {
     fn drop(&mut self) {
+        lock(&self.listed).retain(|(_, stop)| !Arc::ptr_eq(stop, &self.stop));
         drop(self.socket.take());
         let done = {
             let mut state = lock(&self.stop.state);
@@ -652,7 +672,9 @@ impl LoopLane {
         })
     }
 
-    fn ready(&self) {
+    /// Reads what arrived and wakes the callers it answers; `false` once the lane is retired
+    /// (before this call, or by it: the server closed the connection).
+    fn ready(&self) -> bool {
         let mut wake = Vec::new();
         let mut broken = None;
         {
@@ -664,7 +686,7 @@ impl LoopLane {
                 ..
             } = &mut *state;
             let Some(socket) = socket.as_mut() else {
-                return;
+                return false;
             };
             let mut chunk = [0u8; 4096];
             loop {
@@ -699,7 +721,9 @@ impl LoopLane {
         }
         if let Some(kind) = broken {
             self.retire(Some(kind));
+            return false;
         }
+        true
     }
 
     /// Takes the lane out of its loop. With `broken`, the connection is gone: every pending

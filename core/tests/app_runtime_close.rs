@@ -1,0 +1,71 @@
+//! Closing a client while its calls open lanes on an application's own tokio runtime. Its own
+//! test binary: the tests of `app_runtime.rs` count the context switches of crosslock's threads,
+//! which the many clients here would add to.
+
+// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use crosslock::{Client, ClientOptions};
+use support::RedisServer;
+use tokio::runtime::{Builder, Runtime};
+
+fn multi_thread() -> Runtime {
+    Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn connect(server: &RedisServer, options: ClientOptions) -> Client {
+    Client::connect_with(&server.url(), options).await.unwrap()
+}
+
+/// A client closed while its calls open lanes on an application's runtime, and the server then
+/// closing every connection, leave no task behind: each lane's task ends, and the runtime shuts
+/// down at once. A lane retired between being published and being watched used to stay watched
+/// by a task that, once the server closed the socket, spun on a worker for good (the readiness of
+/// a closed socket is never cleared) and held up the runtime's shutdown.
+#[test]
+fn a_client_closed_while_its_calls_open_lanes_leaves_no_task_behind() {
+    let server = RedisServer::start();
+    for round in 0..60u64 {
+        let runtime = multi_thread();
+        runtime.block_on(async {
+            let mut clients = Vec::new();
+            let mut tasks = Vec::new();
+            for c in 0..4 {
+                let client = connect(&server, ClientOptions::new()).await;
+                for task in 0..4 {
+                    let lock = client.lock(&format!("app:race:{c}:{task}")).unwrap();
+                    tasks.push(tokio::spawn(async move {
+                        for _ in 0..200 {
+                            if lock.is_locked().await.is_err() {
+                                break; // closed
+                            }
+                        }
+                    }));
+                }
+                clients.push(client);
+            }
+            tokio::time::sleep(Duration::from_micros(300 * (round % 10))).await;
+            futures_util::future::join_all(clients.iter().map(Client::close)).await;
+            for task in tasks {
+                task.await.unwrap();
+            }
+        });
+        server.command(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]);
+        std::thread::sleep(Duration::from_millis(20));
+        let (dropped, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(runtime);
+            let _ = dropped.send(());
+        });
+        done.recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("round {round}: the runtime did not shut down"));
+    }
+}
