@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests-py"))
 
 import crosslock  # noqa: E402
 from crosslock import RedisUnavailableError  # noqa: E402
-from support import Raw  # noqa: E402
+from support import Raw, RespError  # noqa: E402
 
 FACTORIES = {
     "lock": lambda c, n: c.lock(n, on_lost=on_lost),
@@ -47,7 +47,8 @@ def on_lost(_lock: object) -> None:
 
 
 class Plain:
-    """A plain Redis connection that reconnects (and retries) until the server answers."""
+    """A plain Redis connection that reconnects (and retries) until the server answers, also
+    while a restarted server is still loading its AOF (it answers ``LOADING`` then)."""
 
     def __init__(self, port: int) -> None:
         self.port = port
@@ -60,6 +61,10 @@ class Plain:
                 if self.raw is None:
                     self.raw = Raw(self.port, timeout=2)
                 return self.raw.command(*args)
+            except RespError as e:
+                if not str(e).startswith("LOADING") or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
             except OSError:
                 if self.raw is not None:
                     try:
