@@ -20,14 +20,6 @@ fn current_thread() -> Runtime {
     Builder::new_current_thread().enable_all().build().unwrap()
 }
 
-fn multi_thread() -> Runtime {
-    Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 async fn connect(server: &RedisServer, options: ClientOptions) -> Client {
     Client::connect_with(&server.url(), options).await.unwrap()
 }
@@ -125,13 +117,13 @@ fn a_current_thread_runtime_makes_its_round_trips_itself() {
 
 #[test]
 fn a_multi_thread_runtime_makes_its_round_trips_itself() {
-    round_trips_stay_on(multi_thread());
+    round_trips_stay_on(support::app_runtime());
 }
 
 #[test]
 fn many_tasks_at_once_each_get_their_own_reply() {
     let server = RedisServer::start();
-    let runtime = multi_thread();
+    let runtime = support::app_runtime();
     runtime.block_on(async {
         let client = connect(&server, ClientOptions::new()).await;
         let other = connect(&server, ClientOptions::new()).await;
@@ -196,7 +188,7 @@ fn many_first_calls_of_a_script_at_once_all_succeed() {
     // whole. With more calls than their lane takes at once, or the lane gone, that resend goes
     // the usual way instead of failing with NOSCRIPT.
     let server = RedisServer::start();
-    multi_thread().block_on(async {
+    support::app_runtime().block_on(async {
         let client = connect(&server, ClientOptions::new()).await;
         let before = normal_connections(&server);
         until_a_lane(&server, &client.lock("app:warm").unwrap(), before).await;
@@ -293,7 +285,7 @@ fn lanes_close_with_their_runtime_and_connections_with_the_client() {
     let lock = client.lock("app:closing").unwrap();
     let before = normal_connections(&server);
 
-    for runtime in [current_thread(), multi_thread()] {
+    for runtime in [current_thread(), support::app_runtime()] {
         runtime.block_on(until_a_lane(&server, &lock, before));
         drop(runtime);
         wait_until("the runtime's lanes closed", || {
@@ -301,7 +293,7 @@ fn lanes_close_with_their_runtime_and_connections_with_the_client() {
         });
     }
 
-    let runtime = multi_thread();
+    let runtime = support::app_runtime();
     runtime.block_on(until_a_lane(&server, &lock, before));
     runtime.block_on(client.close());
     // Its own connections and its lanes, while the client and its lock objects live on: only

@@ -11,18 +11,11 @@ use std::time::Duration;
 
 use crosslock::{Client, ClientOptions};
 use support::RedisServer;
-use tokio::runtime::{Builder, Runtime};
 
-fn multi_thread() -> Runtime {
-    Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
+async fn connect(server: &RedisServer) -> Client {
+    Client::connect_with(&server.url(), ClientOptions::new())
+        .await
         .unwrap()
-}
-
-async fn connect(server: &RedisServer, options: ClientOptions) -> Client {
-    Client::connect_with(&server.url(), options).await.unwrap()
 }
 
 /// A client closed while its calls open lanes on an application's runtime, and the server then
@@ -34,12 +27,12 @@ async fn connect(server: &RedisServer, options: ClientOptions) -> Client {
 fn a_client_closed_while_its_calls_open_lanes_leaves_no_task_behind() {
     let server = RedisServer::start();
     for round in 0..60u64 {
-        let runtime = multi_thread();
+        let runtime = support::app_runtime();
         runtime.block_on(async {
             let mut clients = Vec::new();
             let mut tasks = Vec::new();
             for c in 0..4 {
-                let client = connect(&server, ClientOptions::new()).await;
+                let client = connect(&server).await;
                 for task in 0..4 {
                     let lock = client.lock(&format!("app:race:{c}:{task}")).unwrap();
                     tasks.push(tokio::spawn(async move {

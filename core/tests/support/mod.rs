@@ -10,6 +10,16 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// An application's own runtime as `#[tokio::main]` builds it on this machine: multi-thread, two
+/// workers, I/O and timers.
+pub fn app_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 pub struct RedisServer {
     pub port: u16,
     child: Child,
