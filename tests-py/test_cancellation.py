@@ -435,13 +435,14 @@ async def test_a_calls_future_is_an_asyncio_future_to_every_helper(client, raw):
     native = client.lock("bridge-helpers")._native
 
     def pending_call() -> "asyncio.Future[bool]":
-        # A call may finish within its first poll (see acquire_with_result_queued); one that did
-        # not stays pending until this task yields: its result is set on this loop's thread.
-        for _ in range(20):
-            call = native.is_locked_async()
-            if not call.done():
-                return call
-        pytest.fail("every call finished within its first poll")
+        # A call may finish within its first poll (see acquire_with_result_queued: on a busy
+        # machine its reply can be back before that poll reads), so the server holds every
+        # command for a moment: this one stays pending until this task yields, and its result is
+        # then set on this loop's thread.
+        assert raw.command("CLIENT", "PAUSE", "200", "ALL") == "OK"
+        call = native.is_locked_async()
+        assert not call.done(), "a call finished while the server held every command"
+        return call
 
     seen: list[str] = []
     future = pending_call()
