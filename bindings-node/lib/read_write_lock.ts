@@ -35,10 +35,11 @@ export class WriteLock extends Lockable {}
  * (`mode` → `read`/`write`, each reader `<client-id>:<owner>` → hold count, the writer
  * `<client-id>:<owner>:write`), waiters of both kinds on `redisson_rwlock:{name}`.
  *
- * The writer may also take the read lock (a downgrade) and release the write lock first. A holder
- * of the read lock asking for the write lock (an upgrade) is refused at once with
- * `UpgradeRefusedError`, never left hanging. Never give a read-write lock the name of another
- * kind of lock: the layouts differ, and crosslock refuses the mix with `WrongTypeError`.
+ * The writer may also take the read lock (a downgrade) and release the write lock first; readers
+ * waiting elsewhere come in then. A holder of the read lock asking for the write lock (an
+ * upgrade) is refused at once with `UpgradeRefusedError`, never left hanging. Never give a
+ * read-write lock the name of another kind of lock: the layouts differ, and crosslock refuses
+ * the mix with `WrongTypeError`.
  *
  * @example
  * ```js

@@ -33,11 +33,11 @@ class ReadWriteLock:
     ``mode`` → ``read``/``write``, each reader ``<client-uuid>:<n>`` → hold count, the writer
     ``<client-uuid>:<n>:write``; waiters of both kinds share ``redisson_rwlock:{name}``.
 
-    The writer may also take the read lock (a downgrade) and release the write lock first. A
-    holder of the read lock that asks for the write lock (an upgrade) gets
-    :class:`~crosslock.UpgradeRefusedError` at once, never a hang. Never give a read-write lock
-    the name of another kind of lock: the layouts differ, and crosslock refuses the mix with
-    :class:`~crosslock.WrongTypeError`.
+    The writer may also take the read lock (a downgrade) and release the write lock first;
+    readers waiting elsewhere come in then. A holder of the read lock that asks for the write
+    lock (an upgrade) gets :class:`~crosslock.UpgradeRefusedError` at once, never a hang. Never
+    give a read-write lock the name of another kind of lock: the layouts differ, and crosslock
+    refuses the mix with :class:`~crosslock.WrongTypeError`.
 
     Example::
 

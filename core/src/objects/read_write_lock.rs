@@ -379,7 +379,8 @@ lock_type! {
     /// Its holder string is `<client-uuid>:<n>:write`. A holder of the *read* lock that asks for
     /// the write lock gets [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused) at once
     /// (an upgrade would wait for itself forever); the writer may take the read lock (a downgrade)
-    /// and release the write lock, keeping the read hold. A write release wakes every waiter.
+    /// and release the write lock, keeping the read hold. A write release wakes every waiter,
+    /// a downgrade's too (readers may come in then).
     ///
     /// # Examples
     ///
