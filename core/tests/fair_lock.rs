@@ -265,12 +265,6 @@ async fn a_waiter_with_a_short_wait_keeps_its_place_when_one_with_no_limit_takes
     assert_eq!(*order.lock().unwrap(), vec![2, 3, 4]);
 }
 
-fn subscribers(server: &RedisServer, channel: &str) -> i64 {
-    let reply: (String, i64) =
-        redis::from_redis_value(server.command(&["PUBSUB", "NUMSUB", channel])).unwrap();
-    reply.1
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_that_queues_again_right_after_a_won_wait_reuses_its_channel() {
     // Under contention an owner releases and queues again at once; its channel stays subscribed
@@ -296,7 +290,7 @@ async fn an_owner_that_queues_again_right_after_a_won_wait_reuses_its_channel() 
         tokio::spawn(async move { mine.acquire_as(me, &wait).await.unwrap() })
     };
     until("the waiter to listen on its channel", async || {
-        subscribers(&server, &channel) == 1
+        server.subscribers(&channel) == 1
     })
     .await;
     let (subscribes, unsubscribes) = (server.calls("subscribe"), server.calls("unsubscribe"));
@@ -314,7 +308,7 @@ async fn an_owner_that_queues_again_right_after_a_won_wait_reuses_its_channel() 
         mine.queue().await.unwrap().len() == 1
     })
     .await;
-    assert_eq!(subscribers(&server, &channel), 1);
+    assert_eq!(server.subscribers(&channel), 1);
     assert_eq!(server.calls("subscribe"), subscribes, "subscribed again");
     assert_eq!(server.calls("unsubscribe"), unsubscribes, "left in between");
     theirs.release_as(them).await.unwrap();
@@ -328,7 +322,7 @@ async fn an_owner_that_queues_again_right_after_a_won_wait_reuses_its_channel() 
 
     // Nobody uses it any more: it is left after the grace.
     until("the channel to be left", async || {
-        subscribers(&server, &channel) == 0
+        server.subscribers(&channel) == 0
     })
     .await;
     assert_eq!(server.calls("unsubscribe"), unsubscribes + 1);

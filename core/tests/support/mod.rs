@@ -116,6 +116,13 @@ impl RedisServer {
         assert_eq!(unsafe { libc::kill(self.child.id() as i32, signal) }, 0);
     }
 
+    /// How many connections are subscribed to `channel` (`PUBSUB NUMSUB`).
+    pub fn subscribers(&self, channel: &str) -> i64 {
+        let reply: (String, i64) =
+            redis::from_redis_value(self.command(&["PUBSUB", "NUMSUB", channel])).unwrap();
+        reply.1
+    }
+
     /// Runs one command on a fresh plain connection.
     pub fn command(&self, args: &[&str]) -> redis::Value {
         let mut cmd = redis::cmd(args[0]);
