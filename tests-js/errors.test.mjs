@@ -54,7 +54,11 @@ describe('bad input', () => {
   ]
   const typeCases = [
     [{ wait: '5' }, /wait/], [{ lease: '100' }, /lease/], [{ owner: '1' }, /owner/],
-    [{ signal: {} }, /signal/], [{ signal: 'abort' }, /signal/], ['options', /options/], [7, /options/]
+    [{ signal: {} }, /signal/], [{ signal: 'abort' }, /signal/], ['options', /options/], [7, /options/],
+    // A key the options do not name is refused, not ignored: `timeout` (ours is `wait`) would
+    // otherwise make a bounded acquire wait forever, or a bounded tryAcquire try once.
+    [{ timeout: 5000 }, /unknown option 'timeout' for lock '.*'; did you mean 'wait'\? \(it takes 'wait', 'lease', 'signal', 'owner'\)/],
+    [{ wait: 100, leese: 5000 }, /unknown option 'leese' for lock '[^']*' \(it takes/]
   ]
   for (const method of ['acquire', 'tryAcquire', 'withLock']) {
     for (const [options, pattern] of rangeCases) {
@@ -80,6 +84,55 @@ describe('bad input', () => {
       })
     }
   }
+
+  test('an unknown option is refused by every object that takes options, and changes nothing', async () => {
+    const unknown = async (call, pattern) => {
+      const err = await failsWith(call, InvalidArgumentError, 'INVALID_ARGUMENT')
+      assert.ok(err instanceof TypeError, `${err} should be a TypeError`)
+      assert.match(err.message, pattern)
+      return err
+    }
+    const lock = env.client.lock(unique('opts'))
+    await unknown(() => lock.release({ ownr: 1 }), /unknown option 'ownr' for lock '.*' \(it takes 'owner'\)/)
+    await unknown(() => lock.isHeld({ ownr: 1 }), /unknown option 'ownr'/)
+    await unknown(() => lock.holdCount({ ownr: 1 }), /unknown option 'ownr'/)
+    // A key whose value is undefined says nothing and passes (`{ ...defaults, timeout: cfg.timeout }`).
+    const held = await lock.acquire({ wait: 1000, timeout: undefined })
+    await held.release()
+
+    const sem = env.client.semaphore(unique('opts-sem'))
+    assert.equal(await sem.trySetPermits(2), true)
+    const lease = await unknown(() => sem.acquire({ lease: 1000 }), /unknown option 'lease' for semaphore '.*' \(it takes 'permits', 'wait', 'signal'\)/)
+    assert.equal(lease.lockName, sem.name)
+    await unknown(() => sem.tryAcquire({ count: 2 }), /unknown option 'count' .*did you mean 'permits'\?/)
+    await unknown(() => sem.withPermits(() => assert.fail('ran'), { timeout: 10 }), /did you mean 'wait'\?/)
+    // Redisson's acquire(int permits), the habit a Java or Python user brings:
+    await unknown(() => sem.acquire(2), /options of semaphore '.*' must be an object, got number \(for 2 permits, pass \{ permits: 2 \}\)/)
+    assert.equal(await sem.availablePermits(), 2)
+
+    const pes = env.client.permitExpirableSemaphore(unique('opts-pes'))
+    assert.equal(await pes.trySetPermits(1), true)
+    await unknown(() => pes.acquire({ permits: 2 }), /unknown option 'permits' for semaphore '.*' \(it takes 'wait', 'lease', 'signal'\)/)
+    await unknown(() => pes.tryAcquire({ ttl: 1000 }), /did you mean 'lease'\?/)
+    assert.equal(await pes.availablePermits(), 1)
+
+    const latch = env.client.countDownLatch(unique('opts-latch'))
+    await unknown(() => latch.wait({ timeout: 10 }), /unknown option 'timeout' for latch '.*'; did you mean 'wait'\? \(it takes 'wait', 'signal'\)/)
+
+    const both = new crosslock.MultiLock([env.client.lock(unique('opts-a')), env.client.lock(unique('opts-b'))])
+    await unknown(() => both.acquire({ acquireTimeout: 10 }), /unknown option 'acquireTimeout' for the multi-lock; did you mean 'wait'\?/)
+    await unknown(() => both.withLock(() => assert.fail('ran'), { lockTimeout: 10 }), /did you mean 'lease'\?/)
+    for (const part of both.locks) assert.equal(await part.isLocked(), false)
+
+    await unknown(() => env.client.spinLock(unique('opts-spin'), { backof: {} }), /unknown option 'backof' for spin lock '.*' \(it takes 'backoff'\)/)
+    await unknown(
+      () => env.client.spinLock(unique('opts-spin'), { backoff: { kind: 'constant', initial: 5, max: 50 } }),
+      /unknown option 'max' for the constant backoff of spin lock '.*' \(it takes 'kind', 'initial'\)/
+    )
+
+    await unknown(() => connect(env.url, { timeout: 100 }), /unknown option 'timeout' for connect\(\) \(it takes 'connectTimeout', 'responseTimeout',/)
+    await unknown(() => connect(env.url, { watchdogTimout: 100 }), /unknown option 'watchdogTimout'/)
+  })
 
   test('withLock(non-function), runAsOwner(non-function), release/isHeld with a bad owner', async () => {
     const lock = env.client.lock(unique('bad'))

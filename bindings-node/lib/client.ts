@@ -12,6 +12,7 @@ import { FairLock } from './fair_lock'
 import { FencedLock } from './fenced_lock'
 import { Holds } from './held'
 import { Lock } from './lock'
+import { optionsObject } from './lockable'
 import { NonReentrantLock } from './non_reentrant_lock'
 import { ReadLock, ReadWriteLock, WriteLock } from './read_write_lock'
 import { CountDownLatch } from './count_down_latch'
@@ -21,7 +22,8 @@ import { SpinLock, type SpinLockOptions } from './spin_lock'
 import { Watch } from './watch'
 
 /**
- * Client settings. Durations are milliseconds.
+ * Client settings. Durations are milliseconds. A key it does not name is refused with
+ * `InvalidArgumentError`, not ignored.
  *
  * @example
  * ```js
@@ -64,10 +66,20 @@ export interface ConnectOptions {
   replicaWaitTimeout?: number | undefined
 }
 
+/** The keys of {@link ConnectOptions}. */
+const CONNECT_KEYS = [
+  'connectTimeout',
+  'responseTimeout',
+  'watchdogTimeout',
+  'watchdogBatchSize',
+  'fairLockWaitTimeout',
+  'tlsCaCert',
+  'waitForReplicas',
+  'replicaWaitTimeout',
+] as const
+
 function checkConnectOptions(options: unknown): native.ConnectOptions {
-  if (options === undefined || options === null) return {}
-  if (typeof options !== 'object') throw invalidArgument('type', `connect options must be an object, got ${typeof options}`)
-  const o = options as Record<string, unknown>
+  const o = optionsObject(options, 'connect()', CONNECT_KEYS)
   const out: native.ConnectOptions = {}
   for (const key of ['connectTimeout', 'responseTimeout', 'watchdogTimeout', 'fairLockWaitTimeout', 'replicaWaitTimeout'] as const) {
     const v = o[key]
@@ -480,14 +492,13 @@ function checkName(name: unknown): asserts name is string {
 }
 
 function checkBackoff(options: unknown, name: string): native.BackoffOptions | undefined {
-  if (options === undefined || options === null) return undefined
-  if (typeof options !== 'object') throw invalidArgument('type', `the options of spin lock '${name}' must be an object, got ${typeof options}`, name)
-  const b = (options as Record<string, unknown>).backoff
+  const b = optionsObject(options, `spin lock '${name}'`, ['backoff'], name).backoff
   if (b === undefined || b === null) return undefined
   const o = b as Record<string, unknown>
   if (typeof b !== 'object' || (o.kind !== 'exponential' && o.kind !== 'constant')) {
     throw invalidArgument('type', `backoff of spin lock '${name}' must be { kind: 'exponential', initial, max } or { kind: 'constant', initial }`, name)
   }
+  optionsObject(o, `the ${o.kind} backoff of spin lock '${name}'`, o.kind === 'exponential' ? ['kind', 'initial', 'max'] : ['kind', 'initial'], name)
   for (const key of o.kind === 'exponential' ? ['initial', 'max'] : ['initial']) {
     const v = o[key]
     if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) {

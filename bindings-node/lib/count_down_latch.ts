@@ -88,7 +88,7 @@ export class CountDownLatch {
    * ```
    */
   async wait(options?: { wait?: number | undefined; signal?: AbortSignal | undefined }): Promise<void> {
-    const o = checkAcquire(options, this.name, null)
+    const o = checkAcquire(options, `latch '${this.name}'`, this.name, null, ['wait', 'signal'])
     await cancellable(o.signal, (token) => this.#native.wait(o.wait, token, true), () => false, async () => {})
   }
 

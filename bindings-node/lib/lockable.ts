@@ -15,7 +15,9 @@ import { HeldLock } from './held'
 import { acquiringOwner, checkOwner, currentOwner, inScope } from './identity'
 
 /**
- * How to acquire a lock. Durations are milliseconds, as for `setTimeout`.
+ * How to acquire a lock. Durations are milliseconds, as for `setTimeout`. A key it does not
+ * name is refused with `InvalidArgumentError`, not ignored: `{ timeout: 5000 }` (the wait is
+ * `wait`) would otherwise wait forever.
  *
  * @example
  * ```js
@@ -74,28 +76,70 @@ export interface Checked {
   owner: number | undefined
 }
 
-/** @internal */
-export function optionsObject(options: unknown, lockName: string): Record<string, unknown> {
-  if (options === undefined || options === null) return {}
-  if (typeof options !== 'object') {
-    throw invalidArgument('type', `options for lock '${lockName}' must be an object, got ${typeof options}`, lockName)
-  }
-  return options as Record<string, unknown>
+/** Options people bring from other libraries, and what crosslock calls them. */
+const SPELLED_HERE: Readonly<Record<string, string>> = {
+  timeout: 'wait',
+  waitTime: 'wait',
+  waitTimeout: 'wait',
+  acquireTimeout: 'wait',
+  ttl: 'lease',
+  leaseTime: 'lease',
+  lockTimeout: 'lease',
+  expire: 'lease',
+  duration: 'lease',
+  abortSignal: 'signal',
+  count: 'permits',
+  permit: 'permits',
 }
 
-/** @internal Checks acquire options (`wait`, `lease`, `signal`, `owner`), naming the object. */
-export function checkAcquire(options: unknown, lockName: string, defaultWait: number | null): Checked {
-  const o = optionsObject(options, lockName)
+/** @internal The keys of {@link AcquireOptions}. */
+export const ACQUIRE_KEYS = ['wait', 'lease', 'signal', 'owner'] as const
+
+/**
+ * @internal An options object (`{}` for none), refusing a key it does not take: a misspelled
+ * option (`{ timeout: 5000 }` for `{ wait: 5000 }`) would otherwise be ignored without a word,
+ * and an acquire meant to give up after 5 s would wait forever. A key whose value is `undefined`
+ * says nothing and passes. `what` names the object for the message (`lock 'orders:42'`).
+ */
+export function optionsObject(options: unknown, what: string, allowed: readonly string[], name?: string): Record<string, unknown> {
+  if (options === undefined || options === null) return {}
+  if (typeof options !== 'object') {
+    const permits = typeof options === 'number' && allowed.includes('permits') ? ` (for ${options} permits, pass { permits: ${options} })` : ''
+    throw invalidArgument('type', `the options of ${what} must be an object, got ${typeof options}${permits}`, name)
+  }
+  const o = options as Record<string, unknown>
+  for (const key of Object.keys(o)) {
+    if (o[key] === undefined || allowed.includes(key)) continue
+    const spelled = SPELLED_HERE[key]
+    const hint = spelled !== undefined && allowed.includes(spelled) ? `; did you mean '${spelled}'?` : ''
+    const known = allowed.map((k) => `'${k}'`).join(', ')
+    throw invalidArgument('type', `unknown option '${key}' for ${what}${hint} (it takes ${known})`, name)
+  }
+  return o
+}
+
+/**
+ * @internal Checks acquire options (`wait`, `lease`, `signal`, `owner`, or the subset `allowed`
+ * names), for the object `what` names (`lock 'orders:42'`) whose key is `name`.
+ */
+export function checkAcquire(
+  options: unknown,
+  what: string,
+  name: string | undefined,
+  defaultWait: number | null,
+  allowed: readonly string[] = ACQUIRE_KEYS,
+): Checked {
+  const o = optionsObject(options, what, allowed, name)
   let wait = defaultWait
   if (o.wait !== undefined && o.wait !== null) {
     if (typeof o.wait !== 'number') {
-      throw invalidArgument('type', `wait must be a number of milliseconds, got ${typeof o.wait} (lock '${lockName}')`, lockName)
+      throw invalidArgument('type', `wait must be a number of milliseconds, got ${typeof o.wait} (${what})`, name)
     }
     if (Number.isNaN(o.wait) || o.wait < 0) {
       throw invalidArgument(
         'range',
-        `wait must be ≥ 0 ms (0 tries once; leave it out to wait as long as it takes), got ${o.wait} (lock '${lockName}')`,
-        lockName,
+        `wait must be ≥ 0 ms (0 tries once; leave it out to wait as long as it takes), got ${o.wait} (${what})`,
+        name,
       )
     }
     wait = o.wait === Infinity ? null : o.wait
@@ -103,13 +147,13 @@ export function checkAcquire(options: unknown, lockName: string, defaultWait: nu
   let lease: number | null = null
   if (o.lease !== undefined && o.lease !== null) {
     if (typeof o.lease !== 'number') {
-      throw invalidArgument('type', `lease must be a number of milliseconds, got ${typeof o.lease} (lock '${lockName}')`, lockName)
+      throw invalidArgument('type', `lease must be a number of milliseconds, got ${typeof o.lease} (${what})`, name)
     }
     if (!Number.isFinite(o.lease) || o.lease < 1) {
       throw invalidArgument(
         'range',
-        `lease must be a finite number of milliseconds ≥ 1 (leave it out for watchdog renewal), got ${o.lease} (lock '${lockName}')`,
-        lockName,
+        `lease must be a finite number of milliseconds ≥ 1 (leave it out for watchdog renewal), got ${o.lease} (${what})`,
+        name,
       )
     }
     lease = o.lease
@@ -118,16 +162,16 @@ export function checkAcquire(options: unknown, lockName: string, defaultWait: nu
   if (o.signal !== undefined && o.signal !== null) {
     const s = o.signal as AbortSignal
     if (typeof s !== 'object' || typeof s.aborted !== 'boolean' || typeof s.addEventListener !== 'function') {
-      throw invalidArgument('type', `signal must be an AbortSignal (lock '${lockName}')`, lockName)
+      throw invalidArgument('type', `signal must be an AbortSignal (${what})`, name)
     }
     signal = s
   }
-  const owner = o.owner === undefined || o.owner === null ? undefined : checkOwner(o.owner, lockName)
+  const owner = o.owner === undefined || o.owner === null ? undefined : checkOwner(o.owner, name)
   return { wait, lease, signal, owner }
 }
 
 function checkOwnerOption(options: unknown, lockName: string): number | undefined {
-  const o = optionsObject(options, lockName)
+  const o = optionsObject(options, `lock '${lockName}'`, ['owner'], lockName)
   return o.owner === undefined || o.owner === null ? undefined : checkOwner(o.owner, lockName)
 }
 
@@ -233,7 +277,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
     failOnTimeout: boolean,
     checked?: Checked,
   ): Promise<H | null> {
-    const o = checked ?? checkAcquire(options, this.name, defaultWait)
+    const o = checked ?? checkAcquire(options, `lock '${this.name}'`, this.name, defaultWait)
     const owner = acquiringOwner(o.owner)
     let acquired: bigint | null
     if (o.signal === undefined) {
@@ -324,7 +368,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
     if (typeof fn !== 'function') {
       throw invalidArgument('type', `withLock(fn): fn must be a function, got ${typeof fn} (lock '${this.name}')`, this.name)
     }
-    const o = checkAcquire(options, this.name, null)
+    const o = checkAcquire(options, `lock '${this.name}'`, this.name, null)
     const owner = acquiringOwner(o.owner)
     return inScope(owner, async () => {
       const held = (await this.#acquire(undefined, null, true, { ...o, owner })) as H

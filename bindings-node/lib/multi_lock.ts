@@ -144,7 +144,7 @@ export class MultiLock {
    */
   async withLock<T>(fn: (held: HeldMultiLock) => T | PromiseLike<T>, options?: AcquireOptions): Promise<T> {
     if (typeof fn !== 'function') throw invalidArgument('type', `withLock(fn): fn must be a function, got ${typeof fn}`)
-    const o = checkAcquire(options, 'multi-lock', null)
+    const o = checkAcquire(options, 'the multi-lock', undefined, null)
     const owner = acquiringOwner(o.owner)
     return inScope(owner, async () => {
       const held = (await this.#take({ ...(options ?? {}), owner }, null, true)) as HeldMultiLock
@@ -157,7 +157,7 @@ export class MultiLock {
   }
 
   async #take(options: unknown, defaultWait: number | null, failOnTimeout: boolean): Promise<HeldMultiLock | null> {
-    const o = checkAcquire(options, 'multi-lock', defaultWait)
+    const o = checkAcquire(options, 'the multi-lock', undefined, defaultWait)
     const owner = acquiringOwner(o.owner)
     const held = await cancellable(
       o.signal,

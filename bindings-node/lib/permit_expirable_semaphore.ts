@@ -275,7 +275,7 @@ export class PermitExpirableSemaphore {
   }
 
   async #take(options: unknown, defaultWait: number | null, failOnTimeout: boolean): Promise<Permit | null> {
-    const o = checkAcquire(options, this.name, defaultWait)
+    const o = checkAcquire(options, `semaphore '${this.name}'`, this.name, defaultWait, ['wait', 'lease', 'signal'])
     const id = await cancellable(
       o.signal,
       (token) => this.#native.acquire(o.wait, o.lease, token, failOnTimeout),

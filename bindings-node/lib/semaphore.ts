@@ -26,6 +26,9 @@ export interface PermitOptions {
   signal?: AbortSignal | undefined
 }
 
+/** The keys of {@link PermitOptions}. */
+const PERMIT_KEYS = ['permits', 'wait', 'signal'] as const
+
 /** @internal */
 export function checkPermits(value: unknown, name: string, low = 1): number {
   if (value === undefined || value === null) return 1
@@ -120,7 +123,7 @@ export class Semaphore {
    */
   async withPermits<T>(fn: () => T | PromiseLike<T>, options?: PermitOptions): Promise<T> {
     if (typeof fn !== 'function') throw invalidArgument('type', `withPermits(fn): fn must be a function, got ${typeof fn}`, this.name)
-    const permits = checkPermits(optionsObject(options, this.name).permits, this.name)
+    const permits = checkPermits(optionsObject(options, `semaphore '${this.name}'`, PERMIT_KEYS, this.name).permits, this.name)
     await this.#take(options, null, true)
     try {
       return await fn()
@@ -191,8 +194,8 @@ export class Semaphore {
   }
 
   async #take(options: unknown, defaultWait: number | null, failOnTimeout: boolean): Promise<boolean> {
-    const o = checkAcquire(options, this.name, defaultWait)
-    const permits = checkPermits(optionsObject(options, this.name).permits, this.name, 0)
+    const o = checkAcquire(options, `semaphore '${this.name}'`, this.name, defaultWait, PERMIT_KEYS)
+    const permits = checkPermits((options as PermitOptions | undefined)?.permits, this.name, 0)
     return cancellable(
       o.signal,
       (token) => this.#native.acquire(permits, o.wait, token, failOnTimeout),
