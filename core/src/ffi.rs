@@ -31,11 +31,25 @@ pub fn duration(value: f64, unit_seconds: f64, what: &str) -> Result<Duration> {
     };
     if ms > MAX_DURATION.as_millis() as f64 {
         return Err(Error::invalid(format!(
-            "{what} is too large: {value} {unit}; the longest is 2^53-1 ms (about 285,000 years)"
+            "{what} is too large: {} {unit}; the longest is 2^53-1 ms (about 285,000 years)",
+            Shown(value)
         )));
     }
     let whole = ms.trunc();
     Ok(Duration::from_millis(whole as u64) + Duration::from_nanos(((ms - whole) * 1e6) as u64))
+}
+
+/// A number as a message shows it: `1e300`, not its 301 digits.
+struct Shown(f64);
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.abs() >= 1e16 {
+            write!(f, "{:e}", self.0)
+        } else {
+            write!(f, "{}", self.0)
+        }
+    }
 }
 
 /// A lease from a host's number: as [`duration`], and under 1 ms refused (Redis counts leases in
@@ -120,6 +134,21 @@ mod tests {
         assert_eq!(
             lease(9007199254740991.0, 0.001, "lease").unwrap(),
             MAX_DURATION
+        );
+    }
+
+    #[test]
+    fn a_huge_duration_is_shown_short() {
+        let err = duration(1e300, 1.0, "the timeout for lock 'x'").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the timeout for lock 'x' is too large: 1e300 seconds; the longest is 2^53-1 ms \
+             (about 285,000 years)"
+        );
+        let err = duration(9007199254740993.0, 0.001, "lease").unwrap_err();
+        assert!(
+            err.to_string().contains("9007199254740992 milliseconds"),
+            "{err}"
         );
     }
 }
