@@ -275,11 +275,12 @@ fn running_queue(
     event_loop.call_method1("add_reader", (queue.woken.as_raw_fd(), &completions))?;
     queues.set_item(event_loop, &completions)?;
     let watcher = LoopWatcher {
-        event_loop: py
-            .import("weakref")?
-            .getattr("ref")?
-            .call1((event_loop,))?
-            .unbind(),
+        event_loop: Arc::new(
+            py.import("weakref")?
+                .getattr("ref")?
+                .call1((event_loop,))?
+                .unbind(),
+        ),
         queue: Arc::downgrade(&queue),
     };
     let _ = queue.lanes.set(crosslock::runtime::EventLoop::new(watcher));
@@ -351,8 +352,11 @@ fn wake_awaiter(py: Python<'_>, queue: &Queue, future: &Bound<'_, PyAny>) {
 /// queue (so from any thread).
 struct LoopWatcher {
     /// A `weakref.ref` to the loop: the loop (through its reader map) keeps the queue alive, so a
-    /// strong reference here would keep both forever, lanes and socket pair included.
-    event_loop: Py<PyAny>,
+    /// strong reference here would keep both forever, lanes and socket pair included. In an
+    /// `Arc`, so that `unwatch` can take it along without the GIL: it runs on whichever thread
+    /// retires the lane, a runtime thread too, possibly after the interpreter has finalized (at
+    /// exit), where attaching to Python panics.
+    event_loop: Arc<Py<PyAny>>,
     queue: Weak<Queue>,
 }
 
@@ -392,7 +396,7 @@ impl crosslock::runtime::Watcher for LoopWatcher {
         let Some(queue) = self.queue.upgrade() else {
             return done();
         };
-        let event_loop = Python::attach(|py| self.event_loop.clone_ref(py));
+        let event_loop = self.event_loop.clone();
         queue.push(Box::new(move |py| {
             let event_loop = event_loop.bind(py).call0().ok().filter(|l| !l.is_none());
             if let Some(event_loop) = event_loop
