@@ -424,6 +424,45 @@ async def test_a_cancelled_nested_release_releases_one_hold(client, raw, url):
     assert not lock.lost
 
 
+# -- #6: the owner's next acquire after a cancel ----------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["read-then-write", "non-reentrant"])
+async def test_the_owners_next_acquire_waits_for_the_cancelled_ones_give_back(client, raw, url, kind):
+    """A cancelled acquire returns at once while its win is given back in the background; the same
+    owner's next acquire of that object must not see the hold it never got. Here the next acquire
+    is sent while the cancelled one's script is still held up in Redis, so both reach Redis in
+    that order: without waiting for the give-back, the write lock would be refused as an upgrade
+    of the read hold, and the non-reentrant lock as a re-entry."""
+    name = f"cancel-then-{kind}"
+    owner = crosslock.Owner()
+    if kind == "read-then-write":
+        rw = client.read_write_lock(name)
+        first, second = rw.read_lock(), rw.write_lock()
+    else:
+        first = second = client.non_reentrant_lock(name)
+
+    async def as_owner(call: Callable[[], Awaitable[Any]]) -> Any:
+        with owner:
+            return await call()
+
+    with writes_paused(raw):
+        cancelled = asyncio.ensure_future(as_owner(first.acquire_async))
+        await asyncio.sleep(0)  # the task starts the native acquire and awaits it
+        wait_until(lambda: a_script_is_held_up(raw), what="the first acquire to wait in Redis")
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        following = asyncio.ensure_future(as_owner(lambda: second.acquire_async(timeout=10)))
+        await asyncio.sleep(0.05)  # it is sent (or waits for the give-back) while Redis is held up
+    assert await asyncio.wait_for(following, 15) is True
+    with owner:
+        assert await second.is_held_async()
+        await second.release_async()
+    await released(client, raw, name)
+    others_can_take(url, name)
+
+
 # -- the bridge's future towards asyncio's helpers ----------------------------------------------
 
 

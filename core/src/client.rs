@@ -648,6 +648,7 @@ impl Client {
             replica_sync: options.replica_sync,
             stop,
             holders: Default::default(),
+            settling: Default::default(),
         }))
     }
 }

@@ -34,6 +34,9 @@ pub(crate) struct Ctx {
     pub(crate) stop: CancellationToken,
     /// The holder strings made last (see [`Ctx::holder`]).
     pub(crate) holders: HolderCache,
+    /// Clean-ups of acquires and releases whose callers left, still running (see
+    /// [`Settling`](crate::engine::settling::Settling)).
+    pub(crate) settling: Arc<crate::engine::settling::Settling>,
 }
 
 /// How many owners' holder strings are remembered.

@@ -351,3 +351,67 @@ async fn a_downgrade_wakes_waiting_readers_at_once() {
     theirs.read().release_as(Owner::new(9)).await.unwrap();
     rw.read().release_as(w).await.unwrap();
 }
+
+/// How many clients wait in Redis for their command to run (here: held up by `CLIENT PAUSE`).
+fn blocked_clients(server: &RedisServer) -> u64 {
+    let info: String = redis::from_redis_value(server.command(&["INFO", "clients"])).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO clients has blocked_clients")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owners_write_acquire_after_its_dropped_read_acquire_waits_for_the_give_back() {
+    // A read acquire dropped with its script held up in Redis wins once Redis runs it, and that
+    // hold is given back in the background. The same owner's write acquire, sent right after the
+    // drop, reaches Redis behind it: it must wait for the give-back, not see the read hold it
+    // never got and be refused as an upgrade.
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let owner = Owner::new(7);
+    server.command(&["CLIENT", "PAUSE", "10000", "WRITE"]);
+    let read = tokio::spawn({
+        let client = client.clone();
+        async move {
+            let rw = client.read_write_lock("dropped").unwrap();
+            rw.read().acquire_as(owner, &AcquireOptions::new()).await
+        }
+    });
+    let start = std::time::Instant::now();
+    while blocked_clients(&server) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the read acquire never reached Redis"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    read.abort();
+    assert!(read.await.unwrap_err().is_cancelled());
+    let write = tokio::spawn({
+        let client = client.clone();
+        async move {
+            let rw = client.read_write_lock("dropped").unwrap();
+            rw.write()
+                .acquire_as(owner, &AcquireOptions::new().wait(Duration::from_secs(10)))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    server.command(&["CLIENT", "UNPAUSE"]);
+    assert!(
+        write.await.unwrap().unwrap(),
+        "the write lock, once the read hold was given back"
+    );
+    let hash = hgetall(&server, "dropped");
+    assert_eq!(hash.get("mode").map(String::as_str), Some("write"));
+    assert_eq!(
+        hash.get(&format!("{}:7:write", client.id()))
+            .map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(hash.len(), 2, "no read hold left: {hash:?}");
+    let rw = client.read_write_lock("dropped").unwrap();
+    assert!(rw.write().release_as(owner).await.unwrap());
+    assert!(hgetall(&server, "dropped").is_empty());
+}

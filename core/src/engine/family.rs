@@ -629,7 +629,9 @@ impl<P: Family> Drop for Settle<P> {
             self.key.clone(),
             self.before,
         );
+        let running = cx.settling.begin(lock.name());
         runtime::spawn(async move {
+            let _running = running;
             let bound = cx.response_timeout();
             if tokio::time::timeout(bound, lock.release_with(&cx, &key, Some(before.max(1))))
                 .await

@@ -25,6 +25,7 @@
 pub(crate) mod family;
 pub(crate) mod holds;
 pub(crate) mod renewal;
+pub(crate) mod settling;
 pub(crate) mod unowned;
 pub(crate) mod wait;
 

@@ -97,6 +97,11 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
     if s.token.is_cancelled() || s.cx.stop.is_cancelled() {
         return Err(s.cancelled());
     }
+    // What this client's callers left of this object is cleaned up first (nearly always
+    // nothing: one atomic load).
+    if s.cx.settling.any() && !Box::pin(s.after_clean_ups()).await? {
+        return Ok(Outcome::TimedOut);
+    }
 
     // Fast path: the first attempt runs inline; most acquires end here.
     let mut first = s.in_flight();
@@ -222,12 +227,32 @@ impl<P: Protocol> Shared<P> {
     /// Runs the protocol's give-up clean-up, waiting for it at most `grace` (it goes on in the
     /// background after that).
     async fn give_up(&self, grace: Duration) {
-        let clean = runtime::spawn(
-            self.proto
-                .clone()
-                .give_up(self.cx.clone(), self.request.clone()),
-        );
+        let running = self.cx.settling.begin(self.proto.name());
+        let clean = self
+            .proto
+            .clone()
+            .give_up(self.cx.clone(), self.request.clone());
+        let clean = runtime::spawn(async move {
+            let _ = clean.await;
+            drop(running);
+        });
         let _ = tokio::time::timeout(grace, clean).await;
+    }
+
+    /// Waits until the clean-ups this client's callers left running for this object are done
+    /// (see [`Settling`](super::settling::Settling)): a win of a cancelled acquire still being
+    /// given back would otherwise refuse or count against this acquire of the same owner. Waits
+    /// at most until the wait limit (then `false`: out of time) and in any case no longer than a
+    /// clean-up can take (an outage waited out, a few round trips); a cancel ends it.
+    async fn after_clean_ups(&self) -> Result<bool> {
+        let cap = Instant::now() + self.cx.outage_tolerance + 2 * self.cx.response_timeout();
+        let until = self.deadline.map_or(cap, |d| d.min(cap));
+        tokio::select! {
+            biased;
+            _ = self.token.cancelled() => Err(self.cancelled()),
+            _ = self.cx.stop.cancelled() => Err(self.cancelled()),
+            _ = self.cx.settling.wait(self.proto.name(), until) => Ok(!self.out_of_time()),
+        }
     }
 
     fn cancelled(&self) -> Error {
@@ -346,7 +371,9 @@ impl<P: Protocol> InFlight<P> {
             self.keeper.clone(),
             self.request.clone(),
         );
+        let running = cx.settling.begin(proto.name());
         Some(runtime::spawn(async move {
+            let _running = running;
             let won = match future.await {
                 Ok(Attempt::Won(_)) => true,
                 // The reply was lost: ask Redis (on the same connection, after the attempt).
@@ -394,7 +421,9 @@ impl<P: Protocol> Drop for Call<P> {
         let Some(task) = self.task.take() else { return };
         self.shared.token.cancel();
         let keeper = self.shared.keeper.clone();
+        let running = self.shared.cx.settling.begin(self.shared.proto.name());
         runtime::spawn(async move {
+            let _running = running;
             if let Ok(Ok(Outcome::Won(_))) = task.await {
                 keeper.unkeep().await;
             }
@@ -776,7 +805,9 @@ fn abandon_unsettled<P: Protocol>(s: &Shared<P>) -> JoinHandle<()> {
         s.keeper.clone(),
         s.request.clone(),
     );
+    let running = cx.settling.begin(proto.name());
     runtime::spawn(async move {
+        let _running = running;
         let deadline = Instant::now() + cx.outage_tolerance;
         loop {
             match proto.settle(&cx, &request.holder, keeper.recorded()).await {
