@@ -415,3 +415,25 @@ async fn an_owners_write_acquire_after_its_dropped_read_acquire_waits_for_the_gi
     assert!(rw.write().release_as(owner).await.unwrap());
     assert!(hgetall(&server, "dropped").is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_read_guard_is_released_before_the_same_owners_write_acquire() {
+    // Dropping a guard releases in the background; the owner's write acquire right after must
+    // not reach Redis first and be refused as an upgrade of the read hold being released.
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let rw = client.read_write_lock("scoped").unwrap();
+    let owner = Owner::new(5);
+    let as_owner = || AcquireOptions::new().owner(owner);
+    for round in 0..50 {
+        let read = rw.read().acquire_with(as_owner()).await.unwrap();
+        drop(read);
+        let write = rw
+            .write()
+            .acquire_with(as_owner().wait(Duration::from_secs(10)))
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        write.release().await.unwrap();
+    }
+    assert!(hgetall(&server, "scoped").is_empty());
+}

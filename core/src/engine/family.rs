@@ -361,6 +361,19 @@ impl<P: Family> LockCore<P> {
             },
             None => self.cx().await?,
         };
+        // What this client's callers left of this lock is cleaned up first: a read hold being
+        // given back must not refuse this owner's write lock, here or in Redis.
+        if cx.settling.any()
+            && !Box::pin(wait::after_clean_ups(
+                &cx,
+                self.name(),
+                deadline,
+                options.cancel.as_ref(),
+            ))
+            .await
+        {
+            return Ok(None);
+        }
         self.proto.precheck(&cx, owner).map_err(|e| {
             e.with_lock(self.name())
                 .with_holder(&*cx.holder(owner, self.proto.suffix()))
@@ -849,6 +862,8 @@ pub struct LockGuard<W = ()> {
 trait GuardLock: Send + Sync {
     fn name(&self) -> &str;
     fn release_as(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<bool>>;
+    /// Counts a release left to the background (see [`Settling`](super::settling::Settling)).
+    fn settling(&self) -> Option<super::settling::Running>;
 }
 
 impl<P: Family> GuardLock for LockCore<P> {
@@ -858,6 +873,11 @@ impl<P: Family> GuardLock for LockCore<P> {
 
     fn release_as(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<bool>> {
         Box::pin(async move { LockCore::release_as(&self, owner).await })
+    }
+
+    fn settling(&self) -> Option<super::settling::Running> {
+        let cx = self.client.state_now()?;
+        Some(cx.settling.begin(self.name()))
     }
 }
 
@@ -963,7 +983,10 @@ impl<W> Drop for LockGuard<W> {
     fn drop(&mut self) {
         if let Some(lock) = self.lock.take() {
             let owner = self.owner;
+            // The owner's next acquire of this lock waits for this release.
+            let running = lock.settling();
             runtime::spawn(async move {
+                let _running = running;
                 let _ = Box::pin(lock.release_as(owner)).await;
             });
         }

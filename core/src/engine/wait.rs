@@ -41,6 +41,35 @@ use crate::runtime;
 
 use super::{Attempt, Protocol, Request, Waiting, WakePolicy};
 
+/// Waits until the clean-ups this client's callers left running for object `name` are done (see
+/// [`Settling`](super::settling::Settling)): a win of a cancelled acquire still being given back
+/// would otherwise refuse or count against the same owner's next acquire. Waits at most until
+/// `deadline` and in any case no longer than a clean-up can take (an outage waited out, a few
+/// round trips); a cancel or the client's close ends it early (the caller then sees either).
+/// `false` when the deadline has passed.
+pub(crate) async fn after_clean_ups(
+    cx: &Ctx,
+    name: &str,
+    deadline: Option<Instant>,
+    cancel: Option<&CancellationToken>,
+) -> bool {
+    let cap = Instant::now() + cx.outage_tolerance + 2 * cx.response_timeout();
+    let until = deadline.map_or(cap, |d| d.min(cap));
+    let cancelled = async {
+        match cancel {
+            Some(token) => token.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        () = cancelled => {}
+        () = cx.stop.cancelled() => {}
+        _ = cx.settling.wait(name, until) => {}
+    }
+    deadline.is_none_or(|d| Instant::now() < d)
+}
+
 /// How an acquire ended, short of an error.
 pub(crate) enum Outcome<W> {
     Won(W),
@@ -94,13 +123,21 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
         start: a.start,
         deadline,
     };
-    if s.token.is_cancelled() || s.cx.stop.is_cancelled() {
-        return Err(s.cancelled());
-    }
     // What this client's callers left of this object is cleaned up first (nearly always
     // nothing: one atomic load).
-    if s.cx.settling.any() && !Box::pin(s.after_clean_ups()).await? {
+    if s.cx.settling.any()
+        && !Box::pin(after_clean_ups(
+            &s.cx,
+            s.proto.name(),
+            s.deadline,
+            Some(&s.token),
+        ))
+        .await
+    {
         return Ok(Outcome::TimedOut);
+    }
+    if s.token.is_cancelled() || s.cx.stop.is_cancelled() {
+        return Err(s.cancelled());
     }
 
     // Fast path: the first attempt runs inline; most acquires end here.
@@ -237,22 +274,6 @@ impl<P: Protocol> Shared<P> {
             drop(running);
         });
         let _ = tokio::time::timeout(grace, clean).await;
-    }
-
-    /// Waits until the clean-ups this client's callers left running for this object are done
-    /// (see [`Settling`](super::settling::Settling)): a win of a cancelled acquire still being
-    /// given back would otherwise refuse or count against this acquire of the same owner. Waits
-    /// at most until the wait limit (then `false`: out of time) and in any case no longer than a
-    /// clean-up can take (an outage waited out, a few round trips); a cancel ends it.
-    async fn after_clean_ups(&self) -> Result<bool> {
-        let cap = Instant::now() + self.cx.outage_tolerance + 2 * self.cx.response_timeout();
-        let until = self.deadline.map_or(cap, |d| d.min(cap));
-        tokio::select! {
-            biased;
-            _ = self.token.cancelled() => Err(self.cancelled()),
-            _ = self.cx.stop.cancelled() => Err(self.cancelled()),
-            _ = self.cx.settling.wait(self.proto.name(), until) => Ok(!self.out_of_time()),
-        }
     }
 
     fn cancelled(&self) -> Error {
