@@ -240,3 +240,35 @@ async fn an_acquire_dropped_half_way_gives_back_the_parts_it_took() {
     }
     busy.release_as(Owner::new(99)).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_multi_guard_is_released_before_the_owners_next_acquire_of_a_part() {
+    // Dropping the guard releases every part in the background; the owner's write acquire of a
+    // part it held for reading must not reach Redis first and be refused as an upgrade.
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let rw = client.read_write_lock("multi-rw").unwrap();
+    let both = MultiLock::new(vec![
+        rw.read().erased(),
+        client.lock("multi-other").unwrap().erased(),
+    ])
+    .unwrap();
+    let owner = Owner::new(4);
+    for round in 0..50 {
+        let guard = both
+            .acquire_with(AcquireOptions::new().owner(owner))
+            .await
+            .unwrap();
+        drop(guard);
+        let write = rw
+            .write()
+            .acquire_as(owner, &AcquireOptions::new().wait(Duration::from_secs(10)))
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert!(write);
+        assert!(rw.write().release_as(owner).await.unwrap());
+    }
+    let mut raw = server.raw();
+    let left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut raw).unwrap();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -201,11 +201,23 @@ impl Drop for Taken {
         let parts = self.give_back();
         if !parts.is_empty() {
             let owner = self.owner;
+            let running = settling(&parts);
             crate::runtime::spawn(async move {
                 release(&parts, owner).await;
+                drop(running);
             });
         }
     }
+}
+
+/// Counts a release of `parts` left to the background as a clean-up of each part's client, so
+/// that the owner's next acquire of a part waits for it (see
+/// [`Settling`](crate::engine::settling::Settling)).
+fn settling(parts: &[Arc<dyn AnyLock>]) -> Vec<crate::engine::settling::Running> {
+    parts
+        .iter()
+        .filter_map(|l| Some(l.client().state_now()?.settling.begin(l.name())))
+        .collect()
 }
 
 async fn release(parts: &[Arc<dyn AnyLock>], owner: Owner) -> Vec<(String, Error)> {
@@ -401,8 +413,10 @@ impl Drop for MultiGuard {
         self.watch.cancel();
         if let Some(parts) = self.parts.take() {
             let owner = self.owner;
+            let running = settling(&parts);
             crate::runtime::spawn(async move {
                 release(&parts, owner).await;
+                drop(running);
             });
         }
     }
