@@ -839,7 +839,8 @@ impl<P: Family> AnyLock for Erased<P> {
 /// [`FencedLock`](crate::FencedLock) ([`token`](LockGuard::token)).
 ///
 /// Prefer [`release`](Self::release), which reports errors; a dropped guard releases in the
-/// background and can only log nothing.
+/// background and can only log nothing. This client's next acquire of the lock waits for that
+/// background release, so the same owner never finds its old hold still there.
 ///
 /// # Examples
 ///
