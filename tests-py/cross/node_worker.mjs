@@ -1,5 +1,5 @@
 // A Node process taking part in a cross-language test (same modes and environment as py_worker.py):
-//   node_worker.mjs URL hold NAME | wait NAME | counter NAME KEY N | tokens NAME N
+//   node_worker.mjs URL hold NAME | wait NAME | counter NAME KEY N | tokens NAME N | chaos NAME SECONDS
 // $CROSSLOCK_KIND picks the lock type (lock, fair_lock, …, read_lock, write_lock);
 // $CROSSLOCK_FAIR_WAIT the client's fair-lock wait (seconds); $CROSSLOCK_WAIT the wait limit of
 // "wait" (seconds, default 30, "inf" for none).
@@ -7,7 +7,7 @@ import { createRequire } from 'node:module'
 import net from 'node:net'
 import readline from 'node:readline'
 
-const { connect } = createRequire(import.meta.url)('../../')
+const { connect, runAsOwner } = createRequire(import.meta.url)('../../')
 const now = () => process.hrtime.bigint().toString()
 
 // Just enough RESP for GET and SET, so workers need no Redis client library.
@@ -87,5 +87,54 @@ if (mode === 'hold') {
   }
   r.close()
   console.log('DONE')
+} else if (mode === 'chaos') {
+  // As py_worker.py's: 6 tasks (3 of them one owner each, the others an owner per acquire) take
+  // NAME:x, NAME:f and NAME:rw at random, each wait cut short at random (an abort, a wait limit).
+  const end = Date.now() + Number(key) * 1000
+  const counts = { ok: 0, bad: 0 }
+  const pick = () => {
+    const k = Math.floor(Math.random() * 4)
+    if (k === 0) return ['x', client.lock(`${name}:x`), 'w']
+    if (k === 1) return ['f', client.fairLock(`${name}:f`), 'w']
+    const rw = client.readWriteLock(`${name}:rw`)
+    return k === 2 ? ['rw', rw.writeLock(), 'w'] : ['rw', rw.readLock(), 'r']
+  }
+  const inside = async (r, part, how) => {
+    let bad
+    if (how === 'r') {
+      await r.call('INCR', `${name}:rw:r`)
+      bad = ((await r.call('GET', `${name}:rw:w`)) ?? '0') !== '0'
+      await r.call('DECR', `${name}:rw:r`)
+    } else {
+      const writers = await r.call('INCR', `${name}:${part}:w`)
+      const readers = part === 'rw' ? ((await r.call('GET', `${name}:rw:r`)) ?? '0') : '0'
+      bad = writers !== '1' || readers !== '0'
+      await r.call('DECR', `${name}:${part}:w`)
+    }
+    counts[bad ? 'bad' : 'ok']++
+  }
+  const task = async () => {
+    const r = raw(url)
+    while (Date.now() < end) {
+      const [part, lock, how] = pick()
+      let held = null
+      try {
+        held = Math.random() < 0.5
+          ? await lock.acquire({ signal: AbortSignal.timeout(1 + Math.floor(Math.random() * 20)) })
+          : await lock.tryAcquire({ wait: Math.floor(Math.random() * 20) })
+      } catch (e) {
+        if (e.name !== 'TimeoutError') throw e
+      }
+      if (held === null) continue
+      try {
+        await inside(r, part, how)
+      } finally {
+        await held.release()
+      }
+    }
+    r.close()
+  }
+  await Promise.all([0, 1, 2, 3, 4, 5].map((i) => (i < 3 ? runAsOwner(task) : task())))
+  console.log(`DONE ${counts.ok} ${counts.bad}`)
 }
 await client.close()

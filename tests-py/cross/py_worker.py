@@ -6,6 +6,10 @@
     py_worker.py URL counter NAME KEY N N × (acquire, non-atomic GET/SET of KEY, release), print "DONE"
     py_worker.py URL tokens NAME N      N × (acquire a fenced lock, print "TOKEN <monotonic-ns> <token>",
                                         release), then "DONE"
+    py_worker.py URL chaos NAME SECONDS 3 threads and 3 asyncio tasks take NAME:x (lock), NAME:f (fair
+                                        lock) and NAME:rw (read or write) at random, each wait cut
+                                        short at random (a timeout, a cancel); inside, they check
+                                        through Redis that no one else is in; print "DONE <ok> <bad>"
 
 The lock type comes from $CROSSLOCK_KIND (lock, fair_lock, spin_lock, fenced_lock,
 non_reentrant_lock, read_lock, write_lock; default lock); $CROSSLOCK_FAIR_WAIT sets the client's
@@ -13,9 +17,12 @@ fair_lock_wait_timeout (seconds); $CROSSLOCK_WAIT the wait limit of "wait" (seco
 "inf" for none).
 """
 
+import asyncio
 import os
+import random
 import socket
 import sys
+import threading
 import time
 
 import crosslock
@@ -51,6 +58,82 @@ def make(client: crosslock.Client, kind: str, name: str):  # type: ignore[no-unt
     return getattr(client, kind)(name)
 
 
+def chaos(client: crosslock.Client, url: str, name: str, seconds: float) -> None:
+    """See the module docs. Any error ends the process with a traceback (a non-zero exit)."""
+    end = time.monotonic() + seconds
+    counts = {"ok": 0, "bad": 0}
+    counted = threading.Lock()
+
+    def pick():  # type: ignore[no-untyped-def]
+        k = random.randrange(4)
+        if k == 0:
+            return "x", client.lock(f"{name}:x"), "w"
+        if k == 1:
+            return "f", client.fair_lock(f"{name}:f"), "w"
+        rw = client.read_write_lock(f"{name}:rw")
+        return ("rw", rw.write_lock(), "w") if k == 2 else ("rw", rw.read_lock(), "r")
+
+    def inside(raw: Raw, part: str, mode: str) -> None:
+        # Writers count themselves in NAME:<part>:w, readers in NAME:rw:r; a writer must be alone.
+        if mode == "r":
+            raw.call("INCR", f"{name}:rw:r")
+            bad = raw.call("GET", f"{name}:rw:w") not in (None, "0")
+            time.sleep(random.random() * 0.001)
+            raw.call("DECR", f"{name}:rw:r")
+        else:
+            writers = raw.call("INCR", f"{name}:{part}:w")
+            readers = raw.call("GET", f"{name}:rw:r") if part == "rw" else None
+            bad = writers != "1" or readers not in (None, "0")
+            time.sleep(random.random() * 0.001)
+            raw.call("DECR", f"{name}:{part}:w")
+        with counted:
+            counts["bad" if bad else "ok"] += 1
+
+    def thread() -> None:
+        try:
+            raw = Raw(url)
+            while time.monotonic() < end:
+                part, lock, mode = pick()
+                if lock.acquire(timeout=random.random() * 0.02):
+                    try:
+                        inside(raw, part, mode)
+                    finally:
+                        lock.release()
+        except BaseException as e:  # noqa: BLE001  (reported by the main thread)
+            errors.append(e)
+
+    async def task() -> None:
+        # One task is one owner: a read cut short and then a write is the same owner's.
+        raw = Raw(url)
+        while time.monotonic() < end:
+            part, lock, mode = pick()
+            try:
+                async with asyncio.timeout(random.random() * 0.02):
+                    await lock.acquire_async()
+            except TimeoutError:
+                continue
+            try:
+                inside(raw, part, mode)
+            finally:
+                await lock.release_async()
+
+    async def tasks() -> None:
+        await asyncio.gather(*(task() for _ in range(3)))
+
+    errors: list[BaseException] = []
+    threads = [threading.Thread(target=thread) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        asyncio.run(tasks())
+    finally:
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    print(f"DONE {counts['ok']} {counts['bad']}", flush=True)
+
+
 def main() -> None:
     url, mode, name = sys.argv[1], sys.argv[2], sys.argv[3]
     kind = os.environ.get("CROSSLOCK_KIND", "lock")
@@ -78,6 +161,8 @@ def main() -> None:
             with fenced as token:
                 print(f"TOKEN {time.monotonic_ns()} {token}", flush=True)
         print("DONE", flush=True)
+    elif mode == "chaos":
+        chaos(client, url, name, float(sys.argv[4]))
     elif mode == "counter":
         key, n = sys.argv[4], int(sys.argv[5])
         raw = Raw(url)
