@@ -13,15 +13,7 @@ use std::time::{Duration, Instant};
 
 use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Owner};
 use redis::Commands;
-use support::RedisServer;
-
-async fn until(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+use support::{RedisServer, until};
 
 /// Holds back every other client's commands for `ms` (CLIENT PAUSE), so a command sent
 /// meanwhile is answered only afterwards.
@@ -95,17 +87,17 @@ async fn dropping_an_acquire_whose_first_attempt_is_in_flight_gives_the_lock_bac
     assert!(first.is_pending(), "one poll only starts the acquire task");
     let mut raw = server.raw();
     let field = client.holder(me);
-    until("the acquire to win", || {
+    until("the acquire to win", async || {
         raw.hexists::<_, _, bool>("won-then-dropped", &field)
             .unwrap()
     })
     .await;
     drop(acquiring);
-    until("the won lock to be given back", || {
+    until("the won lock to be given back", async || {
         !raw.exists::<_, bool>("won-then-dropped").unwrap()
     })
     .await;
-    until("the hold to leave the watchdog", || {
+    until("the hold to leave the watchdog", async || {
         client.watched_locks() == 0
     })
     .await;
@@ -223,17 +215,17 @@ async fn dropping_a_waiting_acquire_after_its_loop_won_gives_the_lock_back() {
     lock.release_as(holder).await.unwrap();
     let mut raw = server.raw();
     let field = client.holder(waiter);
-    until("the waiter's loop to win", || {
+    until("the waiter's loop to win", async || {
         raw.hexists::<_, _, bool>("waited-won-dropped", &field)
             .unwrap()
     })
     .await;
     drop(acquiring);
-    until("the won lock to be given back", || {
+    until("the won lock to be given back", async || {
         !raw.exists::<_, bool>("waited-won-dropped").unwrap()
     })
     .await;
-    until("the hold to leave the watchdog", || {
+    until("the hold to leave the watchdog", async || {
         client.watched_locks() == 0
     })
     .await;

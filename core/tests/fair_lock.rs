@@ -9,15 +9,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use crosslock::{AcquireOptions, Client, ClientOptions, FairLock, Owner};
-use support::RedisServer;
-
-async fn until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !condition().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+use support::{RedisServer, until};
 
 /// Starts `owner` waiting on `lock` once the queue has `queued` entries, so waiters enter the queue
 /// in a known order; returns the acquire order through `order`.

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crosslock::{AcquireOptions, AnyLock, Client, ClientOptions, ErrorKind, Owner};
-use support::RedisServer;
+use support::{RedisServer, until};
 
 type Factory = fn(&Client, &str) -> Arc<dyn AnyLock>;
 
@@ -49,14 +49,6 @@ const ALL_KINDS: &[(&str, Factory)] = &[
 
 async fn client(server: &RedisServer, options: ClientOptions) -> Client {
     Client::connect_with(&server.url(), options).await.unwrap()
-}
-
-async fn until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !condition().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// Only the detector's keys (and a fenced lock's token counter, which outlives the lock by

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Owner};
-use support::RedisServer;
+use support::{RedisServer, until};
 
 fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
     redis::cmd("HGETALL")
@@ -322,14 +322,10 @@ async fn a_downgrade_wakes_waiting_readers_at_once() {
         (got, theirs)
     });
     // The reader is waiting: subscribed, and still without the lock.
-    let subscribed = std::time::Instant::now();
-    while server.subscribers("redisson_rwlock:{down}") == 0 {
-        assert!(
-            subscribed.elapsed() < Duration::from_secs(10),
-            "the reader never subscribed"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until("the reader to subscribe", async || {
+        server.subscribers("redisson_rwlock:{down}") > 0
+    })
+    .await;
     // Past its attempt after subscribing: now it waits for a message or the hash's PTTL.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!reader.is_finished(), "the reader got in past the writer");
@@ -352,15 +348,6 @@ async fn a_downgrade_wakes_waiting_readers_at_once() {
     rw.read().release_as(w).await.unwrap();
 }
 
-/// How many clients wait in Redis for their command to run (here: held up by `CLIENT PAUSE`).
-fn blocked_clients(server: &RedisServer) -> u64 {
-    let info: String = redis::from_redis_value(server.command(&["INFO", "clients"])).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("blocked_clients:"))
-        .and_then(|n| n.trim().parse().ok())
-        .expect("INFO clients has blocked_clients")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owners_write_acquire_after_its_dropped_read_acquire_waits_for_the_give_back() {
     // A read acquire dropped with its script held up in Redis wins once Redis runs it, and that
@@ -378,14 +365,10 @@ async fn an_owners_write_acquire_after_its_dropped_read_acquire_waits_for_the_gi
             rw.read().acquire_as(owner, &AcquireOptions::new()).await
         }
     });
-    let start = std::time::Instant::now();
-    while blocked_clients(&server) == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the read acquire never reached Redis"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until("the read acquire to wait in Redis", async || {
+        server.blocked_clients() > 0
+    })
+    .await;
     read.abort();
     assert!(read.await.unwrap_err().is_cancelled());
     let write = tokio::spawn({

@@ -10,6 +10,15 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Polls `condition` every 5 ms until it holds; fails the test, naming `what`, after 10 s.
+pub async fn until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// An application's own runtime as `#[tokio::main]` builds it on this machine: multi-thread, two
 /// workers, I/O and timers.
 pub fn app_runtime() -> tokio::runtime::Runtime {
@@ -121,6 +130,16 @@ impl RedisServer {
         let reply: (String, i64) =
             redis::from_redis_value(self.command(&["PUBSUB", "NUMSUB", channel])).unwrap();
         reply.1
+    }
+
+    /// How many clients wait in Redis for their command to run (held up by `CLIENT PAUSE`, or
+    /// blocked in a blocking command).
+    pub fn blocked_clients(&self) -> u64 {
+        let info: String = redis::from_redis_value(self.command(&["INFO", "clients"])).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("blocked_clients:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("INFO clients has blocked_clients")
     }
 
     /// Runs one command on a fresh plain connection.
