@@ -463,6 +463,48 @@ async def test_the_owners_next_acquire_waits_for_the_cancelled_ones_give_back(cl
     others_can_take(url, name)
 
 
+@SELECTOR_LOOP_ONLY
+@pytest.mark.parametrize("kind", ["read-then-write", "non-reentrant"])
+async def test_the_owners_next_acquire_waits_for_a_won_waits_give_back(client, raw, url, kind):
+    """A busy lock's wait won while the event loop was busy, and its task was cancelled before the
+    loop took the result: the acquire is dropped and its hold given back in the background. The
+    owner's next acquire, made at once, must wait for that give-back rather than find the hold it
+    never got (the write lock would be refused as an upgrade of the read hold, the non-reentrant
+    lock as a re-entry)."""
+    name = f"queued-then-{kind}"
+    owner = crosslock.Owner()
+    if kind == "read-then-write":
+        rw = client.read_write_lock(name)
+        first, second = rw.read_lock(), rw.write_lock()
+    else:
+        first = second = client.non_reentrant_lock(name)
+    loop = asyncio.get_running_loop()
+    wakes = f"redisson_rwlock:{{{name}}}" if kind == "read-then-write" else channel(name)
+
+    async def as_owner(call: Callable[[], Awaitable[Any]]) -> Any:
+        with owner:
+            return await call()
+
+    with crosslock.connect(url) as other:
+        theirs = other.read_write_lock(name).write_lock() if kind == "read-then-write" else other.non_reentrant_lock(name)
+        for round in range(10):
+            assert theirs.acquire(blocking=False) is True
+            task = asyncio.ensure_future(as_owner(first.acquire_async))
+            await poll(lambda: raw.command("PUBSUB", "NUMSUB", wakes)[1] > 0, "the acquire to wait")
+            theirs.release()
+            # The loop stays busy while the waiter is woken, wins, and queues its result.
+            wait_until(lambda: result_queued(loop), what="the won wait's result to be queued for the loop")
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert await as_owner(lambda: second.acquire_async(blocking=False)) is True, (
+                f"round {round}: the next acquire found the given-back hold"
+            )
+            with owner:
+                await second.release_async()
+            await released(client, raw, name)
+
+
 # -- the bridge's future towards asyncio's helpers ----------------------------------------------
 
 

@@ -120,3 +120,27 @@ async fn the_watchdog_keeps_a_live_holders_permit_and_an_expired_one_comes_back(
         .expect("no lost signal");
     assert!(!lost.is_cancelled());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_permit_is_back_before_the_clients_next_acquire() {
+    // Dropping a `Permit` releases it in the background; the client's next acquire of the same
+    // semaphore waits for that release instead of finding the permit still taken.
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let sem = client.permit_expirable_semaphore("single").unwrap();
+    assert!(sem.try_set_permits(1).await.unwrap());
+    for round in 0..50 {
+        let permit = sem.acquire().await.unwrap();
+        drop(permit);
+        let again = sem
+            .try_acquire(AcquireOptions::new().wait(Duration::ZERO))
+            .await
+            .unwrap();
+        assert!(
+            again.is_some(),
+            "round {round}: the dropped permit was still taken"
+        );
+        again.unwrap().release().await.unwrap();
+    }
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+}

@@ -865,8 +865,15 @@ impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(sem) = self.sem.take() {
             let id = self.id.clone();
+            // Counted until Redis has the permit back, so this client's next acquire of the
+            // semaphore waits for it rather than finding the permit still taken.
+            let running = sem
+                .client
+                .state_now()
+                .map(|cx| cx.settling.begin(sem.name()));
             crate::runtime::spawn(async move {
                 let _ = sem.release(&id).await;
+                drop(running);
             });
         }
     }
