@@ -1,5 +1,6 @@
 // A Node process taking part in a cross-language test (same modes and environment as py_worker.py):
 //   node_worker.mjs URL hold NAME | wait NAME | counter NAME KEY N | tokens NAME N | chaos NAME SECONDS
+//                   | permits NAME SECONDS
 // $CROSSLOCK_KIND picks the lock type (lock, fair_lock, …, read_lock, write_lock);
 // $CROSSLOCK_FAIR_WAIT the client's fair-lock wait (seconds); $CROSSLOCK_WAIT the wait limit of
 // "wait" (seconds, default 30, "inf" for none).
@@ -135,6 +136,42 @@ if (mode === 'hold') {
     r.close()
   }
   await Promise.all([0, 1, 2, 3, 4, 5].map((i) => (i < 3 ? runAsOwner(task) : task())))
+  console.log(`DONE ${counts.ok} ${counts.bad}`)
+} else if (mode === 'permits') {
+  // As py_worker.py's: 6 tasks take 1 or 2 of NAME:s's 3 permits or one of NAME:p's 2, each wait
+  // cut short at random (an abort, a wait limit), and count the permits in use in Redis.
+  const end = Date.now() + Number(key) * 1000
+  const counts = { ok: 0, bad: 0 }
+  const sem = client.semaphore(`${name}:s`)
+  const pes = client.permitExpirableSemaphore(`${name}:p`)
+  const inside = async (r, part, permits) => {
+    const used = Number(await r.call('INCRBY', `${name}:${part}:used`, String(permits)))
+    await r.call('DECRBY', `${name}:${part}:used`, String(permits))
+    counts[used > (part === 's' ? 3 : 2) ? 'bad' : 'ok']++
+  }
+  const task = async () => {
+    const r = raw(url)
+    while (Date.now() < end) {
+      const cut = Math.random() < 0.5
+        ? { signal: AbortSignal.timeout(1 + Math.floor(Math.random() * 20)) }
+        : { wait: Math.floor(Math.random() * 20) }
+      const permits = Math.random() < 0.5 ? 1 + Math.floor(Math.random() * 2) : 0
+      try {
+        if (permits) {
+          if (!(await sem.tryAcquire({ permits, ...cut }))) continue
+          try { await inside(r, 's', permits) } finally { await sem.release(permits) }
+        } else {
+          const permit = await pes.tryAcquire(cut)
+          if (permit === null) continue
+          try { await inside(r, 'p', 1) } finally { await permit.release() }
+        }
+      } catch (e) {
+        if (e.name !== 'TimeoutError') throw e
+      }
+    }
+    r.close()
+  }
+  await Promise.all([0, 1, 2, 3, 4, 5].map(task))
   console.log(`DONE ${counts.ok} ${counts.bad}`)
 }
 await client.close()

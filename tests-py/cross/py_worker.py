@@ -10,6 +10,9 @@
                                         lock) and NAME:rw (read or write) at random, each wait cut
                                         short at random (a timeout, a cancel); inside, they check
                                         through Redis that no one else is in; print "DONE <ok> <bad>"
+    py_worker.py URL permits NAME SECONDS  the same with 1 or 2 of NAME:s's permits (a semaphore of
+                                        3) or a permit of NAME:p (a permit-expirable semaphore of
+                                        2); inside, they count the permits in use in Redis
 
 The lock type comes from $CROSSLOCK_KIND (lock, fair_lock, spin_lock, fenced_lock,
 non_reentrant_lock, read_lock, write_lock; default lock); $CROSSLOCK_FAIR_WAIT sets the client's
@@ -134,6 +137,75 @@ def chaos(client: crosslock.Client, url: str, name: str, seconds: float) -> None
     print(f"DONE {counts['ok']} {counts['bad']}", flush=True)
 
 
+def permit_chaos(client: crosslock.Client, url: str, name: str, seconds: float) -> None:
+    """See the module docs. Any error ends the process with a traceback (a non-zero exit)."""
+    end = time.monotonic() + seconds
+    counts = {"ok": 0, "bad": 0}
+    counted = threading.Lock()
+    sem = client.semaphore(f"{name}:s")
+    pes = client.permit_expirable_semaphore(f"{name}:p")
+
+    def inside(raw: Raw, part: str, permits: int) -> None:
+        # NAME:<part>:used counts the permits in use: never more than the semaphore has.
+        used = int(raw.call("INCRBY", f"{name}:{part}:used", str(permits)))
+        time.sleep(random.random() * 0.001)
+        raw.call("DECRBY", f"{name}:{part}:used", str(permits))
+        with counted:
+            counts["bad" if used > (3 if part == "s" else 2) else "ok"] += 1
+
+    def thread() -> None:
+        try:
+            raw = Raw(url)
+            while time.monotonic() < end:
+                wait = random.random() * 0.02
+                if random.random() < 0.5:
+                    permits = random.choice((1, 2))
+                    if sem.acquire(permits, timeout=wait):
+                        try:
+                            inside(raw, "s", permits)
+                        finally:
+                            sem.release(permits)
+                else:
+                    permit = pes.acquire(timeout=wait)
+                    if permit is not None:
+                        try:
+                            inside(raw, "p", 1)
+                        finally:
+                            pes.release(permit)
+        except BaseException as e:  # noqa: BLE001  (reported by the main thread)
+            errors.append(e)
+
+    async def task() -> None:
+        raw = Raw(url)
+        while time.monotonic() < end:
+            permits = random.choice((1, 2)) if random.random() < 0.5 else 0
+            try:
+                async with asyncio.timeout(random.random() * 0.02):
+                    permit = await (sem.acquire_async(permits) if permits else pes.acquire_async())
+            except TimeoutError:
+                continue
+            try:
+                inside(raw, "s" if permits else "p", permits or 1)
+            finally:
+                await (sem.release_async(permits) if permits else pes.release_async(permit))
+
+    async def tasks() -> None:
+        await asyncio.gather(*(task() for _ in range(3)))
+
+    errors: list[BaseException] = []
+    threads = [threading.Thread(target=thread) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        asyncio.run(tasks())
+    finally:
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    print(f"DONE {counts['ok']} {counts['bad']}", flush=True)
+
+
 def main() -> None:
     url, mode, name = sys.argv[1], sys.argv[2], sys.argv[3]
     kind = os.environ.get("CROSSLOCK_KIND", "lock")
@@ -163,6 +235,8 @@ def main() -> None:
         print("DONE", flush=True)
     elif mode == "chaos":
         chaos(client, url, name, float(sys.argv[4]))
+    elif mode == "permits":
+        permit_chaos(client, url, name, float(sys.argv[4]))
     elif mode == "counter":
         key, n = sys.argv[4], int(sys.argv[5])
         raw = Raw(url)

@@ -1,7 +1,8 @@
 """Python, Node and Java (Redisson) processes sharing the other locks of the family: a fair lock's
 queue order across languages (with a waiter killed while queued), read locks held at once by all
 three languages (the Java reader leaving first), fencing tokens taken in turn by all three, and
-Python and Node processes cutting waits short at random on every kind at once.
+Python and Node processes cutting waits short at random on every kind at once, and on both
+kinds of semaphore.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Iterator
 
 import pytest
 
+import crosslock
 from support import Raw, RedisServer, wait_until
 
 from test_cross_language import Worker, workers  # noqa: F401  (the fixture)
@@ -163,3 +165,28 @@ def test_python_and_node_processes_cutting_waits_short_on_every_kind_never_overl
     wait_until(lambda: left() == [], timeout=10, what=f"nothing left of {name} in Redis")
     counters = raw.command("KEYS", f"{name}:*:[wr]")
     assert counters and all(raw.command("GET", k) == "0" for k in counters), counters
+
+
+def test_python_and_node_processes_cutting_permit_waits_short_never_exceed_the_permits_nor_lose_one(
+    redis_server: RedisServer, raw: Raw, workers  # noqa: F811
+) -> None:
+    """As above, on a semaphore of 3 permits (taking 1 or 2 at a time) and a permit-expirable
+    semaphore of 2: each wait cut short at random, where a permit won in the same instant is given
+    back in the background. No more permits are ever in use than there are, and afterwards every
+    permit is back: none lost to a cancelled wait, none added by a give-back counted twice."""
+    name = "cross:permits"
+    with crosslock.connect(redis_server.url) as client:
+        sem, pes = client.semaphore(f"{name}:s"), client.permit_expirable_semaphore(f"{name}:p")
+        assert sem.try_set_permits(3) and pes.try_set_permits(2)
+        started = [workers(lang, redis_server.url, "permits", name, "4") for lang in ("python", "node", "python", "node")]
+        for w in started:
+            w.expect("READY")
+        for w in started:
+            ok, bad = (int(n) for n in w.expect("DONE", timeout=60).split())
+            assert bad == 0, f"{w.lang} worker saw more permits in use than there are {bad} times"
+            assert ok > 0, f"{w.lang} worker never got a permit"
+            w.finish()
+        assert sem.available_permits() == 3
+        assert pes.available_permits() == 2
+    assert raw.command("ZCARD", f"{{{name}:p}}:timeout") == 0, "a permit-expirable permit is still out"
+    assert all(raw.command("GET", f"{name}:{part}:used") == "0" for part in "sp")
