@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Owner};
 use redis::Commands;
-use support::{RedisServer, until};
+use support::{Proxy, RedisServer, until};
 
 /// Holds back every other client's commands for `ms` (CLIENT PAUSE), so a command sent
 /// meanwhile is answered only afterwards.
@@ -229,4 +229,44 @@ async fn dropping_a_waiting_acquire_after_its_loop_won_gives_the_lock_back() {
         client.watched_locks() == 0
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_goes_on_when_its_subscribe_gets_no_answer() {
+    // The connection a waiter subscribes on is dropped as it sends SUBSCRIBE, twice (the server
+    // killed it just then; then the new one too). The wait must subscribe again over the next
+    // connection and win once the lock is released; not fail while its wait limit and the
+    // outage allow.
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let client = Client::connect(&proxy.url()).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    let held = other.lock("cut-sub").unwrap().acquire().await.unwrap();
+    proxy.cut_on(b"SUBSCRIBE", 2);
+    let lock = client.lock("cut-sub").unwrap();
+    let waiter = tokio::spawn(async move {
+        let options = AcquireOptions::new().wait(Duration::from_secs(10));
+        lock.acquire_as(Owner::new(1), &options).await
+    });
+    until(
+        "both SUBSCRIBEs to be cut, or the wait to end",
+        async || proxy.cuts_left() == 0 || waiter.is_finished(),
+    )
+    .await;
+    until("the waiter to subscribe, or the wait to end", async || {
+        server.subscribers("redisson_lock__channel:{cut-sub}") == 1 || waiter.is_finished()
+    })
+    .await;
+    held.release().await.unwrap();
+    let won = waiter.await.unwrap();
+    assert!(
+        matches!(won, Ok(true)),
+        "the wait failed instead of going on: {won:?}"
+    );
+    // And the failed SUBSCRIBEs left no subscription behind.
+    until("the channel to be left", async || {
+        server.subscribers("redisson_lock__channel:{cut-sub}") == 0
+    })
+    .await;
+    assert_eq!(client.subscribed_channels(), 0);
 }

@@ -489,13 +489,10 @@ async fn run_loop<P: Protocol>(
 
     let waiting = s.proto.waiting(&s.request.holder);
     let subscription = match &waiting {
-        Waiting::PubSub { channel, wake, .. } => Some(tokio::select! {
-            biased;
-            _ = s.token.cancelled() => return Err(s.cancelled()),
-            _ = stop.cancelled() => return Err(s.cancelled()),
-            _ = sleep_until(s.deadline) => return Ok(Outcome::TimedOut),
-            sub = s.cx.pubsub.subscribe(channel, *wake) => sub?,
-        }),
+        Waiting::PubSub { channel, wake, .. } => match subscribe(s, channel, *wake).await? {
+            Some(sub) => Some(sub),
+            None => return Ok(Outcome::TimedOut),
+        },
         Waiting::Backoff(_) => None,
     };
 
@@ -814,6 +811,41 @@ async fn settle_unanswered<P: Protocol>(
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Joins the wake-up channel; `None` when the deadline passed first. A SUBSCRIBE that fails for
+/// want of an answer (the server dropped the subscription connection just then) is sent again,
+/// with back-off, over the new connection, as an unanswered attempt is: an outage shorter than
+/// the client's connect timeout does not end the wait.
+async fn subscribe<P: Protocol>(
+    s: &Shared<P>,
+    channel: &str,
+    wake: WakePolicy,
+) -> Result<Option<crate::pubsub::Subscription>> {
+    let since = Instant::now();
+    let mut backoff = Duration::from_millis(10);
+    loop {
+        let failed = tokio::select! {
+            biased;
+            _ = s.token.cancelled() => return Err(s.cancelled()),
+            _ = s.cx.stop.cancelled() => return Err(s.cancelled()),
+            _ = sleep_until(s.deadline) => return Ok(None),
+            sub = s.cx.pubsub.subscribe(channel, wake) => match sub {
+                Ok(sub) => return Ok(Some(sub)),
+                Err(e) if e.is_unavailable() && since.elapsed() < s.cx.outage_tolerance => e,
+                Err(e) => return Err(e.with_lock(s.proto.name())),
+            },
+        };
+        tracing::debug!(target: "crosslock", "waiting for '{}': subscribing failed ({failed}); trying again", s.proto.name());
+        tokio::select! {
+            biased;
+            _ = s.token.cancelled() => return Err(s.cancelled()),
+            _ = s.cx.stop.cancelled() => return Err(s.cancelled()),
+            _ = sleep_until(s.deadline) => return Ok(None),
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_millis(500));
     }
 }
 

@@ -212,18 +212,24 @@ impl Drop for RedisServer {
 }
 
 /// A loopback TCP proxy in front of a server, which can hold every byte in both directions (a
-/// partition: connections stay open, nothing gets through) and let them through again.
+/// partition: connections stay open, nothing gets through) and let them through again, and can
+/// drop a connection as it sends a given command.
 pub struct Proxy {
     pub port: u16,
     held: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
+    cuts: Cuts,
 }
+
+/// What to drop a connection on: (bytes the client sends, how many more times).
+type Cuts = std::sync::Arc<std::sync::Mutex<(Vec<u8>, usize)>>;
 
 impl Proxy {
     pub async fn start(upstream: u16) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let held = std::sync::Arc::new(tokio::sync::watch::channel(false).0);
-        let h = held.clone();
+        let cuts: Cuts = Default::default();
+        let (h, c) = (held.clone(), cuts.clone());
         tokio::spawn(async move {
             while let Ok((down, _)) = listener.accept().await {
                 let Ok(up) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await else {
@@ -231,11 +237,23 @@ impl Proxy {
                 };
                 let (dr, dw) = down.into_split();
                 let (ur, uw) = up.into_split();
-                tokio::spawn(pump(dr, uw, h.subscribe()));
-                tokio::spawn(pump(ur, dw, h.subscribe()));
+                tokio::spawn(pump(dr, uw, h.subscribe(), Some(c.clone())));
+                tokio::spawn(pump(ur, dw, h.subscribe(), None));
             }
         });
-        Proxy { port, held }
+        Proxy { port, held, cuts }
+    }
+
+    /// The next `times` connections that send `bytes` (say `b"SUBSCRIBE"`) are dropped instead
+    /// of passing them on: the client's command gets no answer, as when the server closes the
+    /// connection just then.
+    pub fn cut_on(&self, bytes: &[u8], times: usize) {
+        *self.cuts.lock().unwrap() = (bytes.to_vec(), times);
+    }
+
+    /// How many of the cuts asked for by [`cut_on`](Self::cut_on) are still to come.
+    pub fn cuts_left(&self) -> usize {
+        self.cuts.lock().unwrap().1
     }
 
     pub fn url(&self) -> String {
@@ -253,10 +271,13 @@ impl Proxy {
     }
 }
 
+/// Copies `from` to `to`; returning drops both halves (the server then closes its side, and
+/// the other direction's pump ends too, closing the client's).
 async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut held: tokio::sync::watch::Receiver<bool>,
+    cuts: Option<Cuts>,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf = vec![0u8; 16 * 1024];
@@ -265,6 +286,14 @@ async fn pump(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        if let Some(cuts) = &cuts {
+            let mut cuts = cuts.lock().unwrap();
+            let (bytes, left) = &mut *cuts;
+            if *left > 0 && buf[..n].windows(bytes.len()).any(|w| w == bytes.as_slice()) {
+                *left -= 1;
+                return;
+            }
+        }
         while *held.borrow_and_update() {
             if held.changed().await.is_err() {
                 return;
