@@ -144,3 +144,50 @@ async fn a_dropped_permit_is_back_before_the_clients_next_acquire() {
     }
     assert_eq!(sem.available_permits().await.unwrap(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_whose_connection_drops_is_retried_and_counts_once() {
+    // The connection is dropped as the release is sent, twice: the release is sent again over a
+    // new one, and the permit comes back.
+    let server = RedisServer::start();
+    let proxy = support::Proxy::start(server.port).await;
+    let client = Client::connect(&proxy.url()).await.unwrap();
+    let sem = client
+        .permit_expirable_semaphore("dropped-release")
+        .unwrap();
+    assert!(sem.try_set_permits(2).await.unwrap());
+    let permit = sem.acquire().await.unwrap();
+    proxy.cut_on(permit.id().as_bytes(), 2);
+    permit.release().await.unwrap();
+    assert_eq!(proxy.cuts_left(), 0, "both sends of the release were cut");
+    assert_eq!(sem.available_permits().await.unwrap(), 2);
+    // This time the release runs, and its reply is lost: the retry finds the permit gone and
+    // reports the release done, without counting it twice.
+    let permit = sem.acquire().await.unwrap();
+    proxy.cut_after(permit.id().as_bytes(), 1);
+    permit.release().await.unwrap();
+    assert_eq!(proxy.cuts_left(), 0, "the release's reply was cut");
+    assert_eq!(sem.available_permits().await.unwrap(), 2);
+    assert_eq!(client.watched_locks(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_gets_no_answer_stops_the_renewal() {
+    let mut server = RedisServer::start();
+    let options = ClientOptions::new()
+        .connect_timeout(Duration::from_millis(300))
+        .response_timeout(Duration::from_millis(300));
+    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let sem = client.permit_expirable_semaphore("unreleasable").unwrap();
+    assert!(sem.try_set_permits(1).await.unwrap());
+    let permit = sem.acquire().await.unwrap();
+    assert_eq!(client.watched_locks(), 1);
+    server.kill();
+    let err = permit.release().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert_eq!(
+        client.watched_locks(),
+        0,
+        "a permit whose release failed must not be renewed forever"
+    );
+}

@@ -47,6 +47,43 @@ impl Keys {
             .await
     }
 
+    /// Releases `id` as [`release`](Self::release) does (1: released, 0: no such permit), and
+    /// survives a dropped connection: a reply lost to one is retried, with back-off, within the
+    /// response timeout, and a retry that finds no permit counts as released (the permit is named
+    /// by its id, so it was the lost attempt that released it). When Redis does not answer in
+    /// time, the permit stops being renewed here (as a lock's release does), so at worst it
+    /// expires after its lease, and the error says so.
+    async fn release_retrying(&self, cx: &Ctx, id: &str) -> Result<i64> {
+        let bound = cx.response_timeout();
+        let run = async {
+            let first = self.release(cx, id).await;
+            if !first.as_ref().is_err_and(Error::is_unavailable) {
+                return first;
+            }
+            // Boxed: rare, and kept out of the state of every release.
+            Box::pin(async {
+                let mut pause = Duration::from_millis(10);
+                loop {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                    match self.release(cx, id).await {
+                        Ok(0) => return Ok(1),
+                        Err(e) if e.is_unavailable() => {}
+                        other => return other,
+                    }
+                }
+            })
+            .await
+        };
+        match tokio::time::timeout(bound, run).await {
+            Ok(released) => released,
+            Err(_) => {
+                cx.holds.released(&self.hold_key(id), true);
+                Err(Error::no_answer((KIND, &*self.name), bound).with_holder(id))
+            }
+        }
+    }
+
     /// `[available, acquired, expiry of id or -1]`, after reclaiming expired permits.
     async fn info(&self, cx: &Ctx, id: &str) -> Result<[i64; 3]> {
         let reply: Vec<i64> = cx
@@ -520,10 +557,15 @@ impl PermitExpirableSemaphore {
     /// taken and unexpired, `Ok(false)` when there is no such permit (already released, or
     /// expired and counted back) or it had expired.
     ///
+    /// A reply lost to a dropped connection is retried within the response timeout (a permit is
+    /// named by its id, so a release that did happen is not counted twice).
+    ///
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`] for an id that is not 32 hex characters, and those of
-    /// [`try_set_permits`](Self::try_set_permits).
+    /// [`try_set_permits`](Self::try_set_permits). [`ErrorKind::Unavailable`] when Redis did not
+    /// answer within the response timeout: this process then stops renewing the permit, which
+    /// comes back after its lease at worst.
     ///
     /// # Cancel safety
     ///
@@ -541,7 +583,7 @@ impl PermitExpirableSemaphore {
     pub async fn try_release(&self, id: &str) -> Result<bool> {
         let id = check_id(self.name(), id)?;
         let cx = self.cx().await?;
-        let released = self.keys.release(&cx, &id).await?;
+        let released = self.keys.release_retrying(&cx, &id).await?;
         cx.holds.released(&self.keys.hold_key(&id), true);
         Ok(released == 1)
     }
@@ -572,7 +614,7 @@ impl PermitExpirableSemaphore {
         let cx = self.cx().await?;
         let key = self.keys.hold_key(&id);
         let was_lost = cx.holds.is_lost(&key);
-        let released = self.keys.release(&cx, &id).await?;
+        let released = self.keys.release_retrying(&cx, &id).await?;
         cx.holds.released(&key, true);
         match released {
             1 if !was_lost => Ok(()),

@@ -220,8 +220,16 @@ pub struct Proxy {
     cuts: Cuts,
 }
 
-/// What to drop a connection on: (bytes the client sends, how many more times).
-type Cuts = std::sync::Arc<std::sync::Mutex<(Vec<u8>, usize)>>;
+/// What to drop a connection on: bytes the client sends, how many more times, and whether the
+/// server gets them first.
+type Cuts = std::sync::Arc<std::sync::Mutex<Cut>>;
+
+#[derive(Default)]
+struct Cut {
+    bytes: Vec<u8>,
+    left: usize,
+    after_sending: bool,
+}
 
 impl Proxy {
     pub async fn start(upstream: u16) -> Self {
@@ -237,8 +245,9 @@ impl Proxy {
                 };
                 let (dr, dw) = down.into_split();
                 let (ur, uw) = up.into_split();
-                tokio::spawn(pump(dr, uw, h.subscribe(), Some(c.clone())));
-                tokio::spawn(pump(ur, dw, h.subscribe(), None));
+                let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                tokio::spawn(pump(dr, uw, h.subscribe(), Some((c.clone(), cut.clone()))));
+                tokio::spawn(pump(ur, dw, h.subscribe(), Some((Default::default(), cut))));
             }
         });
         Proxy { port, held, cuts }
@@ -248,12 +257,26 @@ impl Proxy {
     /// of passing them on: the client's command gets no answer, as when the server closes the
     /// connection just then.
     pub fn cut_on(&self, bytes: &[u8], times: usize) {
-        *self.cuts.lock().unwrap() = (bytes.to_vec(), times);
+        *self.cuts.lock().unwrap() = Cut {
+            bytes: bytes.to_vec(),
+            left: times,
+            after_sending: false,
+        };
     }
 
-    /// How many of the cuts asked for by [`cut_on`](Self::cut_on) are still to come.
+    /// As [`cut_on`](Self::cut_on), but the server gets the command and runs it; its reply is
+    /// what is lost.
+    pub fn cut_after(&self, bytes: &[u8], times: usize) {
+        *self.cuts.lock().unwrap() = Cut {
+            bytes: bytes.to_vec(),
+            left: times,
+            after_sending: true,
+        };
+    }
+
+    /// How many of the cuts asked for are still to come.
     pub fn cuts_left(&self) -> usize {
-        self.cuts.lock().unwrap().1
+        self.cuts.lock().unwrap().left
     }
 
     pub fn url(&self) -> String {
@@ -272,13 +295,15 @@ impl Proxy {
 }
 
 /// Copies `from` to `to`; returning drops both halves (the server then closes its side, and
-/// the other direction's pump ends too, closing the client's).
+/// the other direction's pump ends too, closing the client's). `cuts`: what to cut on (empty
+/// for the server's direction), and the connection's flag that it was cut.
 async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut held: tokio::sync::watch::Receiver<bool>,
-    cuts: Option<Cuts>,
+    cuts: Option<(Cuts, std::sync::Arc<std::sync::atomic::AtomicBool>)>,
 ) {
+    use std::sync::atomic::Ordering;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -286,12 +311,24 @@ async fn pump(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
-        if let Some(cuts) = &cuts {
-            let mut cuts = cuts.lock().unwrap();
-            let (bytes, left) = &mut *cuts;
-            if *left > 0 && buf[..n].windows(bytes.len()).any(|w| w == bytes.as_slice()) {
-                *left -= 1;
+        let mut cut_after = false;
+        if let Some((cuts, cut)) = &cuts {
+            if cut.load(Ordering::Acquire) {
                 return;
+            }
+            let mut c = cuts.lock().unwrap();
+            if c.left > 0
+                && !c.bytes.is_empty()
+                && buf[..n]
+                    .windows(c.bytes.len())
+                    .any(|w| w == c.bytes.as_slice())
+            {
+                c.left -= 1;
+                cut.store(true, Ordering::Release);
+                if !c.after_sending {
+                    return;
+                }
+                cut_after = true;
             }
         }
         while *held.borrow_and_update() {
@@ -299,7 +336,7 @@ async fn pump(
                 return;
             }
         }
-        if to.write_all(&buf[..n]).await.is_err() {
+        if to.write_all(&buf[..n]).await.is_err() || cut_after {
             return;
         }
     }
