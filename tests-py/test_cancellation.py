@@ -427,6 +427,23 @@ async def test_a_cancelled_nested_release_releases_one_hold(client, raw, url):
 # -- #6: the owner's next acquire after a cancel ----------------------------------------------
 
 
+def first_then_second(client: crosslock.Client, name: str, kind: str) -> tuple[Any, Any]:
+    """The lock an owner takes first and the one it asks for next: for ``read-then-write`` a read
+    lock then the write lock (refused as an upgrade while the read hold is there), for
+    ``non-reentrant`` the same non-reentrant lock twice (refused as a re-entry)."""
+    if kind == "read-then-write":
+        rw = client.read_write_lock(name)
+        return rw.read_lock(), rw.write_lock()
+    lock = client.non_reentrant_lock(name)
+    return lock, lock
+
+
+async def as_owner(owner: crosslock.Owner, call: Callable[[], Awaitable[Any]]) -> Any:
+    """Awaits ``call()`` as ``owner``."""
+    with owner:
+        return await call()
+
+
 @pytest.mark.parametrize("kind", ["read-then-write", "non-reentrant"])
 async def test_the_owners_next_acquire_waits_for_the_cancelled_ones_give_back(client, raw, url, kind):
     """A cancelled acquire returns at once while its win is given back in the background; the same
@@ -436,24 +453,16 @@ async def test_the_owners_next_acquire_waits_for_the_cancelled_ones_give_back(cl
     of the read hold, and the non-reentrant lock as a re-entry."""
     name = f"cancel-then-{kind}"
     owner = crosslock.Owner()
-    if kind == "read-then-write":
-        rw = client.read_write_lock(name)
-        first, second = rw.read_lock(), rw.write_lock()
-    else:
-        first = second = client.non_reentrant_lock(name)
-
-    async def as_owner(call: Callable[[], Awaitable[Any]]) -> Any:
-        with owner:
-            return await call()
+    first, second = first_then_second(client, name, kind)
 
     with writes_paused(raw):
-        cancelled = asyncio.ensure_future(as_owner(first.acquire_async))
+        cancelled = asyncio.ensure_future(as_owner(owner, first.acquire_async))
         await asyncio.sleep(0)  # the task starts the native acquire and awaits it
         wait_until(lambda: a_script_is_held_up(raw), what="the first acquire to wait in Redis")
         cancelled.cancel()
         with pytest.raises(asyncio.CancelledError):
             await cancelled
-        following = asyncio.ensure_future(as_owner(lambda: second.acquire_async(timeout=10)))
+        following = asyncio.ensure_future(as_owner(owner, lambda: second.acquire_async(timeout=10)))
         await asyncio.sleep(0.05)  # it is sent (or waits for the give-back) while Redis is held up
     assert await asyncio.wait_for(following, 15) is True
     with owner:
@@ -473,23 +482,15 @@ async def test_the_owners_next_acquire_waits_for_a_won_waits_give_back(client, r
     lock as a re-entry)."""
     name = f"queued-then-{kind}"
     owner = crosslock.Owner()
-    if kind == "read-then-write":
-        rw = client.read_write_lock(name)
-        first, second = rw.read_lock(), rw.write_lock()
-    else:
-        first = second = client.non_reentrant_lock(name)
+    first, second = first_then_second(client, name, kind)
     loop = asyncio.get_running_loop()
     wakes = f"redisson_rwlock:{{{name}}}" if kind == "read-then-write" else channel(name)
 
-    async def as_owner(call: Callable[[], Awaitable[Any]]) -> Any:
-        with owner:
-            return await call()
-
     with crosslock.connect(url) as other:
         theirs = other.read_write_lock(name).write_lock() if kind == "read-then-write" else other.non_reentrant_lock(name)
-        for round in range(10):
+        for i in range(10):
             assert theirs.acquire(blocking=False) is True
-            task = asyncio.ensure_future(as_owner(first.acquire_async))
+            task = asyncio.ensure_future(as_owner(owner, first.acquire_async))
             await poll(lambda: raw.command("PUBSUB", "NUMSUB", wakes)[1] > 0, "the acquire to wait")
             theirs.release()
             # The loop stays busy while the waiter is woken, wins, and queues its result.
@@ -497,8 +498,8 @@ async def test_the_owners_next_acquire_waits_for_a_won_waits_give_back(client, r
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
-            assert await as_owner(lambda: second.acquire_async(blocking=False)) is True, (
-                f"round {round}: the next acquire found the given-back hold"
+            assert await as_owner(owner, lambda: second.acquire_async(blocking=False)) is True, (
+                f"round {i}: the next acquire found the given-back hold"
             )
             with owner:
                 await second.release_async()

@@ -61,11 +61,31 @@ def make(client: crosslock.Client, kind: str, name: str):  # type: ignore[no-unt
     return getattr(client, kind)(name)
 
 
+def run_three_and_three(thread, task, errors: list[BaseException]) -> None:  # type: ignore[no-untyped-def]
+    """Runs `thread` in 3 threads and `task` in 3 asyncio tasks at once; re-raises the first
+    error a thread put in `errors`."""
+
+    async def tasks() -> None:
+        await asyncio.gather(*(task() for _ in range(3)))
+
+    threads = [threading.Thread(target=thread) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        asyncio.run(tasks())
+    finally:
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+
+
 def chaos(client: crosslock.Client, url: str, name: str, seconds: float) -> None:
     """See the module docs. Any error ends the process with a traceback (a non-zero exit)."""
     end = time.monotonic() + seconds
     counts = {"ok": 0, "bad": 0}
     counted = threading.Lock()
+    errors: list[BaseException] = []
 
     def pick():  # type: ignore[no-untyped-def]
         k = random.randrange(4)
@@ -120,20 +140,7 @@ def chaos(client: crosslock.Client, url: str, name: str, seconds: float) -> None
             finally:
                 await lock.release_async()
 
-    async def tasks() -> None:
-        await asyncio.gather(*(task() for _ in range(3)))
-
-    errors: list[BaseException] = []
-    threads = [threading.Thread(target=thread) for _ in range(3)]
-    for t in threads:
-        t.start()
-    try:
-        asyncio.run(tasks())
-    finally:
-        for t in threads:
-            t.join()
-    if errors:
-        raise errors[0]
+    run_three_and_three(thread, task, errors)
     print(f"DONE {counts['ok']} {counts['bad']}", flush=True)
 
 
@@ -142,6 +149,7 @@ def permit_chaos(client: crosslock.Client, url: str, name: str, seconds: float) 
     end = time.monotonic() + seconds
     counts = {"ok": 0, "bad": 0}
     counted = threading.Lock()
+    errors: list[BaseException] = []
     sem = client.semaphore(f"{name}:s")
     pes = client.permit_expirable_semaphore(f"{name}:p")
 
@@ -189,20 +197,7 @@ def permit_chaos(client: crosslock.Client, url: str, name: str, seconds: float) 
             finally:
                 await (sem.release_async(permits) if permits else pes.release_async(permit))
 
-    async def tasks() -> None:
-        await asyncio.gather(*(task() for _ in range(3)))
-
-    errors: list[BaseException] = []
-    threads = [threading.Thread(target=thread) for _ in range(3)]
-    for t in threads:
-        t.start()
-    try:
-        asyncio.run(tasks())
-    finally:
-        for t in threads:
-            t.join()
-    if errors:
-        raise errors[0]
+    run_three_and_three(thread, task, errors)
     print(f"DONE {counts['ok']} {counts['bad']}", flush=True)
 
 
