@@ -217,12 +217,18 @@ impl Lanes {
         }
         let mut lane = self.take()?;
         let command = |whole: bool| crate::connection::script_cmd(script, keys, args, whole);
-        let mut trip = lane.round_trip(&command(!known));
+        let mut trip = match lane.round_trip(&command(!known)) {
+            Ok(trip) => trip,
+            Err(unsent) => return self.unsent(lane, unsent),
+        };
         if known
             && let Trip::Reply(Err(e)) = &trip
             && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
         {
-            trip = lane.round_trip(&command(true));
+            trip = match lane.round_trip(&command(true)) {
+                Ok(trip) => trip,
+                Err(unsent) => return self.unsent(lane, unsent),
+            };
         }
         match &trip {
             Trip::Reply(Ok(_)) => self.put_back(lane),
@@ -451,6 +457,20 @@ impl Lanes {
             .push(lane);
     }
 
+    /// A command `lane` could not write whole. With the connection gone it never ran, and the
+    /// caller takes the usual path (`None`) instead of hearing an unknown outcome; after a
+    /// timed-out write the response timeout is spent, and the caller hears that Redis did not
+    /// answer.
+    fn unsent(&self, lane: Lane, error: io::Error) -> Option<Trip> {
+        self.discard(lane);
+        match error.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                Some(Trip::Reply(Err(error.into())))
+            }
+            _ => None,
+        }
+    }
+
     fn discard(&self, lane: Lane) {
         drop(lane);
         self.closed_one();
@@ -624,24 +644,25 @@ impl Lane {
     }
 
     fn handshake(&mut self, cmd: &redis::Cmd) -> RedisResult<()> {
-        match self.round_trip(cmd) {
+        match self.round_trip(cmd)? {
             Trip::Reply(reply) => reply.map(|_| ()),
             Trip::NoAnswer => Err(io::Error::from(io::ErrorKind::TimedOut).into()),
         }
     }
 
-    /// Writes `cmd` and reads its reply.
-    fn round_trip(&mut self, cmd: &redis::Cmd) -> Trip {
+    /// Writes `cmd` and reads its reply; `Err` when `cmd` could not be written whole (the server
+    /// never runs it: a partial command is dropped with the connection, which is then unusable).
+    fn round_trip(&mut self, cmd: &redis::Cmd) -> io::Result<Trip> {
         self.out.clear();
         cmd.write_packed_command(&mut self.out);
-        if let Err(e) = write_all(&mut self.socket, &self.out) {
-            return Trip::Reply(Err(e.into()));
-        }
-        match self.parser.parse_value(Restarting(&mut self.socket)) {
-            Ok(value) => Trip::Reply(value.extract_error()),
-            Err(e) if e.is_timeout() => Trip::NoAnswer,
-            Err(e) => Trip::Reply(Err(e)),
-        }
+        write_all(&mut self.socket, &self.out)?;
+        Ok(
+            match self.parser.parse_value(Restarting(&mut self.socket)) {
+                Ok(value) => Trip::Reply(value.extract_error()),
+                Err(e) if e.is_timeout() => Trip::NoAnswer,
+                Err(e) => Trip::Reply(Err(e)),
+            },
+        )
     }
 
     /// Closes the connection with a reset (`SO_LINGER` 0) when it is dropped: the server's end

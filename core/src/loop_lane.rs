@@ -661,9 +661,16 @@ impl LoopLane {
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => None,
                     kind => Some(kind),
                 };
-                *lock(&slot.state) = SlotState::Done(Trip::Reply(Err(e.into())));
                 drop(state);
                 self.retire(broken);
+                if broken.is_some() {
+                    // The connection was gone before the command reached the server whole, so
+                    // it cannot run: the caller takes the usual path instead of hearing an
+                    // unknown outcome. (After a timed-out write, the response timeout is spent:
+                    // the caller hears that Redis did not answer.)
+                    return None;
+                }
+                *lock(&slot.state) = SlotState::Done(Trip::Reply(Err(e.into())));
             }
         }
         Some(Request {
