@@ -715,8 +715,10 @@ async fn settle_unanswered<P: Protocol>(
         return Err(Error::new(
             ErrorKind::Unavailable,
             format!(
-                "{}; the answer to the attempt was lost, so it is unknown whether it took what it \
-                 asked for: check, and give back what was taken",
+                "{}; the answer to the attempt was lost, and what it takes has no owner to ask \
+                 Redis about, so it is unknown whether it took it and crosslock did not retry it \
+                 (that could take it twice): if it did take it, it stays taken until given back \
+                 or the count is reset",
                 error.message()
             ),
         )
