@@ -10,6 +10,20 @@ const running = new Set()
 process.on('exit', () => {
   for (const child of running) child.kill('SIGKILL')
 })
+// Ctrl-C, or the test runner stopping a file that ran past its timeout, ends the process without
+// an 'exit' event: stop the servers first, then let the signal do what it would have done.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.once(signal, () => {
+    for (const child of running) child.kill('SIGKILL')
+    process.kill(process.pid, signal)
+  })
+}
+
+/** Has `child` (a server this process started) killed when this process ends, however it ends. */
+export function killedWithUs (child) {
+  running.add(child)
+  child.once('exit', () => running.delete(child))
+}
 
 /** A port the kernel just gave us on 127.0.0.1 (free right now). */
 export function freePort () {

@@ -5,7 +5,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-import { freePort, startRedis } from './redis-server.mjs'
+import { freePort, killedWithUs, startRedis } from './redis-server.mjs'
 import { RawRedis } from './resp.mjs'
 import { waitUntil } from './util.mjs'
 
@@ -57,6 +57,7 @@ async function startSentinel (dir, masterPort) {
       `sentinel failover-timeout ${NAME} 4000`, ''
     ].join('\n'))
     const child = spawn('redis-server', [conf, '--sentinel', '--loglevel', 'warning'], { stdio: 'ignore' })
+    killedWithUs(child)
     const exited = new Promise((resolve) => child.once('exit', resolve))
     let gone = false
     exited.then(() => { gone = true })
@@ -127,7 +128,6 @@ export async function startSentinelGroup () {
     }
   }
   try {
-    process.on('exit', () => { for (const s of sentinels) s.child.kill('SIGKILL') })
     for (let i = 0; i < 3; i++) sentinels.push(await startSentinel(dir, master.port))
     await waitUntil(async () => {
       for (const s of sentinels) {
