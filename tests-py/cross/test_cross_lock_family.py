@@ -135,6 +135,19 @@ def test_fencing_tokens_from_python_node_and_java_strictly_increase_in_time_orde
     assert int(raw.command("GET", "redisson_lock_token:{cross:fenced}")) == seen[-1]
 
 
+def two_by_two(workers, url: str, mode: str, name: str, bad: str) -> None:  # type: ignore[no-untyped-def]
+    """Runs two Python and two Node workers in `mode` on `name` for 4 s at once; each must end
+    with "DONE <ok> <bad>", having got in at least once and never seen `bad`."""
+    started = [workers(lang, url, mode, name, "4") for lang in ("python", "node", "python", "node")]
+    for w in started:
+        w.expect("READY")
+    for w in started:
+        ok, wrong = (int(n) for n in w.expect("DONE", timeout=60).split())
+        assert wrong == 0, f"{w.lang} worker {bad} {wrong} times (and not {ok} times)"
+        assert ok > 0, f"{w.lang} worker never got in"
+        w.finish()
+
+
 def test_python_and_node_processes_cutting_waits_short_on_every_kind_never_overlap_or_leave_anything(
     redis_server: RedisServer, raw: Raw, workers  # noqa: F811
 ) -> None:
@@ -146,15 +159,7 @@ def test_python_and_node_processes_cutting_waits_short_on_every_kind_never_overl
     refused as an upgrade), and nothing is left in Redis afterwards: no hold, no queue entry, no
     reader's timeout key."""
     name = "cross:chaos"
-    seconds = "4"
-    started = [workers(lang, redis_server.url, "chaos", name, seconds) for lang in ("python", "node", "python", "node")]
-    for w in started:
-        w.expect("READY")
-    for w in started:
-        ok, bad = (int(n) for n in w.expect("DONE", timeout=60).split())
-        assert bad == 0, f"{w.lang} worker saw someone else inside {bad} times (and alone {ok} times)"
-        assert ok > 0, f"{w.lang} worker never got in"
-        w.finish()
+    two_by_two(workers, redis_server.url, "chaos", name, bad="saw someone else inside")
 
     def left() -> list[str]:
         keys = raw.command("KEYS", "*")
@@ -178,14 +183,7 @@ def test_python_and_node_processes_cutting_permit_waits_short_never_exceed_the_p
     with crosslock.connect(redis_server.url) as client:
         sem, pes = client.semaphore(f"{name}:s"), client.permit_expirable_semaphore(f"{name}:p")
         assert sem.try_set_permits(3) and pes.try_set_permits(2)
-        started = [workers(lang, redis_server.url, "permits", name, "4") for lang in ("python", "node", "python", "node")]
-        for w in started:
-            w.expect("READY")
-        for w in started:
-            ok, bad = (int(n) for n in w.expect("DONE", timeout=60).split())
-            assert bad == 0, f"{w.lang} worker saw more permits in use than there are {bad} times"
-            assert ok > 0, f"{w.lang} worker never got a permit"
-            w.finish()
+        two_by_two(workers, redis_server.url, "permits", name, bad="saw more permits in use than there are")
         assert sem.available_permits() == 3
         assert pes.available_permits() == 2
     assert raw.command("ZCARD", f"{{{name}:p}}:timeout") == 0, "a permit-expirable permit is still out"
