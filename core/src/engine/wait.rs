@@ -23,7 +23,7 @@
 //! ambiguous: it may have won. Before trying again the loop asks Redis ([`Protocol::settle`]), so
 //! a win is never counted twice. Such outages are waited out, with back-off, for up to the
 //! client's connect timeout (and never past the deadline); a longer one ends the wait with
-//! [`ErrorKind::Unavailable`].
+//! [`ErrorKind::Unavailable`]. A `SUBSCRIBE` that gets no answer is sent again the same way.
 
 use std::future::Future;
 use std::pin::Pin;

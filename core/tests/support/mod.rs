@@ -246,8 +246,8 @@ impl Proxy {
                 let (dr, dw) = down.into_split();
                 let (ur, uw) = up.into_split();
                 let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-                tokio::spawn(pump(dr, uw, h.subscribe(), Some((c.clone(), cut.clone()))));
-                tokio::spawn(pump(ur, dw, h.subscribe(), Some((Default::default(), cut))));
+                tokio::spawn(pump(dr, uw, h.subscribe(), c.clone(), cut.clone()));
+                tokio::spawn(pump(ur, dw, h.subscribe(), Default::default(), cut));
             }
         });
         Proxy { port, held, cuts }
@@ -257,20 +257,20 @@ impl Proxy {
     /// of passing them on: the client's command gets no answer, as when the server closes the
     /// connection just then.
     pub fn cut_on(&self, bytes: &[u8], times: usize) {
-        *self.cuts.lock().unwrap() = Cut {
-            bytes: bytes.to_vec(),
-            left: times,
-            after_sending: false,
-        };
+        self.cut(bytes, times, false);
     }
 
     /// As [`cut_on`](Self::cut_on), but the server gets the command and runs it; its reply is
     /// what is lost.
     pub fn cut_after(&self, bytes: &[u8], times: usize) {
+        self.cut(bytes, times, true);
+    }
+
+    fn cut(&self, bytes: &[u8], times: usize, after_sending: bool) {
         *self.cuts.lock().unwrap() = Cut {
             bytes: bytes.to_vec(),
             left: times,
-            after_sending: true,
+            after_sending,
         };
     }
 
@@ -295,13 +295,14 @@ impl Proxy {
 }
 
 /// Copies `from` to `to`; returning drops both halves (the server then closes its side, and
-/// the other direction's pump ends too, closing the client's). `cuts`: what to cut on (empty
-/// for the server's direction), and the connection's flag that it was cut.
+/// the other direction's pump ends too, closing the client's). `cuts`: what to cut on (nothing
+/// for the server's direction); `cut`: the connection's flag that it was cut.
 async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut held: tokio::sync::watch::Receiver<bool>,
-    cuts: Option<(Cuts, std::sync::Arc<std::sync::atomic::AtomicBool>)>,
+    cuts: Cuts,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
     use std::sync::atomic::Ordering;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -311,11 +312,11 @@ async fn pump(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        if cut.load(Ordering::Acquire) {
+            return;
+        }
         let mut cut_after = false;
-        if let Some((cuts, cut)) = &cuts {
-            if cut.load(Ordering::Acquire) {
-                return;
-            }
+        {
             let mut c = cuts.lock().unwrap();
             if c.left > 0
                 && !c.bytes.is_empty()
