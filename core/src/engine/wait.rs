@@ -836,7 +836,14 @@ async fn subscribe<P: Protocol>(
             sub = s.cx.pubsub.subscribe(channel, wake) => match sub {
                 Ok(sub) => return Ok(Some(sub)),
                 Err(e) if e.is_unavailable() && since.elapsed() < s.cx.outage_tolerance => e,
-                Err(e) => return Err(e.with_lock(s.proto.name())),
+                Err(e) => {
+                    let name = s.proto.name();
+                    return Err(Error::new(
+                        e.kind(),
+                        format!("the wait for '{name}' could not subscribe to its wake-ups: {e}"),
+                    )
+                    .with_lock(name));
+                }
             },
         };
         tracing::debug!(target: "crosslock", "waiting for '{}': subscribing failed ({failed}); trying again", s.proto.name());
