@@ -922,7 +922,7 @@ impl Conn {
                     if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
                 {
                     cluster
-                        .route_command(command("EVAL", script.code), routing)
+                        .route_command(command("EVAL", script.code.as_str()), routing)
                         .await
                         .and_then(redis::Value::extract_error)?
                 }
@@ -1436,7 +1436,7 @@ pub(crate) fn script_cmd(
     whole: bool,
 ) -> redis::Cmd {
     let (name, head) = if whole {
-        ("EVAL", script.code)
+        ("EVAL", script.code.as_str())
     } else {
         ("EVALSHA", script.hash())
     };
