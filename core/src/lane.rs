@@ -108,6 +108,39 @@ pub(crate) fn with_lanes<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Polls `future` with this thread not marked as a blocking caller's: for a fan-out (many calls
+/// awaited together, such as a multi-lock's release of its parts), whose first poll would
+/// otherwise make one blocking round trip per call, one after another, instead of sending them
+/// all at once on the multiplexed connection.
+pub(crate) fn off<F: Future>(future: F) -> Off<F> {
+    Off {
+        future: Box::pin(future),
+    }
+}
+
+/// The future [`off`] returns.
+pub(crate) struct Off<F> {
+    future: std::pin::Pin<Box<F>>,
+}
+
+impl<F: Future> Future for Off<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        struct Reset(bool);
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                ON_LANE.with(|c| c.set(self.0));
+            }
+        }
+        let _reset = Reset(ON_LANE.with(|c| c.replace(false)));
+        self.future.as_mut().poll(cx)
+    }
+}
+
 /// One node's pool of lanes.
 pub(crate) struct Lanes {
     info: ConnectionInfo,

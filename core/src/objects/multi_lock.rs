@@ -220,12 +220,32 @@ fn settling(parts: &[Arc<dyn AnyLock>]) -> Vec<crate::engine::settling::Running>
         .collect()
 }
 
+/// How many parts' releases are in flight at once: all pipelined on the multiplexed connection,
+/// each timed from when it is sent (tens of thousands at once went past the response timeout
+/// while still queued, and held their commands and replies in memory together).
+const RELEASES_IN_FLIGHT: usize = 256;
+
+/// Releases every part, all at once (at most [`RELEASES_IN_FLIGHT`] in flight), never one
+/// blocking round trip after another on the caller's lane; the parts that failed, in order.
 async fn release(parts: &[Arc<dyn AnyLock>], owner: Owner) -> Vec<(String, Error)> {
-    let results = futures_util::future::join_all(parts.iter().map(|l| l.release_as(owner))).await;
-    parts
-        .iter()
-        .zip(results)
-        .filter_map(|(l, r)| r.err().map(|e| (l.name().to_owned(), e)))
+    let mut failed = Vec::new();
+    crate::lane::off(crate::engine::at_most_in_flight(
+        RELEASES_IN_FLIGHT,
+        parts
+            .iter()
+            .enumerate()
+            .map(|(i, l)| async move { (i, l.release_as(owner).await) }),
+        |(i, result)| {
+            if let Err(e) = result {
+                failed.push((i, e));
+            }
+        },
+    ))
+    .await;
+    failed.sort_by_key(|&(i, _)| i);
+    failed
+        .into_iter()
+        .map(|(i, e)| (parts[i].name().to_owned(), e))
         .collect()
 }
 
