@@ -79,8 +79,9 @@ fn uncontended_calls_in_quick_succession_finish_on_the_calling_thread() {
 }
 
 #[test]
-fn a_blocking_callers_multi_lock_releases_its_parts_all_at_once() {
-    // A multi-lock's release awaits its parts' releases together. Begun here, they went over this
+fn a_blocking_callers_multi_lock_takes_and_releases_its_parts_all_at_once() {
+    // A multi-lock of many parts tries them all at once, and its release awaits its parts'
+    // releases together. Begun here, they went over this
     // thread's lane one blocking round trip after another, all inside the first poll (a sync
     // Python release of 16,000 parts took ~10× as long as pipelined, and of 50,000 parts failed
     // with parts' response timeouts passing while the poll went on). They go out together on the
@@ -105,8 +106,12 @@ fn a_blocking_callers_multi_lock_releases_its_parts_all_at_once() {
     };
     let mut raw = server.raw();
     let m = multi.clone();
-    let (_, guard) = run(async move { m.acquire().await });
+    let (here, guard) = run(async move { m.acquire().await });
     let guard = guard.unwrap();
+    assert!(
+        !here,
+        "the parts were tried one blocking round trip after another"
+    );
     assert_eq!(count(&mut raw), parts);
     let (here, released) = run(async move { guard.release().await });
     released.unwrap();

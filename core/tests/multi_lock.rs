@@ -272,3 +272,133 @@ async fn a_dropped_multi_guard_is_released_before_the_owners_next_acquire_of_a_p
     let left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut raw).unwrap();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// The keys `prefix:<i>` that exist, as their numbers.
+fn held_parts(server: &RedisServer, prefix: &str) -> Vec<usize> {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query(&mut server.raw())
+        .unwrap();
+    let mut parts: Vec<usize> = keys
+        .iter()
+        .filter_map(|k| k.rsplit(':').next()?.parse().ok())
+        .collect();
+    parts.sort_unstable();
+    parts
+}
+
+fn many(client: &Client, prefix: &str, n: usize) -> MultiLock {
+    MultiLock::new(
+        (0..n)
+            .map(|i| client.lock(&format!("{prefix}:{i}")).unwrap().erased())
+            .collect(),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_of_many_parts_with_one_busy_holds_nothing_beyond_it_and_then_all() {
+    // From 8 parts on, a round tries every part at once; with part 20 of 40 busy it keeps only
+    // the parts before it while it waits, then takes the rest in order once it is free.
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let other = Owner::new(99);
+    let busy = client.lock("many:20").unwrap();
+    assert!(
+        busy.acquire_as(other, &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let multi = many(&client, "many", 40);
+    let owner = Owner::new(1);
+
+    // Busy for the whole wait: nothing of ours is left, the other holder's part is untouched.
+    let options = AcquireOptions::new().wait(Duration::from_millis(300));
+    assert!(multi.acquire_as(owner, &options).await.unwrap().is_none());
+    assert_eq!(held_parts(&server, "many"), vec![20]);
+    assert_eq!(busy.hold_count_of(other).await.unwrap(), 1);
+
+    // While it waits for part 20, it holds exactly the parts before it.
+    let waiting = {
+        let multi = multi.clone();
+        tokio::spawn(async move {
+            let options = AcquireOptions::new().wait(Duration::from_secs(20));
+            multi.acquire_as(owner, &options).await
+        })
+    };
+    // (Parts beyond it are held for a moment, between the tries and their give-back.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let expected: Vec<usize> = (0..=20).collect();
+    while held_parts(&server, "many") != expected {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never held just the parts before the busy one: {:?}",
+            held_parts(&server, "many")
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            held_parts(&server, "many"),
+            expected,
+            "while waiting for part 20"
+        );
+    }
+    assert!(busy.release_as(other).await.unwrap());
+    let (_, parts) = waiting.await.unwrap().unwrap().expect("acquired");
+    assert_eq!(parts.len(), 40);
+    assert_eq!(held_parts(&server, "many"), (0..40).collect::<Vec<_>>());
+    for i in [0, 20, 39] {
+        let part = client.lock(&format!("many:{i}")).unwrap();
+        assert_eq!(part.hold_count_of(owner).await.unwrap(), 1, "part {i}");
+    }
+    multi.release_as(owner).await.unwrap();
+    assert!(held_parts(&server, "many").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_of_many_parts_names_the_first_part_of_the_wrong_type_and_keeps_nothing() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let mut raw = server.raw();
+    redis::cmd("SET")
+        .arg("typed:30")
+        .arg("a string")
+        .query::<()>(&mut raw)
+        .unwrap();
+    redis::cmd("SET")
+        .arg("typed:35")
+        .arg("another")
+        .query::<()>(&mut raw)
+        .unwrap();
+    let multi = many(&client, "typed", 40);
+    let err = multi
+        .try_acquire(AcquireOptions::new().wait(Duration::from_secs(5)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+    assert!(err.to_string().contains("lock 'typed:30'"), "{err}");
+    assert_eq!(held_parts(&server, "typed"), vec![30, 35]);
+    let value: String = redis::cmd("GET").arg("typed:30").query(&mut raw).unwrap();
+    assert_eq!(value, "a string");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_of_many_free_parts_is_reentrant_and_released_whole() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let multi = many(&client, "whole", 1_000);
+    let owner = Owner::new(3);
+    let options = AcquireOptions::new().wait(Duration::from_secs(10));
+    for _ in 0..2 {
+        assert!(multi.acquire_as(owner, &options).await.unwrap().is_some());
+    }
+    let part = client.lock("whole:999").unwrap();
+    assert_eq!(part.hold_count_of(owner).await.unwrap(), 2);
+    multi.release_as(owner).await.unwrap();
+    assert_eq!(part.hold_count_of(owner).await.unwrap(), 1);
+    assert_eq!(held_parts(&server, "whole").len(), 1_000);
+    multi.release_as(owner).await.unwrap();
+    assert!(held_parts(&server, "whole").is_empty());
+}

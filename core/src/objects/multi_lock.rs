@@ -13,6 +13,13 @@ use crate::engine::family::{AcquireOptions, AnyLock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
 
+/// From how many parts a round first tries them all at once ([`Parts::try_all`]): with fewer,
+/// one by one costs a few round trips, and a busy first part is not tried along with the rest.
+const TRY_ALL_FROM: usize = 8;
+
+/// How many parts' first tries are in flight at once.
+const TRIES_IN_FLIGHT: usize = 256;
+
 /// How long one cycle of an acquire without a wait limit waits, per part (Redisson's 1.5 s).
 const CYCLE_PER_PART: Duration = Duration::from_millis(1500);
 
@@ -61,6 +68,10 @@ impl Parts {
 
     /// One round over every part, in order; gives back what it took when the quorum can no
     /// longer be reached, or when the round is dropped (cancelled) half-way.
+    ///
+    /// With many parts, every part is first tried once, all together ([`Parts::try_all`]); the
+    /// parts before the first busy one are kept as taken, and the round goes on one part after
+    /// another from that one, as it always does with few parts.
     async fn round(
         &self,
         owner: Owner,
@@ -75,7 +86,16 @@ impl Parts {
             owner,
         };
         let mut missed = Missed::default();
-        for lock in &self.locks {
+        let mut from = 0;
+        if self.locks.len() >= TRY_ALL_FROM {
+            from = self
+                .try_all(owner, lease, cancel, &mut taken, &mut missed)
+                .await?;
+        }
+        for lock in &self.locks[from..] {
+            if missed.busy + missed.errors > allowed_failures {
+                break;
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             let mut options = AcquireOptions::new().wait(self.part_wait(left).min(wait));
             if let Some(lease) = lease {
@@ -96,16 +116,103 @@ impl Parts {
                     missed.last = Some((lock.name().to_owned(), e));
                 }
             }
-            if missed.busy + missed.errors > allowed_failures {
-                release(&taken.give_back(), owner).await;
-                // Failed parts beyond what the quorum spares: waiting for a busy part cannot help.
-                missed.hopeless = missed.errors > allowed_failures;
-                return Ok(Err(missed));
-            }
+        }
+        if missed.busy + missed.errors > allowed_failures {
+            release(&taken.give_back(), owner).await;
+            // Failed parts beyond what the quorum spares: waiting for a busy part cannot help.
+            missed.hopeless = missed.errors > allowed_failures;
+            return Ok(Err(missed));
         }
         Ok(Ok(Held {
             parts: taken.give_back(),
         }))
+    }
+
+    /// Tries every part once, all together (at most [`TRIES_IN_FLIGHT`] at once, never one
+    /// blocking round trip after another on the caller's lane), adding the parts it wins to
+    /// `taken` as they come (so that a round dropped meanwhile gives them back). Returns where
+    /// the round goes on: at the first part found busy, after giving back what it won beyond
+    /// it (holding only parts before every part it waits for, as when taking them one by one,
+    /// so two rounds over the same parts cannot each hold what the other waits for); past the
+    /// end when none was busy. The errors of the parts before that count in `missed`, in order,
+    /// up to the first the quorum cannot spare.
+    async fn try_all(
+        &self,
+        owner: Owner,
+        lease: Option<Duration>,
+        cancel: &Option<CancellationToken>,
+        taken: &mut Taken,
+        missed: &mut Missed,
+    ) -> Result<usize> {
+        let mut options = AcquireOptions::new().wait(Duration::ZERO);
+        if let Some(lease) = lease {
+            options = options.lease(lease);
+        }
+        if let Some(token) = cancel {
+            options = options.cancel(token.clone());
+        }
+        let options = &options;
+        let mut outcomes: Vec<Option<Result<bool>>> = Vec::new();
+        outcomes.resize_with(self.locks.len(), || None);
+        crate::lane::off(crate::engine::at_most_in_flight(
+            TRIES_IN_FLIGHT,
+            self.locks
+                .iter()
+                .enumerate()
+                .map(|(i, lock)| async move { (i, lock.acquire_as(owner, options).await) }),
+            |(i, outcome)| {
+                if let Ok(Some(_)) = outcome {
+                    taken.parts.push(self.locks[i].clone());
+                }
+                outcomes[i] = Some(outcome.map(|won| won.is_some()));
+            },
+        ))
+        .await;
+        let mut outcomes: Vec<Result<bool>> = outcomes
+            .into_iter()
+            .map(|o| o.expect("every part was tried"))
+            .collect();
+        if let Some(at) = outcomes
+            .iter()
+            .position(|o| o.as_ref().is_err_and(Error::is_cancelled))
+        {
+            let e = outcomes.swap_remove(at).expect_err("a cancelled try");
+            release(&taken.give_back(), owner).await;
+            return Err(e);
+        }
+        let from = outcomes
+            .iter()
+            .position(|o| matches!(o, Ok(false)))
+            .unwrap_or(self.locks.len());
+        // Taken in the order the tries came back: kept in the parts' order, before `from`.
+        taken.give_back();
+        let won = |i: &usize| matches!(outcomes[*i], Ok(true));
+        taken.parts = (0..from)
+            .filter(won)
+            .map(|i| self.locks[i].clone())
+            .collect();
+        let beyond: Vec<_> = (from..self.locks.len())
+            .filter(won)
+            .map(|i| self.locks[i].clone())
+            .collect();
+        if !beyond.is_empty() {
+            // Given back before waiting for part `from`; a release that fails leaves that part
+            // to its lease, as any failed release does.
+            release(&beyond, owner).await;
+        }
+        // Counted as one by one would: up to the error the quorum cannot spare, which is the one
+        // to report.
+        let allowed_failures = self.locks.len() - self.quorum;
+        for (lock, outcome) in self.locks[..from].iter().zip(outcomes) {
+            if missed.errors > allowed_failures {
+                break;
+            }
+            if let Err(e) = outcome {
+                missed.errors += 1;
+                missed.last = Some((lock.name().to_owned(), e));
+            }
+        }
+        Ok(from)
     }
 
     fn failed(&self, part: &str, e: &Error) -> Error {
