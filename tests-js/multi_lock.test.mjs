@@ -206,3 +206,26 @@ describe('an aborted acquire', () => {
     await busy.release()
   })
 })
+
+describe('a MultiLock of many parts', () => {
+  test('takes 20,000 parts at once and releases them together; with the last one busy it keeps none', async () => {
+    const base = unique('bulk')
+    const n = 20_000
+    const multi = new MultiLock(Array.from({ length: n }, (_, i) => clients[0].lock(`${base}:${i}`)))
+    const count = async () => raws[0].command('EVAL', `return #redis.call('keys', '${base}:*')`, '0')
+    const held = await multi.acquire({ wait: 60_000 })
+    assert.equal(held.parts.length, n)
+    assert.equal(await count(), n)
+    assert.equal(clients[0].watchedLocks(), n)
+    await held.release()
+    assert.equal(await count(), 0)
+    assert.equal(clients[0].watchedLocks(), 0)
+
+    const busy = await blockers[0].lock(`${base}:${n - 1}`).acquire()
+    assert.equal(await multi.tryAcquire(), null)
+    assert.equal(await count(), 1)
+    assert.deepEqual(await raws[0].hgetall(`${base}:${n - 1}`), { [busy.holder]: '1' })
+    assert.equal(clients[0].watchedLocks(), 0)
+    await busy.release()
+  })
+})

@@ -211,3 +211,39 @@ async def test_a_cancelled_async_acquire_gives_back_the_parts_it_took(deploy):
         await asyncio.sleep(0.01)
     assert d.hash(1, "account:1") == {d.others[1].holder(): "1"}
     busy.release()
+
+
+@pytest.mark.parametrize("how", ["sync", "asyncio"])
+def test_a_multi_lock_of_many_parts_takes_and_releases_them_all(deploy, how):
+    # Parts are tried together and released together: a sync release of 50,000 parts used to go
+    # one blocking round trip after another, and some parts timed out and stayed held.
+    d = deploy(1)
+    n = 20_000
+    multi = crosslock.MultiLock([d.clients[0].lock(f"bulk:{i}") for i in range(n)])
+    busy = d.others[0].lock(f"bulk:{n - 1}")
+
+    def count() -> int:
+        with d.servers[0].raw() as r:
+            return r.command("EVAL", "return #redis.call('keys', 'bulk:*')", 0)
+
+    async def take_and_release() -> None:
+        assert await multi.acquire_async(timeout=60)
+        assert count() == n
+        await multi.release_async()
+
+    if how == "sync":
+        assert multi.acquire(timeout=60)
+        assert count() == n
+        multi.release()
+    else:
+        asyncio.run(take_and_release())
+    assert count() == 0
+    # The last part busy: nothing is kept, the other holder's part untouched.
+    assert busy.acquire(lease=60)
+    if how == "sync":
+        assert multi.acquire(blocking=False) is False
+    else:
+        assert asyncio.run(multi.acquire_async(blocking=False)) is False
+    assert count() == 1
+    assert d.hash(0, f"bulk:{n - 1}") == {d.others[0].holder(): "1"}
+    busy.release()

@@ -73,6 +73,8 @@ pub(crate) const ORPHAN_LIMIT: Duration = Duration::from_secs(60);
 
 thread_local! {
     static ON_LANE: Cell<bool> = const { Cell::new(false) };
+    /// Inside [`off`]: no lane at all, an event loop's neither.
+    static OFF: Cell<bool> = const { Cell::new(false) };
     /// The wait limit of the acquire attempt being polled on this thread, if any.
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
 }
@@ -89,6 +91,11 @@ pub(crate) fn with_deadline<R>(deadline: Option<Instant>, f: impl FnOnce() -> R)
     }
     let _reset = Reset(DEADLINE.with(|c| c.replace(deadline)));
     f()
+}
+
+/// Whether the current poll is inside [`off`]: its calls take no lane.
+pub(crate) fn is_off() -> bool {
+    OFF.with(Cell::get)
 }
 
 /// Whether the current thread is inside [`with_lanes`]: a blocking caller's own thread.
@@ -108,10 +115,11 @@ pub(crate) fn with_lanes<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Polls `future` with this thread not marked as a blocking caller's: for a fan-out (many calls
-/// awaited together, such as a multi-lock's release of its parts), whose first poll would
-/// otherwise make one blocking round trip per call, one after another, instead of sending them
-/// all at once on the multiplexed connection.
+/// Polls `future` with no lane for its calls, neither this thread's (a blocking caller's) nor
+/// its event loop's: for a fan-out (many calls awaited together, such as a multi-lock's parts),
+/// whose first poll would otherwise make one blocking round trip per call, one after another,
+/// and which the multiplexed connection pipelines better than a loop's lane (whose replies come
+/// back one loop callback each).
 pub(crate) fn off<F: Future>(future: F) -> Off<F> {
     Off {
         future: Box::pin(future),
@@ -130,13 +138,17 @@ impl<F: Future> Future for Off<F> {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
-        struct Reset(bool);
+        struct Reset(bool, bool);
         impl Drop for Reset {
             fn drop(&mut self) {
                 ON_LANE.with(|c| c.set(self.0));
+                OFF.with(|c| c.set(self.1));
             }
         }
-        let _reset = Reset(ON_LANE.with(|c| c.replace(false)));
+        let _reset = Reset(
+            ON_LANE.with(|c| c.replace(false)),
+            OFF.with(|c| c.replace(true)),
+        );
         self.future.as_mut().poll(cx)
     }
 }

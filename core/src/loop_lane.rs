@@ -195,6 +195,9 @@ impl std::fmt::Debug for EventLoop {
 /// `None` when the thread is not polling for an event loop or no lane is to be had (the caller
 /// takes the usual path, and `build` is not called: most calls are not on a loop).
 pub(crate) fn send(lanes: &Lanes, build: impl FnOnce() -> redis::Cmd) -> Option<Request> {
+    if crate::lane::is_off() {
+        return None;
+    }
     let event_loop = CURRENT
         .with(|c| c.borrow().clone())
         .or_else(application_loop)?;
