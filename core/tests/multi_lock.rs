@@ -402,3 +402,32 @@ async fn a_multi_lock_of_many_free_parts_is_reentrant_and_released_whole() {
     multi.release_as(owner).await.unwrap();
     assert!(held_parts(&server, "whole").is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_of_many_parts_dropped_half_way_still_releases_every_part() {
+    // Releases go out 256 at a time: dropped after its first poll, the parts whose release had
+    // not begun are released in the background too, not left held and renewed.
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let multi = many(&client, "dropped", 2_000);
+    let owner = Owner::new(5);
+    let options = AcquireOptions::new().wait(Duration::from_secs(10));
+    assert!(multi.acquire_as(owner, &options).await.unwrap().is_some());
+    assert_eq!(client.watched_locks(), 2_000);
+    let mut release = Box::pin(multi.release_as(owner));
+    let pending =
+        std::future::poll_fn(|cx| std::task::Poll::Ready(release.as_mut().poll(cx).is_pending()))
+            .await;
+    assert!(pending, "2,000 releases finished in one poll");
+    drop(release);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !held_parts(&server, "dropped").is_empty() || client.watched_locks() != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} parts still held, {} watched",
+            held_parts(&server, "dropped").len(),
+            client.watched_locks()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -334,14 +334,22 @@ const RELEASES_IN_FLIGHT: usize = 256;
 
 /// Releases every part, all at once (at most [`RELEASES_IN_FLIGHT`] in flight), never one
 /// blocking round trip after another on the caller's lane; the parts that failed, in order.
+/// Dropped half-way, it leaves nothing held: a release begun completes in the background (as
+/// every release does), and the parts not begun yet are released in the background too.
 async fn release(parts: &[Arc<dyn AnyLock>], owner: Owner) -> Vec<(String, Error)> {
+    let rest = NotBegun {
+        parts,
+        next: std::sync::atomic::AtomicUsize::new(0),
+        owner,
+    };
+    let rest = &rest;
     let mut failed = Vec::new();
     crate::lane::off(crate::engine::at_most_in_flight(
         RELEASES_IN_FLIGHT,
-        parts
-            .iter()
-            .enumerate()
-            .map(|(i, l)| async move { (i, l.release_as(owner).await) }),
+        parts.iter().enumerate().map(|(i, l)| {
+            rest.next.store(i + 1, std::sync::atomic::Ordering::Relaxed);
+            async move { (i, l.release_as(owner).await) }
+        }),
         |(i, result)| {
             if let Err(e) = result {
                 failed.push((i, e));
@@ -354,6 +362,34 @@ async fn release(parts: &[Arc<dyn AnyLock>], owner: Owner) -> Vec<(String, Error
         .into_iter()
         .map(|(i, e)| (parts[i].name().to_owned(), e))
         .collect()
+}
+
+/// The parts of a [`release`] whose release has not begun (from `next` on).
+struct NotBegun<'a> {
+    parts: &'a [Arc<dyn AnyLock>],
+    next: std::sync::atomic::AtomicUsize,
+    owner: Owner,
+}
+
+impl Drop for NotBegun<'_> {
+    fn drop(&mut self) {
+        let next = self.next.load(std::sync::atomic::Ordering::Relaxed);
+        if next >= self.parts.len() {
+            return;
+        }
+        let parts = self.parts[next..].to_vec();
+        let owner = self.owner;
+        let running = settling(&parts);
+        crate::runtime::spawn(async move {
+            crate::engine::at_most_in_flight(
+                RELEASES_IN_FLIGHT,
+                parts.iter().map(|l| l.release_as(owner)),
+                drop,
+            )
+            .await;
+            drop(running);
+        });
+    }
 }
 
 /// A guard of a [`MultiLock`] or [`RedLock`] acquisition; releases every part when dropped.
