@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -339,16 +340,23 @@ const RELEASES_IN_FLIGHT: usize = 256;
 async fn release(parts: &[Arc<dyn AnyLock>], owner: Owner) -> Vec<(String, Error)> {
     let rest = NotBegun {
         parts,
-        next: std::sync::atomic::AtomicUsize::new(0),
+        begun: parts.iter().map(|_| AtomicBool::new(false)).collect(),
         owner,
     };
     let rest = &rest;
     let mut failed = Vec::new();
     crate::lane::off(crate::engine::at_most_in_flight(
         RELEASES_IN_FLIGHT,
-        parts.iter().enumerate().map(|(i, l)| {
-            rest.next.store(i + 1, std::sync::atomic::Ordering::Relaxed);
-            async move { (i, l.release_as(owner).await) }
+        parts.iter().enumerate().map(|(i, l)| async move {
+            let mut release = l.release_as(owner);
+            // Begun once polled: from then on a drop completes it in the background.
+            let result = std::future::poll_fn(|cx| {
+                let polled = release.as_mut().poll(cx);
+                rest.begun[i].store(true, Ordering::Relaxed);
+                polled
+            })
+            .await;
+            (i, result)
         }),
         |(i, result)| {
             if let Err(e) = result {
@@ -364,20 +372,26 @@ async fn release(parts: &[Arc<dyn AnyLock>], owner: Owner) -> Vec<(String, Error
         .collect()
 }
 
-/// The parts of a [`release`] whose release has not begun (from `next` on).
+/// The parts of a [`release`], and whether each one's release has begun (been polled): a
+/// future the fan-out made but had not polled yet when it was dropped released nothing.
 struct NotBegun<'a> {
     parts: &'a [Arc<dyn AnyLock>],
-    next: std::sync::atomic::AtomicUsize,
+    begun: Vec<AtomicBool>,
     owner: Owner,
 }
 
 impl Drop for NotBegun<'_> {
     fn drop(&mut self) {
-        let next = self.next.load(std::sync::atomic::Ordering::Relaxed);
-        if next >= self.parts.len() {
+        let parts: Vec<_> = self
+            .parts
+            .iter()
+            .zip(&self.begun)
+            .filter(|(_, begun)| !begun.load(Ordering::Relaxed))
+            .map(|(part, _)| part.clone())
+            .collect();
+        if parts.is_empty() {
             return;
         }
-        let parts = self.parts[next..].to_vec();
         let owner = self.owner;
         let running = settling(&parts);
         crate::runtime::spawn(async move {
