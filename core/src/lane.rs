@@ -98,9 +98,10 @@ pub(crate) fn is_off() -> bool {
     OFF.with(Cell::get)
 }
 
-/// Whether the current thread is inside [`with_lanes`]: a blocking caller's own thread.
+/// Whether the current thread is inside [`with_lanes`] (a blocking caller's own thread) and not
+/// inside [`off`].
 pub(crate) fn on_lane() -> bool {
-    ON_LANE.with(Cell::get)
+    ON_LANE.with(Cell::get) && !is_off()
 }
 
 /// Runs `f` with this thread marked as one that may block on lanes.
@@ -138,17 +139,13 @@ impl<F: Future> Future for Off<F> {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
-        struct Reset(bool, bool);
+        struct Reset(bool);
         impl Drop for Reset {
             fn drop(&mut self) {
-                ON_LANE.with(|c| c.set(self.0));
-                OFF.with(|c| c.set(self.1));
+                OFF.with(|c| c.set(self.0));
             }
         }
-        let _reset = Reset(
-            ON_LANE.with(|c| c.replace(false)),
-            OFF.with(|c| c.replace(true)),
-        );
+        let _reset = Reset(OFF.with(|c| c.replace(true)));
         self.future.as_mut().poll(cx)
     }
 }
