@@ -431,3 +431,51 @@ async fn a_release_of_many_parts_dropped_half_way_still_releases_every_part() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_of_many_parts_aborted_at_any_moment_leaves_nothing_held() {
+    // Aborted while trying all parts at once, while giving back the ones beyond a busy part, or
+    // while waiting for it: every part it took is given back.
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let other = Owner::new(99);
+    let busy = client.lock("aborted:150").unwrap();
+    for round in 0..30u64 {
+        let with_busy = round % 2 == 1;
+        if with_busy {
+            assert!(
+                busy.acquire_as(other, &AcquireOptions::new())
+                    .await
+                    .unwrap()
+            );
+        }
+        let multi = many(&client, "aborted", 200);
+        let task = tokio::spawn(async move {
+            let options = AcquireOptions::new().wait(Duration::from_secs(20));
+            multi.acquire_as(Owner::new(1), &options).await
+        });
+        tokio::time::sleep(Duration::from_micros(700 * round)).await;
+        task.abort();
+        let finished = matches!(task.await, Ok(Ok(Some(_))));
+        if with_busy {
+            assert!(busy.release_as(other).await.unwrap());
+        }
+        if finished {
+            // Acquired before the abort came: released as usual.
+            many(&client, "aborted", 200)
+                .release_as(Owner::new(1))
+                .await
+                .unwrap();
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !held_parts(&server, "aborted").is_empty() || client.watched_locks() != 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: {:?} still held, {} watched",
+                held_parts(&server, "aborted"),
+                client.watched_locks()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
