@@ -59,13 +59,13 @@ local function wrong_type(what)
 end
 
 -- Fair lock: drops queue heads whose deadline passed (or that have none), oldest first.
--- KEYS: queue, timeout zset; `now` in epoch ms.
+-- KEYS: queue, timeout zset; `now` in epoch ms. Returns the head left (false: the queue is empty).
 local function purge_stale_heads(queue, timeouts, now)
     while true do
         local head = redis.call('lindex', queue, 0)
-        if head == false then return end
+        if head == false then return false end
         local score = redis.call('zscore', timeouts, head)
-        if score ~= false and tonumber(score) > now then return end
+        if score ~= false and tonumber(score) > now then return head end
         redis.call('lpop', queue)
         redis.call('zrem', timeouts, head)
     end

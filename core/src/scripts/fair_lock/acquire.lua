@@ -19,15 +19,16 @@ local wait = ms_arg(ARGV[3], 'the fair-lock wait')
 local now = tonumber(ARGV[4])
 local bad = check_fair_keys(KEYS[2], KEYS[3])
 if bad then return wrong_type(bad) end
-purge_stale_heads(KEYS[2], KEYS[3], now)
+local head = purge_stale_heads(KEYS[2], KEYS[3], now)
 
 local exists = redis.call('exists', KEYS[1]) == 1
 if not exists then
-    local head = redis.call('lindex', KEYS[2], 0)
     if head == false or head == ARGV[2] then
-        if head == ARGV[2] then redis.call('lpop', KEYS[2]) end
         redis.call('zrem', KEYS[3], ARGV[2])
-        move_up(KEYS[2], KEYS[3], 1, wait, now)
+        if head == ARGV[2] then
+            redis.call('lpop', KEYS[2])
+            move_up(KEYS[2], KEYS[3], 1, wait, now)
+        end
         redis.call('hset', KEYS[1], ARGV[2], 1)
         redis.call('pexpire', KEYS[1], ARGV[1])
         return nil
