@@ -306,26 +306,30 @@ impl Taken {
 
 impl Drop for Taken {
     fn drop(&mut self) {
-        let parts = self.give_back();
-        if !parts.is_empty() {
-            let owner = self.owner;
-            let running = settling(&parts);
-            crate::runtime::spawn(async move {
-                release(&parts, owner).await;
-                drop(running);
-            });
-        }
+        release_later(self.give_back(), self.owner);
     }
 }
 
-/// Counts a release of `parts` left to the background as a clean-up of each part's client, so
-/// that the owner's next acquire of a part waits for it (see
+/// Releases `parts` in the background (at most [`RELEASES_IN_FLIGHT`] at once), counted as a
+/// clean-up of each part's client so that the owner's next acquire of a part waits for it (see
 /// [`Settling`](crate::engine::settling::Settling)).
-fn settling(parts: &[Arc<dyn AnyLock>]) -> Vec<crate::engine::settling::Running> {
-    parts
+fn release_later(parts: Vec<Arc<dyn AnyLock>>, owner: Owner) {
+    if parts.is_empty() {
+        return;
+    }
+    let running: Vec<_> = parts
         .iter()
         .filter_map(|l| Some(l.client().state_now()?.settling.begin(l.name())))
-        .collect()
+        .collect();
+    crate::runtime::spawn(async move {
+        crate::engine::at_most_in_flight(
+            RELEASES_IN_FLIGHT,
+            parts.iter().map(|l| l.release_as(owner)),
+            drop,
+        )
+        .await;
+        drop(running);
+    });
 }
 
 /// How many parts' releases are in flight at once: all pipelined on the multiplexed connection,
@@ -382,27 +386,14 @@ struct NotBegun<'a> {
 
 impl Drop for NotBegun<'_> {
     fn drop(&mut self) {
-        let parts: Vec<_> = self
+        let parts = self
             .parts
             .iter()
             .zip(&self.begun)
             .filter(|(_, begun)| !begun.load(Ordering::Relaxed))
             .map(|(part, _)| part.clone())
             .collect();
-        if parts.is_empty() {
-            return;
-        }
-        let owner = self.owner;
-        let running = settling(&parts);
-        crate::runtime::spawn(async move {
-            crate::engine::at_most_in_flight(
-                RELEASES_IN_FLIGHT,
-                parts.iter().map(|l| l.release_as(owner)),
-                drop,
-            )
-            .await;
-            drop(running);
-        });
+        release_later(parts, self.owner);
     }
 }
 
@@ -589,12 +580,7 @@ impl Drop for MultiGuard {
     fn drop(&mut self) {
         self.watch.cancel();
         if let Some(parts) = self.parts.take() {
-            let owner = self.owner;
-            let running = settling(&parts);
-            crate::runtime::spawn(async move {
-                release(&parts, owner).await;
-                drop(running);
-            });
+            release_later(parts, self.owner);
         }
     }
 }
