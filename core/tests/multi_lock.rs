@@ -287,6 +287,20 @@ fn held_parts(server: &RedisServer, prefix: &str) -> Vec<usize> {
     parts
 }
 
+/// Waits (at most 10 s) until no part `prefix:<i>` is held and `client` watches no lock.
+async fn until_nothing_held(server: &RedisServer, client: &Client, prefix: &str, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !held_parts(server, prefix).is_empty() || client.watched_locks() != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {:?} still held, {} watched",
+            held_parts(server, prefix),
+            client.watched_locks()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn many(client: &Client, prefix: &str, n: usize) -> MultiLock {
     MultiLock::new(
         (0..n)
@@ -317,6 +331,12 @@ async fn a_multi_lock_of_many_parts_with_one_busy_holds_nothing_beyond_it_and_th
     assert!(multi.acquire_as(owner, &options).await.unwrap().is_none());
     assert_eq!(held_parts(&server, "many"), vec![20]);
     assert_eq!(busy.hold_count_of(other).await.unwrap(), 1);
+    let channel = "redisson_lock__channel:{many:20}";
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while server.subscribers(channel) != 0 {
+        assert!(std::time::Instant::now() < deadline, "still subscribed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 
     // While it waits for part 20, it holds exactly the parts before it.
     let waiting = {
@@ -326,25 +346,20 @@ async fn a_multi_lock_of_many_parts_with_one_busy_holds_nothing_beyond_it_and_th
             multi.acquire_as(owner, &options).await
         })
     };
-    // (Parts beyond it are held for a moment, between the tries and their give-back.)
+    // It waits on part 20's channel once it has given back what it took beyond it.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let expected: Vec<usize> = (0..=20).collect();
-    while held_parts(&server, "many") != expected {
+    while server.subscribers(channel) != 1 {
         assert!(
             std::time::Instant::now() < deadline,
-            "never held just the parts before the busy one: {:?}",
-            held_parts(&server, "many")
+            "never waited for part 20"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    for _ in 0..10 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert_eq!(
-            held_parts(&server, "many"),
-            expected,
-            "while waiting for part 20"
-        );
-    }
+    assert_eq!(
+        held_parts(&server, "many"),
+        (0..=20).collect::<Vec<_>>(),
+        "while waiting for part 20"
+    );
     assert!(busy.release_as(other).await.unwrap());
     let (_, parts) = waiting.await.unwrap().unwrap().expect("acquired");
     assert_eq!(parts.len(), 40);
@@ -420,16 +435,7 @@ async fn a_release_of_many_parts_dropped_half_way_still_releases_every_part() {
             .await;
     assert!(pending, "2,000 releases finished in one poll");
     drop(release);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !held_parts(&server, "dropped").is_empty() || client.watched_locks() != 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} parts still held, {} watched",
-            held_parts(&server, "dropped").len(),
-            client.watched_locks()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_nothing_held(&server, &client, "dropped", "after the dropped release").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -467,15 +473,6 @@ async fn an_acquire_of_many_parts_aborted_at_any_moment_leaves_nothing_held() {
                 .await
                 .unwrap();
         }
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !held_parts(&server, "aborted").is_empty() || client.watched_locks() != 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "round {round}: {:?} still held, {} watched",
-                held_parts(&server, "aborted"),
-                client.watched_locks()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        until_nothing_held(&server, &client, "aborted", &format!("round {round}")).await;
     }
 }
