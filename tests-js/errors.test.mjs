@@ -58,7 +58,10 @@ describe('bad input', () => {
     // A key the options do not name is refused, not ignored: `timeout` (ours is `wait`) would
     // otherwise make a bounded acquire wait forever, or a bounded tryAcquire try once.
     [{ timeout: 5000 }, /unknown option 'timeout' for lock '.*'; did you mean 'wait'\? \(it takes 'wait', 'lease', 'signal', 'owner'\)/],
-    [{ wait: 100, leese: 5000 }, /unknown option 'leese' for lock '[^']*' \(it takes/]
+    // A slip of the keyboard gets the nearest option named; a key like no option gets none.
+    [{ wait: 100, leese: 5000 }, /unknown option 'leese' for lock '[^']*'; did you mean 'lease'\? \(it takes/],
+    [{ Wait: 100 }, /unknown option 'Wait' for lock '[^']*'; did you mean 'wait'\? \(it takes/],
+    [{ priority: 1 }, /unknown option 'priority' for lock '[^']*' \(it takes/]
   ]
   for (const method of ['acquire', 'tryAcquire', 'withLock']) {
     for (const [options, pattern] of rangeCases) {
@@ -93,7 +96,7 @@ describe('bad input', () => {
       return err
     }
     const lock = env.client.lock(unique('opts'))
-    await unknown(() => lock.release({ ownr: 1 }), /unknown option 'ownr' for lock '.*' \(it takes 'owner'\)/)
+    await unknown(() => lock.release({ ownr: 1 }), /unknown option 'ownr' for lock '.*'; did you mean 'owner'\? \(it takes 'owner'\)/)
     await unknown(() => lock.isHeld({ ownr: 1 }), /unknown option 'ownr'/)
     await unknown(() => lock.holdCount({ ownr: 1 }), /unknown option 'ownr'/)
     // A key whose value is undefined says nothing and passes (`{ ...defaults, timeout: cfg.timeout }`).
@@ -124,14 +127,14 @@ describe('bad input', () => {
     await unknown(() => both.withLock(() => assert.fail('ran'), { lockTimeout: 10 }), /did you mean 'lease'\?/)
     for (const part of both.locks) assert.equal(await part.isLocked(), false)
 
-    await unknown(() => env.client.spinLock(unique('opts-spin'), { backof: {} }), /unknown option 'backof' for spin lock '.*' \(it takes 'backoff'\)/)
+    await unknown(() => env.client.spinLock(unique('opts-spin'), { backof: {} }), /unknown option 'backof' for spin lock '.*'; did you mean 'backoff'\? \(it takes 'backoff'\)/)
     await unknown(
       () => env.client.spinLock(unique('opts-spin'), { backoff: { kind: 'constant', initial: 5, max: 50 } }),
       /unknown option 'max' for the constant backoff of spin lock '.*' \(it takes 'kind', 'initial'\)/
     )
 
     await unknown(() => connect(env.url, { timeout: 100 }), /unknown option 'timeout' for connect\(\) \(it takes 'connectTimeout', 'responseTimeout',/)
-    await unknown(() => connect(env.url, { watchdogTimout: 100 }), /unknown option 'watchdogTimout'/)
+    await unknown(() => connect(env.url, { watchdogTimout: 100 }), /unknown option 'watchdogTimout' for connect\(\); did you mean 'watchdogTimeout'\?/)
   })
 
   test('withLock(non-function), runAsOwner(non-function), release/isHeld with a bad owner', async () => {
@@ -152,6 +155,14 @@ describe('bad input', () => {
       assert.ok((await failsWith(connect(env.url, options), InvalidArgumentError, 'INVALID_ARGUMENT')) instanceof RangeError)
     }
     assert.ok((await failsWith(connect(env.url, { watchdogTimeout: '600' }), InvalidArgumentError, 'INVALID_ARGUMENT')) instanceof TypeError)
+    // A misspelled option is refused with the one it most likely meant, not ignored.
+    const typo = await failsWith(connect(env.url, { connectTimout: 500 }), InvalidArgumentError, 'INVALID_ARGUMENT')
+    assert.ok(typo instanceof TypeError)
+    assert.match(typo.message, /unknown option 'connectTimout' for connect\(\); did you mean 'connectTimeout'\? \(it takes 'connectTimeout', /)
+    const swapped = await failsWith(connect(env.url, { resposneTimeout: 500 }), InvalidArgumentError, 'INVALID_ARGUMENT')
+    assert.match(swapped.message, /did you mean 'responseTimeout'\?/)
+    const unrelated = await failsWith(connect(env.url, { retries: 3 }), InvalidArgumentError, 'INVALID_ARGUMENT')
+    assert.doesNotMatch(unrelated.message, /did you mean/)
     // Checked by core: a URL that is not Redis's, a watchdog below its 30 ms floor.
     const notRedis = await failsWith(connect('http://127.0.0.1:1/'), InvalidArgumentError, 'INVALID_ARGUMENT')
     assert.ok(notRedis.message.length > 0)

@@ -111,11 +111,54 @@ export function optionsObject(options: unknown, what: string, allowed: readonly 
   for (const key of Object.keys(o)) {
     if (o[key] === undefined || allowed.includes(key)) continue
     const spelled = SPELLED_HERE[key]
-    const hint = spelled !== undefined && allowed.includes(spelled) ? `; did you mean '${spelled}'?` : ''
+    const meant = spelled !== undefined && allowed.includes(spelled) ? spelled : nearest(key, allowed)
+    const hint = meant !== undefined ? `; did you mean '${meant}'?` : ''
     const known = allowed.map((k) => `'${k}'`).join(', ')
     throw invalidArgument('type', `unknown option '${key}' for ${what}${hint} (it takes ${known})`, name)
   }
   return o
+}
+
+/**
+ * The allowed key a misspelled one most likely meant: the same letters in another case, or the
+ * closest within one edit per three letters (at most two; an edit is a letter added, dropped,
+ * changed, or two neighbours swapped), so `connectTimout` finds `connectTimeout` and `ownr` finds
+ * `owner` while an unrelated key finds nothing.
+ */
+function nearest(key: string, allowed: readonly string[]): string | undefined {
+  const lower = key.toLowerCase()
+  const sameLetters = allowed.find((k) => k.toLowerCase() === lower)
+  if (sameLetters !== undefined) return sameLetters
+  const limit = Math.max(1, Math.min(2, Math.floor(key.length / 3)))
+  let best: string | undefined
+  let bestDistance = limit + 1
+  for (const k of allowed) {
+    const d = editDistance(lower, k.toLowerCase())
+    if (d < bestDistance) {
+      best = k
+      bestDistance = d
+    }
+  }
+  return best
+}
+
+/** Edits (insert, delete, substitute, swap two neighbours) that turn `a` into `b`. */
+function editDistance(a: string, b: string): number {
+  // Three rows of the usual table: the one before last, the last, and the one being filled.
+  let before: number[] = []
+  let last = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i]
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1
+      let d = Math.min(last[j] + 1, row[j - 1] + 1, last[j - 1] + cost)
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, before[j - 2] + 1)
+      row.push(d)
+    }
+    before = last
+    last = row
+  }
+  return last[b.length]
 }
 
 /**
