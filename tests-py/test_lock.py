@@ -469,6 +469,27 @@ def test_close_closes_every_connection_while_the_client_lives(url, raw):
     assert c.closed and raw.command("EXISTS", "closing-connections") == 0
 
 
+def test_an_aclose_cancelled_at_once_still_releases_every_lock(url, raw):
+    """A shutdown that gives ``aclose()`` a moment and moves on (``asyncio.wait_for``, a cancelled
+    task) must not leave the locks it had not released yet to their leases (30 s, renewal having
+    stopped): the client is closed, and its locks released, all the same."""
+    c = crosslock.connect(url)
+    locks = [c.lock(f"aclose-cancelled:{i}") for i in range(1000)]
+
+    async def main() -> None:
+        assert all(await asyncio.gather(*(lock.acquire_async() for lock in locks)))
+        closing = asyncio.ensure_future(c.aclose())
+        await asyncio.sleep(0)  # it begins
+        assert not closing.done(), "aclose() ended at once: the test needs to cancel it half-way"
+        closing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closing
+
+    asyncio.run(main())
+    assert c.closed
+    wait_until(lambda: not raw.command("KEYS", "aclose-cancelled:*"), what="every lock released")
+
+
 def test_client_context_manager_closes(url, raw):
     with crosslock.connect(url) as c:
         assert c.lock("ctx").acquire()

@@ -489,7 +489,9 @@ impl Client {
     ///
     /// # Cancel safety
     ///
-    /// Once called, the client is closed; dropping the future only stops waiting for the releases.
+    /// Once called, the client is closed, and the releases, the end of renewal and the closing of
+    /// the connections run to their end in the background: dropping the future only stops waiting
+    /// for them.
     ///
     /// # Examples
     ///
@@ -504,6 +506,15 @@ impl Client {
             return;
         }
         self.inner.closed.cancel();
+        // A task of its own, so that a caller who stops waiting (a dropped future, a cancelled
+        // asyncio task) does not stop the releases half-way, leaving the holds not yet released
+        // to their leases, with renewal stopped and the connections open.
+        let closing = self.clone();
+        let _ = crate::runtime::spawn(async move { closing.release_and_disconnect().await }).await;
+    }
+
+    /// The work of [`close`](Self::close), once the client is marked closed.
+    async fn release_and_disconnect(&self) {
         let generation = self.generation();
         let Some(cx) = generation.state.get().cloned() else {
             return;

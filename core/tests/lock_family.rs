@@ -648,3 +648,51 @@ async fn close_releases_more_holds_than_it_sends_at_once() {
         .unwrap();
     assert_eq!(leftover_keys(&server), Vec::<String>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_whose_caller_stops_waiting_still_releases_everything() {
+    // An application's shutdown that gives close() a moment and moves on (a timeout, a cancelled
+    // task) must not leave the holds close() had not yet released to their leases (30 s here,
+    // renewal having stopped): they are released, and the connections closed, all the same.
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    let owner = Owner::new(1);
+    let locks: Vec<_> = (0..2000)
+        .map(|i| c.lock(&format!("close-dropped:{i}")).unwrap())
+        .collect();
+    let options = AcquireOptions::new();
+    for won in
+        futures_util::future::join_all(locks.iter().map(|l| l.acquire_as(owner, &options))).await
+    {
+        assert!(won.unwrap());
+    }
+    assert_eq!(c.watched_locks(), 2000);
+    let connections = || {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut server.raw())
+            .unwrap();
+        list.lines().count()
+    };
+    let before = connections();
+    // Polled once (it begins), then dropped.
+    assert!(
+        tokio::time::timeout(Duration::ZERO, c.close())
+            .await
+            .is_err(),
+        "close() ended within its first poll: the test needs it to be dropped half-way"
+    );
+    assert!(c.is_closed());
+    until(
+        "every hold released after close() was dropped",
+        async || leftover_keys(&server).is_empty(),
+    )
+    .await;
+    assert_eq!(c.watched_locks(), 0);
+    until("the client's connections closed", async || {
+        connections() < before
+    })
+    .await;
+    let e = locks[0].acquire().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+}

@@ -5,9 +5,12 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, MultiLock, Owner, RedLock};
+use crosslock::{
+    AcquireOptions, AnyLock, Client, ClientOptions, ErrorKind, MultiLock, Owner, RedLock,
+};
 use support::RedisServer;
 
 async fn clients(servers: &[RedisServer]) -> Vec<Client> {
@@ -416,6 +419,51 @@ async fn a_multi_lock_of_many_free_parts_is_reentrant_and_released_whole() {
     assert_eq!(held_parts(&server, "whole").len(), 1_000);
     multi.release_as(owner).await.unwrap();
     assert!(held_parts(&server, "whole").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_of_many_parts_takes_the_halves_of_a_read_write_lock_in_the_order_given() {
+    // Both halves of one read-write lock among many parts: the order they are listed in decides,
+    // as when parts are taken one by one (Redisson's order): the write lock, then the read lock,
+    // is a downgrade and is taken; the read lock, then the write lock, would be an upgrade and is
+    // refused (at once: it would wait for itself), whatever order tries sent all at once would
+    // reach Redis in.
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let rw = client.read_write_lock("halves:rw").unwrap();
+    let with_halves = |first: Arc<dyn AnyLock>, second: Arc<dyn AnyLock>| {
+        let mut parts: Vec<_> = (0..20)
+            .map(|i| client.lock(&format!("halves:{i}")).unwrap().erased())
+            .collect();
+        parts.insert(12, second);
+        parts.insert(3, first);
+        MultiLock::new(parts).unwrap()
+    };
+    let owner = Owner::new(5);
+    let upgrade = with_halves(rw.read().erased(), rw.write().erased());
+    let e = upgrade
+        .acquire_as(owner, &AcquireOptions::new().wait(Duration::from_secs(5)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::UpgradeRefused, "{e}");
+    assert!(e.to_string().contains("nothing is held"), "{e}");
+    until_nothing_held(&server, &client, "halves", "after the refused upgrade").await;
+    assert!(!exists(&server, "halves:rw"));
+
+    let downgrade = with_halves(rw.write().erased(), rw.read().erased());
+    assert!(
+        downgrade
+            .acquire_as(owner, &AcquireOptions::new().wait(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(held_parts(&server, "halves").len(), 20);
+    assert_eq!(rw.write().hold_count_of(owner).await.unwrap(), 1);
+    assert_eq!(rw.read().hold_count_of(owner).await.unwrap(), 1);
+    downgrade.release_as(owner).await.unwrap();
+    until_nothing_held(&server, &client, "halves", "after the release").await;
+    assert!(!exists(&server, "halves:rw"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -460,7 +460,9 @@ class Client:
         self._native.close()
 
     async def aclose(self) -> None:
-        """:meth:`close` for asyncio."""
+        """:meth:`close` for asyncio. Cancelling it (``asyncio.wait_for`` on shutdown) only stops
+        the waiting: the client is closed at once, and its locks are released and its connections
+        closed in the background all the same."""
         await self._native.close_async()
 
     def __enter__(self) -> Client:

@@ -2,6 +2,7 @@
 //! locks (of any kind, from any clients, so from different Redis deployments) with no keys of
 //! their own.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::clock_drift;
 use crate::engine::family::{AcquireOptions, AnyLock};
+use crate::engine::holds::LockKind;
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
 
@@ -30,6 +32,11 @@ struct Parts {
     locks: Vec<Arc<dyn AnyLock>>,
     /// How many parts must be acquired: all (MultiLock) or a majority (RedLock).
     quorum: usize,
+    /// Whether a round may try every part at once ([`Parts::try_all`]): not when the parts
+    /// include both the read and the write lock of one read-write lock, for which the order they
+    /// are taken in decides (the write lock, then the read lock, is allowed; the read lock, then
+    /// the write lock, is not), while tries sent together may reach Redis in either order.
+    all_at_once: bool,
 }
 
 /// One acquisition: the parts held, in order.
@@ -47,7 +54,12 @@ impl Parts {
         } else {
             locks.len()
         };
-        Ok(Parts { locks, quorum })
+        let all_at_once = locks.len() >= TRY_ALL_FROM && !both_halves_of_a_read_write_lock(&locks);
+        Ok(Parts {
+            locks,
+            quorum,
+            all_at_once,
+        })
     }
 
     fn names(&self) -> String {
@@ -88,7 +100,7 @@ impl Parts {
         };
         let mut missed = Missed::default();
         let mut from = 0;
-        if self.locks.len() >= TRY_ALL_FROM {
+        if self.all_at_once {
             from = self
                 .try_all(owner, lease, cancel, &mut taken, &mut missed)
                 .await?;
@@ -277,6 +289,19 @@ impl Parts {
             }
         }
     }
+}
+
+/// Whether `locks` include the read and the write lock of one name.
+fn both_halves_of_a_read_write_lock(locks: &[Arc<dyn AnyLock>]) -> bool {
+    let names = |kind: LockKind| -> HashSet<&str> {
+        locks
+            .iter()
+            .filter(|l| l.kind() == kind)
+            .map(|l| l.name())
+            .collect()
+    };
+    let read = names(LockKind::ReadLock);
+    !read.is_empty() && !read.is_disjoint(&names(LockKind::WriteLock))
 }
 
 /// Why a round missed its quorum.
