@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests-py"))
 
 import crosslock  # noqa: E402
-from support import REDIS_SERVER, Raw, RespError, free_port, python_env, wait_until  # noqa: E402,F401
+from support import REDIS_SERVER, Raw, RespError, free_port, python_env, reap_at_exit, wait_until  # noqa: E402,F401
 
 # -- the kinds every case runs over --------------------------------------------------------------
 
@@ -84,6 +84,7 @@ class Server:
             stderr=subprocess.DEVNULL,
         )
         wait_until(self._pong, timeout=10, what=f"redis-server on {self.port}")
+        reap_at_exit(self.process.pid, self.dir)
 
     def _pong(self) -> bool:
         try:

@@ -18,6 +18,43 @@ from typing import Any, Callable, Optional
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
+_reap_lock = threading.Lock()
+_reap_list: Optional[str] = None
+_reap_owner = 0
+
+
+def reap_at_exit(pid: int, directory: str) -> None:
+    """Has the redis-server ``pid`` killed and ``directory`` removed once this process is gone,
+    however it ends. A test's finalizer stops its server, but pytest stopped by SIGTERM or SIGKILL
+    (a CI runner's timeout, ``kill``) runs none, and every server it started would live on. One
+    watcher process per test process, in a session of its own (a signal to the test's process
+    group does not reach it), waits for the test process to end, then kills every server it was
+    told about that is still a redis-server (a pid since reused is left alone) and removes its
+    directory."""
+    global _reap_list, _reap_owner
+    with _reap_lock:
+        if _reap_list is None or _reap_owner != os.getpid():
+            me = os.getpid()
+            fd, _reap_list = tempfile.mkstemp(prefix=f"crosslock-test-servers-{me}-")
+            os.close(fd)
+            _reap_owner = me
+            script = (
+                f"while kill -0 {me} 2>/dev/null; do sleep 0.5; done; "
+                "while read -r p d; do "
+                "grep -q redis /proc/$p/cmdline 2>/dev/null && kill -9 $p; "
+                'case "$d" in */crosslock-*) rm -rf "$d";; esac; '
+                f"done < '{_reap_list}'; rm -f '{_reap_list}'"
+            )
+            subprocess.Popen(["sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+        # One write per line, appended whole: servers started at once never share a line.
+        fd = os.open(_reap_list, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, f"{pid} {directory}\n".encode())
+        finally:
+            os.close(fd)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -56,6 +93,7 @@ class RedisServer:
                 try:
                     with Raw(self.port, timeout=0.5) as r:
                         if r.command("PING") == "PONG":
+                            reap_at_exit(self.process.pid, self.dir)
                             return
                 except OSError:
                     time.sleep(0.02)
@@ -228,6 +266,7 @@ class SentinelGroup:
                 try:
                     with Raw(port, timeout=0.5) as r:
                         r.command("SENTINEL", "MASTER", self.name)  # a sentinel of ours, no stranger
+                        reap_at_exit(process.pid, self.dir)
                         return port, process
                 except (OSError, RespError):
                     time.sleep(0.02)
