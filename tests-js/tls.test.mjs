@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-import { freePort } from './helpers/redis-server.mjs'
+import { freePort, killedWithUs } from './helpers/redis-server.mjs'
 import { crosslock, waitUntil } from './helpers/util.mjs'
 
 async function startTlsRedis (t) {
@@ -22,6 +22,7 @@ async function startTlsRedis (t) {
   const child = spawn('redis-server', ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1',
     '--tls-cert-file', 'cert.pem', '--tls-key-file', 'key.pem', '--tls-auth-clients', 'no',
     '--save', '', '--appendonly', 'no', '--dir', dir], { cwd: dir, stdio: 'ignore' })
+  killedWithUs(child, dir)
   t.after(() => { child.kill('SIGKILL'); rmSync(dir, { recursive: true, force: true }) })
   await waitUntil(() => {
     try {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import crosslock
-from support import free_port
+from support import free_port, reap_at_exit
 
 
 def _openssl(cwd: Path, *args: str) -> None:
@@ -33,6 +33,7 @@ def tls_server(tmp_path: Path):
          "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
+    reap_at_exit(proc.pid, "-")  # its directory is pytest's tmp_path
     try:
         deadline = time.monotonic() + 10
         while subprocess.run(["redis-cli", "--tls", "--cacert", "ca.pem", "-p", str(port), "ping"],

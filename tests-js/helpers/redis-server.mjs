@@ -1,6 +1,7 @@
 // Starts a throwaway redis-server (Debian's /usr/bin/redis-server) on a free loopback port, and
 // stops it. Never port 6379, never a non-loopback address.
 import { spawn } from 'node:child_process'
+import { appendFileSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
@@ -19,10 +20,31 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   })
 }
 
-/** Has `child` (a server this process started) killed when this process ends, however it ends. */
-export function killedWithUs (child) {
+// SIGKILL ends this process with no handler run at all: a watcher process, in a session of its
+// own, waits for this one to end, then kills every server it was told about that is still a
+// redis-server (a pid since reused is left alone) and removes its directory.
+let reapList
+function reapAtExit (pid, dir) {
+  if (reapList === undefined) {
+    reapList = join(mkdtempSync(join(tmpdir(), 'crosslock-test-servers-')), 'list')
+    writeFileSync(reapList, '')
+    const script = `while kill -0 ${process.pid} 2>/dev/null; do sleep 0.5; done; ` +
+      'while read -r p d; do grep -q redis /proc/$p/cmdline 2>/dev/null && kill -9 $p; ' +
+      'case "$d" in */crosslock-*) rm -rf "$d";; esac; done < "$0"; rm -rf "$(dirname "$0")"'
+    spawn('sh', ['-c', script, reapList], { detached: true, stdio: 'ignore' }).unref()
+  }
+  // One line per append: servers started at once never share a line.
+  appendFileSync(reapList, `${pid} ${dir ?? '-'}\n`)
+}
+
+/**
+ * Has `child` (a server this process started) killed when this process ends, however it ends,
+ * and `dir` (its directory, if it has one of its own) removed if this process is killed.
+ */
+export function killedWithUs (child, dir) {
   running.add(child)
   child.once('exit', () => running.delete(child))
+  reapAtExit(child.pid, dir)
 }
 
 /** A port the kernel just gave us on 127.0.0.1 (free right now). */
@@ -53,7 +75,7 @@ async function startOnce (extraArgs) {
     '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
     '--dir', dir, '--loglevel', 'warning', ...extraArgs
   ], { stdio: ['ignore', 'ignore', 'pipe'] })
-  running.add(child)
+  killedWithUs(child, dir)
   let stderr = ''
   child.stderr.on('data', (d) => { stderr += d })
   const exited = new Promise((resolve) => child.once('exit', resolve))
@@ -90,7 +112,7 @@ async function startOnce (extraArgs) {
   }
   /** Sends `sig` to the server (`SIGSTOP`, `SIGCONT`: it stops answering, then resumes). */
   const signal = (sig) => child.kill(sig)
-  return { host: '127.0.0.1', port, url: `redis://127.0.0.1:${port}/0`, stop, kill, signal }
+  return { host: '127.0.0.1', port, url: `redis://127.0.0.1:${port}/0`, dir, stop, kill, signal }
 }
 
 /**

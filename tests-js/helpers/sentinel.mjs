@@ -57,7 +57,7 @@ async function startSentinel (dir, masterPort) {
       `sentinel failover-timeout ${NAME} 4000`, ''
     ].join('\n'))
     const child = spawn('redis-server', [conf, '--sentinel', '--loglevel', 'warning'], { stdio: 'ignore' })
-    killedWithUs(child)
+    killedWithUs(child, dir)
     const exited = new Promise((resolve) => child.once('exit', resolve))
     let gone = false
     exited.then(() => { gone = true })
