@@ -242,11 +242,23 @@ def main():
         exact = all(r["exact"] for r in c["runs"])
         wait, best_wait = med([r["max_wait_ms"] for r in c["runs"]]), med([r["max_wait_ms"] for r in best["runs"]])
         calls = (c.get("calls") or {}).get("per_op")
+        measured = (f"{f0(con_rate(c))} vs {best_lib} {f0(con_rate(best))} ops/s = {fr(rr)}; max wait {f1(wait)} vs "
+                    f"{f1(best_wait)} ms; {f1(calls) if calls is not None else '–'} calls/op; counter exact: "
+                    f"{'yes' if exact else 'NO'}")
+        if mine == "crosslock-fair":
+            # The issue asks for FairLock to be shown beside Lock, not to meet the throughput bar:
+            # every op is a hand-over to the next process in the queue, which is its point. Its
+            # counter must still come out exact.
+            lock = con.get((lang, "processes", "crosslock"))
+            beside = f"; Lock {f0(con_rate(lock))} ops/s, max wait {f1(med([r['max_wait_ms'] for r in lock['runs']]))} ms" if lock else ""
+            bars.append([f"contended, 8 processes, FairLock shown beside Lock (no throughput bar: first come, first "
+                         f"served): {LANG_NAME[lang]} {mine}",
+                         measured + beside,
+                         "shown" if exact else "**not met** (counter not exact)"])
+            continue
         bars.append([f"contended, 8 processes: ops/s ≥ best peer, max wait ≤ its max wait, ≤ 8 Redis calls per op: "
                      f"{LANG_NAME[lang]} {mine}",
-                     f"{f0(con_rate(c))} vs {best_lib} {f0(con_rate(best))} ops/s = {fr(rr)}; max wait {f1(wait)} vs "
-                     f"{f1(best_wait)} ms; {f1(calls) if calls is not None else '–'} calls/op; counter exact: "
-                     f"{'yes' if exact else 'NO'}",
+                     measured,
                      yes(rr is not None and rr >= 1 and wait <= best_wait and calls is not None and calls <= 8 and exact)])
     big = max([n for (_, lib, n) in hold if lib == "crosslock"], default=None)
     for lang in ("rust", "python", "node"):
