@@ -147,7 +147,8 @@ fn scripts_run(server: &RedisServer) -> u64 {
 async fn a_lone_waiter_that_keeps_losing_the_race_backs_off_and_still_gets_the_lock() {
     // Every release publishes to every waiting process, and each sends an attempt; with the lock
     // taken again at once, all but one lose. Here the unlock messages come in a flood while the
-    // lock stays taken: a waiter that answered each with an attempt would make hundreds.
+    // lock stays taken: a young wait answers them paced by its pauses, not one attempt each; a
+    // wait past 100 ms answers them all again (its pauses would be what keeps it waiting).
     let server = RedisServer::start();
     let holder = client(&server).await;
     let waiting = client(&server).await;
@@ -160,6 +161,7 @@ async fn a_lone_waiter_that_keeps_losing_the_race_backs_off_and_still_gets_the_l
             .unwrap()
     );
     let lock = waiting.lock(name).unwrap();
+    let began = Instant::now();
     let waiter = tokio::spawn(async move {
         let got = lock
             .acquire_as(
@@ -171,7 +173,7 @@ async fn a_lone_waiter_that_keeps_losing_the_race_backs_off_and_still_gets_the_l
         (got, lock)
     });
     while waiting.subscribed_channels() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
     // Its attempt after subscribing, too: three scripts so far (the holder's acquire, the
     // waiter's first attempt and that one).
@@ -181,38 +183,59 @@ async fn a_lone_waiter_that_keeps_losing_the_race_backs_off_and_still_gets_the_l
             Instant::now() < deadline,
             "the waiter did not try again after subscribing"
         );
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let before = scripts_run(&server);
     let url = server.url();
     let channel = format!("redisson_lock__channel:{{{name}}}");
+    let published = Arc::new(AtomicUsize::new(0));
     // A flood: a message every 200 µs or so for 300 ms, and at least 300 of them (a busy machine
     // sends them more slowly, and then the flood lasts longer).
-    let (published, took) = tokio::task::spawn_blocking(move || {
-        let mut raw = redis::Client::open(url).unwrap().get_connection().unwrap();
-        let mut published = 0u32;
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_millis(300) || published < 300 {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "only {published} messages went out in 10 s"
-            );
-            let _: i64 = raw.publish(&channel, "0").unwrap();
-            published += 1;
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        (published, started.elapsed())
-    })
-    .await
-    .unwrap();
-    let attempts = scripts_run(&server) - before;
-    // Pauses of 0.5 ms doubling to 8 ms (with jitter, so at least 4 ms each from the fifth loss
-    // on): about 40 attempts in 300 ms, paced by the pauses, not by the messages; one per message
-    // would be several hundred.
-    let most = u64::try_from(took.as_millis()).unwrap() / 3 + 10;
+    let flood = {
+        let published = published.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut raw = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_millis(300)
+                || published.load(Ordering::SeqCst) < 300
+            {
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "only {published:?} messages went out in 10 s"
+                );
+                let _: i64 = raw.publish(&channel, "0").unwrap();
+                published.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        })
+    };
+    // While the wait is young (under 100 ms; it began after `began`, so 80 ms after that).
+    let flood_began = Instant::now();
+    tokio::time::sleep_until((began + Duration::from_millis(80)).into()).await;
+    let young_took = flood_began.elapsed();
+    let young_published = published.load(Ordering::SeqCst) as u64;
+    let young = scripts_run(&server) - before;
+    // Pauses of 0.5 ms doubling to 8 ms (with jitter): paced by the pauses, not by the messages;
+    // one per message would be several times as many.
+    let most = u64::try_from(young_took.as_millis()).unwrap() / 3 + 10;
     assert!(
-        (3..=most).contains(&attempts) && attempts * 2 <= u64::from(published),
-        "the waiter made {attempts} attempts for {published} unlock messages in {took:?}"
+        young_published >= 20,
+        "the test could not flood the young wait: {young_published} messages in {young_took:?} \
+         (the set-up took {:?})",
+        flood_began - began
+    );
+    assert!(
+        young <= most && young * 2 <= young_published,
+        "the young waiter made {young} attempts for {young_published} unlock messages in {young_took:?}"
+    );
+    flood.await.unwrap();
+    let aged_published = published.load(Ordering::SeqCst) as u64 - young_published;
+    let aged = scripts_run(&server) - before - young;
+    // Past 100 ms it answers the messages (those that come while an attempt is out count as one):
+    // paced by 8 ms pauses it would answer one in twenty or more.
+    assert!(
+        aged * 8 >= aged_published,
+        "the aged waiter made {aged} attempts for {aged_published} unlock messages"
     );
     // A real release still hands the lock over.
     held.release_as(first).await.unwrap();
