@@ -616,8 +616,8 @@ async fn run_loop<P: Protocol>(
 /// A waiter pauses only during the first [`LostRaces::AGED`] of its wait. Past that the pauses
 /// (up to 8 ms each, while further releases go by) are what keeps it waiting, not the other
 /// processes: it answers every message again, as Redisson's waiters do, until it wins. With eight
-/// Node processes on one lock that halved the longest wait (median of nine runs 330 → 148 ms, at
-/// the same ops/s, 3.5 → 4.2 Redis calls per op; `bench/notes.md` §4).
+/// processes on one lock that cut the longest wait (medians of six runs: Python 493 → 223 ms, Node
+/// 327 → 222 ms) for 4–6% of the ops/s and a few more Redis calls per op (`bench/notes.md` §4).
 ///
 /// Only a process's lone waiter on the channel pauses. With several, a message wakes just one of
 /// them (the next message the next one), so the process sends one attempt per release however
@@ -639,7 +639,7 @@ impl LostRaces {
     const FIRST: Duration = Duration::from_micros(500);
     const MOST: Duration = Duration::from_millis(8);
     /// How long into a wait its waiter may pause.
-    const AGED: Duration = Duration::from_millis(100);
+    const AGED: Duration = Duration::from_millis(200);
 
     fn new(herd: bool) -> Self {
         LostRaces {
