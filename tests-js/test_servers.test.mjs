@@ -3,18 +3,10 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import net from 'node:net'
+import { canConnect } from './helpers/redis-server.mjs'
 import { waitUntil } from './helpers/util.mjs'
 
 const helper = new URL('./helpers/redis-server.mjs', import.meta.url).href
-
-function answers (port) {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: '127.0.0.1', port })
-    socket.once('connect', () => { socket.destroy(); resolve(true) })
-    socket.once('error', () => resolve(false))
-  })
-}
 
 for (const signal of ['SIGKILL', 'SIGTERM']) {
   test(`a test process ended by ${signal} leaves no server running`, async () => {
@@ -28,6 +20,6 @@ for (const signal of ['SIGKILL', 'SIGTERM']) {
     const child = spawnSync(process.execPath, ['--input-type=module', '-e', program], { encoding: 'utf8', timeout: 30_000 })
     assert.equal(child.signal, signal, child.stderr)
     const { port, dir } = JSON.parse(child.stdout)
-    await waitUntil(async () => !(await answers(port)) && !existsSync(dir), `the server on port ${port} to stop and ${dir} to go`)
+    await waitUntil(async () => !(await canConnect(port)) && !existsSync(dir), `the server on port ${port} to stop and ${dir} to go`)
   })
 }

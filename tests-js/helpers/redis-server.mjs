@@ -60,7 +60,8 @@ export function freePort () {
   })
 }
 
-function canConnect (port) {
+/** Whether something accepts a connection on 127.0.0.1:`port` right now. */
+export function canConnect (port) {
   return new Promise((resolve) => {
     const socket = net.connect({ host: '127.0.0.1', port })
     socket.once('connect', () => { socket.destroy(); resolve(true) })

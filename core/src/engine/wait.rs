@@ -616,7 +616,7 @@ async fn run_loop<P: Protocol>(
 /// A waiter pauses only during the first [`LostRaces::AGED`] of its wait. Past that the pauses
 /// (up to 8 ms each, while further releases go by) are what keeps it waiting, not the other
 /// processes: it answers every message again, as Redisson's waiters do, until it wins. With eight
-/// processes on one lock that cut the longest wait (medians of six runs: Python 493 → 223 ms, Node
+/// processes on one lock that cut the longest wait (medians of six rounds: Python 493 → 223 ms, Node
 /// 327 → 222 ms) for 4–6% of the ops/s and a few more Redis calls per op (`bench/notes.md` §4).
 ///
 /// Only a process's lone waiter on the channel pauses. With several, a message wakes just one of
