@@ -312,7 +312,7 @@ impl Lanes {
         let watch = move || {
             let deadline = Instant::now() + ORPHAN_LIMIT;
             let answered = loop {
-                match lane.parser.parse_value(Restarting(&mut lane.socket)) {
+                match lane.read_reply() {
                     Err(e) if e.is_timeout() && Instant::now() < deadline => continue,
                     Err(e) if e.is_timeout() => break false,
                     // A reply, or the server's end is gone: nothing more can run from it.
@@ -655,7 +655,8 @@ impl Read for Restarting<'_> {
 /// One blocking RESP3 connection.
 struct Lane {
     socket: Socket,
-    parser: redis::Parser,
+    /// What was read and is not a whole reply yet (a reply overdue may arrive in pieces).
+    inbuf: Vec<u8>,
     used: Instant,
     out: Vec<u8>,
 }
@@ -665,7 +666,7 @@ impl Lane {
     fn handshake_on(socket: Socket, info: &ConnectionInfo) -> RedisResult<Lane> {
         let mut lane = Lane {
             socket,
-            parser: redis::Parser::new(),
+            inbuf: Vec::with_capacity(256),
             used: Instant::now(),
             out: Vec::with_capacity(256),
         };
@@ -698,13 +699,31 @@ impl Lane {
         self.out.clear();
         cmd.write_packed_command(&mut self.out);
         write_all(&mut self.socket, &self.out)?;
-        Ok(
-            match self.parser.parse_value(Restarting(&mut self.socket)) {
-                Ok(value) => Trip::Reply(value.extract_error()),
-                Err(e) if e.is_timeout() => Trip::NoAnswer,
-                Err(e) => Trip::Reply(Err(e)),
-            },
-        )
+        Ok(match self.read_reply() {
+            Ok(value) => Trip::Reply(value.extract_error()),
+            Err(e) if e.is_timeout() => Trip::NoAnswer,
+            Err(e) => Trip::Reply(Err(e)),
+        })
+    }
+
+    /// Reads the next reply (waiting at most the socket's read timeout at a time: a timeout is
+    /// an error whose [`is_timeout`](redis::RedisError::is_timeout) is true, and what arrived of
+    /// the reply so far stays for the next call). A top-level error reply is a
+    /// [`Value::ServerError`](redis::Value::ServerError), as redis-rs's parser gives it.
+    fn read_reply(&mut self) -> RedisResult<redis::Value> {
+        loop {
+            if let Some(len) = crate::resp::frame_len(&self.inbuf) {
+                let reply = crate::resp::parse(&self.inbuf[..len]);
+                self.inbuf.drain(..len);
+                return reply;
+            }
+            let mut chunk = [0u8; 4096];
+            match Restarting(&mut self.socket).read(&mut chunk) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
+                Ok(n) => self.inbuf.extend_from_slice(&chunk[..n]),
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Closes the connection with a reset (`SO_LINGER` 0) when it is dropped: the server's end

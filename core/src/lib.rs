@@ -81,6 +81,7 @@ mod loop_lane;
 mod objects;
 mod owner;
 mod pubsub;
+mod resp;
 pub mod runtime;
 mod scripts;
 mod sentinel;

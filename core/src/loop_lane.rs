@@ -869,8 +869,8 @@ fn complete_replies(
     wake: &mut Vec<Waker>,
 ) -> Result<(), io::ErrorKind> {
     let mut at = 0;
-    while let Some(len) = frame_len(&buf[at..]) {
-        let reply = redis::parse_redis_value(&buf[at..at + len]).and_then(Value::extract_error);
+    while let Some(len) = crate::resp::frame_len(&buf[at..]) {
+        let reply = crate::resp::parse(&buf[at..at + len]).and_then(Value::extract_error);
         at += len;
         let Some(slot) = pending.pop_front() else {
             // A reply nobody asked for: the connection cannot be trusted any more.
@@ -930,65 +930,6 @@ fn write_all_nonblocking(
     Ok(())
 }
 
-/// The length of the whole RESP2/RESP3 reply at the start of `buf`, `None` while incomplete.
-fn frame_len(buf: &[u8]) -> Option<usize> {
-    let mut at = 0;
-    let mut remaining: u64 = 1;
-    while remaining > 0 {
-        remaining -= 1;
-        let kind = *buf.get(at)?;
-        let line_end = at + buf[at..].windows(2).position(|w| w == b"\r\n")?;
-        let line = &buf[at + 1..line_end];
-        at = line_end + 2;
-        match kind {
-            b'$' | b'!' | b'=' => {
-                let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
-                if n >= 0 {
-                    at += n as usize + 2;
-                    if buf.len() < at {
-                        return None;
-                    }
-                }
-            }
-            b'*' | b'~' | b'>' => {
-                let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
-                remaining += n.max(0) as u64;
-            }
-            b'%' => {
-                let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
-                remaining += 2 * n.max(0) as u64;
-            }
-            // Attributes come before the reply they describe.
-            b'|' => {
-                let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
-                remaining += 2 * n.max(0) as u64 + 1;
-            }
-            _ => {}
-        }
-    }
-    Some(at)
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::frame_len;
-
-    #[test]
-    fn frame_len_finds_whole_replies_only() {
-        assert_eq!(frame_len(b":1\r\n"), Some(4));
-        assert_eq!(frame_len(b":1\r"), None);
-        assert_eq!(frame_len(b"$3\r\nabc\r\n+OK\r\n"), Some(9));
-        assert_eq!(frame_len(b"$3\r\nab"), None);
-        assert_eq!(frame_len(b"$-1\r\n"), Some(5));
-        assert_eq!(frame_len(b"_\r\n"), Some(3));
-        assert_eq!(frame_len(b"*2\r\n:1\r\n$1\r\nx\r\n"), Some(15));
-        assert_eq!(frame_len(b"*2\r\n:1\r\n"), None);
-        assert_eq!(frame_len(b"%1\r\n+a\r\n:1\r\n"), Some(12));
-        assert_eq!(frame_len(b"*0\r\n"), Some(4));
-        assert_eq!(frame_len(b"-ERR x\r\n"), Some(8));
-    }
 }
