@@ -757,3 +757,46 @@ fn write_all(socket: &mut Socket, mut buf: &[u8]) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Lane, Socket};
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    use std::time::{Duration, Instant};
+
+    /// A reply that arrives in pieces across a read timeout is read whole afterwards, as the
+    /// thread that reads an overdue lane to the end relies on; replies in one read come one by
+    /// one.
+    #[test]
+    fn a_reply_split_across_a_timeout_is_read_whole_afterwards() {
+        let (ours, mut server) = UnixStream::pair().unwrap();
+        let socket = Socket::Unix(ours);
+        socket.set_read_timeout(Duration::from_millis(20)).unwrap();
+        let mut lane = Lane {
+            socket,
+            inbuf: Vec::new(),
+            used: Instant::now(),
+            out: Vec::new(),
+        };
+        server.write_all(b"*2\r\n$5\r\nhel").unwrap();
+        let timed_out = lane.read_reply().unwrap_err();
+        assert!(timed_out.is_timeout(), "{timed_out:?}");
+        server.write_all(b"lo\r\n:7\r\n_\r\n-ERR no\r\n").unwrap();
+        assert_eq!(
+            lane.read_reply().unwrap(),
+            redis::Value::Array(vec![
+                redis::Value::BulkString(b"hello".to_vec()),
+                redis::Value::Int(7)
+            ])
+        );
+        assert_eq!(lane.read_reply().unwrap(), redis::Value::Nil);
+        assert!(lane.read_reply().unwrap().extract_error().is_err());
+        drop(server);
+        let closed = lane.read_reply().unwrap_err();
+        assert!(
+            closed.is_connection_dropped() || closed.is_io_error(),
+            "{closed:?}"
+        );
+    }
+}
