@@ -51,7 +51,7 @@ use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -169,12 +169,11 @@ pub(crate) struct Lanes {
     /// Dropped with the pool: an event loop's lane to a node nobody routes to any more (the old
     /// master after a failover) is closed when the loop finds this gone.
     alive: Arc<()>,
-    /// The event loops' lanes to this node (asyncio's, Node's, an application runtime's):
-    /// retired when the client closes or the pool is dropped, rather than when their loop next
-    /// looks for a lane.
-    loop_lanes: Mutex<Vec<std::sync::Weak<crate::loop_lane::LoopLane>>>,
-    /// The client closed (or the pool is being dropped): no more loop lanes are noted.
-    closed: AtomicBool,
+    /// The event loops' lanes to this node, and the connections opened for them not yet taken
+    /// into use: retired and closed when the client closes or the pool is dropped, rather than
+    /// when their loop next looks for a lane (which a loop that makes no more calls to this
+    /// node never does). Shared with the threads that open connections in the background.
+    loops: Arc<Mutex<LoopRefs>>,
     /// The process the lanes belong to: a forked child shares their sockets with its parent
     /// and must never use them.
     pid: u32,
@@ -183,6 +182,53 @@ pub(crate) struct Lanes {
 impl Drop for Lanes {
     fn drop(&mut self) {
         self.retire_loop_lanes();
+    }
+}
+
+/// What a pool knows of the event loops' use of it (see [`Lanes::loops`]).
+#[derive(Default)]
+struct LoopRefs {
+    lanes: Vec<std::sync::Weak<crate::loop_lane::LoopLane>>,
+    parked: Vec<std::sync::Weak<Parked>>,
+    /// The client closed (or the pool is being dropped): no more lanes or connections are
+    /// noted, and the idle pool takes no more lanes.
+    closed: bool,
+}
+
+/// A connection opened in the background for an event loop, kept in that loop until a call
+/// there takes it into use ([`Parked::take`]). Counted as one of the pool's open lanes until
+/// then; closed, and no longer counted, when it is dropped untaken or when the client closes
+/// first.
+pub(crate) struct Parked {
+    socket: Mutex<Option<Socket>>,
+    open: Arc<AtomicUsize>,
+}
+
+impl Parked {
+    /// The connection, for a lane of its loop (which counts it from then on); `None` once the
+    /// client closed.
+    pub(crate) fn take(&self) -> Option<Socket> {
+        self.socket.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Whether the connection is still here to take.
+    pub(crate) fn is_parked(&self) -> bool {
+        self.socket
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    fn close(&self) {
+        if self.take().is_some() {
+            self.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
@@ -233,8 +279,7 @@ impl Lanes {
                 pid: crate::runtime::pid(),
                 id: POOL_IDS.fetch_add(1, Ordering::Relaxed),
                 alive: Arc::new(()),
-                loop_lanes: Mutex::default(),
-                closed: AtomicBool::new(false),
+                loops: Arc::default(),
             }),
             _ => None,
         }
@@ -357,9 +402,17 @@ impl Lanes {
             // Opened off the caller's thread (a server that does not answer must not hold up a
             // call twice, once for the handshake and once for its own round trip); the calls that
             // come next use it.
-            let idle = self.idle.clone();
+            let (idle, loops, open) = (self.idle.clone(), self.loops.clone(), self.open.clone());
             self.open_in_background(move |lane| {
-                idle.lock().unwrap_or_else(|e| e.into_inner()).push(lane)
+                // Under the loops' lock, which `close` takes before it empties the idle pool: a
+                // lane opened after the client closed is closed rather than left idle.
+                let loops = loops.lock().unwrap_or_else(|e| e.into_inner());
+                if loops.closed {
+                    drop(lane);
+                    open.fetch_sub(1, Ordering::Relaxed);
+                } else {
+                    idle.lock().unwrap_or_else(|e| e.into_inner()).push(lane);
+                }
             });
         }
         None
@@ -374,11 +427,26 @@ impl Lanes {
     }
 
     /// Opens a lane for an event loop in the background, if calls come in quick succession and
-    /// the pool has room: `deliver` gets its socket (handshake done, counted as open until
-    /// [`Lanes::closed_one`]) on a blocking-pool thread.
-    pub(crate) fn open_for_loop(&self, deliver: impl FnOnce(Socket) + Send + 'static) {
+    /// the pool has room: `deliver` gets its connection (handshake done), parked, on a
+    /// blocking-pool thread; not if the client closed meanwhile (the connection is closed).
+    pub(crate) fn open_for_loop(&self, deliver: impl FnOnce(Arc<Parked>) + Send + 'static) {
         if crate::runtime::pid() == self.pid && self.note_asked() {
-            self.open_in_background(move |lane| deliver(lane.socket));
+            let (loops, open) = (self.loops.clone(), self.open.clone());
+            self.open_in_background(move |lane| {
+                let parked = Arc::new(Parked {
+                    socket: Mutex::new(Some(lane.socket)),
+                    open,
+                });
+                {
+                    let mut loops = loops.lock().unwrap_or_else(|e| e.into_inner());
+                    if loops.closed {
+                        return; // `parked` is dropped: closed, and no longer counted
+                    }
+                    loops.parked.retain(|p| p.strong_count() > 0);
+                    loops.parked.push(Arc::downgrade(&parked));
+                }
+                deliver(parked);
+            });
         }
     }
 
@@ -436,25 +504,32 @@ impl Lanes {
     /// Notes an event loop's lane to this node, to retire with the pool; `false` (not noted)
     /// once the client closed: the caller retires it.
     pub(crate) fn add_loop_lane(&self, lane: std::sync::Weak<crate::loop_lane::LoopLane>) -> bool {
-        let mut all = self.loop_lanes.lock().unwrap_or_else(|e| e.into_inner());
-        if self.closed.load(Ordering::Relaxed) {
+        let mut loops = self.loops.lock().unwrap_or_else(|e| e.into_inner());
+        if loops.closed {
             return false;
         }
-        all.retain(|lane| lane.strong_count() > 0);
-        all.push(lane);
+        loops.lanes.retain(|lane| lane.strong_count() > 0);
+        loops.lanes.push(lane);
         true
     }
 
     fn retire_loop_lanes(&self) {
-        let all = {
-            let mut all = self.loop_lanes.lock().unwrap_or_else(|e| e.into_inner());
-            // Under the list's lock: a lane noted after this is refused instead.
-            self.closed.store(true, Ordering::Relaxed);
-            std::mem::take(&mut *all)
+        let (lanes, parked) = {
+            let mut loops = self.loops.lock().unwrap_or_else(|e| e.into_inner());
+            // Under the lock: a lane or connection noted after this is refused instead.
+            loops.closed = true;
+            (
+                std::mem::take(&mut loops.lanes),
+                std::mem::take(&mut loops.parked),
+            )
         };
-        for lane in all.iter().filter_map(std::sync::Weak::upgrade) {
+        for lane in lanes.iter().filter_map(std::sync::Weak::upgrade) {
             // A reply still due is read to the end by a thread of its own, as always.
             lane.retire(None);
+        }
+        // Opened for a loop that has not taken them into use, and may never call again.
+        for parked in parked.iter().filter_map(std::sync::Weak::upgrade) {
+            parked.close();
         }
     }
 
@@ -485,10 +560,12 @@ impl Lanes {
 
     /// Closes the idle lanes and retires the event loops' lanes: the client closed.
     pub(crate) fn close(&self) {
+        // Marked closed first: a lane opened in the background from now on is closed, not put
+        // in the idle pool emptied next.
+        self.retire_loop_lanes();
         let idle: Vec<Lane> =
             std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()));
         idle.into_iter().for_each(|lane| self.discard(lane));
-        self.retire_loop_lanes();
     }
 
     fn put_back(&self, mut lane: Lane) {

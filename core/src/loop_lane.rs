@@ -105,19 +105,10 @@ struct LoopInner {
     opened: Mutex<Vec<Opened>>,
 }
 
-/// A lane connection opened for a loop: counted as open until taken into use or dropped.
+/// A lane connection opened for a loop, to the node of the pool [`Lanes::id`] names.
 struct Opened {
     id: u64,
-    socket: Option<crate::lane::Socket>,
-    open: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl Drop for Opened {
-    fn drop(&mut self) {
-        if self.socket.take().is_some() {
-            self.open.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
+    parked: Arc<crate::lane::Parked>,
 }
 
 thread_local! {
@@ -247,23 +238,20 @@ impl LoopInner {
         // one (never on the loop's thread: a server that does not answer must not stall it).
         let ready = {
             let mut opened = lock(&self.opened);
+            // Connections closed by their client's closing are forgotten here.
+            opened.retain(|o| o.parked.is_parked());
             opened
                 .iter()
                 .position(|o| o.id == lanes.id())
-                .and_then(|at| opened.swap_remove(at).socket.take())
+                .and_then(|at| opened.swap_remove(at).parked.take())
         };
         let Some(socket) = ready else {
             drop(all);
             let event_loop = Arc::downgrade(self);
-            let (id, open) = (lanes.id(), lanes.open_count());
-            lanes.open_for_loop(move |socket| {
-                let opened = Opened {
-                    id,
-                    socket: Some(socket),
-                    open,
-                };
+            let id = lanes.id();
+            lanes.open_for_loop(move |parked| {
                 if let Some(event_loop) = event_loop.upgrade() {
-                    lock(&event_loop.opened).push(opened);
+                    lock(&event_loop.opened).push(Opened { id, parked });
                 }
             });
             return None;

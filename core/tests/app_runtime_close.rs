@@ -62,3 +62,58 @@ fn a_client_closed_while_its_calls_open_lanes_leaves_no_task_behind() {
             .unwrap_or_else(|_| panic!("round {round}: the runtime did not shut down"));
     }
 }
+
+/// Connections of type `normal` the server has, this query's own included.
+fn normal_connections(server: &RedisServer) -> usize {
+    let list: String =
+        redis::from_redis_value(server.command(&["CLIENT", "LIST", "TYPE", "normal"])).unwrap();
+    list.lines().filter(|line| !line.is_empty()).count()
+}
+
+/// A lane connection opened in the background for a loop (calls came in quick succession) waits
+/// in that loop until its next call there. A client closed before that call must close it too:
+/// it stayed open, counted by the server, for as long as the loop lived (an application
+/// runtime's thread: the process's life), one more for every client closed so.
+#[test]
+fn a_lane_opened_for_a_loop_but_never_used_closes_with_the_client() {
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        runtime.block_on(async {
+            let without_client = normal_connections(&server);
+            let client = connect(&server).await;
+            let lock = client.lock("app:parked").unwrap();
+            // The first pair connects the client and runs the scripts the usual way (a script's
+            // first runs always do); the second pair's calls ask this loop for a lane in quick
+            // succession, and one opens in the background while they take the multiplexed
+            // connection.
+            lock.acquire().await.unwrap().release().await.unwrap();
+            let connected = normal_connections(&server);
+            lock.acquire().await.unwrap().release().await.unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while normal_connections(&server) == connected {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "round {round}: no lane opened for the loop within 10 s"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            // No call on this loop since: the lane is opened, not taken into use.
+            client.close().await;
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while normal_connections(&server) != without_client {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "round {round}: {} connections left after close(), {without_client} before \
+                     the client connected",
+                    normal_connections(&server)
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+    }
+    drop(runtime);
+}

@@ -655,6 +655,19 @@ async fn a_close_whose_caller_stops_waiting_still_releases_everything() {
     // task) must not leave the holds close() had not yet released to their leases (30 s here,
     // renewal having stopped): they are released, and the connections closed, all the same.
     let server = RedisServer::start();
+    // Every connection the server has, this query's own included (each query opens one).
+    let connections = || {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut server.raw())
+            .unwrap();
+        list.lines().count()
+    };
+    // A fresh server: once the start-up check's connection is gone, only the query's own.
+    until("a fresh server with no other connection", async || {
+        connections() == 1
+    })
+    .await;
     let c = client(&server, ClientOptions::new()).await;
     let owner = Owner::new(1);
     let locks: Vec<_> = (0..2000)
@@ -667,14 +680,10 @@ async fn a_close_whose_caller_stops_waiting_still_releases_everything() {
         assert!(won.unwrap());
     }
     assert_eq!(c.watched_locks(), 2000);
-    let connections = || {
-        let list: String = redis::cmd("CLIENT")
-            .arg("LIST")
-            .query(&mut server.raw())
-            .unwrap();
-        list.lines().count()
-    };
-    let before = connections();
+    assert!(
+        connections() > 1,
+        "the client holds connections before close()"
+    );
     // Polled once (it begins), then dropped.
     assert!(
         tokio::time::timeout(Duration::ZERO, c.close())
@@ -689,8 +698,8 @@ async fn a_close_whose_caller_stops_waiting_still_releases_everything() {
     )
     .await;
     assert_eq!(c.watched_locks(), 0);
-    until("the client's connections closed", async || {
-        connections() < before
+    until("every connection the client opened closed", async || {
+        connections() == 1
     })
     .await;
     let e = locks[0].acquire().await.unwrap_err();
