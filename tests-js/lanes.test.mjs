@@ -100,6 +100,23 @@ describe('lanes', () => {
     await waitUntil(async () => (await normalClients(env.raw)) <= before, 'the workers\' connections to close')
   })
 
+  test('a client closed while its lane is still unused leaves no connection behind', async () => {
+    // Calls in quick succession open a lane in the background; until the loop's next call takes
+    // it, it waits in the loop. This thread's loop lives on after the client closes, and so did
+    // that connection, one more on the server for every client closed so.
+    const before = await normalClients(env.raw)
+    for (let round = 0; round < 3; round++) {
+      const client = await crosslock.connect(env.url)
+      const lock = client.lock(unique('lanes-unused'))
+      await pairs(lock, 1) // connects, runs the scripts the usual way (their first runs do)
+      const connected = await normalClients(env.raw)
+      await pairs(lock, 1) // asks for a lane twice in quick succession: one opens
+      await waitUntil(async () => (await normalClients(env.raw)) > connected, 'a lane to open')
+      await client.close()
+      await waitUntil(async () => (await normalClients(env.raw)) === before, 'every connection of the closed client to close')
+    }
+  })
+
   test('an acquire whose reply is lost holds the lock once or not at all', async () => {
     const server = await startRedis()
     const client = await crosslock.connect(server.url, { responseTimeout: 300 })

@@ -11,6 +11,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -91,6 +92,36 @@ def test_many_threads_and_event_loops_do_not_pile_up_connections(client: crosslo
     # Every one of those loops is gone and their lanes with them; the sync lanes close once idle.
     wait_until(lambda: normal_clients(raw) <= before, what="lanes closed")
     assert all(raw.command("EXISTS", f"lanes:t{i}") == 0 for i in range(8))
+
+
+def test_a_client_closed_while_its_loop_lane_is_unused_leaves_no_connection_behind(url: str, raw: Raw, run) -> None:
+    """Calls in quick succession open a lane for their loop in the background; it waits in the
+    loop until the loop's next call takes it. A client closed before that call used to leave it
+    open for as long as the loop lived: one more connection on the server per client closed so."""
+
+    async def main() -> None:
+        before = normal_clients(raw)
+        for _ in range(3):
+            c = crosslock.connect(url)
+            lock = c.lock("lanes:unused")
+            await pairs_async(lock, 1)  # connects; the scripts' first runs go the usual way
+            connected = normal_clients(raw)
+            await pairs_async(lock, 1)  # asks this loop for a lane twice in quick succession
+            await wait_until_async(lambda: normal_clients(raw) > connected, what="a lane to open")
+            await c.aclose()
+            await wait_until_async(
+                lambda: normal_clients(raw) == before, what="every connection of the closed client to close"
+            )
+
+    run(main())
+
+
+async def wait_until_async(condition: Callable[[], bool], *, what: str, timeout: float = 10.0) -> None:
+    """Waits on the running loop (its lanes must not be the ones waited for) until `condition()`."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        await asyncio.sleep(0.02)
 
 
 def client_ids(raw: Raw) -> set[str]:
