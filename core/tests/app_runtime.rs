@@ -24,13 +24,6 @@ async fn connect(server: &RedisServer, options: ClientOptions) -> Client {
     Client::connect_with(&server.url(), options).await.unwrap()
 }
 
-/// Connections of type `normal` the server has, this one included.
-fn normal_connections(server: &RedisServer) -> usize {
-    let list: String =
-        redis::from_redis_value(server.command(&["CLIENT", "LIST", "TYPE", "normal"])).unwrap();
-    list.lines().filter(|line| !line.is_empty()).count()
-}
-
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !done() {
@@ -71,7 +64,7 @@ async fn pair(lock: &Lock) {
 /// `before`), as the first calls take the multiplexed connection while it opens.
 async fn until_a_lane(server: &RedisServer, lock: &Lock, before: usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while normal_connections(server) <= before {
+    while server.normal_connections() <= before {
         assert!(Instant::now() < deadline, "no lane opened in 10 s");
         for _ in 0..20 {
             pair(lock).await;
@@ -88,7 +81,7 @@ fn round_trips_stay_on(runtime: Runtime) {
         let client = connect(&server, ClientOptions::new()).await;
         let lock = client.lock("app:here").unwrap();
         let mut raw = server.raw();
-        let before = normal_connections(&server);
+        let before = server.normal_connections();
         until_a_lane(&server, &lock, before).await;
 
         // Crosslock's own threads sit these calls out: without the lane every round trip wakes
@@ -127,7 +120,7 @@ fn many_tasks_at_once_each_get_their_own_reply() {
     runtime.block_on(async {
         let client = connect(&server, ClientOptions::new()).await;
         let other = connect(&server, ClientOptions::new()).await;
-        let before = normal_connections(&server);
+        let before = server.normal_connections();
         until_a_lane(&server, &client.lock("app:warm").unwrap(), before).await;
 
         // Every other lock is held elsewhere: the replies interleave wins and refusals.
@@ -190,7 +183,7 @@ fn many_first_calls_of_a_script_at_once_all_succeed() {
     let server = RedisServer::start();
     support::app_runtime().block_on(async {
         let client = connect(&server, ClientOptions::new()).await;
-        let before = normal_connections(&server);
+        let before = server.normal_connections();
         until_a_lane(&server, &client.lock("app:warm").unwrap(), before).await;
         for round in 0..20 {
             // A fresh server each round: every script is new to it again.
@@ -220,7 +213,7 @@ fn connections_the_server_kills_or_times_out_cost_no_error() {
     current_thread().block_on(async {
         let client = connect(&server, ClientOptions::new()).await;
         let lock = client.lock("app:killed").unwrap();
-        let before = normal_connections(&server);
+        let before = server.normal_connections();
         for _ in 0..3 {
             // A lane surely exists, just used: the kill must not cost an error.
             until_a_lane(&server, &lock, before).await;
@@ -243,7 +236,7 @@ fn an_acquire_whose_reply_is_lost_holds_the_lock_once_or_not_at_all() {
         let options = ClientOptions::new().response_timeout(Duration::from_millis(300));
         let client = connect(&server, options).await;
         let lock = client.lock("app:lost").unwrap();
-        let before = normal_connections(&server);
+        let before = server.normal_connections();
         for _ in 0..3 {
             // The server stops with the acquire on its way over the lane: the call stops
             // waiting after the response timeout and settles what the lost request did once the
@@ -283,13 +276,13 @@ fn lanes_close_with_their_runtime_and_connections_with_the_client() {
     let server = RedisServer::start();
     let client = crosslock::runtime::block_on(connect(&server, ClientOptions::new()));
     let lock = client.lock("app:closing").unwrap();
-    let before = normal_connections(&server);
+    let before = server.normal_connections();
 
     for runtime in [current_thread(), support::app_runtime()] {
         runtime.block_on(until_a_lane(&server, &lock, before));
         drop(runtime);
         wait_until("the runtime's lanes closed", || {
-            normal_connections(&server) == before
+            server.normal_connections() == before
         });
     }
 
@@ -299,13 +292,13 @@ fn lanes_close_with_their_runtime_and_connections_with_the_client() {
     // Its own connections and its lanes, while the client and its lock objects live on: only
     // this test's connection is left.
     wait_until("the client's connections closed", || {
-        normal_connections(&server) == 1
+        server.normal_connections() == 1
     });
     assert!(client.is_closed());
     let e = runtime.block_on(lock.acquire()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
     assert!(e.to_string().contains("closed"), "{e}");
-    assert_eq!(normal_connections(&server), 1);
+    assert_eq!(server.normal_connections(), 1);
     drop(runtime);
 }
 

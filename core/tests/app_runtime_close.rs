@@ -63,13 +63,6 @@ fn a_client_closed_while_its_calls_open_lanes_leaves_no_task_behind() {
     }
 }
 
-/// Connections of type `normal` the server has, this query's own included.
-fn normal_connections(server: &RedisServer) -> usize {
-    let list: String =
-        redis::from_redis_value(server.command(&["CLIENT", "LIST", "TYPE", "normal"])).unwrap();
-    list.lines().filter(|line| !line.is_empty()).count()
-}
-
 /// A lane connection opened in the background for a loop (calls came in quick succession) waits
 /// in that loop until its next call there. A client closed before that call must close it too:
 /// it stayed open, counted by the server, for as long as the loop lived (an application
@@ -83,7 +76,7 @@ fn a_lane_opened_for_a_loop_but_never_used_closes_with_the_client() {
         .unwrap();
     for round in 0..3 {
         runtime.block_on(async {
-            let without_client = normal_connections(&server);
+            let without_client = server.normal_connections();
             let client = connect(&server).await;
             let lock = client.lock("app:parked").unwrap();
             // The first pair connects the client and runs the scripts the usual way (a script's
@@ -91,10 +84,10 @@ fn a_lane_opened_for_a_loop_but_never_used_closes_with_the_client() {
             // succession, and one opens in the background while they take the multiplexed
             // connection.
             lock.acquire().await.unwrap().release().await.unwrap();
-            let connected = normal_connections(&server);
+            let connected = server.normal_connections();
             lock.acquire().await.unwrap().release().await.unwrap();
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while normal_connections(&server) == connected {
+            while server.normal_connections() == connected {
                 assert!(
                     std::time::Instant::now() < deadline,
                     "round {round}: no lane opened for the loop within 10 s"
@@ -104,12 +97,12 @@ fn a_lane_opened_for_a_loop_but_never_used_closes_with_the_client() {
             // No call on this loop since: the lane is opened, not taken into use.
             client.close().await;
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while normal_connections(&server) != without_client {
+            while server.normal_connections() != without_client {
                 assert!(
                     std::time::Instant::now() < deadline,
                     "round {round}: {} connections left after close(), {without_client} before \
                      the client connected",
-                    normal_connections(&server)
+                    server.normal_connections()
                 );
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }

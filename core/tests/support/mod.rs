@@ -149,6 +149,13 @@ impl RedisServer {
         cmd.query(&mut self.raw()).unwrap()
     }
 
+    /// The connections of type `normal` (not pub/sub) the server has, this query's own included.
+    pub fn normal_connections(&self) -> usize {
+        let list: String =
+            redis::from_redis_value(self.command(&["CLIENT", "LIST", "TYPE", "normal"])).unwrap();
+        list.lines().filter(|line| !line.is_empty()).count()
+    }
+
     /// The calls of `command` this server has served (`INFO commandstats`).
     pub fn calls(&self, command: &str) -> u64 {
         let stats: String =
