@@ -27,16 +27,17 @@ pub(crate) fn frame_len(buf: &[u8]) -> Option<usize> {
             b'$' | b'!' | b'=' => {
                 let n = count(line)?;
                 if n >= 0 {
-                    at += n as usize + 2;
+                    // Checked: a corrupt length must never make a short frame.
+                    at = at.checked_add(usize::try_from(n).ok()?)?.checked_add(2)?;
                     if buf.len() < at {
                         return None;
                     }
                 }
             }
-            b'*' | b'~' | b'>' => remaining += count(line)?.max(0) as u64,
-            b'%' => remaining += 2 * count(line)?.max(0) as u64,
+            b'*' | b'~' | b'>' => remaining = remaining.checked_add(count(line)?.max(0) as u64)?,
+            b'%' => remaining = remaining.checked_add(2 * count(line)?.max(0) as u64)?,
             // Attributes come before the reply they describe.
-            b'|' => remaining += 2 * count(line)?.max(0) as u64 + 1,
+            b'|' => remaining = remaining.checked_add(2 * count(line)?.max(0) as u64 + 1)?,
             _ => {}
         }
     }
@@ -145,6 +146,12 @@ mod tests {
         assert_eq!(frame_len(b"*0\r\n"), Some(4));
         assert_eq!(frame_len(b"-ERR x\r\n"), Some(8));
         assert_eq!(frame_len(b"+a\rb\r\n"), Some(6));
+        // Counts no buffer can hold are an incomplete frame, not an arithmetic overflow.
+        assert_eq!(frame_len(b"$9223372036854775807\r\nab\r\n"), None);
+        assert_eq!(
+            frame_len(b"%9223372036854775807\r\n%9223372036854775807\r\n"),
+            None
+        );
     }
 
     /// Every reply reads as redis-rs reads it, errors included: the replies crosslock's scripts
