@@ -117,7 +117,7 @@ def test_a_client_closed_while_its_loop_lane_is_unused_leaves_no_connection_behi
 
 
 async def wait_until_async(condition: Callable[[], bool], *, what: str, timeout: float = 10.0) -> None:
-    """Waits on the running loop (its lanes must not be the ones waited for) until `condition()`."""
+    """Waits until `condition()` holds, sleeping on the running loop rather than blocking it."""
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"

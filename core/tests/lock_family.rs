@@ -655,14 +655,7 @@ async fn a_close_whose_caller_stops_waiting_still_releases_everything() {
     // task) must not leave the holds close() had not yet released to their leases (30 s here,
     // renewal having stopped): they are released, and the connections closed, all the same.
     let server = RedisServer::start();
-    // Every connection the server has, this query's own included (each query opens one).
-    let connections = || {
-        let list: String = redis::cmd("CLIENT")
-            .arg("LIST")
-            .query(&mut server.raw())
-            .unwrap();
-        list.lines().count()
-    };
+    let connections = || server.connections();
     // A fresh server: once the start-up check's connection is gone, only the query's own.
     until("a fresh server with no other connection", async || {
         connections() == 1

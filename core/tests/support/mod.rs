@@ -149,6 +149,12 @@ impl RedisServer {
         cmd.query(&mut self.raw()).unwrap()
     }
 
+    /// Every connection the server has, of any type, this query's own included.
+    pub fn connections(&self) -> usize {
+        let list: String = redis::from_redis_value(self.command(&["CLIENT", "LIST"])).unwrap();
+        list.lines().filter(|line| !line.is_empty()).count()
+    }
+
     /// The connections of type `normal` (not pub/sub) the server has, this query's own included.
     pub fn normal_connections(&self) -> usize {
         let list: String =
