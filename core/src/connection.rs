@@ -376,10 +376,10 @@ struct Inner {
     epoch: Instant,
     /// The scripts this connection has run (by SHA1): the others are sent whole (see
     /// [`crate::scripts`]).
-    loaded: std::sync::Mutex<HashSet<String>>,
+    loaded: crate::scripts::ScriptSet,
     /// The scripts the server answered a run of since they were last forgotten: only those go
     /// over event loops' lanes (see [`Conn::eval_on_loop`]).
-    ran: std::sync::Mutex<HashSet<String>>,
+    ran: crate::scripts::ScriptSet,
     health: Health,
     /// What a subscription connection is subscribed to, to subscribe again on a new master.
     subscriptions: std::sync::Mutex<Subscriptions>,
@@ -674,7 +674,7 @@ impl Conn {
     }
 
     fn knows(&self, script: &Lua) -> bool {
-        lock(&self.inner.loaded).contains(script.hash())
+        self.inner.loaded.contains(script)
     }
 
     /// Whether the caller is to send `script` whole: the first to ask since the script cache was
@@ -684,22 +684,17 @@ impl Conn {
     /// of calls on a fresh connection (a client closing with 10,000 locks held, releasing them
     /// all at once) each sent the whole script: ~8 KB each, 16 KB of buffer per call in flight.
     fn first_send(&self, script: &Lua) -> bool {
-        let mut loaded = lock(&self.inner.loaded);
-        if loaded.contains(script.hash()) {
-            return false;
-        }
-        loaded.insert(script.hash().to_owned());
-        true
+        self.inner.loaded.insert(script)
     }
 
     /// Whether the server has answered a run of `script` since the scripts were last forgotten.
     fn ran(&self, script: &Lua) -> bool {
-        lock(&self.inner.ran).contains(script.hash())
+        self.inner.ran.contains(script)
     }
 
     /// Notes an answered run of `script` (a reply, not a failure to reach the server).
     fn note_ran(&self, script: &Lua) {
-        note(&self.inner.ran, script);
+        self.inner.ran.insert(script);
     }
 
     /// Runs `script` with `keys` and `args`; errors are attributed to `subject`. Fails with
@@ -820,7 +815,7 @@ impl Conn {
         let reply = match trip {
             crate::lane::Trip::Reply(reply) => {
                 if reply.is_ok() {
-                    note(&self.inner.loaded, script);
+                    self.inner.loaded.insert(script);
                     self.note_ran(script);
                 }
                 Some(reply.and_then(|v| T::from_redis_value(v).map_err(Into::into)))
@@ -964,8 +959,8 @@ impl Conn {
     /// After the connection may have been lost, the next connection may reach a server that
     /// restarted (an empty script cache): each script's next run is sent whole again.
     fn forget_scripts(&self) {
-        lock(&self.inner.loaded).clear();
-        lock(&self.inner.ran).clear();
+        self.inner.loaded.clear();
+        self.inner.ran.clear();
     }
 
     fn check_lost(&self, e: &redis::RedisError) {
@@ -1419,14 +1414,6 @@ async fn keepalive(conn: Conn, stop: CancellationToken) {
 
 /// Room for one script argument (a holder string `<uuid>:<n>` is 38 bytes, a number fewer).
 const ARG_GUESS: usize = 40;
-
-/// Adds `script`'s SHA1 to `set` unless it is there (without allocating on every reply).
-fn note(set: &std::sync::Mutex<HashSet<String>>, script: &Lua) {
-    let mut set = lock(set);
-    if !set.contains(script.hash()) {
-        set.insert(script.hash().to_owned());
-    }
-}
 
 /// `EVAL <script> …` (`whole`) or `EVALSHA <sha1> …` with `keys` and `args`.
 pub(crate) fn script_cmd(

@@ -18,6 +18,7 @@
 //! variant of a renewal script.
 
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use redis::Script;
 
@@ -28,20 +29,59 @@ pub(crate) struct Lua {
     /// A script that takes a lock, a permit or a hold: with
     /// [`crate::ClientOptions::wait_for_replicas`], it is followed by `WAIT`.
     pub(crate) synced: bool,
+    /// The script's number in this process (its bit in a [`ScriptSet`]).
+    id: usize,
 }
 
 impl Lua {
     fn new(code: String) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
         Lua {
             script: Script::new(&code),
             code,
             synced: false,
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
         }
     }
 
     /// The script's SHA1, as `EVALSHA` names it.
     pub(crate) fn hash(&self) -> &str {
         self.script.get_hash()
+    }
+}
+
+/// Words of a [`ScriptSet`]: room for 128 scripts (a test checks that every script has one).
+const SCRIPT_WORDS: usize = 2;
+
+/// A set of scripts, one bit each: what a connection has loaded, and what it has run. Asked on
+/// every call, so an atomic load, where a set of SHA1 strings took a lock, a hash of 40 bytes
+/// and a comparison. A script past its room (none today) is never in the set: it is sent whole
+/// every time and never over an event loop's lane, slower but still correct.
+#[derive(Default)]
+pub(crate) struct ScriptSet([AtomicU64; SCRIPT_WORDS]);
+
+impl ScriptSet {
+    /// The word and mask of `script`'s bit, if it has room.
+    fn bit(&self, script: &Lua) -> Option<(&AtomicU64, u64)> {
+        let word = self.0.get(script.id / 64)?;
+        Some((word, 1 << (script.id % 64)))
+    }
+
+    pub(crate) fn contains(&self, script: &Lua) -> bool {
+        self.bit(script)
+            .is_some_and(|(word, mask)| word.load(Ordering::Acquire) & mask != 0)
+    }
+
+    /// Adds `script`; whether it was not in the set before (always true for one without room).
+    pub(crate) fn insert(&self, script: &Lua) -> bool {
+        self.bit(script)
+            .is_none_or(|(word, mask)| word.fetch_or(mask, Ordering::AcqRel) & mask == 0)
+    }
+
+    pub(crate) fn clear(&self) {
+        for word in &self.0 {
+            word.store(0, Ordering::Release);
+        }
     }
 }
 
@@ -224,6 +264,34 @@ mod tests {
             COUNTER_DELETE LATCH_TRY_SET LATCH_COUNT_DOWN LATCH_COUNT LATCH_DELETE PES_ACQUIRE
             PES_RELEASE PES_UPDATE_LEASE PES_INFO RENEW_PERMIT RENEW_PERMIT_NODE INSPECT
         )
+    }
+
+    #[test]
+    fn every_script_has_a_bit_of_its_own_in_a_script_set() {
+        let scripts = all();
+        let ids: std::collections::BTreeSet<usize> =
+            scripts.iter().map(|(_, lua)| lua.id).collect();
+        assert_eq!(ids.len(), scripts.len(), "two scripts share a number");
+        assert!(
+            ids.iter().all(|&id| id < SCRIPT_WORDS * 64),
+            "more scripts than a ScriptSet has room for: raise SCRIPT_WORDS"
+        );
+        let set = ScriptSet::default();
+        for (_, lua) in &scripts {
+            assert!(!set.contains(lua));
+            assert!(set.insert(lua));
+            assert!(!set.insert(lua), "inserted twice");
+        }
+        assert!(scripts.iter().all(|(_, lua)| set.contains(lua)));
+        set.clear();
+        assert!(scripts.iter().all(|(_, lua)| !set.contains(lua)));
+        // A script past the set's room is never in it: sent whole, never over a loop's lane.
+        let extra = Lua {
+            id: SCRIPT_WORDS * 64,
+            ..Lua::new("return 1".into())
+        };
+        assert!(set.insert(&extra) && set.insert(&extra));
+        assert!(!set.contains(&extra));
     }
 
     #[test]
