@@ -107,12 +107,15 @@ describe('lanes', () => {
     const before = await normalClients(env.raw)
     for (let round = 0; round < 3; round++) {
       const client = await crosslock.connect(env.url)
-      const lock = client.lock(unique('lanes-unused'))
-      await pairs(lock, 1) // connects, runs the scripts the usual way (their first runs do)
-      const connected = await normalClients(env.raw)
-      await pairs(lock, 1) // asks for a lane twice in quick succession: one opens
-      await waitUntil(async () => (await normalClients(env.raw)) > connected, 'a lane to open')
-      await client.close()
+      try {
+        const lock = client.lock(unique('lanes-unused'))
+        await pairs(lock, 1) // connects, runs the scripts the usual way (their first runs do)
+        const connected = await normalClients(env.raw)
+        await pairs(lock, 1) // asks for a lane twice in quick succession: one opens
+        await waitUntil(async () => (await normalClients(env.raw)) > connected, 'a lane to open')
+      } finally {
+        await client.close()
+      }
       await waitUntil(async () => (await normalClients(env.raw)) === before, 'every connection of the closed client to close')
     }
   })
