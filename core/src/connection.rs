@@ -374,8 +374,8 @@ struct Inner {
     /// When a command was last sent (ms since `epoch`), for the keepalive.
     last_used: AtomicU64,
     epoch: Instant,
-    /// The scripts this connection has run (by SHA1): the others are sent whole (see
-    /// [`crate::scripts`]).
+    /// The scripts this connection has sent since it last forgot them ([`Conn::first_send`]): a
+    /// script not in it goes whole (see [`crate::scripts`]).
     loaded: crate::scripts::ScriptSet,
     /// The scripts the server answered a run of since they were last forgotten: only those go
     /// over event loops' lanes (see [`Conn::eval_on_loop`]).
