@@ -86,26 +86,21 @@ fn a_lane_opened_for_a_loop_but_never_used_closes_with_the_client() {
             lock.acquire().await.unwrap().release().await.unwrap();
             let connected = server.normal_connections();
             lock.acquire().await.unwrap().release().await.unwrap();
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while server.normal_connections() == connected {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "round {round}: no lane opened for the loop within 10 s"
-                );
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            support::until(
+                &format!("round {round}: a lane opened for the loop"),
+                async || server.normal_connections() > connected,
+            )
+            .await;
             // No call on this loop since: the lane is opened, not taken into use.
             client.close().await;
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while server.normal_connections() != without_client {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "round {round}: {} connections left after close(), {without_client} before \
-                     the client connected",
-                    server.normal_connections()
-                );
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            support::until(
+                &format!(
+                    "round {round}: the connections back to the {without_client} there were \
+                     before the client connected"
+                ),
+                async || server.normal_connections() == without_client,
+            )
+            .await;
         });
     }
     drop(runtime);
