@@ -17,6 +17,7 @@
 const path = require('node:path');
 const fs = require('node:fs');
 const readline = require('node:readline');
+const { setTimeout: sleep } = require('node:timers/promises');
 
 // CROSSLOCK_NODE_PACKAGE points at another build of the package (for profiling); default: the repo.
 const ROOT = process.env.CROSSLOCK_NODE_PACKAGE || path.resolve(__dirname, '..', '..');
@@ -140,11 +141,27 @@ function pctUs(sorted, q) {
 }
 
 // RSS after a full collection when the harness exposes it (node --expose-gc): what holding locks
-// retains, not garbage the collector has yet to reach (the same for every library measured).
-function rssKb() {
-  globalThis.gc?.();
+// retains, not garbage the collector has yet to reach (the same for every library measured). V8
+// gives the pages a collection emptied back to the system on a background thread, so RSS read
+// right after gc() still counts them (up to ~9 MB more at 10,000 held locks, in some readings
+// and not others): it is read once two readings 20 ms apart agree, at least 100 ms after it.
+function rssNow() {
   const m = /VmRSS:\s+(\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'));
   return m ? Number(m[1]) : 0;
+}
+
+async function rssKb() {
+  if (!globalThis.gc) return rssNow();
+  globalThis.gc();
+  await sleep(100);
+  let last = rssNow();
+  for (let i = 0; i < 25; i++) {
+    await sleep(20);
+    const next = rssNow();
+    if (next === last) break;
+    last = next;
+  }
+  return last;
 }
 
 function say(line) {
@@ -323,7 +340,7 @@ async function handoff(lib, a) {
 
 async function holders(libName, a) {
   const lib = await makeLib(libName, a.url, { watchdogMs: a.watchdogMs });
-  say(`connected ${rssKb()}`);
+  say(`connected ${await rssKb()}`);
   const locks = [];
   for (let i = 0; i < a.n; i++) {
     // redis-semaphore refreshes every 0.8 x lockTimeout: give it the watchdog's lease.
@@ -335,10 +352,10 @@ async function holders(libName, a) {
   }
   const took = Number(now() - t0) / 1e9;
   const watched = () => (lib.watched ? lib.watched() : locks.length);
-  say(`held ${a.n} ${watched()} ${rssKb()} ${took.toFixed(3)}`);
+  say(`held ${a.n} ${watched()} ${await rssKb()} ${took.toFixed(3)}`);
   for await (const line of { [Symbol.asyncIterator]: lines }) {
     const cmd = line.trim();
-    if (cmd === 'report') say(`report ${watched()} ${rssKb()}`);
+    if (cmd === 'report') say(`report ${watched()} ${await rssKb()}`);
     else if (cmd === 'quit') break;
   }
   say('bye');
