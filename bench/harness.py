@@ -223,7 +223,8 @@ FLOOR_KEY = ("floor", "redis-benchmark")
 
 
 def uncontended(cfg, runner: Runner, plan: list[tuple[str, str]] | None = None,
-                floor_at: tuple[int, list[str]] | None = None) -> list[dict]:
+                floor_at: tuple[int, list[str]] | None = None, repeats: int | None = None,
+                label: str = "uncontended") -> list[dict]:
     """Every library once per round, the order rotating between rounds: a slow spell of the machine
     then hits all libraries alike instead of one library's whole series. With `floor_at` (the
     server's port and the floor's EVALSHA), the floor runs in the rotation too, as one more entry
@@ -238,12 +239,12 @@ def uncontended(cfg, runner: Runner, plan: list[tuple[str, str]] | None = None,
     floor_n = None
     acc: dict[tuple[str, str], dict] = {}
     broken: set[tuple[str, str]] = set()
-    for rnd in range(cfg.repeats):
+    for rnd in range(cfg.repeats if repeats is None else repeats):
         k = rnd % max(1, len(plan))
         for lang, lib in plan[k:] + plan[:k]:
             if (lang, lib) in broken:
                 continue
-            what = f"uncontended {lang}/{lib} (round {rnd + 1})"
+            what = f"{label} {lang}/{lib} (round {rnd + 1})"
             if (lang, lib) == FLOOR_KEY:
                 port, command = floor_at
                 try:
@@ -268,7 +269,7 @@ def uncontended(cfg, runner: Runner, plan: list[tuple[str, str]] | None = None,
             entry = acc.setdefault((lang, lib), {"lang": lang, "lib": lib, "runs": [], "warmups": []})
             entry["runs"] += res["runs"]
             entry["warmups"].append(res["warmup"])
-        log(f"uncontended round {rnd + 1}: " + ", ".join(
+        log(f"{label} round {rnd + 1}: " + ", ".join(
             f"{lang}/{lib} {acc[(lang, lib)]['runs'][-1]['pairs_per_s']:.0f}" for lang, lib in plan if (lang, lib) in acc))
     out = []
     for key in plan:
@@ -277,6 +278,36 @@ def uncontended(cfg, runner: Runner, plan: list[tuple[str, str]] | None = None,
             entry["warmup"] = entry["warmups"][0]
             out.append(entry)
     return out
+
+
+PINNED_PLAN = [("rust", "crosslock"), ("python", "crosslock"), ("python", "crosslock-asyncio"), ("python", "redis-py"),
+               ("python", "redis-py-asyncio"), ("node", "crosslock"), ("node", "redis-semaphore")]
+
+
+def uncontended_pinned(cfg, runner: Runner, r: redis.Redis, port: int) -> list[dict]:
+    """Scenario 1 again with redis-server and every client process on CPU 0 (the harness pins
+    itself there, so the workers and redis-benchmark it starts inherit it; Redis's threads are
+    pinned by id) for a few rounds. On a VM that halts an idle virtual CPU at once (the one
+    these numbers come from does), each round trip across two CPUs wakes one from halt twice, and
+    the woken code runs on cold caches; on one CPU nothing idles between a request and its reply,
+    so what is left is each library's own work per pair, and the server's."""
+    server_pid = int(r.info("server")["process_id"])
+    threads = [int(t) for t in os.listdir(f"/proc/{server_pid}/task")]
+    before = {t: os.sched_getaffinity(t) for t in threads}
+    mine = os.sched_getaffinity(0)
+    try:
+        for t in threads:
+            os.sched_setaffinity(t, {0})
+        os.sched_setaffinity(0, {0})
+        return uncontended(cfg, runner, plan=PINNED_PLAN, floor_at=(port, floor_command(r)),
+                           repeats=cfg.pinned_repeats, label="uncontended on one CPU")
+    finally:
+        os.sched_setaffinity(0, mine)
+        for t, mask in before.items():
+            try:
+                os.sched_setaffinity(t, mask)
+            except OSError:
+                pass  # a thread Redis has ended meanwhile
 
 
 # --------------------------------------------------------------------------------------------
@@ -815,6 +846,16 @@ def meta(r: redis.Redis) -> dict:
         py_crosslock = getattr(crosslock, "__version__", None) or "?"
     except ImportError:
         py_crosslock = "not importable"
+    def read(path):
+        try:
+            return Path(path).read_text().strip()
+        except OSError:
+            return None
+
+    # How an idle CPU sleeps: with the haltpoll driver and guest_halt_poll_ns 0, a VM's idle
+    # virtual CPU halts at once, and every wake-up from it is a trip through the hypervisor.
+    idle = {"driver": read("/sys/devices/system/cpu/cpuidle/current_driver"),
+            "guest_halt_poll_ns": read("/sys/module/haltpoll/parameters/guest_halt_poll_ns")}
     src = os.environ.get("CROSSLOCK_BENCH_SOURCE", str(ROOT))  # another checkout, when measuring one
     commit = sh(["git", "-C", src, "rev-parse", "--short", "HEAD"])
     dirty = sh(["git", "-C", src, "status", "--porcelain", "--untracked-files=no"])
@@ -826,6 +867,7 @@ def meta(r: redis.Redis) -> dict:
         "ram_gib": round(mem_kb / 1024 / 1024, 1),
         "os": os_name,
         "kernel": platform.release(),
+        "cpuidle": idle,
         "crosslock_commit": commit + (" (with uncommitted changes)" if dirty else ""),
         **({"source": src} if src != str(ROOT) else {}),
         "versions": {
@@ -854,7 +896,7 @@ class Config:
         self.only = only
         self.libs = libs
         if smoke:
-            self.seconds, self.repeats = 0.2, 2
+            self.seconds, self.repeats, self.pinned_repeats = 0.2, 2, 1
             self.py_warmup_batch, self.node_warmup_batch = 20, 50
             self.handoff_rounds, self.handoff_rounds_slow = 5, 2
             self.workers, self.iters, self.contended_repeats = 8, 5, 1
@@ -864,7 +906,7 @@ class Config:
             self.rtt_calls, self.rtt_repeats = 20, 1
             self.timeout = 60
         else:
-            self.seconds, self.repeats = 1.0, 5
+            self.seconds, self.repeats, self.pinned_repeats = 1.0, 5, 3
             self.py_warmup_batch, self.node_warmup_batch = 200, 1000
             self.handoff_rounds, self.handoff_rounds_slow = 150, 20
             self.workers, self.iters, self.contended_repeats = 8, 200, 3
@@ -891,7 +933,7 @@ def main():
     p.add_argument("--rust-bin", required=True)
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--cluster-url", help="a redis+cluster:// URL for the cluster scenario (skipped without it)")
-    p.add_argument("--only", help="comma-separated scenarios: floor,uncontended,handoff,handoff_load,contended,holders,breakdown,semaphore,cluster")
+    p.add_argument("--only", help="comma-separated scenarios: floor,uncontended,uncontended_pinned,handoff,handoff_load,contended,holders,breakdown,semaphore,cluster")
     p.add_argument("--libs", help="comma-separated libraries (or lang/lib) to run; default all")
     a = p.parse_args()
     cfg = Config(a.smoke, set(a.only.split(",")) if a.only else None, set(a.libs.split(",")) if a.libs else None)
@@ -903,6 +945,7 @@ def main():
     scenarios = [
         ("floor", lambda: floor(cfg, r, port)),
         ("uncontended", lambda: uncontended(cfg, runner, floor_at=(port, floor_command(r)))),
+        ("uncontended_pinned", lambda: uncontended_pinned(cfg, runner, r, port)),
         ("handoff", lambda: handoff(cfg, runner)),
         ("handoff_load", lambda: handoff_load(cfg, runner)),
         ("contended", lambda: contended(cfg, runner, r)),

@@ -58,6 +58,22 @@ def fr(x):
     return "–" if x is None else f"{x:.2f}×"
 
 
+def halts_at_once(idle):
+    """Whether an idle virtual CPU halts at once (haltpoll without polling)."""
+    return bool(idle) and idle.get("driver") == "haltpoll" and idle.get("guest_halt_poll_ns") == "0"
+
+
+def idle_text(idle):
+    if not idle or not idle.get("driver"):
+        return "unknown"
+    text = idle["driver"]
+    if idle.get("guest_halt_poll_ns") is not None:
+        text += f", guest_halt_poll_ns {idle['guest_halt_poll_ns']}"
+    if halts_at_once(idle):
+        text += " (a VM whose idle virtual CPUs halt at once: every wake-up goes through the hypervisor)"
+    return text
+
+
 def table(head, rows):
     out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -95,6 +111,7 @@ def main():
          "; at end " + ", ".join(f"{x:.2f}" for x in meta.get("loadavg_end", [])) +
          " (the 1-minute figure includes what ran just before, such as the build; a 5-minute figure "
          "well above 0.5 means other work shared the 2 CPUs during the run: expect noisier numbers)"],
+        ["CPU idle driver", idle_text(meta.get("cpuidle"))],
         ["crosslock", f"commit {meta['crosslock_commit']} (Python and Node bindings: release builds)"
          + (f"; measured from {meta['source']}" if meta.get("source") else "")],
     ]
@@ -335,6 +352,45 @@ def main():
             w(table(["library", "pairs/s (median)", "min–max", "p50 (ms)", "p99 (ms)", "crosslock ÷ this (asyncio: ÷ crosslock-asyncio)" if lang == "python" else "crosslock ÷ this",
                      "of the floor", "warm-up batches"], rows))
             w("")
+
+    pin = {(u["lang"], u["lib"]): u for u in R.get("uncontended_pinned", [])}
+    if pin:
+        def pin_ratio(a, b):
+            x, y = pin.get(a), pin.get(b)
+            if not x or not y:
+                return None
+            rs = [p["pairs_per_s"] / q["pairs_per_s"] for p, q in zip(x["runs"], y["runs"])]
+            return (med(rs), min(rs), max(rs)) if rs else None
+
+        rounds = max(len(u["runs"]) for u in pin.values())
+        w("### 1b. The same on one CPU")
+        w("")
+        halts = halts_at_once(meta.get("cpuidle"))
+        w(f"{rounds} more round{'' if rounds == 1 else 's'} of scenario 1 for crosslock, its closest peers and the floor, with "
+          "redis-server and every client process pinned to CPU 0. "
+          + ("This machine is a VM that halts an idle virtual CPU at once (the haltpoll idle driver, "
+             "`guest_halt_poll_ns` 0): across" if halts else "Across")
+          + " two CPUs each round trip wakes an idle CPU, twice, and the woken code runs on cold caches, "
+          "which costs every library alike but weighs most on the fastest. On one CPU nothing idles "
+          "between a request and its reply: what is left is each library's own work per pair, and the "
+          "server's. *÷ the Rust core* and *crosslock ÷ this* are medians (min–max) of per-round "
+          "ratios, as above.")
+        w("")
+        rows = []
+        for key in [k for k in pin if k != FLOOR] + ([FLOOR] if FLOOR in pin else []):
+            u = pin[key]
+            lang, lib = key
+            rates = [r["pairs_per_s"] for r in u["runs"]]
+            mine = "crosslock-asyncio" if lib.endswith("-asyncio") else "crosslock"
+            rows.append([LANG_NAME.get(lang, lang), lib, f0(med(rates)), f"{f0(min(rates))}–{f0(max(rates))}",
+                         "" if key == FLOOR else ms(med([r["p50_us"] for r in u["runs"]])),
+                         frr(pin_ratio(key, ("rust", "crosslock"))) if lib.startswith("crosslock") and key != ("rust", "crosslock") else "",
+                         "" if lib.startswith("crosslock") or key == FLOOR else frr(pin_ratio((lang, mine), key)),
+                         "" if key == FLOOR else (f"{pin_ratio(key, FLOOR)[0] * 100:.0f}%" if pin_ratio(key, FLOOR) else "–"),
+                         f"{f0(med([r['pairs_per_s'] for r in unc[key]['runs']]))}" if key in unc else "–"])
+        w(table(["language", "library", "pairs/s (median)", "min–max", "p50 (ms)", "÷ the Rust core",
+                 "crosslock ÷ this (asyncio: ÷ crosslock-asyncio)", "of the floor", "on two CPUs (scenario 1)"], rows))
+        w("")
 
     # ---- handoff ------------------------------------------------------------------------------
     w("## 2. Handoff: two processes ping-pong one lock")
