@@ -367,7 +367,7 @@ def main():
         w("")
         halts = halts_at_once(meta.get("cpuidle"))
         w(f"{rounds} more round{'' if rounds == 1 else 's'} of scenario 1 for crosslock, its closest peers and the floor, with "
-          "redis-server and every client process pinned to CPU 0. "
+          "redis-server and every client process pinned to one CPU. "
           + ("This machine is a VM that halts an idle virtual CPU at once (the haltpoll idle driver, "
              "`guest_halt_poll_ns` 0): across" if halts else "Across")
           + " two CPUs each round trip wakes an idle CPU, twice, and the woken code runs on cold caches, "
