@@ -287,10 +287,11 @@ PINNED_PLAN = [("rust", "crosslock"), ("python", "crosslock"), ("python", "cross
 def uncontended_pinned(cfg, runner: Runner, r: redis.Redis, port: int) -> list[dict]:
     """Scenario 1 again with redis-server and every client process on one CPU, the lowest this
     process may use (the harness pins itself there, so the workers and redis-benchmark it starts
-    inherit it; Redis's threads are pinned by id), for a few rounds. On a VM that halts an idle virtual CPU at once (the one
-    these numbers come from does), each round trip across two CPUs wakes one from halt twice, and
-    the woken code runs on cold caches; on one CPU nothing idles between a request and its reply,
-    so what is left is each library's own work per pair, and the server's."""
+    inherit it; Redis's threads are pinned by id), for a few rounds. On a VM that halts an idle
+    virtual CPU at once (the one these numbers come from does), each round trip across two CPUs
+    wakes one from halt twice, and the woken code runs on cold caches; on one CPU nothing idles
+    between a request and its reply, so what is left is each library's own work per pair, and the
+    server's."""
     mine = os.sched_getaffinity(0)
     cpu = min(mine)  # CPU 0 unless this process may not run there
     server_pid = int(r.info("server")["process_id"])
@@ -851,6 +852,7 @@ def meta(r: redis.Redis) -> dict:
         py_crosslock = getattr(crosslock, "__version__", None) or "?"
     except ImportError:
         py_crosslock = "not importable"
+
     def read(path):
         try:
             return Path(path).read_text().strip()
