@@ -74,6 +74,17 @@ def idle_text(idle):
     return text
 
 
+def per_round(entries, mine, ref):
+    """Median (min, max) over rounds of one library's pairs/s over another's (keys `(lang, lib)`,
+    any languages), each round's two measured minutes apart at most: the machine's slow drift
+    cancels out. None when either did not run."""
+    a, b = entries.get(mine), entries.get(ref)
+    if not a or not b:
+        return None
+    rs = [x["pairs_per_s"] / y["pairs_per_s"] for x, y in zip(a["runs"], b["runs"])]
+    return (med(rs), min(rs), max(rs)) if rs else None
+
+
 def table(head, rows):
     out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -131,13 +142,7 @@ def main():
         return med([r["pairs_per_s"] for r in u["runs"]]) if u else None
 
     def unc_ratio(lang, mine_lib, peer_lib):
-        """Median (and min, max) over rounds of mine/peer, each round's pair measured minutes apart
-        at most: slow drift of the machine cancels out."""
-        a, b = unc.get((lang, mine_lib)), unc.get((lang, peer_lib))
-        if not a or not b:
-            return None
-        rs = [x["pairs_per_s"] / y["pairs_per_s"] for x, y in zip(a["runs"], b["runs"])]
-        return (med(rs), min(rs), max(rs)) if rs else None
+        return per_round(unc, (lang, mine_lib), (lang, peer_lib))
 
     def of_floor(lang, lib, rate):
         """This library's share of the floor: the per-round median when the floor ran in the
@@ -173,12 +178,7 @@ def main():
     costs = {(b["lang"], c["op"]): c for b in R.get("breakdown", []) for c in b.get("costs", [])}
 
     def across(mine, ref):
-        """Median (min, max) over rounds of one library's pairs/s over another's, any languages."""
-        a, b = unc.get(mine), unc.get(ref)
-        if not a or not b:
-            return None
-        rs = [x["pairs_per_s"] / y["pairs_per_s"] for x, y in zip(a["runs"], b["runs"])]
-        return (med(rs), min(rs), max(rs)) if rs else None
+        return per_round(unc, mine, ref)
 
     w("## Our bars, in this run")
     w("")
@@ -356,11 +356,7 @@ def main():
     pin = {(u["lang"], u["lib"]): u for u in R.get("uncontended_pinned", [])}
     if pin:
         def pin_ratio(a, b):
-            x, y = pin.get(a), pin.get(b)
-            if not x or not y:
-                return None
-            rs = [p["pairs_per_s"] / q["pairs_per_s"] for p, q in zip(x["runs"], y["runs"])]
-            return (med(rs), min(rs), max(rs)) if rs else None
+            return per_round(pin, a, b)
 
         rounds = max(len(u["runs"]) for u in pin.values())
         w("### 1b. The same on one CPU")
