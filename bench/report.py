@@ -373,17 +373,20 @@ def main():
           "ratios, as above.")
         w("")
         rows = []
+        rust = ("rust", "crosslock")
         for key in [k for k in pin if k != FLOOR] + ([FLOOR] if FLOOR in pin else []):
             u = pin[key]
             lang, lib = key
             rates = [r["pairs_per_s"] for r in u["runs"]]
-            mine = "crosslock-asyncio" if lib.endswith("-asyncio") else "crosslock"
+            ours, floor_row = lib.startswith("crosslock"), key == FLOOR
+            mine = (lang, "crosslock-asyncio" if lib.endswith("-asyncio") else "crosslock")
+            share = None if floor_row else pin_ratio(key, FLOOR)
             rows.append([LANG_NAME.get(lang, lang), lib, f0(med(rates)), f"{f0(min(rates))}–{f0(max(rates))}",
-                         "" if key == FLOOR else ms(med([r["p50_us"] for r in u["runs"]])),
-                         frr(pin_ratio(key, ("rust", "crosslock"))) if lib.startswith("crosslock") and key != ("rust", "crosslock") else "",
-                         "" if lib.startswith("crosslock") or key == FLOOR else frr(pin_ratio((lang, mine), key)),
-                         "" if key == FLOOR else (f"{pin_ratio(key, FLOOR)[0] * 100:.0f}%" if pin_ratio(key, FLOOR) else "–"),
-                         f"{f0(med([r['pairs_per_s'] for r in unc[key]['runs']]))}" if key in unc else "–"])
+                         "" if floor_row else ms(med([r["p50_us"] for r in u["runs"]])),
+                         frr(pin_ratio(key, rust)) if ours and key != rust else "",
+                         "" if ours or floor_row else frr(pin_ratio(mine, key)),
+                         "" if floor_row else f"{share[0] * 100:.0f}%" if share else "–",
+                         f0(med([r["pairs_per_s"] for r in unc[key]["runs"]])) if key in unc else "–"])
         w(table(["language", "library", "pairs/s (median)", "min–max", "p50 (ms)", "÷ the Rust core",
                  "crosslock ÷ this (asyncio: ÷ crosslock-asyncio)", "of the floor", "on two CPUs (scenario 1)"], rows))
         w("")
