@@ -671,7 +671,10 @@ def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
     else:
         raise ValueError(lib)
     name = f"bench:m:{lang}:{lib}:{n}"
-    kid = Child(runner.cmd(lang, "holders", lib, name=name, n=n, watchdog_ms=watchdog_ms), what)
+    # Node reads RSS once V8 has given back the young generation the burst grew (worker.js,
+    # steadyRssKb), waiting at most node_steady_ms.
+    steady = {"steady_ms": cfg.node_steady_ms} if lang == "node" else {}
+    kid = Child(runner.cmd(lang, "holders", lib, name=name, n=n, watchdog_ms=watchdog_ms, **steady), what)
     mon = None
     try:
         (rss_connected,) = kid.expect("connected", 60)
@@ -734,7 +737,8 @@ def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
             n_periods = window / period
             actual_period = period
         kid.send("report")
-        watched_after, rss_after = kid.expect("report", 30)
+        # Node adds how long it waited for V8's young generation and whether it came back.
+        watched_after, rss_after, *steady_read = kid.expect("report", 30 + cfg.node_steady_ms / 1000)
         total = sum(by_command.values())
         if int(watched_after) != n and lib == "crosslock":
             raise RuntimeError(f"the watchdog renews {watched_after} locks, expected {n}")
@@ -756,6 +760,8 @@ def holders_one(cfg, runner, r, port, lang, lib, n, what) -> dict | None:
             "by_command": by_command, "acquire_s": float(took), "watched": int(watched_after),
             "rss_connected_kb": int(rss_connected), "rss_held_kb": int(rss_held), "rss_after_kb": int(rss_after),
             "renewal_failed": lost,
+            "rss_wait_s": int(steady_read[0]) / 1000 if steady_read else None,
+            "young_back": steady_read[1] == "1" if steady_read else None,
         }
     except Exception as e:  # noqa: BLE001
         if lib == "crosslock":
@@ -908,7 +914,7 @@ class Config:
             self.handoff_rounds, self.handoff_rounds_slow = 5, 2
             self.workers, self.iters, self.contended_repeats = 8, 5, 1
             self.holder_counts, self.prl_max_holders = [100], 100
-            self.watchdog_ms, self.holder_periods = 300, 2
+            self.watchdog_ms, self.holder_periods, self.node_steady_ms = 300, 2, 2000
             self.floor_probe, self.floor_seconds, self.floor_repeats = 500, 0.2, 1
             self.rtt_calls, self.rtt_repeats = 20, 1
             self.timeout = 60
@@ -918,7 +924,7 @@ class Config:
             self.handoff_rounds, self.handoff_rounds_slow = 150, 20
             self.workers, self.iters, self.contended_repeats = 8, 200, 3
             self.holder_counts, self.prl_max_holders = [100, 1000, 10000], 1000
-            self.watchdog_ms, self.holder_periods = 3000, 3
+            self.watchdog_ms, self.holder_periods, self.node_steady_ms = 3000, 3, 10000
             self.floor_probe, self.floor_seconds, self.floor_repeats = 5000, 2.0, 3
             self.rtt_calls, self.rtt_repeats = 2000, 3
             self.timeout = 300

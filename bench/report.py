@@ -471,8 +471,14 @@ def main():
       "(bursts separated by quiet gaps; the first and last round seen are dropped as possibly cut): "
       "calls/period is the mean per complete round, and the period seen is the spacing of the rounds "
       "(the set period plus the time a round takes). Libraries with a timer per lock show no rounds "
-      "(*spread*): their calls/period is calls/s × their set period. RSS is the process's VmRSS after the window; *connected* is "
-      "the same process before the first acquire. Peers for scale: python-redis-lock with "
+      "(*spread*): their calls/period is calls/s × their set period. RSS is the process's VmRSS after the window, after a full "
+      "collection in Python and Node; *connected* is the same process before the first acquire. A "
+      "burst of acquires grows V8's young generation, and V8 gives it back only when its memory "
+      "reducer runs (a full collection that finds the process allocating little): Node's reading "
+      "collects every 0.5 s until the young generation is back to its size when connected (at most "
+      "10 s), then until RSS stops dropping, so it counts what holding the locks retains, not the "
+      "burst's spare young generation (the list below the table has the reading right after the "
+      "burst). Peers for scale: python-redis-lock with "
       "`auto_renewal=True` (a thread per lock; `expire` is whole seconds, renewal every 2/3 of it) and "
       "redis-semaphore's Mutex (a timer per lock, refresh every 0.8 × lockTimeout).")
     w("")
@@ -487,6 +493,13 @@ def main():
     w(table(["language", "library", "N", "period (s): set (seen)", "rounds", "calls/period", "by command (per period)",
              "RSS connected (MB)", "RSS holding (MB)", "growth (MB)", "KB per lock", "acquire all (s)"], rows))
     w("")
+    young = [(lib, n, h) for (lang, lib, n), h in sorted(hold.items()) if lang == "node" and h.get("rss_wait_s") is not None]
+    if young:
+        w("Node, V8's young generation at the reading: " + "; ".join(
+            f"{lib} {n:,}: " + (("back at once" if h["rss_wait_s"] < 0.05 else f"back after {h['rss_wait_s']:.1f} s") if h["young_back"] else
+                                f"not back within {h['rss_wait_s']:.0f} s (read as it was)")
+            + f", right after the burst {f1(h['rss_held_kb'] / 1024)} MB" for lib, n, h in young) + ".")
+        w("")
     for (lang, lib, n), h in sorted(hold.items()):
         if h.get("renewal_failed"):
             w(f"- **{lib} ({LANG_NAME[lang]}), N = {n:,}: renewal failed**: {h['renewal_failed']}. Its row "

@@ -16,6 +16,7 @@
 
 const path = require('node:path');
 const fs = require('node:fs');
+const v8 = require('node:v8');
 const readline = require('node:readline');
 const { setTimeout: sleep } = require('node:timers/promises');
 
@@ -162,6 +163,40 @@ async function rssKb() {
     last = next;
   }
   return last;
+}
+
+// The size of V8's young generation (new space), in bytes.
+function youngBytes() {
+  const space = v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space');
+  return space ? space.space_size : 0;
+}
+
+// RSS once the process holds its locks in a steady state: what holding them retains. A burst of
+// acquires grows V8's young generation (2 MB to 16 MB at 10,000 locks) and V8 keeps it grown until
+// its memory reducer runs, which takes a full collection that finds the process allocating
+// little (gc() itself does not shrink it). Read before that, RSS counts young-generation pages no
+// lock retains (~0.8 KB per lock at 10,000; the reading right after the burst, `held`, shows
+// them). So this collects every 0.5 s, at most `capMs`, until the young generation is back to
+// `youngBaseline` (its size when connected), then until RSS stops dropping (a collection can free
+// what the one before left unreachable). The same for every Node library; one that keeps
+// allocating (a timer per lock) may not get its young generation back within the cap, and is
+// read as it is then. Returns [kB, waited ms, whether the young generation came back].
+async function steadyRssKb(youngBaseline, capMs) {
+  if (!globalThis.gc) return [rssNow(), 0, false];
+  const t0 = Date.now();
+  while (youngBytes() > youngBaseline && Date.now() - t0 < capMs) {
+    globalThis.gc();
+    await sleep(500);
+  }
+  const waited = Date.now() - t0;
+  const back = youngBytes() <= youngBaseline;
+  let last = await rssKb();
+  for (let i = 0; i < 5; i++) {
+    const next = await rssKb();
+    if (next >= last - Math.max(64, last / 200)) return [Math.min(next, last), waited, back];
+    last = next;
+  }
+  return [last, waited, back];
 }
 
 function say(line) {
@@ -341,6 +376,7 @@ async function handoff(lib, a) {
 async function holders(libName, a) {
   const lib = await makeLib(libName, a.url, { watchdogMs: a.watchdogMs });
   say(`connected ${await rssKb()}`);
+  const youngBaseline = youngBytes();
   const locks = [];
   for (let i = 0; i < a.n; i++) {
     // redis-semaphore refreshes every 0.8 x lockTimeout: give it the watchdog's lease.
@@ -355,7 +391,10 @@ async function holders(libName, a) {
   say(`held ${a.n} ${watched()} ${await rssKb()} ${took.toFixed(3)}`);
   for await (const line of { [Symbol.asyncIterator]: lines }) {
     const cmd = line.trim();
-    if (cmd === 'report') say(`report ${watched()} ${await rssKb()}`);
+    if (cmd === 'report') {
+      const [kb, waited, back] = await steadyRssKb(youngBaseline, a.steadyMs);
+      say(`report ${watched()} ${kb} ${waited} ${back ? 1 : 0}`);
+    }
     else if (cmd === 'quit') break;
   }
   say('bye');
@@ -443,7 +482,7 @@ function parseArgs(argv) {
   const [scenario, lib, url, ...rest] = argv;
   const a = {
     scenario, lib, url, name: 'bench:node', seconds: 1, repeats: 5, warmupBatch: 1000,
-    workers: 8, iters: 100, n: 100, watchdogMs: 3000, calls: 2000, permits: 0,
+    workers: 8, iters: 100, n: 100, watchdogMs: 3000, calls: 2000, permits: 0, steadyMs: 0,
   };
   for (let i = 0; i < rest.length; i += 2) {
     const key = rest[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());
