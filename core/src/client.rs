@@ -639,7 +639,11 @@ impl Client {
             let acquisitions = Conn::connect(&route, timeouts, stop.clone()).await?;
             conn.wait_for_replicas(acquisitions, sync);
         }
-        let holds = Holds::new(options.watchdog_timeout, options.watchdog_batch_size);
+        let holds = Holds::new(
+            &generation.id,
+            options.watchdog_timeout,
+            options.watchdog_batch_size,
+        );
         crate::runtime::spawn(renewal::run(
             Arc::downgrade(&holds),
             conn.clone(),

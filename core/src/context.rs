@@ -43,8 +43,9 @@ pub(crate) struct Ctx {
 const HOLDER_SLOTS: usize = 16;
 
 /// The holder strings of the owners seen last, one slot per owner number modulo
-/// [`HOLDER_SLOTS`]: an acquire and its release, and every hold one owner keeps, share one string
-/// rather than each formatting and allocating its own (at 10,000 holds of a thread, 64 bytes each).
+/// [`HOLDER_SLOTS`]: the calls of one owner (an acquire and its release, a thread's many
+/// acquires) share one string rather than each formatting and allocating its own. Holds keep none
+/// (see `Hold::holder`).
 #[derive(Default)]
 pub(crate) struct HolderCache {
     slots: Mutex<[Option<Holder>; HOLDER_SLOTS]>,

@@ -203,7 +203,11 @@ struct Hold {
     /// `Some(lease)` for a hold with an explicit lease.
     leases: Leases,
     lost: Lost,
-    holder: Arc<str>,
+    /// The holder string when it is not the key's own `<client-id>:<owner><suffix>` (a permit's
+    /// id); `None` for the lock family, whose string is made when a renewal or an event needs
+    /// it. At 10,000 holds of distinct owners (every Node acquire outside an owner scope) a
+    /// string of each kept ~80 bytes per hold.
+    holder: Option<Arc<str>>,
     kind: LockKind,
     releaser: Arc<dyn Releaser>,
     /// Which tenure this is: a hold released and taken again is a new tenure, so a renewal that
@@ -325,13 +329,17 @@ impl Hold {
 /// One watched hold, as the renewal loop sees it.
 pub(crate) struct Watched {
     pub(crate) key: HoldKey,
-    pub(crate) holder: Arc<str>,
+    /// As [`Hold`]'s: `None` when it is the key's `<client-id>:<owner><suffix>`
+    /// ([`Holds::write_holder`]).
+    pub(crate) holder: Option<Arc<str>>,
     pub(crate) tenure: u64,
     pub(crate) renew: RenewKind,
 }
 
 /// The holds of one client.
 pub(crate) struct Holds {
+    /// The client's id, the first part of its holder strings.
+    client_id: Arc<str>,
     /// Holds are boxed so that a slot of the table is a key and a pointer: its spare capacity
     /// (up to half the slots) and the old tables each doubling frees then cost little per hold.
     map: Mutex<HashMap<HoldKey, Box<Hold>>>,
@@ -367,8 +375,9 @@ pub(crate) struct Acquired {
 }
 
 impl Holds {
-    pub(crate) fn new(watchdog_timeout: Duration, batch: usize) -> Arc<Self> {
+    pub(crate) fn new(client_id: &str, watchdog_timeout: Duration, batch: usize) -> Arc<Self> {
         Arc::new(Holds {
+            client_id: Arc::from(client_id),
             map: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
             next_tenure: AtomicU64::new(1),
@@ -387,11 +396,21 @@ impl Holds {
             return false;
         }
         let lease = acquired.lease.unwrap_or(self.watchdog_timeout);
+        let own = if acquired.kind == LockKind::Permit {
+            Some(acquired.holder.clone())
+        } else {
+            debug_assert_eq!(
+                *acquired.holder,
+                *self.holder(&key, &None),
+                "a lock-family holder is <client-id>:<owner><suffix>"
+            );
+            None
+        };
         let hold = map.entry(key).or_insert_with(|| {
             Box::new(Hold {
                 leases: Leases::default(),
                 lost: Lost::default(),
-                holder: acquired.holder.clone(),
+                holder: own,
                 kind: acquired.kind,
                 releaser: acquired.releaser.clone(),
                 tenure: self.next_tenure.fetch_add(1, Ordering::Relaxed),
@@ -509,7 +528,7 @@ impl Holds {
         Some(LostLock {
             name: key.name.to_string(),
             owner: key.owner,
-            holder: hold.holder.to_string(),
+            holder: self.holder(key, &hold.holder).to_string(),
             kind: hold.kind,
             reason,
         })
@@ -525,7 +544,7 @@ impl Holds {
                 out.push(LostLock {
                     name: key.name.to_string(),
                     owner: key.owner,
-                    holder: hold.holder.to_string(),
+                    holder: self.holder(key, &hold.holder).to_string(),
                     kind: hold.kind,
                     reason: LostReason::Expired,
                 });
@@ -571,7 +590,32 @@ impl Holds {
     pub(crate) fn drain(&self) -> Vec<(Arc<str>, Arc<dyn Releaser>)> {
         let mut map = lock(&self.map);
         self.closed.store(true, Ordering::Relaxed);
-        map.drain().map(|(_, h)| (h.holder, h.releaser)).collect()
+        map.drain()
+            .map(|(k, h)| (self.holder(&k, &h.holder), h.releaser))
+            .collect()
+    }
+
+    /// The holder string of the hold keyed `key` whose own string (if it has one) is `own`.
+    fn holder(&self, key: &HoldKey, own: &Option<Arc<str>>) -> Arc<str> {
+        match own {
+            Some(holder) => holder.clone(),
+            None => {
+                let mut text = String::new();
+                self.write_holder(key, own, &mut text);
+                Arc::from(text)
+            }
+        }
+    }
+
+    /// Appends the holder string of the hold keyed `key` (own string `own`) to `out`.
+    pub(crate) fn write_holder(&self, key: &HoldKey, own: &Option<Arc<str>>, out: &mut String) {
+        use std::fmt::Write as _;
+        match own {
+            Some(holder) => out.push_str(holder),
+            None => {
+                let _ = write!(out, "{}:{}{}", self.client_id, key.owner.get(), key.suffix);
+            }
+        }
     }
 
     /// Records how the renewal loop goes to sleep and returns until when: the next renewal round

@@ -289,6 +289,7 @@ const BATCHES_IN_FLIGHT: usize = 8;
 
 /// Sends one batch's renewal script; returns the batch, when it was sent and Redis's answer.
 async fn renew_batch<'a>(
+    holds: &Holds,
     conn: &Conn,
     batch: Batch<'a>,
     lease_ms: u64,
@@ -303,7 +304,20 @@ async fn renew_batch<'a>(
             _ => None,
         })
         .collect();
-    let holders: Vec<&str> = batch.holds.iter().map(|w| &*w.holder).collect();
+    // The holder strings, written one after another into one string (a lock-family hold keeps
+    // none of its own: `Holds::write_holder`).
+    let mut text = String::new();
+    let mut ends = Vec::with_capacity(batch.holds.len());
+    for w in &batch.holds {
+        holds.write_holder(&w.key, &w.holder, &mut text);
+        ends.push(text.len());
+    }
+    let holders: Vec<&str> = ends
+        .iter()
+        .scan(0, |start, &end| {
+            Some(&text[std::mem::replace(start, end)..end])
+        })
+        .collect();
     let count = keys.len();
     let mut args: Vec<&dyn ToArg> = Vec::with_capacity(3 * count + 3);
     if batch.node.is_some() {
@@ -358,7 +372,7 @@ async fn run_batches<'a>(
         BATCHES_IN_FLIGHT,
         batches
             .into_iter()
-            .map(|batch| renew_batch(conn, batch, lease_ms, now_ms)),
+            .map(|batch| renew_batch(holds, conn, batch, lease_ms, now_ms)),
         |(batch, sent, result)| settle(holds, listener, batch, sent, result, lease, &mut outcome),
     )
     .await;
