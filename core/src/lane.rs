@@ -786,7 +786,7 @@ impl Lane {
     /// Reads the next reply (waiting at most the socket's read timeout at a time: a timeout is
     /// an error whose [`is_timeout`](redis::RedisError::is_timeout) is true, and what arrived of
     /// the reply so far stays for the next call). A top-level error reply is a
-    /// [`Value::ServerError`](redis::Value::ServerError), as redis-rs's parser gives it.
+    /// [`Value::ServerError`], as redis-rs's parser gives it.
     fn read_reply(&mut self) -> RedisResult<redis::Value> {
         loop {
             if let Some(len) = crate::resp::frame_len(&self.inbuf) {

@@ -2,9 +2,9 @@
 //! built from it ([`LockCore`], Redisson's `RedissonBaseLock`).
 //!
 //! A lock type supplies its scripts through [`Family`]; everything else is here, once: option
-//! checks, the acquire (through [`wait`](super::wait)), recording holds, the release with its
+//! checks, the acquire (through [`wait`]), recording holds, the release with its
 //! lost-reply retry and its not-held / lost distinction, queries, the guard, and the type-erased
-//! [`AnyLock`] the bindings and [`MultiLock`]-style composites hold.
+//! [`AnyLock`] the bindings and [`MultiLock`](crate::MultiLock)-style composites hold.
 
 use std::fmt;
 use std::future::Future;
@@ -42,10 +42,10 @@ use super::{MAX_DURATION, Protocol, Request};
 #[non_exhaustive]
 pub struct AcquireOptions {
     /// How long to wait: `None` waits until acquired, `Some(ZERO)` tries once. At most
-    /// [`MAX_DURATION`](crate::MAX_DURATION).
+    /// [`MAX_DURATION`].
     pub wait: Option<Duration>,
     /// How long the lock lives without renewal: `None` means watchdog renewal. At least 1 ms and
-    /// at most [`MAX_DURATION`](crate::MAX_DURATION).
+    /// at most [`MAX_DURATION`].
     pub lease: Option<Duration>,
     /// Who acquires: `None` means [`Owner::current`].
     pub owner: Option<Owner>,

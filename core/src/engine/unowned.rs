@@ -1,8 +1,8 @@
 //! Waiting for what nobody holds: a semaphore's permits, a latch reaching zero.
 //!
-//! The acquire loop is the same as for locks ([`wait`](super::wait)); what differs is that a win
+//! The acquire loop is the same as for locks ([`wait`]); what differs is that a win
 //! is not a hold (nothing to renew, nobody to tell it is lost), and that waiters of one process
-//! queue in a local FIFO [`Gate`]: only the oldest local waiter of an object waits in Redis, the
+//! queue in a local FIFO gate ([`Gates`]): only the oldest local waiter of an object waits in Redis, the
 //! others wait their turn behind it. So within a process a waiter for several permits is never
 //! starved by later waiters taking single permits (Redisson's open #6664 / #6687), and a release
 //! wakes one waiter per process, not all of them.

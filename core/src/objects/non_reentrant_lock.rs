@@ -120,7 +120,7 @@ impl Family for NonReentrant {
 
 lock_type! {
     /// A lock its holder cannot re-enter: a second acquire by the same owner fails at once with
-    /// [`ErrorKind::NonReentrant`](crate::ErrorKind::NonReentrant), naming the lock, instead of
+    /// [`ErrorKind::NonReentrant`], naming the lock, instead of
     /// waiting for itself forever. Stored exactly as Redisson's non-reentrant lock (the `RLock`
     /// hash and channel; Redisson's script answers `NON_REENTRANT_REACQUIRE`), so it excludes
     /// `Lock` holders of the same name.
@@ -148,7 +148,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name.
+    /// [`ErrorKind::InvalidArgument`] for an empty name.
     ///
     /// # Examples
     ///

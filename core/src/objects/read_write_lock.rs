@@ -377,7 +377,7 @@ lock_type! {
     /// writer itself.
     ///
     /// Its holder string is `<client-uuid>:<n>:write`. A holder of the *read* lock that asks for
-    /// the write lock gets [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused) at once
+    /// the write lock gets [`ErrorKind::UpgradeRefused`] at once
     /// (an upgrade would wait for itself forever); the writer may take the read lock (a downgrade)
     /// and release the write lock, keeping the read hold. A write release wakes every waiter,
     /// a downgrade's too (readers may come in then).
@@ -405,7 +405,7 @@ lock_type! {
 /// publishes `1` (every waiter retries: readers can all enter), a read release `0` (one retries).
 /// Never give a `ReadWriteLock` the name of a [`Lock`](crate::Lock) or another lock type: the
 /// layouts differ, and crosslock refuses the mix with
-/// [`ErrorKind::WrongType`](crate::ErrorKind::WrongType).
+/// [`ErrorKind::WrongType`].
 ///
 /// What it does that Redisson's does not: a read→write upgrade is refused at once with a clear
 /// error instead of waiting forever (Redisson waits, by design), and the renewal of a read hold
@@ -480,7 +480,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name.
+    /// [`ErrorKind::InvalidArgument`] for an empty name.
     ///
     /// # Examples
     ///
