@@ -536,6 +536,37 @@ describe('release and disposal', () => {
     assert.equal(client.closed, true)
   })
 
+  test('a client collected without close() closes its connections and stops renewing: its locks expire', async () => {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc')
+    const ids = async () => new Set(String(await env.raw.command('CLIENT', 'LIST', 'TYPE', 'normal'))
+      .split('\n').filter((line) => line.startsWith('id=')).map((line) => line.split(' ')[0]))
+    const before = await ids()
+    const name = unique('collectedclient')
+    // Nothing made in here is kept: not the client, its locks nor the hold.
+    await (async () => {
+      const client = await crosslock.connect(env.url, { watchdogTimeout: 600 })
+      const lock = client.lock(`${name}:pairs`)
+      for (let i = 0; i < 200; i++) { // in quick succession: this thread gets a lane
+        const held = await lock.acquire()
+        await held.release()
+      }
+      await client.lock(name).acquire()
+    })()
+    const ours = [...await ids()].filter((id) => !before.has(id))
+    assert.ok(ours.length >= 2, `the command connection and the lane, at least: ${ours}`)
+    await sleep(1000)
+    assert.equal(await env.raw.command('EXISTS', name), 1, 'renewed past its 600 ms lease while the client lives')
+    await waitUntil(async () => {
+      gc()
+      await sleep(20)
+      const now = await ids()
+      return ours.every((id) => !now.has(id))
+    }, 'the collected client\'s connections to go', 10000)
+    await waitUntil(async () => (await env.raw.command('EXISTS', name)) === 0,
+      'its lock to expire once renewal stopped', 5000)
+  })
+
   test('a process that ends without close() releases its locks on the way out', async () => {
     const name = unique('exit')
     const script = fileURLToPath(new URL('./workers/hold-process.mjs', import.meta.url))

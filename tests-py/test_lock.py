@@ -469,6 +469,31 @@ def test_close_closes_every_connection_while_the_client_lives(url, raw):
     assert c.closed and raw.command("EXISTS", "closing-connections") == 0
 
 
+def test_a_client_collected_without_close_closes_its_connections_and_its_locks_expire(url, raw):
+    """A client dropped without closing (nothing refers to it, nor to its locks) closes its
+    connections and stops renewing: a lock it still held expires after its lease, as documented."""
+
+    def ids() -> set[str]:
+        return {line.split()[0] for line in raw.command("CLIENT", "LIST", "TYPE", "normal").splitlines() if line}
+
+    before = ids()
+
+    def use() -> set[str]:
+        c = crosslock.connect(url, watchdog_timeout=0.6)
+        pairs = c.lock("collected-client:pairs")
+        for _ in range(200):  # in quick succession: this thread gets a lane
+            assert pairs.acquire(timeout=5)
+            pairs.release()
+        assert c.lock("collected-client").acquire()
+        return ids() - before
+
+    ours = use()
+    assert len(ours) >= 2, ours  # the command connection and the lane, at least
+    gc.collect()
+    wait_until(lambda: not ids() & ours, timeout=10, what="the dropped client's connections to close")
+    wait_until(lambda: raw.command("EXISTS", "collected-client") == 0, timeout=5, what="its lock to expire")
+
+
 def test_an_aclose_cancelled_at_once_still_releases_every_lock(url, raw):
     """A shutdown that gives ``aclose()`` a moment and moves on (``asyncio.wait_for``, a cancelled
     task) must not leave the locks it had not released yet to their leases (30 s, renewal having

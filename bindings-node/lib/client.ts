@@ -124,7 +124,9 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
  * acquires and releases the locks it still holds. A client does not keep the process alive by
  * itself (a pending acquire does); when the process ends by itself, or its worker thread is
  * terminated, its clients are closed the same way. `process.exit()` skips that clean-up: locks
- * still held then expire after their lease (30 s with the watchdog).
+ * still held then expire after their lease (30 s with the watchdog). A client garbage-collected
+ * without `close()` (nothing refers to it, nor to its locks and holds) closes its connections and
+ * stops renewing: the locks it still held expire after their lease.
  *
  * @example
  * ```js

@@ -119,10 +119,10 @@ pub fn connect<'env>(
             Ok(client)
         },
         |env, client| {
-            let key = runtime::register(&env, client.clone())?;
+            let registration = runtime::register(&env, client.clone())?;
             Ok(JsClient {
                 inner: client,
-                key,
+                registration,
                 locks: std::sync::Mutex::default(),
             })
         },
@@ -154,8 +154,10 @@ fn backoff_of(name: &str, b: &BackoffOptions) -> crosslock::Result<crosslock::Ba
 #[napi(js_name = "Client")]
 pub struct JsClient {
     inner: crosslock::Client,
-    /// Its entry in the environment's registry of clients to close at exit.
-    key: u64,
+    /// Its entry in the environment's registry of clients to close at exit. Collected without
+    /// `close()`, the client is dropped like core's: its connections close and renewal stops
+    /// (its locks expire after the watchdog timeout).
+    registration: runtime::Registration,
     /// The locks made by its factories, by number (see `crate::lock`).
     pub(crate) locks: std::sync::Mutex<LockTable>,
 }
@@ -276,7 +278,7 @@ impl JsClient {
     /// Closes the client: pending acquires fail, held locks are released, renewal stops.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        runtime::forget(env, self.key);
+        self.registration.forget();
         let client = self.inner.clone();
         runtime::promise(env, async move {
             client.close().await;

@@ -724,25 +724,40 @@ fn env_clients(env: &Env) -> napi::Result<Clients> {
     Ok(env_state(env)?.clients.clone())
 }
 
-/// Records `client` as belonging to `env`; returns the key to [`forget`] it with.
-pub(crate) fn register(env: &Env, client: crosslock::Client) -> napi::Result<u64> {
+/// A client's entry in its environment's registry of clients to close at exit: taken out by
+/// [`Registration::forget`] (the program closes it) or when dropped (its JavaScript object was
+/// collected without `close()`: the registry's handle would otherwise keep its connections open
+/// and its locks renewed for as long as the process lives).
+pub(crate) struct Registration {
+    clients: Clients,
+    key: u64,
+}
+
+impl Registration {
+    /// Stops tracking the client.
+    pub(crate) fn forget(&self) {
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.key);
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.forget();
+    }
+}
+
+/// Records `client` as belonging to `env`, until the registration is forgotten or dropped.
+pub(crate) fn register(env: &Env, client: crosslock::Client) -> napi::Result<Registration> {
     let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
-    env_clients(env)?
+    let clients = env_clients(env)?;
+    clients
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(key, client);
-    Ok(key)
-}
-
-/// Stops tracking a client (it is being closed by the program).
-pub(crate) fn forget(env: &Env, key: u64) {
-    if let Ok(Some(state)) = env.get_instance_data::<EnvState>() {
-        state
-            .clients
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key);
-    }
+    Ok(Registration { clients, key })
 }
 
 /// The clean-up hook: the environment is exiting (a worker terminated, or the process ends).

@@ -276,7 +276,9 @@ impl ClientOptions {
 ///
 /// Make one per process and share it (it is a cheap handle: clones share everything). It holds a
 /// command connection and one subscription connection shared by every waiter, and runs the
-/// watchdog that renews this client's locks.
+/// watchdog that renews this client's locks. [`close`](Self::close) releases the locks it still
+/// holds; dropping the last handle (and every lock and guard made from it) without closing
+/// closes the connections and stops renewal, so those locks expire after their lease.
 ///
 /// After `fork()` the child's first operation transparently builds a fresh client state (new
 /// client id, new connections); the child never renews or releases the parent's locks.

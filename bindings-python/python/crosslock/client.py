@@ -227,7 +227,9 @@ class Client:
     the child never renews or releases the parent's locks.
 
     Closing it (``close()``, ``await aclose()``, or leaving ``with``/``async with``) releases the
-    locks it holds, stops renewal and fails pending acquires.
+    locks it holds, stops renewal and fails pending acquires. A client garbage-collected without
+    closing (nothing refers to it, nor to its locks) closes its connections and stops renewing:
+    the locks it still held expire after their lease.
 
     Example::
 
