@@ -736,10 +736,13 @@ pub(crate) struct Registration {
 impl Registration {
     /// Stops tracking the client.
     pub(crate) fn forget(&self) {
-        self.clients
+        let removed = self
+            .clients
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.key);
+        // Dropped with the registry unlocked: it may be the client's last handle.
+        drop(removed);
     }
 }
 

@@ -312,10 +312,13 @@ async fn renew_batch<'a>(
         holds.write_holder(&w.key, &w.holder, &mut text);
         ends.push(text.len());
     }
+    let mut start = 0;
     let holders: Vec<&str> = ends
         .iter()
-        .scan(0, |start, &end| {
-            Some(&text[std::mem::replace(start, end)..end])
+        .map(|&end| {
+            let holder = &text[start..end];
+            start = end;
+            holder
         })
         .collect();
     let count = keys.len();
