@@ -438,14 +438,16 @@ def test_close_releases_held_locks_and_fails_later_calls(url, raw):
     assert "closed" in str(info.value)
 
 
+def _connection_ids(raw: Raw) -> set[str]:
+    """The ids of the server's normal connections (``CLIENT LIST``)."""
+    return {line.split()[0] for line in raw.command("CLIENT", "LIST", "TYPE", "normal").splitlines() if line}
+
+
 def test_close_closes_every_connection_while_the_client_lives(url, raw):
     """close() closes the client's connections (its own, its threads' lanes and its event loops'),
     not only once the client object is collected."""
 
-    def ids() -> set[str]:
-        return {line.split()[0] for line in raw.command("CLIENT", "LIST", "TYPE", "normal").splitlines() if line}
-
-    before = ids()
+    before = _connection_ids(raw)
     c = crosslock.connect(url)
     lock = c.lock("closing-connections")
     for _ in range(200):  # in quick succession: this thread gets a lane
@@ -456,13 +458,13 @@ def test_close_closes_every_connection_while_the_client_lives(url, raw):
         for _ in range(200):  # and so does this event loop
             assert await lock.acquire_async(timeout=5)
             await lock.release_async()
-        ours = ids() - before
+        ours = _connection_ids(raw) - before
         assert len(ours) >= 3, ours  # the command connection and the two lanes, at least
         await c.aclose()
         # The loop's lane is closed on the loop: wait without blocking it.
         deadline = time.monotonic() + 10
-        while ids() & ours:
-            assert time.monotonic() < deadline, f"still open after close(): {ids() & ours}"
+        while _connection_ids(raw) & ours:
+            assert time.monotonic() < deadline, f"still open after close(): {_connection_ids(raw) & ours}"
             await asyncio.sleep(0.02)
 
     asyncio.run(main())
@@ -473,10 +475,7 @@ def test_a_client_collected_without_close_closes_its_connections_and_its_locks_e
     """A client dropped without closing (nothing refers to it, nor to its locks) closes its
     connections and stops renewing: a lock it still held expires after its lease, as documented."""
 
-    def ids() -> set[str]:
-        return {line.split()[0] for line in raw.command("CLIENT", "LIST", "TYPE", "normal").splitlines() if line}
-
-    before = ids()
+    before = _connection_ids(raw)
 
     def use() -> set[str]:
         c = crosslock.connect(url, watchdog_timeout=0.6)
@@ -485,12 +484,12 @@ def test_a_client_collected_without_close_closes_its_connections_and_its_locks_e
             assert pairs.acquire(timeout=5)
             pairs.release()
         assert c.lock("collected-client").acquire()
-        return ids() - before
+        return _connection_ids(raw) - before
 
     ours = use()
     assert len(ours) >= 2, ours  # the command connection and the lane, at least
     gc.collect()
-    wait_until(lambda: not ids() & ours, timeout=10, what="the dropped client's connections to close")
+    wait_until(lambda: not _connection_ids(raw) & ours, timeout=10, what="the dropped client's connections to close")
     wait_until(lambda: raw.command("EXISTS", "collected-client") == 0, timeout=5, what="its lock to expire")
 
 
