@@ -166,6 +166,80 @@ describe('one cluster', () => {
   })
 })
 
+/** The node's client connections (id → last command), but for the one asking. */
+async function connections (port) {
+  return onNode(port, async (r) => {
+    const own = String(await r.command('CLIENT', 'ID'))
+    const listed = String(await r.command('CLIENT', 'LIST', 'TYPE', 'normal')).split('\n').filter(Boolean)
+      .map((line) => Object.fromEntries(line.split(' ').map((f) => f.split('=', 2))))
+    return new Map(listed.filter((c) => c.id !== own).map((c) => [c.id, c.cmd]))
+  })
+}
+
+describe('cluster lanes', () => {
+  test('calls go over a lane to the master of their slot, and follow the slot when it moves', async () => {
+    // Calls in quick succession make their round trips over a connection of the thread's own,
+    // watched by its event loop, to the master serving the lock's slot and to no other. When the
+    // slot moves, that lane's reply is a redirect: the call goes the routed way (no error, the
+    // lock stays exact), and the next calls get a lane to the new master.
+    const cluster = await startCluster()
+    const client = await crosslock.connect(cluster.url, { connectTimeout: 8000 })
+    const name = `js:cluster:lane:${process.pid}`
+    const lock = client.lock(name)
+    const pairs = async (n) => {
+      for (let i = 0; i < n; i++) {
+        const held = await lock.acquire({ wait: 5000 })
+        assert.equal(await lock.holdCount({ owner: held.owner }), 1)
+        await held.release()
+      }
+    }
+    const snapshot = async () => {
+      const all = new Map()
+      for (const port of await cluster.masters()) all.set(port, await connections(port))
+      return all
+    }
+    // Runs pairs; whether they went over one connection opened on `port` since `since` (a
+    // server's own MIGRATE connection aside), none opened on another master.
+    const aLaneOnlyTo = async (port, since) => {
+      await pairs(30)
+      const opened = new Map()
+      for (const [p, before] of since) {
+        opened.set(p, [...(await connections(p))].filter(([id, cmd]) => !before.has(id) && cmd !== 'restore-asking'))
+      }
+      for (const [p, ids] of opened) {
+        if (p !== port) assert.deepEqual(ids, [], `connections opened on 127.0.0.1:${p}`)
+      }
+      return opened.get(port).length === 1
+    }
+    try {
+      const first = await cluster.masterOf(name)
+      // The first calls go the routed way while the slot map is read and the lane opens.
+      const start = await snapshot()
+      await waitUntil(() => aLaneOnlyTo(first, start), "a lane to the slot's master", 15_000, 50)
+      // Established: the next calls use it and open nothing anywhere.
+      let before = await snapshot()
+      await pairs(100)
+      for (const [p, known] of before) {
+        assert.deepEqual([...(await connections(p)).keys()].filter((id) => !known.has(id)), [], `opened on ${p}`)
+      }
+
+      const second = (await cluster.masters()).find((p) => p !== first)
+      before = await snapshot()
+      const held = await lock.acquire({ wait: 5000 })
+      await cluster.moveSlot(name, second)
+      assert.deepEqual(Object.keys(await onNode(second, (r) => r.hgetall(name))), [held.holder], 'the hold moved with its slot')
+      // Over the old master's lane: redirected, and sent the routed way.
+      assert.equal(await lock.holdCount({ owner: held.owner }), 1)
+      await held.release()
+      await waitUntil(() => aLaneOnlyTo(second, before), 'a lane to the new master', 15_000, 50)
+      assert.equal(await onNode(second, (r) => r.command('EXISTS', name)), 0)
+    } finally {
+      await client.close()
+      await cluster.stop()
+    }
+  })
+})
+
 describe('cluster failover', () => {
   test('CLUSTER FAILOVER keeps the replicated hold and reports the other lost', async () => {
     const cluster = await startCluster()

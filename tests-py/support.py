@@ -495,6 +495,28 @@ class Cluster:
         self._wait_for_master(key, new)
         return old, new
 
+    def move_slot(self, key: str, to: int) -> None:
+        """Moves the slot of ``key``, with its keys, from its master to the master on port ``to``,
+        as ``redis-cli --cluster reshard`` does (``IMPORTING`` and ``MIGRATING``, ``MIGRATE`` of
+        each key, then ``CLUSTER SETSLOT … NODE`` on every master); returns once every node
+        agrees."""
+        slot = self.key_slot(key)
+        source = self.master_of(key)
+        assert to != source and to in self.masters(), f"127.0.0.1:{to} is not another master"
+        with Raw(to) as target, Raw(source) as s:
+            target_id, source_id = target.command("CLUSTER", "MYID"), s.command("CLUSTER", "MYID")
+            target.command("CLUSTER", "SETSLOT", str(slot), "IMPORTING", source_id)
+            s.command("CLUSTER", "SETSLOT", str(slot), "MIGRATING", target_id)
+            while keys := s.command("CLUSTER", "GETKEYSINSLOT", str(slot), "100"):
+                s.command("MIGRATE", "127.0.0.1", str(to), "", "0", "5000", "KEYS", *keys)
+            target.command("CLUSTER", "SETSLOT", str(slot), "NODE", target_id)
+            s.command("CLUSTER", "SETSLOT", str(slot), "NODE", target_id)
+        for port in self.masters():
+            if port not in (to, source):
+                with Raw(port) as r:
+                    r.command("CLUSTER", "SETSLOT", str(slot), "NODE", target_id)
+        self._wait_for_master(key, to)
+
     def _wait_for_master(self, key: str, port: int) -> None:
         slot = self.key_slot(key)
 

@@ -7,6 +7,9 @@ lost, and no call hangs past its limit."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 import threading
 import time
 from typing import Iterator
@@ -248,6 +251,169 @@ def test_killing_a_master_is_survived_by_waiters(fresh_cluster):
     finally:
         holder.close()
         other.close()
+
+
+def connections(port: int) -> dict[str, str]:
+    """The node's client connections (id: last command), but for the one asking."""
+    with Raw(port) as r:
+        own = str(r.command("CLIENT", "ID"))
+        listed = (dict(f.split("=", 1) for f in line.split() if "=" in f)
+                  for line in r.command("CLIENT", "LIST", "TYPE", "normal").splitlines())
+        return {c["id"]: c["cmd"] for c in listed if c["id"] != own}
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_calls_go_over_a_lane_to_the_master_of_their_slot_and_follow_the_slot_when_it_moves(
+    fresh_cluster: Cluster, flavour: str
+) -> None:
+    """Calls in quick succession make their round trips over a connection of their own (the
+    calling thread's, or the event loop's) to the master serving the lock's slot, and to no other
+    master. When the slot moves to another master, that lane's reply is a redirect: the call goes
+    the routed way (no error reaches the caller, the lock stays exact), and the next calls get a
+    lane to the new master."""
+    cluster = fresh_cluster
+    name = f"py:cluster:lane:{flavour}"
+    client = connect(cluster)
+    lock = client.lock(name)
+    loop = asyncio.new_event_loop()
+
+    # Each call the flavour's way, so that only its own kind of lane opens; an asyncio owner is
+    # its task, so each step runs as one task.
+    def pairs(n: int) -> None:
+        if flavour == "sync":
+            for _ in range(n):
+                assert lock.acquire(timeout=5)
+                assert lock.hold_count() == 1
+                lock.release()
+        else:
+
+            async def main() -> None:
+                for _ in range(n):
+                    assert await lock.acquire_async(timeout=5)
+                    assert await lock.hold_count_async() == 1
+                    await lock.release_async()
+
+            loop.run_until_complete(main())
+
+    def moved_while_held(to: int) -> None:
+        """Takes the lock, moves its slot to ``to``, and checks and releases the hold there: the
+        first call after the move goes over the old master's lane and is redirected."""
+
+        def move() -> None:
+            cluster.move_slot(name, to)
+            with Raw(to) as r:
+                assert len(r.hgetall(name)) == 1, "the hold moved with its slot"
+
+        if flavour == "sync":
+            assert lock.acquire(timeout=5)
+            move()
+            assert lock.hold_count() == 1
+            lock.release()
+        else:
+
+            async def main() -> None:
+                assert await lock.acquire_async(timeout=5)
+                move()  # blocks the loop, which has nothing else to do meanwhile
+                assert await lock.hold_count_async() == 1
+                await lock.release_async()
+
+            loop.run_until_complete(main())
+
+    def a_lane_only_to(port: int, since: dict[int, dict[str, str]]) -> bool:
+        """Runs pairs; whether they went over one connection opened on ``port`` since ``since``
+        (a server's own ``MIGRATE`` connection aside), none opened on another master."""
+        pairs(30)
+        opened = {
+            p: {i for i, cmd in connections(p).items() if i not in since[p] and cmd != "restore-asking"}
+            for p in cluster.masters()
+        }
+        assert all(not ids for p, ids in opened.items() if p != port), f"connections opened: {opened}"
+        return len(opened[port]) == 1
+
+    def snapshot() -> dict[int, dict[str, str]]:
+        return {p: connections(p) for p in cluster.masters()}
+
+    try:
+        first = cluster.master_of(name)
+        # The first calls go the routed way while the slot map is read and the lane opens.
+        start = snapshot()
+        wait_until(lambda: a_lane_only_to(first, start), timeout=15, interval=0.05,
+                   what="a lane to the slot's master")
+        # Established: the next calls use it and open nothing anywhere.
+        before = snapshot()
+        pairs(100)
+        assert snapshot().keys() == before.keys()
+        assert all(set(connections(p)) <= set(before[p]) for p in before), "the calls opened connections"
+
+        second = next(p for p in cluster.masters() if p != first)
+        before = snapshot()
+        moved_while_held(second)
+        wait_until(lambda: a_lane_only_to(second, before), timeout=15, interval=0.05,
+                   what="a lane to the new master")
+        with cluster.raw_for(name) as r:
+            assert r.command("EXISTS", name) == 0
+    finally:
+        loop.close()
+        client.close()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_an_acquire_whose_reply_is_lost_on_a_lane_leaves_no_hold_behind(fresh_cluster: Cluster, flavour: str) -> None:
+    """The master stops with an acquire on its way over a lane (for less than the cluster's node
+    timeout: no failover): the caller stops waiting after the response timeout, the request still
+    runs when the master resumes, and whatever the acquire returns, the lock ends up held once (by
+    a caller that knows it) or not at all. Whatever the engine then sends the routed way to that
+    master waits for the late reply first."""
+    cluster = fresh_cluster
+    name = f"py:cluster:lost:{flavour}"
+    client = connect(cluster, response_timeout=0.3)
+    lock = client.lock(name)
+    master = cluster.node(cluster.master_of(name))
+    loop = asyncio.new_event_loop()
+
+    async def pairs_async(n: int) -> None:
+        for _ in range(n):
+            assert await lock.acquire_async(timeout=5)
+            await lock.release_async()
+
+    async def attempt_async() -> tuple[bool, int]:
+        got = await lock.acquire_async(timeout=10)
+        count = await lock.hold_count_async() if got else 0
+        if got:
+            await lock.release_async()
+        return got, count
+
+    def attempt() -> tuple[bool, int]:
+        got = lock.acquire(timeout=10)
+        count = lock.hold_count() if got else 0
+        if got:
+            lock.release()
+        return got, count
+
+    try:
+        for _ in range(3):
+            # Calls in quick succession: their lane is open.
+            if flavour == "sync":
+                for _ in range(40):
+                    assert lock.acquire(timeout=5)
+                    lock.release()
+            else:
+                loop.run_until_complete(pairs_async(40))
+            os.kill(master.process.pid, signal.SIGSTOP)
+            timer = threading.Timer(0.6, os.kill, (master.process.pid, signal.SIGCONT))
+            timer.start()
+            try:
+                got, count = attempt() if flavour == "sync" else loop.run_until_complete(attempt_async())
+            except crosslock.RedisUnavailableError:
+                got, count = False, 0
+            finally:
+                timer.join()
+            assert count == (1 if got else 0)
+            with cluster.raw_for(name) as r:
+                wait_until(lambda: r.command("EXISTS", name) == 0, timeout=5, what="no hold left")
+    finally:
+        loop.close()
+        client.close()
 
 
 def test_the_readme_cluster_example_connects(cluster):

@@ -5,12 +5,22 @@
 //! `MOVED` and `ASK`, refreshes the map when a reply or a lost connection says it changed, and
 //! subscribes again (on the node that now owns the channel's slot) after a node moved or came
 //! back. What is ours: every script's keys must share one slot (checked before anything is
-//! sent, with the name to blame), and the waiters' channels use sharded pub/sub exactly when
-//! Redisson does.
+//! sent, with the name to blame), the waiters' channels use sharded pub/sub exactly when
+//! Redisson does, and a caller on its own thread or event loop makes its round trip over a lane
+//! to the master owning the slot ([`NodeLanes`]) rather than through the cluster connection's
+//! tasks.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 
+use crate::connection::SlotRange;
 use crate::error::{Error, Result};
+use crate::lane::Lanes;
 use crate::sentinel::{credentials, host_port, parse_hosts};
 
 /// The number of hash slots of a Redis Cluster.
@@ -133,6 +143,155 @@ impl ClusterSpec {
             })
             .collect()
     }
+}
+
+/// How long a slot map is used before it is read again (in the background, while calls go on
+/// with the one at hand). A map gone stale without a redirect (a master that died: its lanes
+/// fail to connect, and the calls take the routed way) is thus replaced soon.
+const MAP_MAX_AGE: Duration = Duration::from_secs(5);
+
+/// The lanes of a cluster's command connection: one pool ([`Lanes`]) per master, found by the
+/// slot a script's keys hash to.
+///
+/// The routed way (redis-rs's cluster connection) hands each command to a routing task and then
+/// to the node connection's driver, on core's runtime, and the reply back the same way: ten or
+/// more context switches per acquire + release pair. A lane is the caller's own round trip, as
+/// on one server. Which master serves a slot comes from `CLUSTER SLOTS`, read in the background
+/// (the first calls, and those made while it is read, take the routed way). A lane's reply that
+/// says the script did not run there ([`is_redirect`]: `MOVED`, `ASK`, a replica's `READONLY`,
+/// …) drops the map, and the call is sent the routed way, which follows the redirect. Everything
+/// sent the routed way first waits for a lane's overdue reply, as on one server ([`crate::lane`]).
+pub(crate) struct NodeLanes {
+    /// User and password for every node.
+    node: RedisConnectionInfo,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    /// The slot ranges and when they were read; `None` until read, and after a redirect.
+    map: ArcSwapOption<(Vec<SlotRange>, Instant)>,
+    /// Whether a read of the map is under way (one at a time).
+    reading: AtomicBool,
+    /// The pools, by master address. A pool stays while one of its replies is overdue, so that
+    /// every command to its node keeps waiting for it ([`NodeLanes::settled`]).
+    pools: Mutex<HashMap<(String, u16), Arc<Lanes>>>,
+}
+
+impl NodeLanes {
+    /// The lanes of a cluster reached as `spec` says; `None` over TLS (lanes are plain sockets).
+    pub(crate) fn new(
+        spec: &ClusterSpec,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Option<Self> {
+        (!spec.tls).then(|| NodeLanes {
+            node: spec.node.clone(),
+            connect_timeout,
+            response_timeout,
+            map: ArcSwapOption::empty(),
+            reading: AtomicBool::new(false),
+            pools: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The pool of the master serving `slot`, as the map at hand says; `None` without a map or
+    /// a master for the slot. Also tells whether the map is to be read (missing or old).
+    pub(crate) fn for_slot(&self, slot: u16) -> (Option<Arc<Lanes>>, bool) {
+        let map = self.map.load();
+        let Some(map) = map.as_deref() else {
+            return (None, true);
+        };
+        let stale = map.1.elapsed() >= MAP_MAX_AGE;
+        let Some((_, _, (host, port))) = map
+            .0
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&slot))
+        else {
+            return (None, true);
+        };
+        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pool) = pools.get(&(host.clone(), *port)) {
+            return (Some(pool.clone()), stale);
+        }
+        let Ok(info) = format!("redis://{}/", host_port(host, *port)).into_connection_info() else {
+            return (None, stale);
+        };
+        let info = info.set_redis_settings(self.node.clone());
+        let Some(pool) = Lanes::new(&info, self.connect_timeout, self.response_timeout) else {
+            return (None, stale);
+        };
+        let pool = Arc::new(pool);
+        pools.insert((host.clone(), *port), pool.clone());
+        (Some(pool), stale)
+    }
+
+    /// Whether the caller is to read the map now (no other read is under way); it then calls
+    /// [`NodeLanes::set_map`] with what it read.
+    pub(crate) fn begin_read(&self) -> bool {
+        !self.reading.swap(true, Ordering::AcqRel)
+    }
+
+    /// The map read (`None`: the read failed, the next call asks again). Pools of nodes that
+    /// serve no slot any more are dropped (closing their lanes), unless a reply of theirs is
+    /// overdue.
+    pub(crate) fn set_map(&self, ranges: Option<Vec<SlotRange>>) {
+        if let Some(ranges) = ranges.filter(|r| !r.is_empty()) {
+            let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+            pools.retain(|address, pool| {
+                pool.has_overdue() || ranges.iter().any(|(_, _, master)| master == address)
+            });
+            drop(pools);
+            self.map.store(Some(Arc::new((ranges, Instant::now()))));
+        }
+        self.reading.store(false, Ordering::Release);
+    }
+
+    /// Forgets the map: a lane's reply said a slot is served elsewhere.
+    pub(crate) fn forget_map(&self) {
+        self.map.store(None);
+    }
+
+    /// Every pool.
+    pub(crate) fn pools(&self) -> Vec<Arc<Lanes>> {
+        let pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        pools.values().cloned().collect()
+    }
+
+    /// Waits (at most `limit`) until no lane of any master has a reply overdue, as every command
+    /// sent the routed way does first (it may go to that master).
+    pub(crate) async fn settled(&self, limit: Duration) {
+        let overdue: Vec<Arc<Lanes>> = self
+            .pools()
+            .into_iter()
+            .filter(|pool| pool.has_overdue())
+            .collect();
+        if overdue.is_empty() {
+            return;
+        }
+        let deadline = Instant::now() + limit;
+        for pool in overdue {
+            let left = deadline.saturating_duration_since(Instant::now());
+            pool.settled(left).await;
+        }
+    }
+}
+
+/// Whether a lane's error reply means the script did not run on that node because another one
+/// serves the slot, or the node cannot serve it now (the cluster is down, the node is a replica,
+/// loading its data or cut off from its master): the routed way then takes the call, and
+/// follows the redirect or retries as it would have.
+pub(crate) fn is_redirect(e: &redis::RedisError) -> bool {
+    use redis::ServerErrorKind as K;
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(
+            K::Moved
+                | K::Ask
+                | K::TryAgain
+                | K::ClusterDown
+                | K::ReadOnly
+                | K::BusyLoading
+                | K::MasterDown
+        )
+    )
 }
 
 /// The hash slot of `key`: CRC16 (XMODEM) of its hash tag (the text between the first `{` and

@@ -390,6 +390,8 @@ struct Inner {
     /// With `ClientOptions::wait_for_replicas`: the connection acquisitions go to, followed by
     /// `WAIT` there, and how many replicas it waits for.
     sync: std::sync::OnceLock<(Conn, crate::ReplicaSync)>,
+    /// On a cluster's command connection (not over TLS): lanes to each master, by slot.
+    node_lanes: Option<crate::cluster::NodeLanes>,
 }
 
 struct Link {
@@ -602,6 +604,12 @@ impl Conn {
                 pushes: pushes.clone(),
                 timeouts,
                 sync: std::sync::OnceLock::new(),
+                node_lanes: match &route.cluster {
+                    Some((spec, _)) if role == "command" => {
+                        crate::cluster::NodeLanes::new(spec, timeouts.connect, timeouts.response)
+                    }
+                    _ => None,
+                },
             }),
         };
         if route.sentinels.is_some() {
@@ -715,19 +723,15 @@ impl Conn {
             // Boxed: rare, and kept out of the state of every other call.
             return Box::pin(acquisitions.eval_and_wait(script, keys, args, subject, *sync)).await;
         }
-        if self.is_cluster() {
-            crate::cluster::script_slot(keys)?;
-        }
+        let slot = if self.is_cluster() {
+            crate::cluster::script_slot(keys)?
+        } else {
+            None
+        };
         self.touch();
         let link = self.inner.link.load_full();
         if let Some(lanes) = &link.lanes {
-            if crate::lane::on_lane()
-                && !lanes.has_overdue()
-                && let Some(trip) = lanes.eval(script, keys, args, self.knows(script))
-            {
-                return self.settle_trip(trip, script, subject);
-            }
-            if let Some(trip) = self.eval_on_loop(lanes, script, keys, args).await {
+            if let Some(trip) = self.trip_on_lane(lanes, script, keys, args).await {
                 return self.settle_trip(trip, script, subject);
             }
             // Behind a lane's overdue request when possible; sent anyway after the response
@@ -735,6 +739,22 @@ impl Conn {
             lanes.settled(self.inner.response_timeout).await;
         }
         drop(link);
+        if let Some(nodes) = &self.inner.node_lanes {
+            if let Some(slot) = slot
+                && let Some(lanes) = self.node_pool(nodes, slot)
+                && let Some(trip) = self.trip_on_lane(&lanes, script, keys, args).await
+            {
+                match trip {
+                    // Not run there: the slot moved (or is moving). The routed way follows it.
+                    crate::lane::Trip::Reply(Err(e)) if crate::cluster::is_redirect(&e) => {
+                        nodes.forget_map();
+                        self.read_map();
+                    }
+                    trip => return self.settle_trip(trip, script, subject),
+                }
+            }
+            nodes.settled(self.inner.response_timeout).await;
+        }
         let mut manager = self.manager();
         let timeout = self.inner.response_timeout;
         // One command buffer, built once: `redis::Script`'s invocation kept each argument in a
@@ -802,6 +822,70 @@ impl Conn {
                 )
             }
             trip => Some(trip),
+        }
+    }
+
+    /// Runs `script` over a lane of `lanes`: the caller's own (a sync caller on its thread), or
+    /// its event loop's; `None` when neither is to be had.
+    async fn trip_on_lane(
+        &self,
+        lanes: &crate::lane::Lanes,
+        script: &Lua,
+        keys: &[&str],
+        args: &[&dyn ToArg],
+    ) -> Option<crate::lane::Trip> {
+        if crate::lane::on_lane()
+            && !lanes.has_overdue()
+            && let Some(trip) = lanes.eval(script, keys, args, self.knows(script))
+        {
+            return Some(trip);
+        }
+        self.eval_on_loop(lanes, script, keys, args).await
+    }
+
+    /// On a cluster: the lanes of the master serving `slot`, when the slot map is at hand (it
+    /// is read in the background when missing or old).
+    fn node_pool(
+        &self,
+        nodes: &crate::cluster::NodeLanes,
+        slot: u16,
+    ) -> Option<Arc<crate::lane::Lanes>> {
+        // Most calls are on no lane: no map is read for them.
+        if !crate::lane::on_lane() && !crate::loop_lane::polled_by_a_loop() {
+            return None;
+        }
+        let (pool, read) = nodes.for_slot(slot);
+        if read {
+            self.read_map();
+        }
+        pool
+    }
+
+    /// Reads the cluster's slot map for its lanes, in the background (one read at a time).
+    fn read_map(&self) {
+        let Some(nodes) = &self.inner.node_lanes else {
+            return;
+        };
+        if !nodes.begin_read() {
+            return;
+        }
+        let conn = self.clone();
+        crate::runtime::spawn(async move {
+            let ranges = conn.cluster_slot_ranges().await.ok();
+            if let Some(nodes) = &conn.inner.node_lanes {
+                nodes.set_map(ranges);
+            }
+        });
+    }
+
+    /// Waits, at most the response timeout, until no lane of this connection has a reply
+    /// overdue: every command sent the usual way does this first (see [`crate::lane`]).
+    async fn lanes_settled(&self) {
+        if let Some(lanes) = &self.inner.link.load().lanes {
+            lanes.settled(self.inner.response_timeout).await;
+        }
+        if let Some(nodes) = &self.inner.node_lanes {
+            nodes.settled(self.inner.response_timeout).await;
         }
     }
 
@@ -893,6 +977,9 @@ impl Conn {
                 "a per-node script was sent on a connection that is not to a cluster",
             ));
         };
+        if let Some(nodes) = &self.inner.node_lanes {
+            nodes.settled(self.inner.response_timeout).await;
+        }
         self.touch();
         let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
             slot,
@@ -995,9 +1082,7 @@ impl Conn {
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
         let subject = subject.into();
-        if let Some(lanes) = &self.inner.link.load().lanes {
-            lanes.settled(self.inner.response_timeout).await;
-        }
+        self.lanes_settled().await;
         let mut manager = self.manager();
         self.touch();
         let reply =
@@ -1400,6 +1485,9 @@ async fn keepalive(conn: Conn, stop: CancellationToken) {
                 if let Some(lanes) = &conn.inner.link.load().lanes {
                     lanes.close();
                 }
+                if let Some(nodes) = &conn.inner.node_lanes {
+                    nodes.pools().iter().for_each(|lanes| lanes.close());
+                }
                 return;
             }
         }
@@ -1408,6 +1496,9 @@ async fn keepalive(conn: Conn, stop: CancellationToken) {
         }
         if let Some(lanes) = &conn.inner.link.load().lanes {
             lanes.close_stale();
+        }
+        if let Some(nodes) = &conn.inner.node_lanes {
+            nodes.pools().iter().for_each(|lanes| lanes.close_stale());
         }
     }
 }

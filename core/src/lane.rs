@@ -40,11 +40,11 @@
 //! - **No stale sockets.** Only lanes used within [`FRESH`] are reused (a server's idle `timeout`
 //!   is at least 1 s), and each is first checked without blocking for a close the server sent
 //!   meanwhile (`CLIENT KILL`, a restart): such a lane is dropped, not written to.
-//! - **Only where it pays.** Lanes exist for a single server or a Sentinel group's master over
-//!   TCP or a Unix socket (not TLS, not a cluster, where the multiplexed connection routes), only
-//!   while calls come in quick succession (a lone call every few seconds goes the usual way rather
-//!   than opening a socket), and at most [`MAX_LANES`] per node. Never in a forked child: the
-//!   parent's lanes are its sockets too.
+//! - **Only where it pays.** Lanes exist for a single server, a Sentinel group's master or each
+//!   master of a cluster (found by slot, [`crate::cluster::NodeLanes`]) over TCP or a Unix
+//!   socket (not TLS), only while calls come in quick succession (a lone call every few seconds
+//!   goes the usual way rather than opening a socket), and at most [`MAX_LANES`] per node. Never
+//!   in a forked child: the parent's lanes are its sockets too.
 
 use std::cell::Cell;
 use std::io::{self, Read, Write};

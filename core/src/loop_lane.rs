@@ -182,6 +182,17 @@ impl std::fmt::Debug for EventLoop {
     }
 }
 
+/// Whether a call polled now may go over an event loop's lane (see [`send`]): polled for a
+/// binding's loop, or by a task of an application's own tokio runtime.
+pub(crate) fn polled_by_a_loop() -> bool {
+    if crate::lane::is_off() {
+        return false;
+    }
+    CURRENT.with(|c| c.borrow().is_some())
+        || tokio::runtime::Handle::try_current()
+            .is_ok_and(|runtime| !crate::runtime::is_process_runtime(&runtime))
+}
+
 /// Sends the command `build` makes over the current event loop's lane to the node of `lanes`;
 /// `None` when the thread is not polling for an event loop or no lane is to be had (the caller
 /// takes the usual path, and `build` is not called: most calls are not on a loop).

@@ -32,29 +32,6 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// Context switches so far of crosslock's own runtime threads (named `crosslock-rt`).
-fn crosslock_thread_switches() -> u64 {
-    let mut total = 0;
-    for task in std::fs::read_dir("/proc/self/task").unwrap() {
-        let dir = task.unwrap().path();
-        let Ok(name) = std::fs::read_to_string(dir.join("comm")) else {
-            continue; // the thread ended meanwhile
-        };
-        if name.trim() != "crosslock-rt" {
-            continue;
-        }
-        let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
-            continue;
-        };
-        total += status
-            .lines()
-            .filter(|l| l.contains("ctxt_switches"))
-            .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
-            .sum::<u64>();
-    }
-    total
-}
-
 async fn pair(lock: &Lock) {
     let guard = lock.acquire().await.unwrap();
     guard.release().await.unwrap();
@@ -86,14 +63,14 @@ fn round_trips_stay_on(runtime: Runtime) {
 
         // Crosslock's own threads sit these calls out: without the lane every round trip wakes
         // one of them (the connection's driver writes the request and reads the reply there).
-        let switches = crosslock_thread_switches();
+        let switches = support::crosslock_thread_switches();
         for _ in 0..200 {
             let guard = lock.acquire().await.unwrap();
             let field = guard.owner().holder(&client.id());
             assert_eq!(raw.hget::<_, _, i64>("app:here", &field).unwrap(), 1);
             guard.release().await.unwrap();
         }
-        let woken = crosslock_thread_switches() - switches;
+        let woken = support::crosslock_thread_switches() - switches;
         assert!(
             woken < 200,
             "crosslock's threads switched {woken} times for 200 pairs (at least 400 without a lane)"

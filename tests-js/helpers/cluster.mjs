@@ -69,6 +69,32 @@ export async function startCluster () {
       await cluster.waitForMaster(key, neu)
       return [old, neu]
     },
+    /**
+     * Moves the slot of `key`, with its keys, from its master to the master on port `to`, as
+     * `redis-cli --cluster reshard` does (IMPORTING and MIGRATING, MIGRATE of each key, then
+     * `CLUSTER SETSLOT … NODE` on every master); resolves once every node agrees.
+     */
+    async moveSlot (key, to) {
+      const slot = String(await cluster.keySlot(key))
+      const from = await cluster.masterOf(key)
+      const masters = await cluster.masters()
+      if (to === from || !masters.includes(to)) throw new Error(`127.0.0.1:${to} is not another master`)
+      const toId = await ask(to, 'CLUSTER', 'MYID')
+      const fromId = await ask(from, 'CLUSTER', 'MYID')
+      await ask(to, 'CLUSTER', 'SETSLOT', slot, 'IMPORTING', fromId)
+      await ask(from, 'CLUSTER', 'SETSLOT', slot, 'MIGRATING', toId)
+      for (;;) {
+        const keys = await ask(from, 'CLUSTER', 'GETKEYSINSLOT', slot, '100')
+        if (!keys?.length) break
+        await ask(from, 'MIGRATE', '127.0.0.1', String(to), '', '0', '5000', 'KEYS', ...keys)
+      }
+      await ask(to, 'CLUSTER', 'SETSLOT', slot, 'NODE', toId)
+      await ask(from, 'CLUSTER', 'SETSLOT', slot, 'NODE', toId)
+      for (const port of masters) {
+        if (port !== to && port !== from) await ask(port, 'CLUSTER', 'SETSLOT', slot, 'NODE', toId)
+      }
+      await cluster.waitForMaster(key, to)
+    },
     /** kill -9 of the master serving `key`; resolves to [old, new] once its replica took over. */
     async killMasterOf (key) {
       const [old, neu] = [await cluster.masterOf(key), await cluster.replicaOf(key)]

@@ -19,6 +19,29 @@ pub async fn until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
     }
 }
 
+/// Context switches so far of crosslock's own runtime threads (named `crosslock-rt`).
+pub fn crosslock_thread_switches() -> u64 {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let dir = task.unwrap().path();
+        let Ok(name) = std::fs::read_to_string(dir.join("comm")) else {
+            continue; // the thread ended meanwhile
+        };
+        if name.trim() != "crosslock-rt" {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
+            continue;
+        };
+        total += status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches"))
+            .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    total
+}
+
 /// An application's own runtime as `#[tokio::main]` builds it on this machine: multi-thread, two
 /// workers, I/O and timers.
 pub fn app_runtime() -> tokio::runtime::Runtime {
