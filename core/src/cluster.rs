@@ -150,6 +150,13 @@ impl ClusterSpec {
 /// fail to connect, and the calls take the routed way) is thus replaced soon.
 const MAP_MAX_AGE: Duration = Duration::from_secs(5);
 
+/// A cluster's slot ranges as `CLUSTER SLOTS` read them, sorted, each with its master's lane
+/// pool, and when they were read.
+struct SlotMap {
+    ranges: Vec<(u16, u16, Option<Arc<Lanes>>)>,
+    read: Instant,
+}
+
 /// The lanes of a cluster's command connection: one pool ([`Lanes`]) per master, found by the
 /// slot a script's keys hash to.
 ///
@@ -166,8 +173,8 @@ pub(crate) struct NodeLanes {
     node: RedisConnectionInfo,
     connect_timeout: Duration,
     response_timeout: Duration,
-    /// The slot ranges and when they were read; `None` until read, and after a redirect.
-    map: ArcSwapOption<(Vec<SlotRange>, Instant)>,
+    /// The slot map at hand; `None` until read, and after a redirect.
+    map: ArcSwapOption<SlotMap>,
     /// Whether a read of the map is under way (one at a time).
     reading: AtomicBool,
     /// The pools, by master address. A pool stays while one of its replies is overdue, so that
@@ -193,34 +200,22 @@ impl NodeLanes {
     }
 
     /// The pool of the master serving `slot`, as the map at hand says; `None` without a map or
-    /// a master for the slot. Also tells whether the map is to be read (missing or old).
+    /// a master for the slot. Also tells whether the map is to be read (missing or old). Called
+    /// on every lane call on a cluster: it takes no lock and allocates nothing.
     pub(crate) fn for_slot(&self, slot: u16) -> (Option<Arc<Lanes>>, bool) {
         let map = self.map.load();
         let Some(map) = map.as_deref() else {
             return (None, true);
         };
-        let stale = map.1.elapsed() >= MAP_MAX_AGE;
-        let Some((_, _, (host, port))) = map
-            .0
-            .iter()
-            .find(|(first, last, _)| (*first..=*last).contains(&slot))
-        else {
-            return (None, true);
-        };
-        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(pool) = pools.get(&(host.clone(), *port)) {
-            return (Some(pool.clone()), stale);
-        }
-        let Ok(info) = format!("redis://{}/", host_port(host, *port)).into_connection_info() else {
-            return (None, stale);
-        };
-        let info = info.set_redis_settings(self.node.clone());
-        let Some(pool) = Lanes::new(&info, self.connect_timeout, self.response_timeout) else {
-            return (None, stale);
-        };
-        let pool = Arc::new(pool);
-        pools.insert((host.clone(), *port), pool.clone());
-        (Some(pool), stale)
+        let stale = map.read.elapsed() >= MAP_MAX_AGE;
+        // Sorted, without overlaps: the first range not ending before `slot`.
+        let at = map.ranges.partition_point(|(_, last, _)| *last < slot);
+        let pool = map
+            .ranges
+            .get(at)
+            .filter(|(first, _, _)| *first <= slot)
+            .and_then(|(_, _, pool)| pool.clone());
+        (pool, stale)
     }
 
     /// Whether the caller is to read the map now (no other read is under way); it then calls
@@ -229,19 +224,45 @@ impl NodeLanes {
         !self.reading.swap(true, Ordering::AcqRel)
     }
 
-    /// The map read (`None`: the read failed, the next call asks again). Pools of nodes that
-    /// serve no slot any more are dropped (closing their lanes), unless a reply of theirs is
-    /// overdue.
+    /// The map read (`None`: the read failed, the next call asks again). Each master gets its
+    /// pool (the one it had, or a new one, which opens lanes when first used); pools of nodes
+    /// that serve no slot any more are dropped (closing their lanes), unless a reply of theirs
+    /// is overdue.
     pub(crate) fn set_map(&self, ranges: Option<Vec<SlotRange>>) {
         if let Some(ranges) = ranges.filter(|r| !r.is_empty()) {
             let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
             pools.retain(|address, pool| {
                 pool.has_overdue() || ranges.iter().any(|(_, _, master)| master == address)
             });
+            let mut ranges: Vec<(u16, u16, Option<Arc<Lanes>>)> = ranges
+                .into_iter()
+                .map(|(first, last, master)| {
+                    let pool = match pools.get(&master) {
+                        Some(pool) => Some(pool.clone()),
+                        None => self.pool_for(&master).inspect(|pool| {
+                            pools.insert(master, pool.clone());
+                        }),
+                    };
+                    (first, last, pool)
+                })
+                .collect();
             drop(pools);
-            self.map.store(Some(Arc::new((ranges, Instant::now()))));
+            ranges.sort_unstable_by_key(|(first, _, _)| *first);
+            self.map.store(Some(Arc::new(SlotMap {
+                ranges,
+                read: Instant::now(),
+            })));
         }
         self.reading.store(false, Ordering::Release);
+    }
+
+    /// A new pool for the master at `(host, port)`.
+    fn pool_for(&self, (host, port): &(String, u16)) -> Option<Arc<Lanes>> {
+        let info = format!("redis://{}/", host_port(host, *port))
+            .into_connection_info()
+            .ok()?
+            .set_redis_settings(self.node.clone());
+        Lanes::new(&info, self.connect_timeout, self.response_timeout).map(Arc::new)
     }
 
     /// Forgets the map: a lane's reply said a slot is served elsewhere.
@@ -369,6 +390,42 @@ mod tests {
         assert_eq!(slot(b"{}foo"), crc16(b"{}foo") % SLOTS);
         assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
         assert_eq!(slot(b"123456789"), 0x31C3 % SLOTS);
+    }
+
+    #[test]
+    fn a_slot_finds_the_pool_of_its_master_in_the_map() {
+        let spec = ClusterSpec::parse("redis+cluster://127.0.0.1:7000", "s").unwrap();
+        let second = Duration::from_secs(1);
+        let nodes = NodeLanes::new(&spec, second, second).unwrap();
+        assert!(matches!(nodes.for_slot(0), (None, true)), "no map yet");
+        let a = ("127.0.0.1".to_owned(), 7000);
+        let b = ("127.0.0.1".to_owned(), 7001);
+        // As CLUSTER SLOTS may list them: in any order, with slots no master serves.
+        nodes.set_map(Some(vec![
+            (8192, 16383, b.clone()),
+            (0, 99, a.clone()),
+            (200, 8191, a.clone()),
+        ]));
+        let pool = |slot| nodes.for_slot(slot).0.map(|p| Arc::as_ptr(&p));
+        assert!(pool(0).is_some());
+        assert_eq!(pool(0), pool(99));
+        assert_eq!(pool(0), pool(200));
+        assert_eq!(pool(0), pool(8191));
+        assert_eq!(pool(100), None);
+        assert_eq!(pool(199), None);
+        assert!(pool(8192).is_some());
+        assert_ne!(pool(8192), pool(8191));
+        assert_eq!(pool(8192), pool(16383));
+        assert!(!nodes.for_slot(5).1, "a map just read is not stale");
+        assert_eq!(nodes.pools().len(), 2);
+
+        // A new map keeps the pool of a master still in it and drops the other one.
+        let kept = pool(0);
+        nodes.set_map(Some(vec![(0, 16383, a)]));
+        assert_eq!(pool(16383), kept);
+        assert_eq!(nodes.pools().len(), 1);
+        nodes.forget_map();
+        assert!(matches!(nodes.for_slot(0), (None, true)));
     }
 
     #[test]
