@@ -168,12 +168,7 @@ describe('one cluster', () => {
 
 /** The node's client connections (id → last command), but for the one asking. */
 async function connections (port) {
-  return onNode(port, async (r) => {
-    const own = String(await r.command('CLIENT', 'ID'))
-    const listed = String(await r.command('CLIENT', 'LIST', 'TYPE', 'normal')).split('\n').filter(Boolean)
-      .map((line) => Object.fromEntries(line.split(' ').map((f) => f.split('=', 2))))
-    return new Map(listed.filter((c) => c.id !== own).map((c) => [c.id, c.cmd]))
-  })
+  return onNode(port, (r) => r.clients())
 }
 
 describe('cluster lanes', () => {

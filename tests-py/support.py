@@ -178,6 +178,13 @@ class Raw:
         flat = self.command("HGETALL", key)
         return dict(zip(flat[::2], flat[1::2]))
 
+    def clients(self) -> dict[str, str]:
+        """The server's normal (not pub/sub) connections but this one: id → last command."""
+        own = str(self.command("CLIENT", "ID"))
+        listed = (dict(f.split("=", 1) for f in line.split() if "=" in f)
+                  for line in self.command("CLIENT", "LIST", "TYPE", "normal").splitlines())
+        return {c["id"]: c["cmd"] for c in listed if c["id"] != own}
+
     def numsub(self, channel: str) -> int:
         return int(self.command("PUBSUB", "NUMSUB", channel)[1])
 

@@ -256,10 +256,7 @@ def test_killing_a_master_is_survived_by_waiters(fresh_cluster):
 def connections(port: int) -> dict[str, str]:
     """The node's client connections (id: last command), but for the one asking."""
     with Raw(port) as r:
-        own = str(r.command("CLIENT", "ID"))
-        listed = (dict(f.split("=", 1) for f in line.split() if "=" in f)
-                  for line in r.command("CLIENT", "LIST", "TYPE", "normal").splitlines())
-        return {c["id"]: c["cmd"] for c in listed if c["id"] != own}
+        return r.clients()
 
 
 @pytest.mark.parametrize("flavour", ["sync", "async"])

@@ -124,29 +124,19 @@ async def wait_until_async(condition: Callable[[], bool], *, what: str, timeout:
         await asyncio.sleep(0.02)
 
 
-def client_ids(raw: Raw) -> set[str]:
-    """The ids of the server's normal (not pub/sub) connections."""
-    return {
-        field.split("=", 1)[1]
-        for line in raw.command("CLIENT", "LIST", "TYPE", "normal").splitlines()
-        for field in line.split()
-        if field.startswith("id=")
-    }
-
-
 def test_an_event_loops_calls_go_over_a_connection_of_its_own(client: crosslock.Client, raw: Raw, run) -> None:
     """On either loop, a task's calls are made on a connection the loop itself watches (one, for
     all its tasks), and that connection closes when the loop goes."""
     lock = client.lock("lanes:own")
-    before = client_ids(raw)
+    before = set(raw.clients())
 
     async def main() -> set[str]:
         await asyncio.gather(*(pairs_async(client.lock(f"lanes:own{i}"), 20) for i in range(4)))
-        return client_ids(raw) - before
+        return set(raw.clients()) - before
 
     opened = run(main())
     assert len(opened) == 1, f"the loop's calls used {len(opened)} new connections, not one"
-    wait_until(lambda: not client_ids(raw) & opened, what="the loop's connection to close with the loop")
+    wait_until(lambda: not set(raw.clients()) & opened, what="the loop's connection to close with the loop")
     assert not lock.locked()
 
 

@@ -121,6 +121,14 @@ export class RawRedis {
     return out
   }
 
+  /** The server's normal (not pub/sub) connections but this one: id → last command. */
+  async clients () {
+    const own = String(await this.command('CLIENT', 'ID'))
+    const listed = String(await this.command('CLIENT', 'LIST', 'TYPE', 'normal')).split('\n').filter(Boolean)
+      .map((line) => Object.fromEntries(line.split(' ').map((f) => f.split('=', 2))))
+    return new Map(listed.filter((c) => c.id !== own).map((c) => [c.id, c.cmd]))
+  }
+
   /** PUBSUB NUMSUB for one channel. */
   async numsub (channel) {
     const reply = await this.command('PUBSUB', 'NUMSUB', channel)
