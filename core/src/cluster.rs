@@ -279,11 +279,15 @@ impl NodeLanes {
     /// Waits (at most `limit`) until no lane of any master has a reply overdue, as every command
     /// sent the routed way does first (it may go to that master).
     pub(crate) async fn settled(&self, limit: Duration) {
-        let overdue: Vec<Arc<Lanes>> = self
-            .pools()
-            .into_iter()
-            .filter(|pool| pool.has_overdue())
-            .collect();
+        // Nothing allocated in the usual case, where no reply is overdue.
+        let overdue: Vec<Arc<Lanes>> = {
+            let pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+            pools
+                .values()
+                .filter(|pool| pool.has_overdue())
+                .cloned()
+                .collect()
+        };
         if overdue.is_empty() {
             return;
         }
