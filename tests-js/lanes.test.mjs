@@ -21,8 +21,7 @@ async function pairs (lock, n) {
 }
 
 async function normalClients (raw) {
-  const list = await raw.command('CLIENT', 'LIST', 'TYPE', 'normal')
-  return String(list).split('\n').filter((line) => line).length
+  return (await raw.clients()).size
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))

@@ -16,7 +16,7 @@ import time
 import pytest
 
 import crosslock
-from support import Raw, channel, python_env, wait_until
+from support import channel, python_env, wait_until
 
 # -- Redisson's layout, seen by a plain client ----------------------------------------------
 
@@ -438,16 +438,11 @@ def test_close_releases_held_locks_and_fails_later_calls(url, raw):
     assert "closed" in str(info.value)
 
 
-def _connection_ids(raw: Raw) -> set[str]:
-    """The ids of the server's normal connections (``CLIENT LIST``)."""
-    return {line.split()[0] for line in raw.command("CLIENT", "LIST", "TYPE", "normal").splitlines() if line}
-
-
 def test_close_closes_every_connection_while_the_client_lives(url, raw):
     """close() closes the client's connections (its own, its threads' lanes and its event loops'),
     not only once the client object is collected."""
 
-    before = _connection_ids(raw)
+    before = set(raw.clients())
     c = crosslock.connect(url)
     lock = c.lock("closing-connections")
     for _ in range(200):  # in quick succession: this thread gets a lane
@@ -458,13 +453,13 @@ def test_close_closes_every_connection_while_the_client_lives(url, raw):
         for _ in range(200):  # and so does this event loop
             assert await lock.acquire_async(timeout=5)
             await lock.release_async()
-        ours = _connection_ids(raw) - before
+        ours = set(raw.clients()) - before
         assert len(ours) >= 3, ours  # the command connection and the two lanes, at least
         await c.aclose()
         # The loop's lane is closed on the loop: wait without blocking it.
         deadline = time.monotonic() + 10
-        while _connection_ids(raw) & ours:
-            assert time.monotonic() < deadline, f"still open after close(): {_connection_ids(raw) & ours}"
+        while set(raw.clients()) & ours:
+            assert time.monotonic() < deadline, f"still open after close(): {set(raw.clients()) & ours}"
             await asyncio.sleep(0.02)
 
     asyncio.run(main())
@@ -475,7 +470,7 @@ def test_a_client_collected_without_close_closes_its_connections_and_its_locks_e
     """A client dropped without closing (nothing refers to it, nor to its locks) closes its
     connections and stops renewing: a lock it still held expires after its lease, as documented."""
 
-    before = _connection_ids(raw)
+    before = set(raw.clients())
 
     def use() -> set[str]:
         c = crosslock.connect(url, watchdog_timeout=0.6)
@@ -484,12 +479,12 @@ def test_a_client_collected_without_close_closes_its_connections_and_its_locks_e
             assert pairs.acquire(timeout=5)
             pairs.release()
         assert c.lock("collected-client").acquire()
-        return _connection_ids(raw) - before
+        return set(raw.clients()) - before
 
     ours = use()
     assert len(ours) >= 2, ours  # the command connection and the lane, at least
     gc.collect()
-    wait_until(lambda: not _connection_ids(raw) & ours, timeout=10, what="the dropped client's connections to close")
+    wait_until(lambda: not set(raw.clients()) & ours, timeout=10, what="the dropped client's connections to close")
     wait_until(lambda: raw.command("EXISTS", "collected-client") == 0, timeout=5, what="its lock to expire")
 
 
