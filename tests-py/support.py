@@ -73,6 +73,32 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: fl
         time.sleep(interval)
 
 
+def replica_caught_up(master: int, replica: int, timeout: float = 5.0) -> None:
+    """Waits until the replica at port ``replica`` has applied the replication stream of the
+    master at ``master`` up to the master's offset now: every write it made, whoever made it.
+
+    Not ``WAIT 1`` from a fresh connection: WAIT counts the replicas that acknowledged the writes
+    of its own connection, so on one that wrote nothing it answers 1 at once, however far behind
+    the replica is."""
+
+    def offset(port: int, field: str) -> Optional[int]:
+        with Raw(port) as r:
+            info = r.command("INFO", "replication")
+        for line in info.splitlines():
+            name, _, value = line.partition(":")
+            if name == field:
+                return int(value)
+        return None
+
+    target = offset(master, "master_repl_offset")
+    assert target is not None, f"no replication offset on the master at {master}"
+    wait_until(
+        lambda: (offset(replica, "slave_repl_offset") or -1) >= target,
+        timeout=timeout,
+        what=f"the replica at {replica} to apply the master's {target} bytes",
+    )
+
+
 class RedisServer:
     """A redis-server on a free 127.0.0.1 port, without persistence, stopped by :meth:`stop`."""
 
@@ -342,9 +368,8 @@ class SentinelGroup:
         return next(n for n in self.nodes if n.port != port)
 
     def sync(self) -> None:
-        """Waits until the replica has everything the master has (``WAIT 1``)."""
-        with self.master().raw() as r:
-            assert r.command("WAIT", "1", "5000") == 1, "the replica did not acknowledge"
+        """Waits until the replica has applied every write the master made so far."""
+        replica_caught_up(self.master().port, self.replica().port)
 
     def failover(self) -> int:
         """``SENTINEL FAILOVER``; returns the new master's port once every sentinel names it and it
@@ -480,9 +505,8 @@ class Cluster:
         return Raw(self.master_of(key))
 
     def sync(self, key: str) -> None:
-        """Waits until the replica of ``key``'s master has everything it has (``WAIT 1``)."""
-        with self.raw_for(key) as r:
-            assert r.command("WAIT", "1", "5000") == 1, "the replica did not acknowledge"
+        """Waits until the replica of ``key``'s master has applied every write it made so far."""
+        replica_caught_up(self.master_of(key), self.replica_of(key))
 
     def failover(self, key: str) -> tuple[int, int]:
         """``CLUSTER FAILOVER`` on the replica of ``key``'s master; returns (old, new) master ports

@@ -4,22 +4,9 @@ import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 
 import { freePort, startRedis } from './redis-server.mjs'
-import { RawRedis } from './resp.mjs'
-import { waitUntil } from './util.mjs'
+import { ask, replicaCaughtUp, waitUntil } from './util.mjs'
 
 const run = promisify(execFile)
-
-async function ask (port, ...args) {
-  let raw
-  try {
-    raw = await RawRedis.connect(`redis://127.0.0.1:${port}/0`)
-    return await raw.command(...args)
-  } catch {
-    return null
-  } finally {
-    await raw?.close()
-  }
-}
 
 /** `CLUSTER SLOTS` of the node at `port` as sorted `[first, last, masterPort, [replicaPorts]]`. */
 async function slotMap (port) {
@@ -47,10 +34,9 @@ export async function startCluster () {
     async replicaOf (key) { return (await cluster.rangeOf(key))[3][0] },
     async masters () { return (await cluster.slots()).map((r) => r[2]) },
     node (port) { return nodes.find((n) => n.port === port) },
-    /** Waits until the replica of `key`'s master has everything it has (`WAIT 1`). */
+    /** Waits until the replica of `key`'s master has applied every write it made so far. */
     async sync (key) {
-      const acked = await ask(await cluster.masterOf(key), 'WAIT', '1', '5000')
-      if (Number(acked) !== 1) throw new Error(`the replica did not acknowledge (WAIT said ${acked})`)
+      await replicaCaughtUp(await cluster.masterOf(key), await cluster.replicaOf(key))
     },
     async waitForMaster (key, port) {
       const slot = await cluster.keySlot(key)

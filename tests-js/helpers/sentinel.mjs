@@ -6,22 +6,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 import { freePort, killedWithUs, startRedis } from './redis-server.mjs'
-import { RawRedis } from './resp.mjs'
-import { waitUntil } from './util.mjs'
+import { ask, replicaCaughtUp, waitUntil } from './util.mjs'
 
 const NAME = 'crosslock'
-
-async function ask (port, ...args) {
-  let raw
-  try {
-    raw = await RawRedis.connect(`redis://127.0.0.1:${port}/0`)
-    return await raw.command(...args)
-  } catch {
-    return null
-  } finally {
-    await raw?.close()
-  }
-}
 
 async function sentinelMaster (port) {
   const flat = await ask(port, 'SENTINEL', 'MASTER', NAME)
@@ -94,10 +81,9 @@ export async function startSentinelGroup () {
       const port = await group.masterPort()
       return nodes.find((n) => n.port !== port)
     },
-    /** Waits until the replica has everything the master has (`WAIT 1`). */
+    /** Waits until the replica has applied every write the master made so far. */
     async sync () {
-      const acked = await ask((await group.master()).port, 'WAIT', '1', '5000')
-      if (acked !== 1) throw new Error(`the replica did not acknowledge (WAIT said ${acked})`)
+      await replicaCaughtUp((await group.master()).port, (await group.replica()).port)
     },
     async waitForNewMaster (before) {
       return waitUntil(async () => {

@@ -30,6 +30,37 @@ export async function waitUntil (condition, what, ms = 10_000, every = 20) {
   }
 }
 
+/** One command on a fresh connection to the server at `port`; `null` if it fails. */
+export async function ask (port, ...args) {
+  let raw
+  try {
+    raw = await RawRedis.connect(`redis://127.0.0.1:${port}/0`)
+    return await raw.command(...args)
+  } catch {
+    return null
+  } finally {
+    await raw?.close()
+  }
+}
+
+/**
+ * Waits until the replica at port `replica` has applied the replication stream of the master at
+ * `master` up to the master's offset now: every write it made, whoever made it. Not `WAIT 1` from
+ * a fresh connection: WAIT counts the replicas that acknowledged the writes of its own
+ * connection, so on one that wrote nothing it answers 1 at once, however far behind the replica is.
+ */
+export async function replicaCaughtUp (master, replica) {
+  const offset = async (port, field) => {
+    const info = String(await ask(port, 'INFO', 'replication') ?? '')
+    const line = info.split(/\r?\n/).find((l) => l.startsWith(`${field}:`))
+    return line === undefined ? null : Number(line.slice(field.length + 1))
+  }
+  const target = await offset(master, 'master_repl_offset')
+  if (target === null) throw new Error(`no replication offset on the master at ${master}`)
+  await waitUntil(async () => ((await offset(replica, 'slave_repl_offset')) ?? -1) >= target,
+    `the replica at ${replica} to apply the master's ${target} bytes`, 5_000, 10)
+}
+
 /**
  * One redis-server for the calling test file, plus a raw connection and a default client:
  * `const env = useRedis()`, then `env.url`, `env.raw`, `env.client` inside tests. Clients made

@@ -527,14 +527,9 @@ impl SentinelGroup {
         }
     }
 
-    /// Waits until the replica has everything the master has (`WAIT 1`).
+    /// Waits until the replica has applied every write the master made so far.
     pub fn sync(&self) {
-        let acked: i64 = redis::cmd("WAIT")
-            .arg(1)
-            .arg(5000)
-            .query(&mut self.master().raw())
-            .unwrap();
-        assert_eq!(acked, 1, "the replica did not acknowledge");
+        replica_caught_up(self.master(), self.replica());
     }
 }
 
@@ -545,6 +540,38 @@ impl Drop for SentinelGroup {
             let _ = child.wait();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits (at most 5 s) until `replica` has applied the replication stream of `master` up to
+/// the master's offset now: every write the master made, whichever connection made it.
+///
+/// Not `WAIT 1` from a fresh connection: WAIT counts the replicas that acknowledged the writes
+/// of *its own* connection, so on one that wrote nothing it returns 1 at once, however far
+/// behind the replica is.
+pub fn replica_caught_up(master: &RedisServer, replica: &RedisServer) {
+    let offset = |node: &RedisServer, field: &str| -> Option<i64> {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut node.raw())
+            .ok()?;
+        info.lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|value| value.trim().parse().ok())
+    };
+    let target = offset(master, "master_repl_offset").expect("the master's replication offset");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let applied = offset(replica, "slave_repl_offset");
+        if applied.is_some_and(|applied| applied >= target) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica at {} applied {applied:?} of the master's {target} bytes within 5 s",
+            replica.port
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -820,14 +847,13 @@ impl Cluster {
         self.nodes.iter().find(|n| n.port == port).unwrap()
     }
 
-    /// Waits until the replicas of the master serving `key` have everything it has (`WAIT 1`).
+    /// Waits until the replica of the master serving `key` has applied every write the master
+    /// made so far.
     pub fn sync(&self, key: &str) {
-        let acked: i64 = redis::cmd("WAIT")
-            .arg(1)
-            .arg(5000)
-            .query(&mut self.node(self.master_of(key)).raw())
-            .unwrap();
-        assert_eq!(acked, 1, "the replica did not acknowledge");
+        replica_caught_up(
+            self.node(self.master_of(key)),
+            self.node(self.replica_of(key)),
+        );
     }
 
     /// `CLUSTER FAILOVER` on the replica of `key`'s master; waits until the cluster agrees it is
