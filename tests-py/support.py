@@ -92,8 +92,13 @@ def replica_caught_up(master: int, replica: int, timeout: float = 5.0) -> None:
 
     target = offset(master, "master_repl_offset")
     assert target is not None, f"no replication offset on the master at {master}"
+
+    def caught_up() -> bool:
+        applied = offset(replica, "slave_repl_offset")
+        return applied is not None and applied >= target
+
     wait_until(
-        lambda: (offset(replica, "slave_repl_offset") or -1) >= target,
+        caught_up,
         timeout=timeout,
         what=f"the replica at {replica} to apply the master's {target} bytes",
     )
