@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
@@ -167,7 +167,9 @@ struct SlotMap {
 /// (the first calls, and those made while it is read, take the routed way). A lane's reply that
 /// says the script did not run there ([`is_redirect`]: `MOVED`, `ASK`, a replica's `READONLY`,
 /// …) drops the map, and the call is sent the routed way, which follows the redirect. Everything
-/// sent the routed way first waits for a lane's overdue reply, as on one server ([`crate::lane`]).
+/// sent the routed way first waits for an overdue lane reply of the master it may go to, as on
+/// one server ([`crate::lane`]); not for those of the other masters, so that one master that
+/// stopped answering holds back no command for the others.
 pub(crate) struct NodeLanes {
     /// User and password for every node.
     node: RedisConnectionInfo,
@@ -180,6 +182,10 @@ pub(crate) struct NodeLanes {
     /// The pools, by master address. A pool stays while one of its replies is overdue, so that
     /// every command to its node keeps waiting for it ([`NodeLanes::settled`]).
     pools: Mutex<HashMap<(String, u16), Arc<Lanes>>>,
+    /// Pools a new map left out (their master serves no slot any more) while a caller that
+    /// found them in the previous map may still be sending on them: their overdue replies are
+    /// waited for too, until the last such caller is done.
+    retired: Mutex<Vec<Weak<Lanes>>>,
 }
 
 impl NodeLanes {
@@ -196,6 +202,7 @@ impl NodeLanes {
             map: ArcSwapOption::empty(),
             reading: AtomicBool::new(false),
             pools: Mutex::new(HashMap::new()),
+            retired: Mutex::new(Vec::new()),
         })
     }
 
@@ -230,9 +237,17 @@ impl NodeLanes {
     pub(crate) fn set_map(&self, ranges: Option<Vec<SlotRange>>) {
         if let Some(ranges) = ranges.filter(|r| !r.is_empty()) {
             let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            retired.retain(|pool| pool.strong_count() > 0);
             pools.retain(|address, pool| {
-                pool.has_overdue() || ranges.iter().any(|(_, _, master)| master == address)
+                let keep =
+                    pool.has_overdue() || ranges.iter().any(|(_, _, master)| master == address);
+                if !keep {
+                    retired.push(Arc::downgrade(pool));
+                }
+                keep
             });
+            drop(retired);
             let mut ranges: Vec<(u16, u16, Option<Arc<Lanes>>)> = ranges
                 .into_iter()
                 .map(|(first, last, master)| {
@@ -275,18 +290,11 @@ impl NodeLanes {
         pools.values().cloned().collect()
     }
 
-    /// Waits (at most `limit`) until no lane of any master has a reply overdue, as every command
-    /// sent the routed way does first (it may go to that master).
-    pub(crate) async fn settled(&self, limit: Duration) {
-        // Nothing allocated in the usual case, where no reply is overdue.
-        let overdue: Vec<Arc<Lanes>> = {
-            let pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-            pools
-                .values()
-                .filter(|pool| pool.has_overdue())
-                .cloned()
-                .collect()
-        };
+    /// Waits (at most `limit`) until no lane that a command for `slot` could be queued behind
+    /// has a reply overdue, as every command sent the routed way does first. `None`: a command
+    /// that may go to any master (or whose slot is not known), which waits for them all.
+    pub(crate) async fn settled(&self, slot: Option<u16>, limit: Duration) {
+        let overdue = self.overdue_for(slot);
         if overdue.is_empty() {
             return;
         }
@@ -295,6 +303,47 @@ impl NodeLanes {
             let left = deadline.saturating_duration_since(Instant::now());
             pool.settled(left).await;
         }
+    }
+
+    /// The pools with a reply overdue that a command for `slot` waits for: the one of the
+    /// master serving the slot in the map at hand, and every pool of a node that serves no
+    /// slot in it (a master that failed over: a request still in its socket may run there if it
+    /// comes back believing it is the master). A master serving other slots cannot run a
+    /// script for this one (it answers `MOVED`), and cannot give the slot away while it does not
+    /// answer (moving a slot takes its `MIGRATE`). Without a map, or without a slot: all of
+    /// them. Allocates nothing when no reply is overdue, the usual case.
+    fn overdue_for(&self, slot: Option<u16>) -> Vec<Arc<Lanes>> {
+        let map = self.map.load();
+        let waits_for = |pool: &Arc<Lanes>| -> bool {
+            if !pool.has_overdue() {
+                return false;
+            }
+            let (Some(slot), Some(map)) = (slot, map.as_deref()) else {
+                return true;
+            };
+            let mut serves_some = false;
+            for (first, last, master) in &map.ranges {
+                if master.as_ref().is_some_and(|m| Arc::ptr_eq(m, pool)) {
+                    if (*first..=*last).contains(&slot) {
+                        return true;
+                    }
+                    serves_some = true;
+                }
+            }
+            !serves_some
+        };
+        let mut overdue: Vec<Arc<Lanes>> = {
+            let pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+            pools.values().filter(|p| waits_for(p)).cloned().collect()
+        };
+        let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        overdue.extend(
+            retired
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|p| waits_for(p)),
+        );
+        overdue
     }
 }
 
@@ -432,6 +481,62 @@ mod tests {
         assert_eq!(nodes.pools().len(), 1);
         nodes.forget_map();
         assert!(matches!(nodes.for_slot(0), (None, true)));
+    }
+
+    #[test]
+    fn a_command_waits_for_the_overdue_replies_of_its_own_master_and_of_former_masters_only() {
+        let spec = ClusterSpec::parse("redis+cluster://127.0.0.1:7000", "s").unwrap();
+        let second = Duration::from_secs(1);
+        let nodes = NodeLanes::new(&spec, second, second).unwrap();
+        let a = ("127.0.0.1".to_owned(), 7000);
+        let b = ("127.0.0.1".to_owned(), 7001);
+        let c = ("127.0.0.1".to_owned(), 7002);
+        nodes.set_map(Some(vec![
+            (0, 5460, a.clone()),
+            (5461, 10922, b.clone()),
+            (10923, 16383, c.clone()),
+        ]));
+        let pool_a = nodes.for_slot(0).0.unwrap();
+        let pool_c = nodes.for_slot(16383).0.unwrap();
+        let waited = |slot: Option<u16>| -> Vec<*const Lanes> {
+            let mut pools: Vec<_> = nodes.overdue_for(slot).iter().map(Arc::as_ptr).collect();
+            pools.sort();
+            pools
+        };
+        assert!(waited(None).is_empty(), "nothing overdue");
+
+        // Master a stopped answering: commands for its slots wait for it, the others do not.
+        pool_a.overdue().count.fetch_add(1, Ordering::AcqRel);
+        assert_eq!(waited(Some(100)), vec![Arc::as_ptr(&pool_a)]);
+        assert!(waited(Some(6000)).is_empty(), "b's slot: not behind a");
+        assert!(waited(Some(16000)).is_empty(), "c's slot: not behind a");
+        assert_eq!(waited(None), vec![Arc::as_ptr(&pool_a)], "slot unknown");
+
+        // a failed over to d: a's pool stays while its reply is overdue, and as a former
+        // master's (its request may still run there), every command waits for it.
+        let d = ("127.0.0.1".to_owned(), 7003);
+        nodes.set_map(Some(vec![
+            (0, 5460, d),
+            (5461, 10922, b.clone()),
+            (10923, 16383, c.clone()),
+        ]));
+        assert_eq!(waited(Some(6000)), vec![Arc::as_ptr(&pool_a)]);
+        pool_a.overdue().settle_one();
+        assert!(waited(None).is_empty());
+
+        // c left the map while a caller still holds its pool (found in the previous map):
+        // its overdue reply is still waited for, by every command, until that caller is done.
+        nodes.set_map(Some(vec![(0, 16383, b)]));
+        assert!(nodes.pools().iter().all(|p| !Arc::ptr_eq(p, &pool_c)));
+        pool_c.overdue().count.fetch_add(1, Ordering::AcqRel);
+        assert_eq!(waited(Some(0)), vec![Arc::as_ptr(&pool_c)]);
+        pool_c.overdue().settle_one();
+        drop(pool_c);
+        // The next map forgets the retired pools nobody holds any more (c, and d, which only
+        // the maps held), and retires b; a's old pool is still held here.
+        nodes.set_map(Some(vec![(0, 16383, a)]));
+        assert_eq!(nodes.retired.lock().unwrap().len(), 2);
+        drop(pool_a);
     }
 
     #[test]

@@ -753,7 +753,7 @@ impl Conn {
                     trip => return self.settle_trip(trip, script, subject),
                 }
             }
-            nodes.settled(self.inner.response_timeout).await;
+            nodes.settled(slot, self.inner.response_timeout).await;
         }
         let mut manager = self.manager();
         let timeout = self.inner.response_timeout;
@@ -885,7 +885,7 @@ impl Conn {
             lanes.settled(self.inner.response_timeout).await;
         }
         if let Some(nodes) = &self.inner.node_lanes {
-            nodes.settled(self.inner.response_timeout).await;
+            nodes.settled(None, self.inner.response_timeout).await;
         }
     }
 
@@ -978,7 +978,7 @@ impl Conn {
             ));
         };
         if let Some(nodes) = &self.inner.node_lanes {
-            nodes.settled(self.inner.response_timeout).await;
+            nodes.settled(Some(slot), self.inner.response_timeout).await;
         }
         self.touch();
         let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
