@@ -1,9 +1,10 @@
-//! On a Redis Cluster, one master that stops answering holds back the commands for its own
-//! slots only: a lane request of it left without an answer makes the routed commands for its
-//! slots wait (so that nothing overtakes it), and the commands for the other masters' slots go
-//! on at once.
+//! On a Redis Cluster, one master that stops answering holds back only what concerns it: the
+//! routed commands for its own slots wait for a lane request of it left without an answer (so
+//! that nothing overtakes it), and the commands and watchdog renewals for the other masters' slots
+//! go on as before.
 //!
-//! Its own cluster, and the only test of its binary: it stops a master.
+//! Its own cluster, and the only test of its binary: it stops a master, and it counts the context
+//! switches of crosslock's threads to see calls go over a lane.
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
@@ -13,6 +14,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use crosslock::{Client, ClientOptions, Lock};
+use redis::Commands;
 use support::Cluster;
 
 /// Pairs of `lock` in quick succession until they make their round trips without crosslock's
@@ -51,22 +53,51 @@ async fn routed_pair(client: &Client, name: &str) -> (crosslock::Result<()>, Dur
     .unwrap()
 }
 
+/// `count` names (`prefix:0`, `prefix:1`, …) whose slots `master` serves, or (`elsewhere`) some
+/// other master does.
+fn names_on(
+    cluster: &Cluster,
+    prefix: &str,
+    master: u16,
+    elsewhere: bool,
+    count: usize,
+) -> Vec<String> {
+    (0..)
+        .map(|i| format!("{prefix}:{i}"))
+        .filter(|name| (cluster.master_of(name) == master) != elsewhere)
+        .take(count)
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_master_that_stops_answering_holds_back_no_command_for_the_other_masters() {
+async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters() {
     let cluster = Cluster::start();
     let response_timeout = Duration::from_secs(4);
+    let watchdog = Duration::from_secs(9);
     let options = ClientOptions::new()
         .connect_timeout(Duration::from_secs(8))
-        .response_timeout(response_timeout);
+        .response_timeout(response_timeout)
+        .watchdog_timeout(watchdog)
+        .watchdog_batch_size(10);
     let client = Client::connect_with(&cluster.url(), options).await.unwrap();
-    let stuck_name = "stuck:a";
-    let stuck_master = cluster.master_of(stuck_name);
-    let free_name = (0..)
-        .map(|i| format!("free:{i}"))
-        .find(|name| cluster.master_of(name) != stuck_master)
+    // The master with the lowest port: the renewals of its holds come first in a round.
+    let stuck_master = cluster.masters()[0];
+    let stuck = client
+        .lock(&names_on(&cluster, "stuck", stuck_master, false, 1)[0])
         .unwrap();
+    let free_name = names_on(&cluster, "free", stuck_master, true, 1).remove(0);
+    // 200 holds renewed on the master that will stop (20 batches), and one on each other.
+    let mut guards = Vec::new();
+    for name in names_on(&cluster, "held", stuck_master, false, 200) {
+        guards.push(client.lock(&name).unwrap().acquire().await.unwrap());
+    }
+    let mut kept = Vec::new();
+    for master in cluster.masters().into_iter().skip(1) {
+        let name = names_on(&cluster, "kept", master, false, 1).remove(0);
+        let guard = client.lock(&name).unwrap().acquire().await.unwrap();
+        kept.push((master, name, guard));
+    }
     // Both ways work while every master answers.
-    let stuck = client.lock(stuck_name).unwrap();
     until_on_a_lane(&stuck).await;
     routed_pair(&client, &free_name).await.0.unwrap();
 
@@ -83,11 +114,31 @@ async fn a_master_that_stops_answering_holds_back_no_command_for_the_other_maste
     // A routed command for another master's slot goes on at once. (It used to wait, up to the
     // response timeout, for the stopped master's overdue answer, and then fail as unanswered.)
     let (pair, took) = routed_pair(&client, &free_name).await;
+    // The holds on the other masters are renewed all along. (Their renewals used to queue
+    // behind the stopped master's 20 batches, 8 at a time, each waiting out the response
+    // timeout: their next renewal came after their lease had run out.)
+    tokio::time::sleep_until((stopped + watchdog + Duration::from_secs(4)).into()).await;
+    let renewed: Vec<(String, i64, bool)> = kept
+        .iter()
+        .map(|(master, name, guard)| {
+            let pttl: i64 = cluster.node(*master).raw().pttl(name).unwrap();
+            (name.clone(), pttl, guard.is_lost())
+        })
+        .collect();
     cluster.node(stuck_master).signal(libc::SIGCONT);
+
     pair.unwrap();
     assert!(
         took < response_timeout / 2,
         "a pair on a master that answers took {took:?} while another master did not answer"
     );
+    for (name, pttl, lost) in renewed {
+        assert!(
+            pttl > 0 && !lost,
+            "lock '{name}', on a master that answers, was not renewed while another master did \
+             not answer: PTTL {pttl}, reported lost: {lost}"
+        );
+    }
+    drop(guards);
     client.close().await;
 }

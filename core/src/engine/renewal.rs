@@ -5,7 +5,9 @@
 //! and batch, pipelined a few at a time; on a cluster, one per node, kind and batch). A renewal
 //! that fails (the connection was closed, Redis did not answer) is retried at once and then with a
 //! short back-off until it succeeds or the next period comes: a connection closed between
-//! renewals never costs a renewal.
+//! renewals never costs a renewal. A node that leaves a renewal unanswered gets no more of that
+//! round's batches, and on a cluster the masters are renewed side by side: one master that stops
+//! answering delays no other master's renewals.
 //!
 //! The holder is told its lock is lost in two cases, whichever comes first:
 //!
@@ -160,26 +162,57 @@ async fn renew_round(
     let size = WINDOW_MIN
         .max(holds.watched_count().div_ceil(WINDOWS_MAX))
         .next_multiple_of(holds.batch);
+    let silent = Silent::default();
     let mut all_ok = true;
     while holds.watched_window(round, size, window) > 0 {
-        all_ok &= renew_window(holds, conn, listener, view, window).await;
+        all_ok &= renew_window(holds, conn, listener, view, window, &silent).await;
     }
     all_ok
 }
 
-/// Renews the holds of one window; `false` if any batch failed.
+/// Where a renewal script goes: a cluster master (`host`, `port`), or `None` for the one server
+/// (or a master not known).
+type Node = Option<(String, u16)>;
+
+/// The nodes that left a renewal of this round unanswered (no answer within the response
+/// timeout, or the connection dropped): their other batches of the round are not sent (they
+/// would wait just as long, or fail just the same), and the round ends unsuccessful, to be
+/// retried. So a master that stops answering costs each round one response timeout, however
+/// many of its holds there are, and holds back no other master's renewals.
+#[derive(Default)]
+struct Silent(std::sync::Mutex<Vec<Node>>);
+
+impl Silent {
+    fn contains(&self, node: &Node) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(node)
+    }
+
+    fn insert(&self, node: &Node) {
+        let mut silent = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !silent.contains(node) {
+            silent.push(node.clone());
+        }
+    }
+}
+
+/// Renews the holds of one window; `false` if any batch failed or was not sent.
 ///
 /// On one server: one script per kind and batch of `watchdog_batch_size`, pipelined
-/// [`BATCHES_IN_FLIGHT`] at a time. On a
-/// cluster: one script per master, kind and batch (keys of any slot the master serves); a key a
-/// master turns out not to serve (a slot moved since the slot map was read) is renewed again in
-/// the same round by a script routed by its slot, as on a cluster before Redis 7.
+/// [`BATCHES_IN_FLIGHT`] at a time. On a cluster: one script per master, kind and batch (keys of
+/// any slot the master serves), each master's batches on their own ([`BATCHES_IN_FLIGHT`] at a
+/// time per master); a key a master turns out not to serve (a slot moved since the slot map was
+/// read) is renewed again in the same round by a script routed by its slot, as on a cluster
+/// before Redis 7.
 async fn renew_window(
     holds: &Holds,
     conn: &Conn,
     listener: &ArcSwapOption<LostListener>,
     view: &mut ClusterView,
     watched: &[Vec<Watched>],
+    silent: &Silent,
 ) -> bool {
     if !conn.is_cluster() {
         // One server: each chunk (one kind, at most a batch) is a batch.
@@ -190,7 +223,9 @@ async fn renew_window(
                 node: None,
             })
             .collect();
-        return run_batches(holds, conn, listener, batches).await.ok;
+        return run_batches(holds, conn, listener, vec![(None, batches)], silent)
+            .await
+            .ok;
     }
     let mut pending: Vec<&Watched> = watched.iter().flatten().collect();
     let mut all_ok = true;
@@ -209,19 +244,19 @@ async fn renew_window(
                     None => unplaced.push(w),
                 }
             }
-            let batches = by_node
-                .into_values()
-                .flat_map(|group| {
-                    group
-                        .chunks(holds.batch)
-                        .map(|chunk| Batch {
-                            node: Some(crate::cluster::slot(renewed_key(chunk[0]).as_bytes())),
-                            holds: chunk.to_vec(),
-                        })
-                        .collect::<Vec<_>>()
-                })
-                .collect::<Vec<_>>();
-            let outcome = run_batches(holds, conn, listener, batches).await;
+            let mut nodes: Vec<(Node, Vec<Batch<'_>>)> = Vec::new();
+            for ((node, _), group) in by_node {
+                let batches = group.chunks(holds.batch).map(|chunk| Batch {
+                    node: Some(crate::cluster::slot(renewed_key(chunk[0]).as_bytes())),
+                    holds: chunk.to_vec(),
+                });
+                // The map is ordered by node first: a node's kinds are neighbours.
+                match nodes.last_mut() {
+                    Some((last, all)) if last.as_ref() == Some(node) => all.extend(batches),
+                    _ => nodes.push((Some(node.clone()), batches.collect())),
+                }
+            }
+            let outcome = run_batches(holds, conn, listener, nodes, silent).await;
             all_ok &= outcome.ok;
             if !outcome.retry.is_empty() || !unplaced.is_empty() {
                 view.ranges = None;
@@ -241,25 +276,31 @@ async fn renew_window(
     if pending.is_empty() {
         return all_ok;
     }
-    let mut groups = std::collections::BTreeMap::<(u16, usize), Vec<&Watched>>::new();
+    // One script with declared keys may only touch one slot: a group per slot, and the groups
+    // of one master (when the map at hand names it) together.
+    let ranges = view.ranges.as_deref();
+    let mut groups =
+        std::collections::BTreeMap::<(Option<&(String, u16)>, u16, usize), Vec<&Watched>>::new();
     for w in pending {
-        // One script with declared keys may only touch one slot: a group per slot.
         let slot = crate::cluster::slot(renewed_key(w).as_bytes());
-        groups.entry((slot, w.renew.index())).or_default().push(w);
+        let node = ranges.and_then(|ranges| master_of(ranges, slot));
+        groups
+            .entry((node, slot, w.renew.index()))
+            .or_default()
+            .push(w);
     }
-    let batches = groups
-        .into_values()
-        .flat_map(|group| {
-            group
-                .chunks(holds.batch)
-                .map(|chunk| Batch {
-                    node: None,
-                    holds: chunk.to_vec(),
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect::<Vec<_>>();
-    let outcome = run_batches(holds, conn, listener, batches).await;
+    let mut nodes: Vec<(Node, Vec<Batch<'_>>)> = Vec::new();
+    for ((node, _, _), group) in groups {
+        let batches = group.chunks(holds.batch).map(|chunk| Batch {
+            node: None,
+            holds: chunk.to_vec(),
+        });
+        match nodes.last_mut() {
+            Some((last, all)) if last.as_ref() == node => all.extend(batches),
+            _ => nodes.push((node.cloned(), batches.collect())),
+        }
+    }
+    let outcome = run_batches(holds, conn, listener, nodes, silent).await;
     all_ok && outcome.ok
 }
 
@@ -351,35 +392,59 @@ async fn renew_batch<'a>(
     (batch, sent, result)
 }
 
-/// Sends the batches, [`BATCHES_IN_FLIGHT`] at a time (the multiplexed connection pipelines them;
-/// on a cluster each goes to its node), and settles each hold by its answer: renewed, gone (the
-/// lost signal), or, from a per-node script, to be renewed again by slot.
+/// Sends each node's batches, [`BATCHES_IN_FLIGHT`] at a time per node (the multiplexed
+/// connection pipelines them; on a cluster each node's go to it, and the nodes' go on side by
+/// side), and settles each hold by its answer: renewed, gone (the lost signal), or, from a
+/// per-node script, to be renewed again by slot. A node's batches after one it left unanswered
+/// are not sent ([`Silent`]).
 async fn run_batches<'a>(
     holds: &Holds,
     conn: &Conn,
     listener: &ArcSwapOption<LostListener>,
-    batches: Vec<Batch<'a>>,
+    nodes: Vec<(Node, Vec<Batch<'a>>)>,
+    silent: &Silent,
 ) -> Outcome<'a> {
     let lease = holds.watchdog_timeout;
     let lease_ms = lease.as_millis() as u64;
     let now_ms = crate::engine::epoch_ms();
-    // Each batch's call is made only when it is its turn, so the futures alive at once (each with
-    // its command and arguments) are at most BATCHES_IN_FLIGHT whatever the number of holds.
-    let mut outcome = Outcome {
+    let outcome = std::sync::Mutex::new(Outcome {
         ok: true,
         retry: Vec::new(),
         refused: false,
+    });
+    let outcome_ref = &outcome;
+    let node_batches = |(node, batches): (Node, Vec<Batch<'a>>)| async move {
+        // Each batch's call is made only when it is its turn, so the futures alive at once
+        // (each with its command and arguments) are at most BATCHES_IN_FLIGHT per node
+        // whatever the number of holds; and it is not sent once the node left one unanswered.
+        let calls = batches.into_iter().map(|batch| {
+            let node = &node;
+            async move {
+                if silent.contains(node) {
+                    return (batch, None);
+                }
+                let (batch, sent, result) = renew_batch(holds, conn, batch, lease_ms, now_ms).await;
+                (batch, Some((sent, result)))
+            }
+        });
+        // Each answer is settled as it comes (and let go of), not gathered for the end.
+        crate::engine::at_most_in_flight(BATCHES_IN_FLIGHT, calls, |(batch, answer)| {
+            let mut outcome = outcome_ref.lock().unwrap_or_else(|e| e.into_inner());
+            match answer {
+                // Not sent: renewed by the retry of the round.
+                None => outcome.ok = false,
+                Some((sent, result)) => {
+                    if matches!(&result, Err(e) if e.kind() == crate::ErrorKind::Unavailable) {
+                        silent.insert(&node);
+                    }
+                    settle(holds, listener, batch, sent, result, lease, &mut outcome);
+                }
+            }
+        })
+        .await;
     };
-    // Each answer is settled as it comes (and let go of), not gathered for the end.
-    crate::engine::at_most_in_flight(
-        BATCHES_IN_FLIGHT,
-        batches
-            .into_iter()
-            .map(|batch| renew_batch(holds, conn, batch, lease_ms, now_ms)),
-        |(batch, sent, result)| settle(holds, listener, batch, sent, result, lease, &mut outcome),
-    )
-    .await;
-    outcome
+    futures_util::future::join_all(nodes.into_iter().map(node_batches)).await;
+    outcome.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Settles one batch's answer: renewed holds are confirmed, gone ones reported lost, and (from
