@@ -52,6 +52,7 @@ pub(crate) async fn run(
     let mut was_watched = false;
     let mut view = ClusterView {
         ranges: None,
+        stale: false,
         per_node: true,
     };
     // The watched holds of a round's current window, kept between windows and rounds (emptied)
@@ -118,9 +119,13 @@ pub(crate) async fn run(
 
 /// What the renewal loop knows of a cluster between rounds.
 struct ClusterView {
-    /// The masters' slot ranges (`CLUSTER SLOTS`): asked for when missing, forgotten when a node
-    /// turned out not to serve a key the ranges gave it.
+    /// The masters' slot ranges (`CLUSTER SLOTS`): asked for when missing or stale.
     ranges: Option<Vec<crate::connection::SlotRange>>,
+    /// Whether `ranges` are to be read again (a node turned out not to serve a key they gave
+    /// it). Until a read succeeds they are used as they are: a read that gets no answer (it went
+    /// to a node that stopped answering) must not leave the round without them, or every
+    /// master's batches would be one group, behind that node's.
+    stale: bool,
     /// Whether holds are renewed with one script per node; `false` once a node refused such a
     /// script (Redis before 7 has no cross-slot script flag): one script per slot from then on.
     per_node: bool,
@@ -230,8 +235,11 @@ async fn renew_window(
     let mut pending: Vec<&Watched> = watched.iter().flatten().collect();
     let mut all_ok = true;
     if view.per_node {
-        if view.ranges.is_none() {
-            view.ranges = conn.cluster_slot_ranges().await.ok();
+        if view.ranges.is_none() || view.stale {
+            if let Ok(ranges) = conn.cluster_slot_ranges().await {
+                view.ranges = Some(ranges);
+                view.stale = false;
+            }
         }
         if let Some(ranges) = &view.ranges {
             let mut by_node =
@@ -259,7 +267,7 @@ async fn renew_window(
             let outcome = run_batches(holds, conn, listener, nodes, silent).await;
             all_ok &= outcome.ok;
             if !outcome.retry.is_empty() || !unplaced.is_empty() {
-                view.ranges = None;
+                view.stale = true;
             }
             if outcome.refused {
                 tracing::info!(
