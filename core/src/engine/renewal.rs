@@ -235,11 +235,11 @@ async fn renew_window(
     let mut pending: Vec<&Watched> = watched.iter().flatten().collect();
     let mut all_ok = true;
     if view.per_node {
-        if view.ranges.is_none() || view.stale {
-            if let Ok(ranges) = conn.cluster_slot_ranges().await {
-                view.ranges = Some(ranges);
-                view.stale = false;
-            }
+        if (view.ranges.is_none() || view.stale)
+            && let Ok(ranges) = conn.cluster_slot_ranges().await
+        {
+            view.ranges = Some(ranges);
+            view.stale = false;
         }
         if let Some(ranges) = &view.ranges {
             let mut by_node =
