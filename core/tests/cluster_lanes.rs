@@ -11,28 +11,11 @@
 mod support;
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crosslock::{Client, ClientOptions, Lock};
 use redis::Commands;
 use support::Cluster;
-
-/// Pairs of `lock` in quick succession until they make their round trips without crosslock's
-/// own threads (a pair the routed way wakes them at least twice): the first calls go the routed
-/// way while the slot map is read and the lane opens.
-async fn until_on_a_lane(lock: &Lock) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let switches = support::crosslock_thread_switches();
-        for _ in 0..20 {
-            lock.acquire().await.unwrap().release().await.unwrap();
-        }
-        if support::crosslock_thread_switches() - switches < 20 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no lane in 15 s");
-    }
-}
 
 /// 200 pairs of `lock`, each checked on `port`; crosslock's own threads sit them out.
 async fn pairs_on_a_lane(cluster: &Cluster, port: u16, client: &Client, lock: &Lock) {
@@ -64,7 +47,7 @@ async fn calls_go_over_a_lane_to_the_master_of_their_slot_and_follow_the_slot_wh
     let lock = client.lock(name).unwrap();
     let first = cluster.master_of(name);
     let second = cluster.masters().into_iter().find(|p| *p != first).unwrap();
-    until_on_a_lane(&lock).await;
+    support::until_on_a_lane(&lock).await;
     pairs_on_a_lane(&cluster, first, &client, &lock).await;
 
     let guard = lock.acquire().await.unwrap();
@@ -74,7 +57,7 @@ async fn calls_go_over_a_lane_to_the_master_of_their_slot_and_follow_the_slot_wh
     // Over the old master's lane: redirected, and sent the routed way.
     assert_eq!(lock.hold_count_of(guard.owner()).await.unwrap(), 1);
     guard.release().await.unwrap();
-    until_on_a_lane(&lock).await;
+    support::until_on_a_lane(&lock).await;
     pairs_on_a_lane(&cluster, second, &client, &lock).await;
     assert!(!cluster.node(second).raw().exists::<_, bool>(name).unwrap());
     client.close().await;

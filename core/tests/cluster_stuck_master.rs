@@ -13,26 +13,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use crosslock::{Client, ClientOptions, Lock};
+use crosslock::{Client, ClientOptions};
 use redis::Commands;
 use support::Cluster;
-
-/// Pairs of `lock` in quick succession until they make their round trips without crosslock's
-/// own threads (a pair the routed way wakes them at least twice): the first calls go the routed
-/// way while the slot map is read and the lane opens.
-async fn until_on_a_lane(lock: &Lock) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let switches = support::crosslock_thread_switches();
-        for _ in 0..20 {
-            lock.acquire().await.unwrap().release().await.unwrap();
-        }
-        if support::crosslock_thread_switches() - switches < 20 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no lane in 15 s");
-    }
-}
 
 /// An acquire + release of lock `name` that goes the routed way (polled by a runtime without
 /// an I/O driver: no lane), and how long it took.
@@ -100,7 +83,7 @@ async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters()
     }
     // Both ways work while every master answers, and the watchdog has renewed every hold once
     // (its first round comes a third of the watchdog timeout after the first hold).
-    until_on_a_lane(&stuck).await;
+    support::until_on_a_lane(&stuck).await;
     routed_pair(&client, &free_name).await.0.unwrap();
     tokio::time::sleep_until((first_hold + watchdog / 3 + Duration::from_millis(1500)).into())
         .await;

@@ -19,6 +19,24 @@ pub async fn until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
     }
 }
 
+/// Pairs of `lock` in quick succession until they make their round trips without crosslock's
+/// own threads (a pair the routed way wakes them at least twice): the first calls of a client on
+/// a cluster go the routed way while the slot map is read and the lane opens. Fails the test
+/// after 15 s.
+pub async fn until_on_a_lane(lock: &crosslock::Lock) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let switches = crosslock_thread_switches();
+        for _ in 0..20 {
+            lock.acquire().await.unwrap().release().await.unwrap();
+        }
+        if crosslock_thread_switches() - switches < 20 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no lane in 15 s");
+    }
+}
+
 /// Context switches so far of crosslock's own runtime threads (named `crosslock-rt`).
 pub fn crosslock_thread_switches() -> u64 {
     let mut total = 0;
