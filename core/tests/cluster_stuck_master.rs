@@ -70,23 +70,32 @@ async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters()
         .unwrap();
     let free_name = names_on(&cluster, "free", stuck_master, true, 1).remove(0);
     // 200 holds renewed on the master that will stop (20 batches), and one on each other.
-    let first_hold = Instant::now();
     let mut guards = Vec::new();
     for name in names_on(&cluster, "held", stuck_master, false, 200) {
         guards.push(client.lock(&name).unwrap().acquire().await.unwrap());
     }
+    let kept_since = Instant::now();
     let mut kept = Vec::new();
     for master in cluster.masters().into_iter().skip(1) {
         let name = names_on(&cluster, "kept", master, false, 1).remove(0);
         let guard = client.lock(&name).unwrap().acquire().await.unwrap();
         kept.push((master, name, guard));
     }
-    // Both ways work while every master answers, and the watchdog has renewed every hold once
-    // (its first round comes a third of the watchdog timeout after the first hold).
+    // Both ways work while every master answers.
     support::until_on_a_lane(&stuck).await;
     routed_pair(&client, &free_name).await.0.unwrap();
-    tokio::time::sleep_until((first_hold + watchdog / 3 + Duration::from_millis(1500)).into())
-        .await;
+    // The watchdog's first round (a third of the watchdog timeout after the first hold) has
+    // renewed the holds on the other masters: their PTTL is back above what it would have
+    // decayed to without it.
+    support::until("a first renewal round", async || {
+        let unrenewed = watchdog.saturating_sub(kept_since.elapsed()).as_millis() as i64;
+        kept_since.elapsed() > watchdog / 3
+            && kept.iter().all(|(master, name, _)| {
+                let pttl: i64 = cluster.node(*master).raw().pttl(name).unwrap();
+                pttl > unrenewed + 500
+            })
+    })
+    .await;
 
     // The master stops (as a process that hangs, or a host cut off without a reset) with an
     // acquire on its way over a lane. Its caller gives up; the call's round trip waits out the
