@@ -16,7 +16,8 @@ use crate::error::{Error, Result};
 use crate::owner::Owner;
 use crate::pubsub::PubSub;
 
-/// How many of its holds a closing client releases at once (see [`Client::close`]).
+/// How many of its holds on one server (one master of a cluster) a closing client releases at
+/// once (see [`Client::close`]).
 const CLOSE_RELEASES_IN_FLIGHT: usize = 256;
 
 /// Settings of a [`Client`].
@@ -487,7 +488,9 @@ impl Client {
     }
 
     /// Closes the client: pending acquires fail, held locks are released (best effort, within the
-    /// response timeout), renewal stops and the connections close. Idempotent.
+    /// response timeout; on a cluster each master's releases go out on their own, so a master
+    /// that does not answer holds back none of the others'), renewal stops and the connections
+    /// close. Idempotent.
     ///
     /// # Cancel safety
     ///
@@ -521,17 +524,29 @@ impl Client {
         let Some(cx) = generation.state.get().cloned() else {
             return;
         };
-        let releases = cx.holds.drain();
+        // The releases of each master (on a cluster) on their own: a master that does not answer
+        // keeps its releases waiting out the response timeout, and must not keep the others'
+        // from being sent (their locks would stay until their leases ran out).
+        let mut by_master = std::collections::BTreeMap::<Option<u64>, Vec<_>>::new();
+        for (holder, name, releaser) in cx.holds.drain() {
+            by_master
+                .entry(cx.conn.master_of_key(&name))
+                .or_default()
+                .push((holder, releaser));
+        }
         let timeout = self.inner.options.response_timeout;
-        // A bounded number of releases in flight (the connection pipelines them): all at once,
-        // 10,000 holds made 10,000 release futures, commands and replies alive together (~30 MB).
-        let work = crate::engine::at_most_in_flight(
-            CLOSE_RELEASES_IN_FLIGHT,
-            releases
-                .into_iter()
-                .map(|(holder, releaser)| releaser.release_on_close(cx.clone(), holder)),
-            drop,
-        );
+        // A bounded number of releases in flight per master (the connection pipelines them):
+        // all at once, 10,000 holds made 10,000 release futures, commands and replies alive
+        // together (~30 MB).
+        let work = futures_util::future::join_all(by_master.into_values().map(|releases| {
+            crate::engine::at_most_in_flight(
+                CLOSE_RELEASES_IN_FLIGHT,
+                releases
+                    .into_iter()
+                    .map(|(holder, releaser)| releaser.release_on_close(cx.clone(), holder)),
+                drop,
+            )
+        }));
         let _ = tokio::time::timeout(timeout, work).await;
         cx.stop.cancel();
         // Let go of the connected state, so that the connections close now rather than when the

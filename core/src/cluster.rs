@@ -224,6 +224,12 @@ impl NodeLanes {
         }
     }
 
+    /// Which master serves `slot` in the map at hand, as the id of its pool (to tell the
+    /// masters apart); `None` without a map or a master for the slot.
+    pub(crate) fn master_id(&self, slot: u16) -> Option<u64> {
+        self.for_slot(slot).0.map(|pool| pool.id())
+    }
+
     /// Whether the caller is to read the map now (no other read is under way); it then calls
     /// [`NodeLanes::set_map`] with what it read.
     pub(crate) fn begin_read(&self) -> bool {

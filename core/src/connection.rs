@@ -861,6 +861,14 @@ impl Conn {
         pool
     }
 
+    /// On a cluster, which master serves the slot of `key`, as far as the lanes' slot map knows
+    /// (an id that tells the masters apart); `None` on one server, over TLS (no lanes), or while
+    /// the map is not read.
+    pub(crate) fn master_of_key(&self, key: &str) -> Option<u64> {
+        let nodes = self.inner.node_lanes.as_ref()?;
+        nodes.master_id(crate::cluster::slot(key.as_bytes()))
+    }
+
     /// Reads the cluster's slot map for its lanes, in the background (one read at a time).
     fn read_map(&self) {
         let Some(nodes) = &self.inner.node_lanes else {

@@ -1,7 +1,7 @@
 //! On a Redis Cluster, one master that stops answering holds back only what concerns it: the
 //! routed commands for its own slots wait for a lane request of it left without an answer (so
-//! that nothing overtakes it), and the commands and watchdog renewals for the other masters' slots
-//! go on as before.
+//! that nothing overtakes it), and the commands, watchdog renewals and releases on close for the
+//! other masters' slots go on as before.
 //!
 //! Its own cluster, and the only test of its binary: it stops a master, and it counts the context
 //! switches of crosslock's threads to see calls go over a lane.
@@ -69,9 +69,10 @@ async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters()
         .lock(&names_on(&cluster, "stuck", stuck_master, false, 1)[0])
         .unwrap();
     let free_name = names_on(&cluster, "free", stuck_master, true, 1).remove(0);
-    // 200 holds renewed on the master that will stop (20 batches), and one on each other.
+    // 1,000 holds renewed on the master that will stop (100 batches; more than a closing client
+    // releases at once), and one on each other.
     let mut guards = Vec::new();
-    for name in names_on(&cluster, "held", stuck_master, false, 200) {
+    for name in names_on(&cluster, "held", stuck_master, false, 1000) {
         guards.push(client.lock(&name).unwrap().acquire().await.unwrap());
     }
     let kept_since = Instant::now();
@@ -111,8 +112,8 @@ async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters()
     // response timeout, for the stopped master's overdue answer, and then fail as unanswered.)
     let (pair, took) = routed_pair(&client, &free_name).await;
     // The holds on the other masters are renewed all along. (Their renewals used to queue
-    // behind the stopped master's 20 batches, 8 at a time, each waiting out the response
-    // timeout: their next renewal came after their lease had run out.)
+    // behind the stopped master's batches, 8 at a time, each waiting out the response timeout:
+    // their next renewal came after their lease had run out.)
     tokio::time::sleep_until((stopped + watchdog + Duration::from_secs(4)).into()).await;
     let renewed: Vec<(String, i64, bool)> = kept
         .iter()
@@ -120,6 +121,15 @@ async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters()
             let pttl: i64 = cluster.node(*master).raw().pttl(name).unwrap();
             (name.clone(), pttl, guard.is_lost())
         })
+        .collect();
+    // Closing the client releases the locks on the other masters. (Their releases used to wait
+    // for a place among the 256 sent at once, which the stopped master's took, each waiting out
+    // the response timeout, close's limit: they were left to their leases.)
+    client.close().await;
+    let left: Vec<String> = kept
+        .iter()
+        .filter(|(master, name, _)| cluster.node(*master).raw().exists(name).unwrap())
+        .map(|(_, name, _)| name.clone())
         .collect();
     cluster.node(stuck_master).signal(libc::SIGCONT);
 
@@ -135,6 +145,10 @@ async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters()
              not answer: PTTL {pttl}, reported lost: {lost}"
         );
     }
+    assert!(
+        left.is_empty(),
+        "closing the client left {left:?}, on masters that answer, to their leases while \
+         another master did not answer"
+    );
     drop(guards);
-    client.close().await;
 }

@@ -586,12 +586,12 @@ impl Holds {
     }
 
     /// Takes every hold away and refuses new ones (the client is closing), returning what is
-    /// needed to release each.
-    pub(crate) fn drain(&self) -> Vec<(Arc<str>, Arc<dyn Releaser>)> {
+    /// needed to release each: its holder string, its lock's name and its releaser.
+    pub(crate) fn drain(&self) -> Vec<(Arc<str>, Arc<str>, Arc<dyn Releaser>)> {
         let mut map = lock(&self.map);
         self.closed.store(true, Ordering::Relaxed);
         map.drain()
-            .map(|(k, h)| (self.holder(&k, &h.holder), h.releaser))
+            .map(|(k, h)| (self.holder(&k, &h.holder), k.name, h.releaser))
             .collect()
     }
 
