@@ -104,6 +104,24 @@ def replica_caught_up(master: int, replica: int, timeout: float = 5.0) -> None:
     )
 
 
+# A replica's full sync starts at once, and a master pings its replicas every second (Redis waits
+# 5 s before a diskless sync and pings every 10 s; CLUSTER SLOTS lists a replica only once a ping
+# has given it an offset): a cluster or a Sentinel group is ready in ~2 s instead of ~10.
+FAST_REPLICATION = ("--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1")
+
+
+def replicas_acknowledged(info: str, count: int) -> bool:
+    """Whether a master's ``INFO replication`` lists ``count`` replicas online that acknowledged an
+    offset: after a full sync a master sends a replica nothing (nor counts it in ``WAIT``) until
+    the replica's first acknowledgement, which comes within a second."""
+    acknowledged = 0
+    for line in info.splitlines():
+        if line.startswith("slave") and "state=online" in line:
+            fields = dict(f.split("=", 1) for f in line.split(":", 1)[1].split(",") if "=" in f)
+            acknowledged += int(fields.get("offset", "0")) > 0
+    return acknowledged >= count
+
+
 class RedisServer:
     """A redis-server on a free 127.0.0.1 port, without persistence, stopped by :meth:`stop`."""
 
@@ -115,7 +133,7 @@ class RedisServer:
             self.process = subprocess.Popen(
                 [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                  "--appendonly", "no", "--dir", self.dir, "--daemonize", "no", "--loglevel", "warning",
-                 *extra],
+                 *FAST_REPLICATION, *extra],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
             )
@@ -340,7 +358,10 @@ class SentinelGroup:
                     or fields.get("flags") != "master":
                 return False
         with self.nodes[1].raw() as r:
-            return "master_link_status:up" in r.command("INFO", "replication")
+            if "master_link_status:up" not in r.command("INFO", "replication"):
+                return False
+        with self.nodes[0].raw() as r:
+            return replicas_acknowledged(r.command("INFO", "replication"), 1)
 
     def sentinel_master(self, port: int) -> dict[str, str]:
         try:
@@ -469,8 +490,11 @@ class Cluster:
                     if "cluster_state:ok" not in r.command("CLUSTER", "INFO"):
                         return False
                     maps.append(self._slot_map(r))
-                    if r.command("ROLE")[0] == "slave" and \
-                            "master_link_status:up" not in r.command("INFO", "replication"):
+                    replication = r.command("INFO", "replication")
+                    if r.command("ROLE")[0] == "slave":
+                        if "master_link_status:up" not in replication:
+                            return False
+                    elif not replicas_acknowledged(replication, 1):
                         return False
             except (OSError, RespError):
                 return False

@@ -13,17 +13,23 @@ use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Owner};
 use redis::Commands;
 use support::RedisServer;
 
-/// A master and one replica in sync with it.
+/// A master and one replica in sync with it: the replica's link is up, and the master has an
+/// acknowledged offset from it (until its first acknowledgement after the sync, the master sends
+/// it nothing, and `WAIT` cannot count it).
 fn replicated() -> (RedisServer, RedisServer) {
     let master = RedisServer::start();
     let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let info: String = redis::cmd("INFO")
+    let info = |server: &RedisServer| -> String {
+        redis::cmd("INFO")
             .arg("replication")
-            .query(&mut replica.raw())
-            .unwrap();
-        if info.contains("master_link_status:up") {
+            .query(&mut server.raw())
+            .unwrap()
+    };
+    loop {
+        if info(&replica).contains("master_link_status:up")
+            && support::replicas_acknowledged(&info(&master), 1)
+        {
             break;
         }
         assert!(

@@ -114,7 +114,8 @@ impl Certs {
         format!(
             "port 0\ntls-port {port}\nbind 127.0.0.1\ntls-cert-file {d}/cert.pem\n\
              tls-key-file {d}/key.pem\ntls-ca-cert-file {d}/ca.pem\ntls-auth-clients no\n\
-             tls-replication yes\nsave \"\"\nappendonly no\ndir {d}\n",
+             tls-replication yes\nsave \"\"\nappendonly no\ndir {d}\n\
+             repl-diskless-sync-delay 0\nrepl-ping-replica-period 1\n",
             d = self.dir.display()
         )
     }

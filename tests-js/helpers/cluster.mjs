@@ -4,7 +4,7 @@ import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 
 import { freePort, startRedis } from './redis-server.mjs'
-import { ask, replicaCaughtUp, waitUntil } from './util.mjs'
+import { ask, replicaCaughtUp, replicasAcknowledged, waitUntil } from './util.mjs'
 
 const run = promisify(execFile)
 
@@ -111,10 +111,11 @@ export async function startCluster () {
         if (!map) return false
         maps.push(JSON.stringify(map))
         const role = await ask(n.port, 'ROLE')
+        const repl = await ask(n.port, 'INFO', 'replication')
+        if (typeof repl !== 'string') return false
         if (Array.isArray(role) && role[0] === 'slave') {
-          const repl = await ask(n.port, 'INFO', 'replication')
-          if (typeof repl !== 'string' || !repl.includes('master_link_status:up')) return false
-        }
+          if (!repl.includes('master_link_status:up')) return false
+        } else if (!replicasAcknowledged(repl, 1)) return false
       }
       const first = JSON.parse(maps[0])
       const covered = first.reduce((sum, [lo, hi]) => sum + hi - lo + 1, 0)

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 import { freePort, killedWithUs, startRedis } from './redis-server.mjs'
-import { ask, replicaCaughtUp, waitUntil } from './util.mjs'
+import { ask, replicaCaughtUp, replicasAcknowledged, waitUntil } from './util.mjs'
 
 const NAME = 'crosslock'
 
@@ -121,7 +121,9 @@ export async function startSentinelGroup () {
         if (m['num-slaves'] !== '1' || m['num-other-sentinels'] !== '2' || m.flags !== 'master') return false
       }
       const info = await ask(replica.port, 'INFO', 'replication')
-      return typeof info === 'string' && info.includes('master_link_status:up')
+      if (typeof info !== 'string' || !info.includes('master_link_status:up')) return false
+      const onMaster = await ask(master.port, 'INFO', 'replication')
+      return typeof onMaster === 'string' && replicasAcknowledged(onMaster, 1)
     }, 'the sentinel group to come up', 30_000, 100).catch(async (e) => {
       // Say what each sentinel saw.
       const seen = []

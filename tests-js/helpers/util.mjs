@@ -44,6 +44,20 @@ export async function ask (port, ...args) {
 }
 
 /**
+ * Whether a master's `INFO replication` lists `count` replicas online that acknowledged an
+ * offset: after a full sync a master sends a replica nothing (nor counts it in WAIT) until the
+ * replica's first acknowledgement, which comes within a second.
+ */
+export function replicasAcknowledged (info, count) {
+  const acknowledged = info.split(/\r?\n/).filter((line) => {
+    if (!line.startsWith('slave') || !line.includes('state=online')) return false
+    const offset = line.split(',').find((f) => f.startsWith('offset='))
+    return offset !== undefined && Number(offset.slice('offset='.length)) > 0
+  })
+  return acknowledged.length >= count
+}
+
+/**
  * Waits until the replica at port `replica` has applied the replication stream of the master at
  * `master` up to the master's offset now: every write it made, whoever made it. Not `WAIT 1` from
  * a fresh connection: WAIT counts the replicas that acknowledged the writes of its own
