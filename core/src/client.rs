@@ -528,11 +528,11 @@ impl Client {
         // keeps its releases waiting out the response timeout, and must not keep the others'
         // from being sent (their locks would stay until their leases ran out).
         let mut by_master = std::collections::BTreeMap::<Option<u64>, Vec<_>>::new();
-        for (holder, name, releaser) in cx.holds.drain() {
+        for hold in cx.holds.drain() {
             by_master
-                .entry(cx.conn.master_of_key(&name))
+                .entry(cx.conn.master_of_key(&hold.name))
                 .or_default()
-                .push((holder, releaser));
+                .push(hold);
         }
         let timeout = self.inner.options.response_timeout;
         // A bounded number of releases in flight per master (the connection pipelines them):
@@ -543,7 +543,7 @@ impl Client {
                 CLOSE_RELEASES_IN_FLIGHT,
                 releases
                     .into_iter()
-                    .map(|(holder, releaser)| releaser.release_on_close(cx.clone(), holder)),
+                    .map(|hold| hold.releaser.release_on_close(cx.clone(), hold.holder)),
                 drop,
             )
         }));

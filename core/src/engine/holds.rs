@@ -190,6 +190,14 @@ pub(crate) trait Releaser: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<()>>;
 }
 
+/// A hold taken away by [`Holds::drain`]: what releasing it takes.
+pub(crate) struct Drained {
+    pub(crate) holder: Arc<str>,
+    /// The lock's name (on a cluster, its slot tells which master the release goes to).
+    pub(crate) name: Arc<str>,
+    pub(crate) releaser: Arc<dyn Releaser>,
+}
+
 /// The key of a hold: lock name, owner and holder suffix (`""`, `":write"`).
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct HoldKey {
@@ -586,12 +594,16 @@ impl Holds {
     }
 
     /// Takes every hold away and refuses new ones (the client is closing), returning what is
-    /// needed to release each: its holder string, its lock's name and its releaser.
-    pub(crate) fn drain(&self) -> Vec<(Arc<str>, Arc<str>, Arc<dyn Releaser>)> {
+    /// needed to release each.
+    pub(crate) fn drain(&self) -> Vec<Drained> {
         let mut map = lock(&self.map);
         self.closed.store(true, Ordering::Relaxed);
         map.drain()
-            .map(|(k, h)| (self.holder(&k, &h.holder), k.name, h.releaser))
+            .map(|(k, h)| Drained {
+                holder: self.holder(&k, &h.holder),
+                name: k.name,
+                releaser: h.releaser,
+            })
             .collect()
     }
 
