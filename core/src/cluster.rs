@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
@@ -179,13 +179,8 @@ pub(crate) struct NodeLanes {
     map: ArcSwapOption<SlotMap>,
     /// Whether a read of the map is under way (one at a time).
     reading: AtomicBool,
-    /// The pools, by master address. A pool stays while one of its replies is overdue, so that
-    /// every command to its node keeps waiting for it ([`NodeLanes::settled`]).
+    /// The pools of the masters in the map at hand, by address.
     pools: Mutex<HashMap<(String, u16), Arc<Lanes>>>,
-    /// Pools a new map left out (their master serves no slot any more) while a caller that
-    /// found them in the previous map may still be sending on them: their overdue replies are
-    /// waited for too, until the last such caller is done.
-    retired: Mutex<Vec<Weak<Lanes>>>,
 }
 
 impl NodeLanes {
@@ -202,7 +197,6 @@ impl NodeLanes {
             map: ArcSwapOption::empty(),
             reading: AtomicBool::new(false),
             pools: Mutex::new(HashMap::new()),
-            retired: Mutex::new(Vec::new()),
         })
     }
 
@@ -238,22 +232,12 @@ impl NodeLanes {
 
     /// The map read (`None`: the read failed, the next call asks again). Each master gets its
     /// pool (the one it had, or a new one, which opens lanes when first used); pools of nodes
-    /// that serve no slot any more are dropped (closing their lanes), unless a reply of theirs
-    /// is overdue.
+    /// that serve no slot any more are dropped (closing their idle lanes; a lane whose reply is
+    /// overdue is watched to its end on its own).
     pub(crate) fn set_map(&self, ranges: Option<Vec<SlotRange>>) {
         if let Some(ranges) = ranges.filter(|r| !r.is_empty()) {
             let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
-            retired.retain(|pool| pool.strong_count() > 0);
-            pools.retain(|address, pool| {
-                let keep =
-                    pool.has_overdue() || ranges.iter().any(|(_, _, master)| master == address);
-                if !keep {
-                    retired.push(Arc::downgrade(pool));
-                }
-                keep
-            });
-            drop(retired);
+            pools.retain(|address, _| ranges.iter().any(|(_, _, master)| master == address));
             let mut ranges: Vec<(u16, u16, Option<Arc<Lanes>>)> = ranges
                 .into_iter()
                 .map(|(first, last, master)| {
@@ -312,44 +296,29 @@ impl NodeLanes {
     }
 
     /// The pools with a reply overdue that a command for `slot` waits for: the one of the
-    /// master serving the slot in the map at hand, and every pool of a node that serves no
-    /// slot in it (a master that failed over: a request still in its socket may run there if it
-    /// comes back believing it is the master). A master serving other slots cannot run a
+    /// master serving the slot in the map at hand. A master serving other slots cannot run a
     /// script for this one (it answers `MOVED`), and cannot give the slot away while it does not
-    /// answer (moving a slot takes its `MIGRATE`). Without a map, or without a slot: all of
-    /// them. Allocates nothing when no reply is overdue, the usual case.
+    /// answer (moving a slot takes its `MIGRATE`). Nor is a former master waited for (a master
+    /// failed over, whose request may still be in its socket): whatever it runs when it answers
+    /// again is undone when it rejoins as a replica of the new master, and, if it never answers
+    /// again, waiting for it held every command for the response timeout until its lane was
+    /// given up ([`crate::lane::ORPHAN_LIMIT`]), so that each of them failed. Without a map, or
+    /// without a slot: all of them. Allocates nothing when no reply is overdue, the usual case.
     fn overdue_for(&self, slot: Option<u16>) -> Vec<Arc<Lanes>> {
-        let map = self.map.load();
-        let waits_for = |pool: &Arc<Lanes>| -> bool {
-            if !pool.has_overdue() {
-                return false;
-            }
-            let (Some(slot), Some(map)) = (slot, map.as_deref()) else {
-                return true;
+        if let Some(slot) = slot
+            && self.map.load().is_some()
+        {
+            return match self.for_slot(slot).0 {
+                Some(pool) if pool.has_overdue() => vec![pool],
+                _ => Vec::new(),
             };
-            let mut serves_some = false;
-            for (first, last, master) in &map.ranges {
-                if master.as_ref().is_some_and(|m| Arc::ptr_eq(m, pool)) {
-                    if (*first..=*last).contains(&slot) {
-                        return true;
-                    }
-                    serves_some = true;
-                }
-            }
-            !serves_some
-        };
-        let mut overdue: Vec<Arc<Lanes>> = {
-            let pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-            pools.values().filter(|p| waits_for(p)).cloned().collect()
-        };
-        let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
-        overdue.extend(
-            retired
-                .iter()
-                .filter_map(Weak::upgrade)
-                .filter(|p| waits_for(p)),
-        );
-        overdue
+        }
+        let pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        pools
+            .values()
+            .filter(|p| p.has_overdue())
+            .cloned()
+            .collect()
     }
 }
 
@@ -490,7 +459,7 @@ mod tests {
     }
 
     #[test]
-    fn a_command_waits_for_the_overdue_replies_of_its_own_master_and_of_former_masters_only() {
+    fn a_command_waits_for_the_overdue_replies_of_its_own_master_only() {
         let spec = ClusterSpec::parse("redis+cluster://127.0.0.1:7000", "s").unwrap();
         let second = Duration::from_secs(1);
         let nodes = NodeLanes::new(&spec, second, second).unwrap();
@@ -503,7 +472,6 @@ mod tests {
             (10923, 16383, c.clone()),
         ]));
         let pool_a = nodes.for_slot(0).0.unwrap();
-        let pool_c = nodes.for_slot(16383).0.unwrap();
         let waited = |slot: Option<u16>| -> Vec<*const Lanes> {
             let mut pools: Vec<_> = nodes.overdue_for(slot).iter().map(Arc::as_ptr).collect();
             pools.sort();
@@ -517,32 +485,21 @@ mod tests {
         assert!(waited(Some(6000)).is_empty(), "b's slot: not behind a");
         assert!(waited(Some(16000)).is_empty(), "c's slot: not behind a");
         assert_eq!(waited(None), vec![Arc::as_ptr(&pool_a)], "slot unknown");
+        nodes.forget_map();
+        assert_eq!(waited(Some(6000)), vec![Arc::as_ptr(&pool_a)], "no map");
 
-        // a failed over to d: a's pool stays while its reply is overdue, and as a former
-        // master's (its request may still run there), every command waits for it.
+        // a failed over to d: what a may still run is undone when it rejoins as d's replica, so
+        // no command waits for it any more, not even those for its former slots.
         let d = ("127.0.0.1".to_owned(), 7003);
         nodes.set_map(Some(vec![
             (0, 5460, d),
-            (5461, 10922, b.clone()),
-            (10923, 16383, c.clone()),
+            (5461, 10922, b),
+            (10923, 16383, c),
         ]));
-        assert_eq!(waited(Some(6000)), vec![Arc::as_ptr(&pool_a)]);
-        pool_a.overdue().settle_one();
+        assert!(waited(Some(100)).is_empty(), "a's former slot, now d's");
+        assert!(waited(Some(6000)).is_empty());
         assert!(waited(None).is_empty());
-
-        // c left the map while a caller still holds its pool (found in the previous map):
-        // its overdue reply is still waited for, by every command, until that caller is done.
-        nodes.set_map(Some(vec![(0, 16383, b)]));
-        assert!(nodes.pools().iter().all(|p| !Arc::ptr_eq(p, &pool_c)));
-        pool_c.overdue().count.fetch_add(1, Ordering::AcqRel);
-        assert_eq!(waited(Some(0)), vec![Arc::as_ptr(&pool_c)]);
-        pool_c.overdue().settle_one();
-        drop(pool_c);
-        // The next map forgets the retired pools nobody holds any more (c, and d, which only
-        // the maps held), and retires b; a's old pool is still held here.
-        nodes.set_map(Some(vec![(0, 16383, a)]));
-        assert_eq!(nodes.retired.lock().unwrap().len(), 2);
-        drop(pool_a);
+        assert!(nodes.pools().iter().all(|p| !Arc::ptr_eq(p, &pool_a)));
     }
 
     #[test]

@@ -1035,7 +1035,7 @@ impl Cluster {
 pub type SlotRange = (u16, u16, u16, Vec<u16>);
 
 /// `CLUSTER SLOTS` of one node, sorted.
-fn slot_map(conn: &mut redis::Connection) -> redis::RedisResult<Vec<SlotRange>> {
+pub fn slot_map(conn: &mut redis::Connection) -> redis::RedisResult<Vec<SlotRange>> {
     let ranges: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER").arg("SLOTS").query(conn)?;
     let mut out = Vec::new();
     for r in ranges {
