@@ -15,41 +15,6 @@ use std::time::{Duration, Instant};
 use crosslock::{Client, ClientOptions};
 use support::Cluster;
 
-/// An acquire + release of lock `name` that goes the routed way (polled by a runtime without
-/// an I/O driver: no lane), and how long it took.
-async fn routed_pair(client: &Client, name: &str) -> (crosslock::Result<()>, Duration) {
-    let client = client.clone();
-    let name = name.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        let lock = client.lock(&name).unwrap();
-        let started = Instant::now();
-        let pair = runtime.block_on(async { lock.acquire().await?.release().await.map(|_| ()) });
-        (pair, started.elapsed())
-    })
-    .await
-    .unwrap()
-}
-
-/// `count` names (`prefix:0`, `prefix:1`, …) whose slots `master` serves, or (`elsewhere`) some
-/// other master does.
-fn names_on(
-    cluster: &Cluster,
-    prefix: &str,
-    master: u16,
-    elsewhere: bool,
-    count: usize,
-) -> Vec<String> {
-    (0..)
-        .map(|i| format!("{prefix}:{i}"))
-        .filter(|name| (cluster.master_of(name) == master) != elsewhere)
-        .take(count)
-        .collect()
-}
-
 /// The port of the master serving `name`'s slot, as the node at `via` sees it.
 fn master_seen_by(cluster: &Cluster, via: u16, name: &str) -> u16 {
     let mut raw = cluster.node(via).raw();
@@ -74,11 +39,11 @@ async fn a_hung_master_once_failed_over_holds_back_no_command() {
     let client = Client::connect_with(&cluster.url(), options).await.unwrap();
     let masters = cluster.masters();
     let (hung, other) = (masters[0], masters[1]);
-    let hung_name = names_on(&cluster, "hung", hung, false, 1).remove(0);
+    let hung_name = support::names_on(&cluster, "hung", hung, false, 1).remove(0);
     let hung_lock = client.lock(&hung_name).unwrap();
-    let free = names_on(&cluster, "free", hung, true, 4);
+    let free = support::names_on(&cluster, "free", hung, true, 4);
     support::until_on_a_lane(&hung_lock).await;
-    routed_pair(&client, &free[0]).await.0.unwrap();
+    support::routed_pair(&client, &free[0]).await.0.unwrap();
 
     // The master stops with an acquire on its way over a lane, which its caller gives up: the
     // request stays in the master's socket with its answer owed.
@@ -105,7 +70,7 @@ async fn a_hung_master_once_failed_over_holds_back_no_command() {
         let mut round = 0;
         while stopped.elapsed() < Duration::from_secs(15) || round < 4 {
             let name = &free[round % free.len()];
-            let (routed, took) = routed_pair(&client, name).await;
+            let (routed, took) = support::routed_pair(&client, name).await;
             if routed.is_err() || took >= response_timeout / 2 {
                 slow.push(format!("routed pair on '{name}': {routed:?} in {took:?}"));
             }

@@ -17,41 +17,6 @@ use crosslock::{Client, ClientOptions};
 use redis::Commands;
 use support::Cluster;
 
-/// An acquire + release of lock `name` that goes the routed way (polled by a runtime without
-/// an I/O driver: no lane), and how long it took.
-async fn routed_pair(client: &Client, name: &str) -> (crosslock::Result<()>, Duration) {
-    let client = client.clone();
-    let name = name.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        let lock = client.lock(&name).unwrap();
-        let started = Instant::now();
-        let pair = runtime.block_on(async { lock.acquire().await?.release().await.map(|_| ()) });
-        (pair, started.elapsed())
-    })
-    .await
-    .unwrap()
-}
-
-/// `count` names (`prefix:0`, `prefix:1`, …) whose slots `master` serves, or (`elsewhere`) some
-/// other master does.
-fn names_on(
-    cluster: &Cluster,
-    prefix: &str,
-    master: u16,
-    elsewhere: bool,
-    count: usize,
-) -> Vec<String> {
-    (0..)
-        .map(|i| format!("{prefix}:{i}"))
-        .filter(|name| (cluster.master_of(name) == master) != elsewhere)
-        .take(count)
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters() {
     let cluster = Cluster::start();
@@ -66,25 +31,25 @@ async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters()
     // The master with the lowest port: the renewals of its holds come first in a round.
     let stuck_master = cluster.masters()[0];
     let stuck = client
-        .lock(&names_on(&cluster, "stuck", stuck_master, false, 1)[0])
+        .lock(&support::names_on(&cluster, "stuck", stuck_master, false, 1)[0])
         .unwrap();
-    let free_name = names_on(&cluster, "free", stuck_master, true, 1).remove(0);
+    let free_name = support::names_on(&cluster, "free", stuck_master, true, 1).remove(0);
     // 1,000 holds renewed on the master that will stop (100 batches; more than a closing client
     // releases at once), and one on each other.
     let mut guards = Vec::new();
-    for name in names_on(&cluster, "held", stuck_master, false, 1000) {
+    for name in support::names_on(&cluster, "held", stuck_master, false, 1000) {
         guards.push(client.lock(&name).unwrap().acquire().await.unwrap());
     }
     let kept_since = Instant::now();
     let mut kept = Vec::new();
     for master in cluster.masters().into_iter().skip(1) {
-        let name = names_on(&cluster, "kept", master, false, 1).remove(0);
+        let name = support::names_on(&cluster, "kept", master, false, 1).remove(0);
         let guard = client.lock(&name).unwrap().acquire().await.unwrap();
         kept.push((master, name, guard));
     }
     // Both ways work while every master answers.
     support::until_on_a_lane(&stuck).await;
-    routed_pair(&client, &free_name).await.0.unwrap();
+    support::routed_pair(&client, &free_name).await.0.unwrap();
     // The watchdog's first round (a third of the watchdog timeout after the first hold) has
     // renewed the holds on the other masters: their PTTL is back above what it would have
     // decayed to without it.
@@ -110,7 +75,7 @@ async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters()
 
     // A routed command for another master's slot goes on at once. (It used to wait, up to the
     // response timeout, for the stopped master's overdue answer, and then fail as unanswered.)
-    let (pair, took) = routed_pair(&client, &free_name).await;
+    let (pair, took) = support::routed_pair(&client, &free_name).await;
     // The holds on the other masters are renewed all along. (Their renewals used to queue
     // behind the stopped master's batches, 8 at a time, each waiting out the response timeout:
     // their next renewal came after their lease had run out.)

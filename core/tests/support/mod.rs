@@ -26,6 +26,44 @@ pub fn replicas_acknowledged(info: &str, count: usize) -> bool {
         >= count
 }
 
+/// An acquire + release of lock `name` that goes the routed way (polled by a runtime without
+/// an I/O driver: no lane), and how long it took.
+pub async fn routed_pair(
+    client: &crosslock::Client,
+    name: &str,
+) -> (crosslock::Result<()>, Duration) {
+    let client = client.clone();
+    let name = name.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let lock = client.lock(&name).unwrap();
+        let started = Instant::now();
+        let pair = runtime.block_on(async { lock.acquire().await?.release().await.map(|_| ()) });
+        (pair, started.elapsed())
+    })
+    .await
+    .unwrap()
+}
+
+/// `count` names (`prefix:0`, `prefix:1`, …) whose slots `master` serves, or (`elsewhere`) some
+/// other master does.
+pub fn names_on(
+    cluster: &Cluster,
+    prefix: &str,
+    master: u16,
+    elsewhere: bool,
+    count: usize,
+) -> Vec<String> {
+    (0..)
+        .map(|i| format!("{prefix}:{i}"))
+        .filter(|name| (cluster.master_of(name) == master) != elsewhere)
+        .take(count)
+        .collect()
+}
+
 /// A replica's full sync starts at once, and a master pings its replicas every second (Redis
 /// waits 5 s before a diskless sync and pings every 10 s; `CLUSTER SLOTS` lists a replica only
 /// once a ping has given it an offset): a cluster or a Sentinel group is ready in ~2 s, not ~10.
