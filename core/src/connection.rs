@@ -392,6 +392,14 @@ struct Inner {
     sync: std::sync::OnceLock<(Conn, crate::ReplicaSync)>,
     /// On a cluster's command connection (not over TLS): lanes to each master, by slot.
     node_lanes: Option<crate::cluster::NodeLanes>,
+    /// On a cluster: when the routed way's map was last checked after a command got no answer
+    /// (ms since `epoch`, plus one; 0: never). See [`Conn::check_routing`].
+    routing_checked: AtomicU64,
+    /// Whether a check is under way.
+    routing_busy: std::sync::atomic::AtomicBool,
+    /// On a cluster: the slot map as it was when the connection was last opened for a change
+    /// of it (sorted). See [`Conn::check_routing`].
+    routing_seen: std::sync::Mutex<Option<Vec<SlotRange>>>,
 }
 
 struct Link {
@@ -610,6 +618,9 @@ impl Conn {
                     }
                     _ => None,
                 },
+                routing_checked: AtomicU64::new(0),
+                routing_busy: Default::default(),
+                routing_seen: Default::default(),
             }),
         };
         if route.sentinels.is_some() {
@@ -886,14 +897,15 @@ impl Conn {
         });
     }
 
-    /// Waits, at most the response timeout, until no lane of this connection has a reply
-    /// overdue: every command sent the usual way does this first (see [`crate::lane`]).
-    async fn lanes_settled(&self) {
+    /// Waits, at most the response timeout, until no lane that a command on `key` could be
+    /// queued behind has a reply overdue (see [`crate::lane`]).
+    async fn lanes_settled(&self, key: &str) {
         if let Some(lanes) = &self.inner.link.load().lanes {
             lanes.settled(self.inner.response_timeout).await;
         }
         if let Some(nodes) = &self.inner.node_lanes {
-            nodes.settled(None, self.inner.response_timeout).await;
+            let slot = crate::cluster::slot(key.as_bytes());
+            nodes.settled(Some(slot), self.inner.response_timeout).await;
         }
     }
 
@@ -1024,11 +1036,29 @@ impl Conn {
         self.settle(reply.ok(), subject)
     }
 
-    /// On a cluster: which master serves each slot, from `CLUSTER SLOTS`.
+    /// On a cluster: which master serves each slot, from `CLUSTER SLOTS` asked of every node
+    /// the routed way knows, the first answer taken (a node that does not answer, or one whose
+    /// slots were failed over, holds nothing up).
     pub(crate) async fn cluster_slot_ranges(&self) -> Result<Vec<SlotRange>> {
-        let slots: redis::Value = self
-            .query(redis::cmd("CLUSTER").arg("SLOTS"), What::Connection)
-            .await?;
+        use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
+        let Handle::Cluster(mut cluster) = self.manager() else {
+            return Err(Error::new(
+                ErrorKind::Redis,
+                "the cluster's slots were asked of a connection that is not to a cluster",
+            ));
+        };
+        let routing = RoutingInfo::MultiNode((
+            MultipleNodeRoutingInfo::AllNodes,
+            Some(ResponsePolicy::OneSucceeded),
+        ));
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SLOTS");
+        let ask = async {
+            let reply = cluster.route_command(cmd, routing).await;
+            reply.and_then(redis::Value::extract_error)
+        };
+        let reply = tokio::time::timeout(self.inner.response_timeout, ask).await;
+        let slots = self.settle(reply.ok(), What::Connection)?;
         Ok(slot_ranges(&slots))
     }
 
@@ -1066,6 +1096,9 @@ impl Conn {
         {
             self.forget_scripts();
             self.note_lost(e);
+            if e.is_timeout() {
+                self.check_routing();
+            }
         } else {
             if matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING")) {
                 // A replica, or a master cut off from its group: the master may have moved.
@@ -1081,16 +1114,121 @@ impl Conn {
             "no answer within {:?}",
             self.inner.response_timeout
         ));
+        self.check_routing();
     }
 
-    /// Runs one plain command, bounded by the response timeout.
+    /// On a cluster, after a command got no answer: the master it went to may have stopped
+    /// answering and been failed over (a hung process, a host cut off without a reset). The
+    /// routed way (redis-rs's cluster connection) would not learn it: it reads the cluster's map
+    /// again only on a redirect or a broken connection, and a stopped master gives neither, so
+    /// it kept sending that master's slots there, each command failing after the response
+    /// timeout, for as long as the master stayed stopped.
+    ///
+    /// Reads the map (at most once per response timeout) and hands it to the lanes; when it
+    /// changed since the last such check (or on the first), opens a fresh cluster connection
+    /// in the background and swaps it in ([`Conn::follow_failover`]).
+    fn check_routing(&self) {
+        // A subscription connection is rebuilt its own way (see [`Conn::recover`]).
+        if !self.is_cluster() || self.inner.health.role != "command" {
+            return;
+        }
+        let now = self.inner.epoch.elapsed().as_millis() as u64 + 1;
+        let last = self.inner.routing_checked.load(Ordering::Acquire);
+        let spacing = self.inner.response_timeout.as_millis() as u64;
+        if (last != 0 && now < last + spacing)
+            || self
+                .inner
+                .routing_checked
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return;
+        }
+        if self.inner.routing_busy.swap(true, Ordering::AcqRel) {
+            return; // a check is under way
+        }
+        let conn = self.clone();
+        crate::runtime::spawn(async move {
+            conn.follow_failover().await;
+            conn.inner.routing_busy.store(false, Ordering::Release);
+        });
+    }
+
+    /// See [`Conn::check_routing`]. Not a redirect that makes the routed way read the map
+    /// again: redis-rs asks its nodes in turn, the stopped one among them, and every routed
+    /// call waits meanwhile (up to the response timeout). A fresh connection is opened while
+    /// calls go on with the old one; the stopped master never completes its handshake, so the
+    /// new connection's map comes from one that answers.
+    async fn follow_failover(&self) {
+        let Some((spec, _)) = &self.inner.route.cluster else {
+            return;
+        };
+        let Ok(mut ranges) = self.cluster_slot_ranges().await else {
+            return; // no node answered: the next check asks again
+        };
+        if ranges.is_empty() {
+            return;
+        }
+        ranges.sort_unstable();
+        if let Some(nodes) = &self.inner.node_lanes
+            && nodes.begin_read()
+        {
+            nodes.set_map(Some(ranges.clone()));
+        }
+        // Unchanged since the connection was last opened for it: the master that did not
+        // answer still serves its slots (a pause, not a failover).
+        if lock(&self.inner.routing_seen).as_ref() == Some(&ranges) {
+            return;
+        }
+        // Seeded with the masters as the map has them now (not the URL's seeds: the stopped
+        // master may be one of them, and the connection waits for every seed).
+        let mut seeded = crate::cluster::ClusterSpec::clone(spec);
+        seeded.seeds.clear();
+        for (_, _, master) in &ranges {
+            if !seeded.seeds.contains(master) {
+                seeded.seeds.push(master.clone());
+            }
+        }
+        let fresh = open_cluster(
+            &self.inner.route.endpoint,
+            &seeded,
+            self.inner.timeouts,
+            self.inner.pushes.clone(),
+        )
+        .await;
+        let Ok(fresh) = fresh else {
+            return; // the next check tries again
+        };
+        // Calls in flight finish (or fail) on the old connection.
+        let node = self.inner.link.load().node.clone();
+        self.inner.link.store(Arc::new(Link::new(
+            Handle::Cluster(fresh),
+            node,
+            self.inner.timeouts,
+            self.inner.health.role,
+        )));
+        *lock(&self.inner.routing_seen) = Some(ranges);
+        tracing::info!(
+            target: "crosslock",
+            "command connection to the {} opened again after a node stopped answering and the \
+             cluster's slot map changed",
+            self.inner.route.endpoint.address,
+        );
+    }
+
+    /// Runs one plain command, bounded by the response timeout. A command on `key` is queued
+    /// behind a lane's overdue request that could touch it, as [`Conn::eval`]; one on no key
+    /// (`PING`, `SCAN`, `CLUSTER SLOTS`) needs no such order and is sent at once.
     pub(crate) async fn query<'w, T: redis::FromRedisValue>(
         &self,
         cmd: &redis::Cmd,
+        key: Option<&str>,
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
         let subject = subject.into();
-        self.lanes_settled().await;
+        if let Some(key) = key {
+            self.lanes_settled(key).await;
+        }
         let mut manager = self.manager();
         self.touch();
         let reply =
@@ -1262,7 +1400,7 @@ impl Conn {
     }
 
     pub(crate) async fn ping(&self) -> Result<()> {
-        self.query::<()>(&redis::cmd("PING"), What::Connection)
+        self.query::<()>(&redis::cmd("PING"), None, What::Connection)
             .await
     }
 }

@@ -690,7 +690,7 @@ impl Client {
                     .arg("COUNT")
                     .arg(1000);
                 let (next, keys): (u64, Vec<String>) =
-                    cx.conn.query(&cmd, What::Connection).await?;
+                    cx.conn.query(&cmd, None, What::Connection).await?;
                 names.extend(keys.iter().filter_map(|k| object_of(k)));
                 cursor = next;
                 if names.len() >= limit {

@@ -268,6 +268,7 @@ impl FairLock {
                     .arg(&self.core.proto.queue)
                     .arg(0)
                     .arg(-1),
+                Some(&self.core.proto.queue),
                 Some(self.name()),
             )
             .await
