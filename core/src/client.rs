@@ -527,14 +527,15 @@ impl Client {
         // The releases of each master (on a cluster) on their own: a master that does not answer
         // keeps its releases waiting out the response timeout, and must not keep the others'
         // from being sent (their locks would stay until their leases ran out).
+        let deadline = tokio::time::Instant::now() + self.inner.options.response_timeout;
+        let holds = cx.holds.drain();
+        let names: Vec<&str> = holds.iter().map(|hold| &*hold.name).collect();
+        let masters = tokio::time::timeout_at(deadline, cx.conn.masters_of(&names)).await;
+        let masters = masters.unwrap_or_else(|_| vec![None; holds.len()]);
         let mut by_master = std::collections::BTreeMap::<Option<u64>, Vec<_>>::new();
-        for hold in cx.holds.drain() {
-            by_master
-                .entry(cx.conn.master_of_key(&hold.name))
-                .or_default()
-                .push(hold);
+        for (hold, master) in holds.into_iter().zip(masters) {
+            by_master.entry(master).or_default().push(hold);
         }
-        let timeout = self.inner.options.response_timeout;
         // A bounded number of releases in flight per master (the connection pipelines them):
         // all at once, 10,000 holds made 10,000 release futures, commands and replies alive
         // together (~30 MB).
@@ -547,7 +548,7 @@ impl Client {
                 drop,
             )
         }));
-        let _ = tokio::time::timeout(timeout, work).await;
+        let _ = tokio::time::timeout_at(deadline, work).await;
         cx.stop.cancel();
         // Let go of the connected state, so that the connections close now rather than when the
         // last handle to this client is dropped (calls in flight keep it until they end).

@@ -880,6 +880,40 @@ impl Conn {
         nodes.master_id(crate::cluster::slot(key.as_bytes()))
     }
 
+    /// On a cluster, which master serves each of `keys` (ids that tell the masters apart), from
+    /// the lanes' slot map or, where that is not read (over TLS, before any call took a lane),
+    /// from `CLUSTER SLOTS` asked now; `None` for every key on one server, or when no node
+    /// answers.
+    pub(crate) async fn masters_of(&self, keys: &[&str]) -> Vec<Option<u64>> {
+        if !self.is_cluster() {
+            return vec![None; keys.len()];
+        }
+        let known: Vec<Option<u64>> = keys.iter().map(|key| self.master_of_key(key)).collect();
+        if known.iter().all(Option::is_some) {
+            return known;
+        }
+        let Ok(ranges) = self.cluster_slot_ranges().await else {
+            return vec![None; keys.len()];
+        };
+        let mut masters: Vec<&(String, u16)> = Vec::new();
+        keys.iter()
+            .map(|key| {
+                let slot = crate::cluster::slot(key.as_bytes());
+                let (_, _, master) = ranges
+                    .iter()
+                    .find(|(first, last, _)| (*first..=*last).contains(&slot))?;
+                let id = match masters.iter().position(|m| *m == master) {
+                    Some(at) => at,
+                    None => {
+                        masters.push(master);
+                        masters.len() - 1
+                    }
+                };
+                Some(id as u64)
+            })
+            .collect()
+    }
+
     /// Reads the cluster's slot map for its lanes, in the background (one read at a time).
     fn read_map(&self) {
         let Some(nodes) = &self.inner.node_lanes else {

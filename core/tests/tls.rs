@@ -369,7 +369,8 @@ async fn sentinel_over_tls_finds_the_master_and_follows_a_failover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_over_tls_routes_wakes_and_renews() {
-    // Three TLS-only masters whose cluster bus is TLS too.
+    // Three TLS-only masters whose cluster bus is TLS too (the others serve their slots while
+    // one is stopped).
     let certs = Certs::make("cluster");
     let nodes: Vec<TlsNode> = (0..3)
         .map(|_| {
@@ -377,6 +378,7 @@ async fn cluster_over_tls_routes_wakes_and_renews() {
                 &certs,
                 &format!(
                     "cluster-enabled yes\ncluster-node-timeout 1000\ntls-cluster yes\n\
+                     cluster-require-full-coverage no\n\
                      cluster-port {}\ncluster-config-file nodes-{}.conf\n",
                     free_port(),
                     free_port()
@@ -419,7 +421,7 @@ async fn cluster_over_tls_routes_wakes_and_renews() {
         .tls_ca_cert(certs.ca())
         .watchdog_timeout(Duration::from_millis(900))
         .connect_timeout(Duration::from_secs(8));
-    let client = Client::connect_with(&url, options).await.unwrap();
+    let client = Client::connect_with(&url, options.clone()).await.unwrap();
     // Locks in every master's slots, held past their first lease by the watchdog.
     let names: Vec<String> = (0..20).map(|i| format!("tls:cluster:{i}")).collect();
     let mut guards = Vec::new();
@@ -479,4 +481,81 @@ async fn cluster_over_tls_routes_wakes_and_renews() {
         guard.release().await.unwrap();
     }
     client.close().await;
+
+    // A master stops answering (a hung process) while a client holds 2,000 locks there and one
+    // on each other master; the client closes at once. Over TLS it has no slot map of its own
+    // (no lanes): it reads one to release each master's holds on their own, so the other
+    // masters' locks are released. (With one window of releases in flight for all, the stopped
+    // master's filled it, and the others were left to their leases.)
+    let client = Client::connect_with(&url, options.watchdog_timeout(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let slots_of = |node: &TlsNode| -> Vec<(u16, u16)> {
+        let nodes = certs.cli(node.port, &["CLUSTER", "NODES"]);
+        let myself = nodes.lines().find(|l| l.contains("myself")).unwrap();
+        myself
+            .split_whitespace()
+            .skip(8)
+            .filter_map(|range| {
+                let (first, last) = range.split_once('-').unwrap_or((range, range));
+                Some((first.parse().ok()?, last.parse().ok()?))
+            })
+            .collect()
+    };
+    let names_on = |node: &TlsNode, prefix: &str, count: usize| -> Vec<String> {
+        let ranges = slots_of(node);
+        (0..)
+            .map(|i| format!("{prefix}:{i}"))
+            .filter(|name| {
+                let slot = key_slot(name);
+                ranges
+                    .iter()
+                    .any(|(first, last)| (*first..=*last).contains(&slot))
+            })
+            .take(count)
+            .collect()
+    };
+    let mut held = Vec::new();
+    for name in names_on(&nodes[2], "tls:stuck", 2000) {
+        held.push(client.lock(&name).unwrap().acquire().await.unwrap());
+    }
+    let kept: Vec<(u16, String)> = nodes[..2]
+        .iter()
+        .map(|node| (node.port, names_on(node, "tls:kept", 1).remove(0)))
+        .collect();
+    for (_, name) in &kept {
+        held.push(client.lock(name).unwrap().acquire().await.unwrap());
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    let stop = |signal| unsafe { libc::kill(nodes[2].child.id() as i32, signal) };
+    assert_eq!(stop(libc::SIGSTOP), 0);
+    client.close().await;
+    let left: Vec<&String> = kept
+        .iter()
+        .filter(|(port, name)| certs.cli(*port, &["EXISTS", name]) != "0")
+        .map(|(_, name)| name)
+        .collect();
+    assert_eq!(stop(libc::SIGCONT), 0);
+    drop(held);
+    assert!(
+        left.is_empty(),
+        "closing the client left {left:?}, on masters that answer, to their leases while \
+         another master did not answer"
+    );
+}
+
+/// The cluster slot of `name` (CRC16/XMODEM mod 16384), for names without a hash tag.
+fn key_slot(name: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for byte in name.bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
 }
