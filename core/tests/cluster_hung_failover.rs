@@ -94,17 +94,7 @@ async fn a_hung_master_once_failed_over_holds_back_no_command() {
         let mut round = 0;
         while measured.elapsed() < Duration::from_secs(12) || round < names.len() {
             let name = names[round % names.len()];
-            let (routed, took) = support::routed_pair(&client, name).await;
-            if routed.is_err() || took >= response_timeout / 2 {
-                slow.push(format!("routed pair on '{name}': {routed:?} in {took:?}"));
-            }
-            let started = Instant::now();
-            let on_lane = async { client.lock(name)?.acquire().await?.release().await };
-            let on_lane = on_lane.await;
-            let took = started.elapsed();
-            if on_lane.is_err() || took >= response_timeout / 2 {
-                slow.push(format!("pair on '{name}': {on_lane:?} in {took:?}"));
-            }
+            slow.extend(support::slow_pairs(&client, name, response_timeout / 2).await);
             round += 1;
             tokio::time::sleep(Duration::from_millis(400)).await;
         }

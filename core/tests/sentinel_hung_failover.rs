@@ -11,7 +11,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crosslock::{AcquireOptions, Client, ClientOptions};
 use support::SentinelGroup;
@@ -68,17 +68,7 @@ async fn a_hung_master_once_failed_over_is_left_behind() {
     if followed {
         for round in 0..10 {
             let name = format!("after:{}", round % 3);
-            let (routed, took) = support::routed_pair(&client, &name).await;
-            if routed.is_err() || took >= response_timeout / 2 {
-                slow.push(format!("routed pair on '{name}': {routed:?} in {took:?}"));
-            }
-            let started = Instant::now();
-            let on_lane = async { client.lock(&name)?.acquire().await?.release().await };
-            let on_lane = on_lane.await;
-            let took = started.elapsed();
-            if on_lane.is_err() || took >= response_timeout / 2 {
-                slow.push(format!("pair on '{name}': {on_lane:?} in {took:?}"));
-            }
+            slow.extend(support::slow_pairs(&client, &name, response_timeout / 2).await);
         }
     }
     // The waiter, which waited through the failover, acquires on the new master once the

@@ -48,6 +48,24 @@ pub async fn routed_pair(
     .unwrap()
 }
 
+/// An acquire + release of lock `name` both ways (the routed way, then the caller's lane): a
+/// line for each that failed or took `limit` or longer; empty when both were prompt.
+pub async fn slow_pairs(client: &crosslock::Client, name: &str, limit: Duration) -> Vec<String> {
+    let mut slow = Vec::new();
+    let (routed, took) = routed_pair(client, name).await;
+    if routed.is_err() || took >= limit {
+        slow.push(format!("routed pair on '{name}': {routed:?} in {took:?}"));
+    }
+    let started = Instant::now();
+    let on_lane = async { client.lock(name)?.acquire().await?.release().await };
+    let on_lane = on_lane.await;
+    let took = started.elapsed();
+    if on_lane.is_err() || took >= limit {
+        slow.push(format!("pair on '{name}': {on_lane:?} in {took:?}"));
+    }
+    slow
+}
+
 /// `count` names (`prefix:0`, `prefix:1`, …) whose slots `master` serves, or (`elsewhere`) some
 /// other master does.
 pub fn names_on(
