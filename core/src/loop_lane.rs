@@ -384,9 +384,10 @@ impl Watcher for RuntimeWatcher {
             return false;
         };
         let _entered = self.runtime.enter();
-        // A runtime built without `enable_io` has no reactor: tokio panics instead of saying so.
-        // Asked once per loop; such a runtime's calls take the multiplexed connection.
-        let registered = std::panic::catch_unwind(move || {
+        // A runtime built without `enable_io` has no reactor: tokio panics instead of saying so,
+        // and has no other way to tell. Asked once per loop, without the panic's message;
+        // such a runtime's calls take the multiplexed connection.
+        let registered = catch_quietly(move || {
             // Deprecated for descriptors the `AsyncFd` does not own; this one owns it.
             #[allow(deprecated)]
             AsyncFd::with_interest(own, Interest::READABLE)
@@ -430,6 +431,39 @@ impl Watcher for RuntimeWatcher {
         drop(state);
         stop.notify.notify_one();
     }
+}
+
+thread_local! {
+    /// This thread is in [`catch_quietly`]: a panic here is expected, and caught.
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, catching a panic without the panic hook's message: the one way to learn that a
+/// runtime has no reactor is to try registering a socket with it, and the default hook would
+/// print `thread '…' panicked at …: IO is disabled` on the application's stderr for a question
+/// it asked nobody. The first call installs, once per process, a hook that stays silent while
+/// its own thread is in here and otherwise hands every panic to the hook it replaced (the
+/// application's, or the default). Panics elsewhere are reported as before; a hook the
+/// application sets later replaces this one, and then such a probe is reported as any panic.
+///
+/// In a build with `panic = "abort"` nothing can be caught: a call made from a runtime without
+/// an I/O driver ends the process with tokio's message (`Call enable_io on the runtime
+/// builder`), at once and every time, which a runtime built with `enable_all()` (as
+/// `#[tokio::main]` does) never meets.
+fn catch_quietly<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> std::thread::Result<R> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.try_with(std::cell::Cell::get).unwrap_or(false) {
+                previous(info);
+            }
+        }));
+    });
+    let was = QUIET.replace(true);
+    let caught = std::panic::catch_unwind(f);
+    QUIET.set(was);
+    caught
 }
 
 /// The task that watches one lane's socket on an application's runtime. It keeps its loop alive

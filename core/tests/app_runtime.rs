@@ -2,7 +2,7 @@
 //! trips itself, over lanes its reactor watches, and gets exactly the results, errors and
 //! clean-up of the multiplexed connection: on both runtime flavours, with many tasks at once,
 //! after the server killed connections or timed them out, when a reply is lost, and when the
-//! runtime or the client goes away. A runtime built without I/O still gets its calls done.
+//! runtime or the client goes away.
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
@@ -297,22 +297,4 @@ fn lanes_close_with_their_runtime_and_connections_with_the_client() {
     assert!(e.to_string().contains("closed"), "{e}");
     assert_eq!(server.normal_connections(), 1);
     drop(runtime);
-}
-
-#[test]
-fn a_runtime_without_io_gets_its_calls_done_all_the_same() {
-    let _counting = alongside_others();
-    let server = RedisServer::start();
-    let runtime = Builder::new_current_thread().enable_time().build().unwrap();
-    runtime.block_on(async {
-        let client = connect(&server, ClientOptions::new()).await;
-        let lock = client.lock("app:no-io").unwrap();
-        for _ in 0..200 {
-            let guard = lock.acquire().await.unwrap();
-            assert!(lock.is_locked().await.unwrap());
-            guard.release().await.unwrap();
-        }
-        assert!(!lock.is_locked().await.unwrap());
-        client.close().await;
-    });
 }
