@@ -206,11 +206,20 @@ pub(crate) struct HoldKey {
     pub(crate) suffix: &'static str,
 }
 
+/// One hold: 104 bytes, kept small since a process may hold tens of thousands (the two times as
+/// nanoseconds since the table's epoch rather than `Instant`s, re-entrant leases behind one
+/// pointer, the lost flag beside the other small fields: 144 bytes before, 48 more per hold in
+/// glibc's size classes). `hold_stays_small` keeps it so.
 struct Hold {
     /// One entry per acquire still in force, innermost last: `None` for a watchdog hold,
     /// `Some(lease)` for a hold with an explicit lease.
     leases: Leases,
-    lost: Lost,
+    /// Found lost (and not released since).
+    lost: bool,
+    /// The token handed out for the lost-lock signal, made only when someone asks for it (a
+    /// guard's `lost_token`, a multi-lock): a token per hold cost an allocation per acquire and
+    /// about 150 bytes per held lock.
+    lost_token: Option<CancellationToken>,
     /// The holder string when it is not the key's own `<client-id>:<owner><suffix>` (a permit's
     /// id); `None` for the lock family, whose string is made when a renewal or an event needs
     /// it. At 10,000 holds of distinct owners (every Node acquire outside an owner scope) a
@@ -226,11 +235,11 @@ struct Hold {
     releasing: u32,
     /// The last renewal round that took this hold into one of its windows (0: none yet).
     round: u32,
-    /// When the last confirmed operation that set the lock's lease was sent.
-    confirmed_sent: Instant,
-    /// When that lease runs out, less the clock-drift margin: the lost-lock signal fires then
-    /// unless a later confirmation moves it.
-    deadline: Instant,
+    /// When the last confirmed operation that set the lock's lease was sent ([`Holds::at`]).
+    confirmed_sent: u64,
+    /// When that lease runs out, less the clock-drift margin ([`Holds::at`]): the lost-lock
+    /// signal fires then unless a later confirmation moves it.
+    deadline: u64,
 }
 
 /// The leases of a hold's acquires, innermost last: the first inline (nearly every hold has
@@ -239,12 +248,15 @@ struct Hold {
 #[derive(Default)]
 struct Leases {
     first: Option<Option<Duration>>,
-    more: Vec<Option<Duration>>,
+    /// Boxed: one pointer in every hold instead of a `Vec`'s three words (the extra allocation
+    /// is paid by re-entrant acquires alone).
+    #[allow(clippy::box_collection)]
+    more: Option<Box<Vec<Option<Duration>>>>,
 }
 
 impl Leases {
     fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.more.len()
+        usize::from(self.first.is_some()) + self.more.as_ref().map_or(0, |more| more.len())
     }
 
     fn is_empty(&self) -> bool {
@@ -255,13 +267,19 @@ impl Leases {
         if self.first.is_none() {
             self.first = Some(lease);
         } else {
-            self.more.push(lease);
+            self.more.get_or_insert_default().push(lease);
         }
     }
 
     fn pop(&mut self) {
-        if self.more.pop().is_none() {
-            self.first = None;
+        match self.more.as_mut() {
+            Some(more) if !more.is_empty() => {
+                more.pop();
+                if more.is_empty() {
+                    self.more = None;
+                }
+            }
+            _ => self.first = None,
         }
     }
 
@@ -273,51 +291,21 @@ impl Leases {
     fn get(&self, i: usize) -> Option<Option<Duration>> {
         match i {
             0 => self.first,
-            _ => self.more.get(i - 1).copied(),
+            _ => self.more.as_ref()?.get(i - 1).copied(),
         }
     }
 
     fn last(&self) -> Option<Option<Duration>> {
-        self.more.last().copied().or(self.first)
+        self.more
+            .as_ref()
+            .and_then(|more| more.last().copied())
+            .or(self.first)
     }
 
     fn iter(&self) -> impl Iterator<Item = &Option<Duration>> {
-        self.first.iter().chain(&self.more)
-    }
-}
-
-/// A hold's lost-lock signal: a flag, and the token handed out for it, made only when someone asks
-/// for it (a guard's `lost_token`, a multi-lock). A token per hold cost an allocation per acquire
-/// and about 150 bytes per held lock.
-#[derive(Default)]
-struct Lost {
-    flag: bool,
-    token: Option<CancellationToken>,
-}
-
-impl Lost {
-    fn is_cancelled(&self) -> bool {
-        self.flag
-    }
-
-    fn cancel(&mut self) {
-        self.flag = true;
-        if let Some(token) = &self.token {
-            token.cancel();
-        }
-    }
-
-    fn token(&mut self) -> CancellationToken {
-        let flag = self.flag;
-        self.token
-            .get_or_insert_with(|| {
-                let token = CancellationToken::new();
-                if flag {
-                    token.cancel();
-                }
-                token
-            })
-            .clone()
+        self.first
+            .iter()
+            .chain(self.more.iter().flat_map(|more| more.iter()))
     }
 }
 
@@ -326,11 +314,32 @@ impl Hold {
         self.leases.iter().any(Option::is_none)
     }
 
-    fn confirm(&mut self, sent: Instant, lease: Duration) {
+    /// `sent` as [`Holds::at`] has it.
+    fn confirm(&mut self, sent: u64, lease: Duration) {
         if sent >= self.confirmed_sent {
             self.confirmed_sent = sent;
-            self.deadline = sent + lease.saturating_sub(clock_drift(lease));
+            self.deadline = sent.saturating_add(nanos(lease.saturating_sub(clock_drift(lease))));
         }
+    }
+
+    fn mark_lost(&mut self) {
+        self.lost = true;
+        if let Some(token) = &self.lost_token {
+            token.cancel();
+        }
+    }
+
+    fn lost_token(&mut self) -> CancellationToken {
+        let lost = self.lost;
+        self.lost_token
+            .get_or_insert_with(|| {
+                let token = CancellationToken::new();
+                if lost {
+                    token.cancel();
+                }
+                token
+            })
+            .clone()
     }
 }
 
@@ -348,6 +357,8 @@ pub(crate) struct Watched {
 pub(crate) struct Holds {
     /// The client's id, the first part of its holder strings.
     client_id: Arc<str>,
+    /// What a hold's times count from ([`Holds::at`]): made before the client's first call.
+    epoch: Instant,
     /// Holds are boxed so that a slot of the table is a key and a pointer: its spare capacity
     /// (up to half the slots) and the old tables each doubling frees then cost little per hold.
     map: Mutex<HashMap<HoldKey, Box<Hold>>>,
@@ -360,6 +371,11 @@ pub(crate) struct Holds {
     plan: Mutex<Plan>,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) batch: usize,
+}
+
+/// `duration` in nanoseconds, at most `u64::MAX` (584 years; longer leases are refused).
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// How the renewal loop sleeps: until `at` (or until notified, if `None`), and whether it is
@@ -386,6 +402,7 @@ impl Holds {
     pub(crate) fn new(client_id: &str, watchdog_timeout: Duration, batch: usize) -> Arc<Self> {
         Arc::new(Holds {
             client_id: Arc::from(client_id),
+            epoch: Instant::now(),
             map: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
             next_tenure: AtomicU64::new(1),
@@ -396,6 +413,17 @@ impl Holds {
         })
     }
 
+    /// `instant` as a hold keeps it: nanoseconds since the table's epoch (an instant before it,
+    /// which no call of this client's sends, counts as the epoch).
+    fn at(&self, instant: Instant) -> u64 {
+        nanos(instant.saturating_duration_since(self.epoch))
+    }
+
+    /// The instant a hold's time stands for.
+    fn instant(&self, at: u64) -> Instant {
+        self.epoch + Duration::from_nanos(at)
+    }
+
     /// Records one acquire; `false` when the client has closed meanwhile (the caller must give
     /// the lock back).
     pub(crate) fn acquired(&self, key: HoldKey, acquired: Acquired) -> bool {
@@ -404,6 +432,7 @@ impl Holds {
             return false;
         }
         let lease = acquired.lease.unwrap_or(self.watchdog_timeout);
+        let sent = self.at(acquired.sent);
         let own = if acquired.kind == LockKind::Permit {
             Some(acquired.holder.clone())
         } else {
@@ -417,29 +446,31 @@ impl Holds {
         let hold = map.entry(key).or_insert_with(|| {
             Box::new(Hold {
                 leases: Leases::default(),
-                lost: Lost::default(),
+                lost: false,
+                lost_token: None,
                 holder: own,
                 kind: acquired.kind,
                 releaser: acquired.releaser.clone(),
                 tenure: self.next_tenure.fetch_add(1, Ordering::Relaxed),
                 releasing: 0,
                 round: 0,
-                confirmed_sent: acquired.sent,
-                deadline: acquired.sent,
+                confirmed_sent: sent,
+                deadline: sent,
             })
         });
-        if hold.lost.is_cancelled() {
+        if hold.lost {
             // Re-acquired after a loss: a new tenure with a fresh token.
             hold.leases.clear();
-            hold.lost = Lost::default();
+            hold.lost = false;
+            hold.lost_token = None;
             hold.tenure = self.next_tenure.fetch_add(1, Ordering::Relaxed);
-            hold.confirmed_sent = acquired.sent;
+            hold.confirmed_sent = sent;
         }
         hold.leases.push(acquired.lease);
-        hold.confirm(acquired.sent, lease);
+        hold.confirm(sent, lease);
         let plan = *lock(&self.plan);
         let wake = (acquired.lease.is_none() && !plan.watching)
-            || plan.at.is_none_or(|at| hold.deadline < at);
+            || plan.at.is_none_or(|at| hold.deadline < self.at(at));
         drop(map);
         if wake {
             self.changed.notify_one();
@@ -458,9 +489,9 @@ impl Holds {
     ) {
         if let Some(hold) = lock(&self.map).get_mut(key)
             && tenure.is_none_or(|t| t == hold.tenure)
-            && !hold.lost.is_cancelled()
+            && !hold.lost
         {
-            hold.confirm(sent, lease);
+            hold.confirm(self.at(sent), lease);
         }
     }
 
@@ -529,10 +560,10 @@ impl Holds {
     ) -> Option<LostLock> {
         let mut map = lock(&self.map);
         let hold = map.get_mut(key)?;
-        if hold.tenure != tenure || hold.releasing > 0 || hold.lost.is_cancelled() {
+        if hold.tenure != tenure || hold.releasing > 0 || hold.lost {
             return None;
         }
-        hold.lost.cancel();
+        hold.mark_lost();
         Some(LostLock {
             name: key.name.to_string(),
             owner: key.owner,
@@ -544,11 +575,12 @@ impl Holds {
 
     /// Marks lost every hold whose deadline is at or before `now`; returns their events.
     pub(crate) fn expire_due(&self, now: Instant) -> Vec<LostLock> {
+        let now = self.at(now);
         let mut map = lock(&self.map);
         let mut out = Vec::new();
         for (key, hold) in map.iter_mut() {
-            if hold.deadline <= now && hold.releasing == 0 && !hold.lost.is_cancelled() {
-                hold.lost.cancel();
+            if hold.deadline <= now && hold.releasing == 0 && !hold.lost {
+                hold.mark_lost();
                 out.push(LostLock {
                     name: key.name.to_string(),
                     owner: key.owner,
@@ -565,16 +597,17 @@ impl Holds {
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         lock(&self.map)
             .values()
-            .filter(|h| !h.lost.is_cancelled() && h.releasing == 0)
+            .filter(|h| !h.lost && h.releasing == 0)
             .map(|h| h.deadline)
             .min()
+            .map(|at| self.instant(at))
     }
 
     /// Forgets a hold that Redis says is gone; `true` if we believed we held it.
     pub(crate) fn forget_lost(&self, key: &HoldKey) -> bool {
         match lock(&self.map).remove(key) {
             Some(mut hold) => {
-                hold.lost.cancel();
+                hold.mark_lost();
                 true
             }
             None => false,
@@ -583,14 +616,12 @@ impl Holds {
 
     /// The lost-lock token of a current hold.
     pub(crate) fn token(&self, key: &HoldKey) -> Option<CancellationToken> {
-        lock(&self.map).get_mut(key).map(|h| h.lost.token())
+        lock(&self.map).get_mut(key).map(|h| h.lost_token())
     }
 
     /// Whether `key` is a hold we had and lost (and have not released since).
     pub(crate) fn is_lost(&self, key: &HoldKey) -> bool {
-        lock(&self.map)
-            .get(key)
-            .is_some_and(|h| h.lost.is_cancelled())
+        lock(&self.map).get(key).is_some_and(|h| h.lost)
     }
 
     /// Takes every hold away and refuses new ones (the client is closing), returning what is
@@ -637,15 +668,16 @@ impl Holds {
     /// [`changed`](Self::changed).
     pub(crate) fn plan_sleep(&self, watching: bool, next_round: Instant) -> Option<Instant> {
         let map = lock(&self.map);
-        let watched_now = map.values().any(|h| h.watched() && !h.lost.is_cancelled());
+        let watched_now = map.values().any(|h| h.watched() && !h.lost);
         let at = if watched_now != watching {
             Some(Instant::now())
         } else {
             let deadline = map
                 .values()
-                .filter(|h| !h.lost.is_cancelled() && h.releasing == 0)
+                .filter(|h| !h.lost && h.releasing == 0)
                 .map(|h| h.deadline)
-                .min();
+                .min()
+                .map(|at| self.instant(at));
             [watching.then_some(next_round), deadline]
                 .into_iter()
                 .flatten()
@@ -662,7 +694,7 @@ impl Holds {
     pub(crate) fn watched_count(&self) -> usize {
         lock(&self.map)
             .values()
-            .filter(|h| h.watched() && !h.lost.is_cancelled())
+            .filter(|h| h.watched() && !h.lost)
             .count()
     }
 
@@ -695,7 +727,7 @@ impl Holds {
             if taken == max {
                 break;
             }
-            if h.round == round || !h.watched() || h.lost.is_cancelled() {
+            if h.round == round || !h.watched() || h.lost {
                 continue;
             }
             h.round = round;
@@ -723,5 +755,58 @@ impl Holds {
         // A smaller window than the last: let the spare chunks go.
         chunks.truncate(used);
         taken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hold_stays_small() {
+        // 104 bytes is glibc's 112-byte size class with its 8-byte header; one field more and
+        // every held lock costs 16 bytes more.
+        let size = std::mem::size_of::<Hold>();
+        assert!(size <= 104, "a hold grew to {size} bytes");
+    }
+
+    #[test]
+    fn leases_keep_their_order_and_free_the_extra_ones() {
+        let mut leases = Leases::default();
+        assert!(leases.is_empty() && leases.last().is_none());
+        let second = Some(Duration::from_secs(2));
+        leases.push(None);
+        leases.push(second);
+        leases.push(None);
+        assert_eq!(leases.len(), 3);
+        assert_eq!(
+            leases.iter().copied().collect::<Vec<_>>(),
+            [None, second, None]
+        );
+        assert_eq!(
+            (leases.get(0), leases.get(1), leases.get(3)),
+            (Some(None), Some(second), None)
+        );
+        leases.pop();
+        assert_eq!(leases.last(), Some(second));
+        leases.pop();
+        assert!(
+            leases.more.is_none(),
+            "the re-entrant leases' box outlived them"
+        );
+        assert_eq!((leases.len(), leases.last()), (1, Some(None)));
+        leases.pop();
+        assert!(leases.is_empty());
+        leases.pop();
+        assert!(leases.is_empty());
+    }
+
+    #[test]
+    fn a_holds_times_come_back_as_they_went_in() {
+        let holds = Holds::new("id", Duration::from_secs(30), 100);
+        let later = holds.epoch + Duration::from_millis(1234) + Duration::from_nanos(5);
+        assert_eq!(holds.instant(holds.at(later)), later);
+        assert_eq!(holds.at(holds.epoch), 0);
+        assert_eq!(nanos(Duration::MAX), u64::MAX);
     }
 }
