@@ -12,7 +12,7 @@ import { FairLock } from './fair_lock'
 import { FencedLock } from './fenced_lock'
 import { Holds } from './held'
 import { Lock } from './lock'
-import { optionsObject } from './lockable'
+import { KIND, optionsObject } from './lockable'
 import { NonReentrantLock } from './non_reentrant_lock'
 import { ReadLock, ReadWriteLock, WriteLock } from './read_write_lock'
 import { CountDownLatch } from './count_down_latch'
@@ -153,18 +153,9 @@ export class Client implements AsyncDisposable {
   /** @internal Live permits of permit-expirable semaphores, for lost-permit signals. */
   readonly _permits = new Permits()
 
-  /** @internal Frees a lock's entry in the native client's table once its object is collected. */
-  readonly #lockObjects: FinalizationRegistry<number>
-
   /** @internal Clients come from `connect()`. */
   constructor(nativeClient: native.Client) {
     this.#native = nativeClient
-    this.#lockObjects = new FinalizationRegistry((id) => nativeClient.dropLock(id))
-  }
-
-  /** @internal Drops native lock `id` from this client's table once `lock` is collected. */
-  _lockObject(lock: object, id: number): void {
-    this.#lockObjects.register(lock, id)
   }
 
   /** @internal */
@@ -236,7 +227,8 @@ export class Client implements AsyncDisposable {
    */
   lock(name: string): Lock {
     checkName(name)
-    return new Lock(this, viaNative(() => this.#native.lock(name)), name)
+    viaNative(() => this.#native.checkLock(KIND.lock, name, null))
+    return new Lock(this, KIND.lock, name)
   }
 
   /**
@@ -250,7 +242,8 @@ export class Client implements AsyncDisposable {
    */
   fairLock(name: string): FairLock {
     checkName(name)
-    return new FairLock(this, viaNative(() => this.#native.fairLock(name)), name)
+    viaNative(() => this.#native.checkLock(KIND.fair, name, null))
+    return new FairLock(this, KIND.fair, name)
   }
 
   /**
@@ -265,7 +258,8 @@ export class Client implements AsyncDisposable {
   spinLock(name: string, options?: SpinLockOptions): SpinLock {
     checkName(name)
     const backoff = checkBackoff(options, name)
-    return new SpinLock(this, viaNative(() => this.#native.spinLock(name, backoff)), name)
+    viaNative(() => this.#native.checkLock(KIND.spin, name, backoff))
+    return new SpinLock(this, KIND.spin, name, backoff)
   }
 
   /**
@@ -281,7 +275,8 @@ export class Client implements AsyncDisposable {
    */
   fencedLock(name: string): FencedLock {
     checkName(name)
-    return new FencedLock(this, viaNative(() => this.#native.fencedLock(name)), name)
+    viaNative(() => this.#native.checkLock(KIND.fenced, name, null))
+    return new FencedLock(this, KIND.fenced, name)
   }
 
   /**
@@ -295,7 +290,8 @@ export class Client implements AsyncDisposable {
    */
   nonReentrantLock(name: string): NonReentrantLock {
     checkName(name)
-    return new NonReentrantLock(this, viaNative(() => this.#native.nonReentrantLock(name)), name)
+    viaNative(() => this.#native.checkLock(KIND.nonReentrant, name, null))
+    return new NonReentrantLock(this, KIND.nonReentrant, name)
   }
 
   /**
@@ -310,11 +306,8 @@ export class Client implements AsyncDisposable {
    */
   readWriteLock(name: string): ReadWriteLock {
     checkName(name)
-    const [read, write] = viaNative(() => this.#native.readWriteLock(name))
-    return new ReadWriteLock(
-      new ReadLock(this, read, name),
-      new WriteLock(this, write, name, true),
-    )
+    viaNative(() => this.#native.checkLock(KIND.read, name, null))
+    return new ReadWriteLock(new ReadLock(this, KIND.read, name), new WriteLock(this, KIND.write, name))
   }
 
   /**

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import type { BackoffOptions } from '../native'
 import type { Client } from './client'
 import { cancellable } from './abort'
 import { NotHeldError, fromNative, invalidArgument, viaNative } from './errors'
@@ -75,6 +76,12 @@ export interface Checked {
   signal: AbortSignal | undefined
   owner: number | undefined
 }
+
+/**
+ * @internal The kinds of the RLock family, as the native client numbers them (`src/lock.rs`):
+ * every native `lock*` method takes a lock's kind and name.
+ */
+export const KIND = { lock: 0, fair: 1, spin: 2, fenced: 3, nonReentrant: 4, read: 5, write: 6 } as const
 
 /** Options people bring from other libraries, and what crosslock calls them. */
 const SPELLED_HERE: Readonly<Record<string, string>> = {
@@ -244,24 +251,29 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   /** The lock's name: its key in Redis. */
   readonly name: string
   /**
-   * @internal The lock's number in its native client's lock table (the native client's `lock*`
-   * methods take it). A lock is not a Node-API object of its own: a wrapped native object costs
-   * ~0.5 KB (the wrap's reference and weak handle), more than the lock itself, and a process may
-   * make tens of thousands. The client's factories put the native lock in the table and this
-   * object keeps its number; the client drops the entry once this object is collected
-   * (`Client._lockObject`, a `FinalizationRegistry`).
+   * @internal Its kind ({@link KIND}). A lock is plain JavaScript, its kind and name: the
+   * native client makes the lock for each call it is given (a few small allocations), and a hold
+   * keeps what renewing and releasing it need. A native object per lock, or an entry in a native
+   * table freed through a `FinalizationRegistry`, cost ~0.5 KB per lock object, more than a
+   * held lock's own state, in a process that may make tens of thousands.
    */
-  readonly _id: number
-  /** @internal Whether its holder strings end in `:write` (the route of lost-lock events). */
-  readonly _write: boolean
+  readonly _kind: number
 
   /** @internal Locks come from the client's factories (`client.lock(name)`, …). */
-  constructor(client: Client, id: number, name: string, write = false) {
+  constructor(client: Client, kind: number, name: string) {
     this.client = client
-    this._id = id
+    this._kind = kind
     this.name = name
-    this._write = write
-    client._lockObject(this, id)
+  }
+
+  /** @internal Whether its holder strings end in `:write` (the route of lost-lock events). */
+  get _write(): boolean {
+    return this._kind === KIND.write
+  }
+
+  /** @internal A spin lock's back-off (`undefined`: Redisson's, or not a spin lock). */
+  get _backoff(): BackoffOptions | undefined {
+    return undefined
   }
 
   /**
@@ -327,14 +339,14 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
       // Nothing to abort: the native promise awaited right here, without the promises that
       // honouring a signal takes (most acquires have none).
       try {
-        acquired = await this.client._native.lockAcquire(this._id, owner, o.wait, o.lease, null, failOnTimeout)
+        acquired = await this.client._native.lockAcquire(this._kind, this.name, this._backoff, owner, o.wait, o.lease, null, failOnTimeout)
       } catch (e) {
         throw fromNative(e)
       }
     } else {
       acquired = await cancellable(
         o.signal,
-        (token) => this.client._native.lockAcquire(this._id, owner, o.wait, o.lease, token, failOnTimeout),
+        (token) => this.client._native.lockAcquire(this._kind, this.name, this._backoff, owner, o.wait, o.lease, token, failOnTimeout),
         (won) => won !== null,
         () => viaNative(() => this._release(owner)),
       )
@@ -436,7 +448,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * ```
    */
   async isLocked(): Promise<boolean> {
-    return viaNative(() => this.client._native.lockIsLocked(this._id))
+    return viaNative(() => this.client._native.lockIsLocked(this._kind, this.name))
   }
 
   /**
@@ -461,7 +473,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   async isHeld(options?: OwnerOptions): Promise<boolean> {
     const owner = this.#queryOwner(options)
     if (owner === undefined) return false
-    return viaNative(() => this.client._native.lockIsHeldBy(this._id, owner))
+    return viaNative(() => this.client._native.lockIsHeldBy(this._kind, this.name, owner))
   }
 
   /**
@@ -484,7 +496,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   async holdCount(options?: OwnerOptions): Promise<number> {
     const owner = this.#queryOwner(options)
     if (owner === undefined) return 0
-    return viaNative(() => this.client._native.lockHoldCountOf(this._id, owner))
+    return viaNative(() => this.client._native.lockHoldCountOf(this._kind, this.name, owner))
   }
 
   /**
@@ -498,7 +510,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * ```
    */
   async remainingLease(): Promise<number | null> {
-    return viaNative(() => this.client._native.lockRemainingLease(this._id))
+    return viaNative(() => this.client._native.lockRemainingLease(this._kind, this.name))
   }
 
   /**
@@ -511,7 +523,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * ```
    */
   async forceUnlock(): Promise<boolean> {
-    return viaNative(() => this.client._native.lockForceUnlock(this._id))
+    return viaNative(() => this.client._native.lockForceUnlock(this._kind, this.name))
   }
 
   /** The owner a query is about: the `owner` option, else the scope's, else none. */
@@ -539,12 +551,12 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
 
   /** @internal Releases one hold of `owner` in Redis (the native promise as it is). */
   _release(owner: number): Promise<boolean> {
-    return this.client._native.lockRelease(this._id, owner)
+    return this.client._native.lockRelease(this._kind, this.name, owner)
   }
 
   /** @internal Whether core recorded the hold of `owner` as lost. */
   _isLost(owner: number): boolean {
-    return viaNative(() => this.client._native.lockIsLost(this._id, owner))
+    return viaNative(() => this.client._native.lockIsLost(this._kind, this.name, owner))
   }
 
   /** @internal The token a hold keeps from what the native acquire resolved (none by default). */
@@ -561,7 +573,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * ```
    */
   async holders(): Promise<string[]> {
-    return viaNative(() => this.client._native.lockHolders(this._id))
+    return viaNative(() => this.client._native.lockHolders(this._kind, this.name))
   }
 }
 

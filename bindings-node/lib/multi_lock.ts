@@ -104,7 +104,17 @@ export class MultiLock {
       throw invalidArgument('type', `new ${new.target.name}(locks): locks must be a non-empty array of lock objects (client.lock(…), …)`)
     }
     this.locks = [...locks]
-    this.#native = viaNative(() => new native.MultiLock(locks.map((l) => l.client._native), locks.map((l) => l._id), new.target === RedLock))
+    const red = new.target === RedLock
+    this.#native = viaNative(
+      () =>
+        new native.MultiLock(
+          locks.map((l) => l.client._native),
+          locks.map((l) => l._kind),
+          locks.map((l) => l.name),
+          locks.map((l) => l._backoff ?? null),
+          red,
+        ),
+    )
   }
 
   /**

@@ -3,6 +3,8 @@
  *
  * @module
  */
+import type { BackoffOptions } from '../native'
+import type { Client } from './client'
 import { Lockable } from './lockable'
 
 /**
@@ -44,4 +46,18 @@ export interface SpinLockOptions {
  * await client.spinLock('reports:nightly').withLock(async () => work()) // ...
  * ```
  */
-export class SpinLock extends Lockable {}
+export class SpinLock extends Lockable {
+  /** @internal Its back-off, as checked by its factory (`undefined`: Redisson's). */
+  readonly #backoff: BackoffOptions | undefined
+
+  /** @internal Spin locks come from `client.spinLock(name, options)`. */
+  constructor(client: Client, kind: number, name: string, backoff?: BackoffOptions) {
+    super(client, kind, name)
+    this.#backoff = backoff
+  }
+
+  /** @internal */
+  override get _backoff(): BackoffOptions | undefined {
+    return this.#backoff
+  }
+}

@@ -6,7 +6,6 @@ use napi::{Env, Result};
 use napi_derive::napi;
 
 use crate::error;
-use crate::lock::LockTable;
 use crate::runtime;
 
 /// Client settings in milliseconds; absent fields keep core's defaults.
@@ -123,13 +122,12 @@ pub fn connect<'env>(
             Ok(JsClient {
                 inner: client,
                 registration,
-                locks: std::sync::Mutex::default(),
             })
         },
     )
 }
 
-fn backoff_of(name: &str, b: &BackoffOptions) -> crosslock::Result<crosslock::Backoff> {
+pub(crate) fn backoff_of(name: &str, b: &BackoffOptions) -> crosslock::Result<crosslock::Backoff> {
     let ms = |v: f64, w: &str| {
         crosslock::ffi::duration(
             v,
@@ -158,17 +156,12 @@ pub struct JsClient {
     /// `close()`, the client is dropped like core's: its connections close and renewal stops
     /// (its locks expire after the watchdog timeout).
     registration: runtime::Registration,
-    /// The locks made by its factories, by number (see `crate::lock`).
-    pub(crate) locks: std::sync::Mutex<LockTable>,
 }
 
 impl JsClient {
-    fn erased(
-        &self,
-        lock: crosslock::Result<std::sync::Arc<dyn crosslock::AnyLock>>,
-    ) -> Result<u32> {
-        lock.map(|l| self.add_lock(l))
-            .map_err(|e| error::to_napi(&e))
+    /// Core's client.
+    pub(crate) fn core(&self) -> &crosslock::Client {
+        &self.inner
     }
 }
 
@@ -190,46 +183,6 @@ impl JsClient {
     #[napi(getter)]
     pub fn closed(&self) -> bool {
         self.inner.is_closed()
-    }
-
-    /// The `Lock` (Redisson `RLock`) named `name`, as its number in this client's lock table (the
-    /// lock factories all return one; `lib/lockable.ts` calls the `lock*` methods with it).
-    #[napi]
-    pub fn lock(&self, name: String) -> Result<u32> {
-        self.erased(self.inner.lock(&name).map(|l| l.erased()))
-    }
-
-    /// The `FairLock` (Redisson `RFairLock`) named `name`.
-    #[napi]
-    pub fn fair_lock(&self, name: String) -> Result<u32> {
-        self.erased(self.inner.fair_lock(&name).map(|l| l.erased()))
-    }
-
-    /// The `SpinLock` (Redisson `RSpinLock`) named `name`, with Redisson's back-off unless one is
-    /// given.
-    #[napi]
-    pub fn spin_lock(&self, name: String, backoff: Option<BackoffOptions>) -> Result<u32> {
-        let backoff = match backoff {
-            None => Ok(crosslock::Backoff::default()),
-            Some(b) => backoff_of(&name, &b),
-        };
-        self.erased(
-            backoff
-                .and_then(|b| self.inner.spin_lock_with(&name, b))
-                .map(|l| l.erased()),
-        )
-    }
-
-    /// The `FencedLock` (Redisson `RFencedLock`) named `name`.
-    #[napi]
-    pub fn fenced_lock(&self, name: String) -> Result<u32> {
-        self.erased(self.inner.fenced_lock(&name).map(|l| l.erased()))
-    }
-
-    /// The `NonReentrantLock` named `name`.
-    #[napi]
-    pub fn non_reentrant_lock(&self, name: String) -> Result<u32> {
-        self.erased(self.inner.non_reentrant_lock(&name).map(|l| l.erased()))
     }
 
     /// The `Semaphore` (Redisson `RSemaphore`) named `name`.
@@ -260,19 +213,6 @@ impl JsClient {
             .count_down_latch(&name)
             .map(crate::semaphore::JsCountDownLatch::new)
             .map_err(|e| error::to_napi(&e))
-    }
-
-    /// The read and the write lock of the `ReadWriteLock` named `name`.
-    #[napi(ts_return_type = "[number, number]")]
-    pub fn read_write_lock(&self, name: String) -> Result<Vec<u32>> {
-        let rw = self
-            .inner
-            .read_write_lock(&name)
-            .map_err(|e| error::to_napi(&e))?;
-        Ok(vec![
-            self.add_lock(rw.read().erased()),
-            self.add_lock(rw.write().erased()),
-        ])
     }
 
     /// Closes the client: pending acquires fail, held locks are released, renewal stops.

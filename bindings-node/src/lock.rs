@@ -1,14 +1,15 @@
-//! The locks of the RLock family (core's [`AnyLock`]) as the client's numbered table, and
+//! The locks of the RLock family (core's [`AnyLock`]) for the TypeScript layer, and
 //! `CancelToken`.
 //!
-//! A lock is not a native object of its own: a Node-API wrapped object costs ~0.5 KB of memory
-//! (the wrap's reference and weak handle, napi-rs's bookkeeping), more than the lock itself, and a
-//! process may hold tens of thousands. The client's factories put the type-erased lock in the
-//! client's [`LockTable`] and return its number; the TypeScript layer (`lib/lockable.ts`) keeps
-//! the number with the name, calls the client's `lock*` methods with it, and drops the
-//! entry (`dropLock`) through a `FinalizationRegistry` once its object is collected. Every method
-//! takes the owner number explicitly: the TypeScript layer decides it (`lib/identity.ts`).
-//! Durations are milliseconds.
+//! A lock has no native object of its own: the TypeScript `Lock` is plain JavaScript (its client,
+//! kind and name), and every `lock*` method takes the kind and name and makes core's lock for
+//! that call. A Node-API wrapped object per lock cost ~0.5 KB (the wrap's reference and weak
+//! handle), and a numbered table entry per lock object, freed through a `FinalizationRegistry`,
+//! still ~0.45 KB (the native lock, its slot, the registry's cell): more than a held lock's own
+//! state, for a process that may hold tens of thousands. Making the lock per call costs a few
+//! small allocations; a hold keeps what its renewal and release need. Every method takes the
+//! owner number explicitly: the TypeScript layer decides it (`lib/identity.ts`). Durations are
+//! milliseconds.
 
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ use napi_derive::napi;
 
 use crosslock::{AcquireOptions, AnyLock, CancellationToken, Owner, ffi};
 
-use crate::client::JsClient;
+use crate::client::{BackoffOptions, JsClient, backoff_of};
 use crate::error;
 use crate::runtime;
 
@@ -67,74 +68,66 @@ impl JsCancelToken {
     }
 }
 
-/// The client's locks, by number: a slot per live JavaScript lock object, reused once that object
-/// is collected.
-#[derive(Default)]
-pub(crate) struct LockTable {
-    slots: Vec<Option<Arc<dyn AnyLock>>>,
-    free: Vec<u32>,
-}
-
-impl LockTable {
-    /// Stores `lock`; its number.
-    fn insert(&mut self, lock: Arc<dyn AnyLock>) -> u32 {
-        if let Some(id) = self.free.pop() {
-            self.slots[id as usize] = Some(lock);
-            return id;
-        }
-        self.slots.push(Some(lock));
-        (self.slots.len() - 1) as u32
-    }
-
-    fn get(&self, id: u32) -> Option<&Arc<dyn AnyLock>> {
-        self.slots.get(id as usize)?.as_ref()
-    }
-
-    fn remove(&mut self, id: u32) {
-        if let Some(slot) = self.slots.get_mut(id as usize)
-            && slot.take().is_some()
-        {
-            self.free.push(id);
-        }
-    }
-}
+/// A lock's kind, as the TypeScript layer numbers it (`lib/lockable.ts`, `KIND`).
+const LOCK: u32 = 0;
+const FAIR_LOCK: u32 = 1;
+const SPIN_LOCK: u32 = 2;
+const FENCED_LOCK: u32 = 3;
+const NON_REENTRANT_LOCK: u32 = 4;
+const READ_LOCK: u32 = 5;
+const WRITE_LOCK: u32 = 6;
 
 impl JsClient {
-    /// The lock numbered `id`.
-    pub(crate) fn lock_of(&self, id: u32) -> Result<Arc<dyn AnyLock>> {
-        let table = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        table.get(id).cloned().ok_or_else(|| {
-            error::invalid_argument(format!(
-                "no lock numbered {id} in this client: lock objects come from the client's \
-                 factories (client.lock(name), …)"
-            ))
-        })
-    }
-
-    /// Stores `lock` in the table; its number.
-    pub(crate) fn add_lock(&self, lock: Arc<dyn AnyLock>) -> u32 {
-        let mut table = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        table.insert(lock)
+    /// The core lock of kind `kind` named `name` (a spin lock with `backoff`, Redisson's by
+    /// default), made for this call: cheap (no Redis call; a few small allocations), and what a
+    /// hold needs to be renewed and released it keeps itself.
+    pub(crate) fn lock_from(
+        &self,
+        kind: u32,
+        name: &str,
+        backoff: Option<&BackoffOptions>,
+    ) -> Result<Arc<dyn AnyLock>> {
+        let client = self.core();
+        let lock = match kind {
+            LOCK => client.lock(name).map(|l| l.erased()),
+            FAIR_LOCK => client.fair_lock(name).map(|l| l.erased()),
+            SPIN_LOCK => match backoff {
+                None => client.spin_lock(name).map(|l| l.erased()),
+                Some(b) => backoff_of(name, b)
+                    .and_then(|b| client.spin_lock_with(name, b))
+                    .map(|l| l.erased()),
+            },
+            FENCED_LOCK => client.fenced_lock(name).map(|l| l.erased()),
+            NON_REENTRANT_LOCK => client.non_reentrant_lock(name).map(|l| l.erased()),
+            READ_LOCK => client.read_write_lock(name).map(|rw| rw.read().erased()),
+            WRITE_LOCK => client.read_write_lock(name).map(|rw| rw.write().erased()),
+            _ => {
+                return Err(error::invalid_argument(format!(
+                    "no lock kind numbered {kind}: lock objects come from the client's factories \
+                     (client.lock(name), …)"
+                )));
+            }
+        };
+        lock.map_err(|e| error::to_napi(&e))
     }
 }
 
 #[napi]
 impl JsClient {
-    /// How many lock objects of this client are alive (entries in its lock table).
+    /// Checks that a lock of kind `kind` named `name` (with `backoff`, for a spin lock) can be
+    /// made: the factories' early error for a bad name or back-off.
     #[napi]
-    pub fn live_locks(&self) -> u32 {
-        let table = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        (table.slots.len() - table.free.len()) as u32
+    pub fn check_lock(
+        &self,
+        kind: u32,
+        name: String,
+        backoff: Option<BackoffOptions>,
+    ) -> Result<()> {
+        self.lock_from(kind, &name, backoff.as_ref()).map(drop)
     }
 
-    /// Forgets lock `id` (its JavaScript object was collected); holds it took stay held.
-    #[napi]
-    pub fn drop_lock(&self, id: u32) {
-        let mut table = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        table.remove(id);
-    }
-
-    /// Acquires lock `id` for `owner`. `wait`: `null` waits as long as it takes, `0` tries once;
+    /// Acquires the lock of kind `kind` named `name` (with `backoff`, for a spin lock) for
+    /// `owner`. `wait`: `null` waits as long as it takes, `0` tries once;
     /// `lease`: `null` means watchdog renewal. Resolves the fencing token when acquired (`0n` for
     /// kinds without one); when the wait limit passes, resolves `null`, or rejects with code
     /// `TIMEOUT` if `failOnTimeout`.
@@ -143,7 +136,9 @@ impl JsClient {
     pub fn lock_acquire<'env>(
         &self,
         env: &'env Env,
-        id: u32,
+        kind: u32,
+        name: String,
+        backoff: Option<BackoffOptions>,
         owner: f64,
         wait: Option<f64>,
         lease: Option<f64>,
@@ -151,8 +146,7 @@ impl JsClient {
         fail_on_timeout: bool,
     ) -> Result<Object<'env>> {
         let owner = self::owner(owner)?;
-        let lock = self.lock_of(id)?;
-        let name = lock.name();
+        let lock = self.lock_from(kind, &name, backoff.as_ref())?;
         let mut options = AcquireOptions::new().owner(owner);
         if let Some(ms) = wait {
             let what = format!("the wait for lock '{name}'");
@@ -172,60 +166,83 @@ impl JsClient {
         })
     }
 
-    /// Releases one hold of `owner` on lock `id`; resolves `true` when that fully released the
+    /// Releases one hold of `owner` on the lock; resolves `true` when that fully released the
     /// lock. Rejects with `NOT_HELD` (Redis unchanged) or `LOCK_LOST`.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn lock_release<'env>(&self, env: &'env Env, id: u32, owner: f64) -> Result<Object<'env>> {
+    pub fn lock_release<'env>(
+        &self,
+        env: &'env Env,
+        kind: u32,
+        name: String,
+        owner: f64,
+    ) -> Result<Object<'env>> {
         let owner = self::owner(owner)?;
-        let lock = self.lock_of(id)?;
+        let lock = self.lock_from(kind, &name, None)?;
         runtime::promise(env, async move { lock.release_as(owner).await })
     }
 
-    /// Deletes lock `id` whoever holds it; resolves `true` if it was locked.
+    /// Deletes the lock whoever holds it; resolves `true` if it was locked.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn lock_force_unlock<'env>(&self, env: &'env Env, id: u32) -> Result<Object<'env>> {
-        let lock = self.lock_of(id)?;
+    pub fn lock_force_unlock<'env>(
+        &self,
+        env: &'env Env,
+        kind: u32,
+        name: String,
+    ) -> Result<Object<'env>> {
+        let lock = self.lock_from(kind, &name, None)?;
         runtime::promise(env, async move { lock.force_unlock().await })
     }
 
-    /// Whether anyone holds lock `id`.
+    /// Whether anyone holds the lock.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn lock_is_locked<'env>(&self, env: &'env Env, id: u32) -> Result<Object<'env>> {
-        let lock = self.lock_of(id)?;
+    pub fn lock_is_locked<'env>(
+        &self,
+        env: &'env Env,
+        kind: u32,
+        name: String,
+    ) -> Result<Object<'env>> {
+        let lock = self.lock_from(kind, &name, None)?;
         runtime::promise(env, async move { lock.is_locked().await })
     }
 
-    /// Whether `owner` of this client holds lock `id`.
+    /// Whether `owner` of this client holds the lock.
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn lock_is_held_by<'env>(
         &self,
         env: &'env Env,
-        id: u32,
+        kind: u32,
+        name: String,
         owner: f64,
     ) -> Result<Object<'env>> {
         let owner = self::owner(owner)?;
-        let lock = self.lock_of(id)?;
+        let lock = self.lock_from(kind, &name, None)?;
         runtime::promise(env, async move { Ok(lock.hold_count_of(owner).await? > 0) })
     }
 
-    /// How many times `owner` of this client holds lock `id`.
+    /// How many times `owner` of this client holds the lock.
     #[napi(ts_return_type = "Promise<number>")]
     pub fn lock_hold_count_of<'env>(
         &self,
         env: &'env Env,
-        id: u32,
+        kind: u32,
+        name: String,
         owner: f64,
     ) -> Result<Object<'env>> {
         let owner = self::owner(owner)?;
-        let lock = self.lock_of(id)?;
+        let lock = self.lock_from(kind, &name, None)?;
         runtime::promise(env, async move { lock.hold_count_of(owner).await })
     }
 
-    /// Milliseconds before lock `id` expires: `null` when it is not locked, `Infinity` when its
+    /// Milliseconds before the lock expires: `null` when it is not locked, `Infinity` when its
     /// key has no expiry.
     #[napi(ts_return_type = "Promise<number | null>")]
-    pub fn lock_remaining_lease<'env>(&self, env: &'env Env, id: u32) -> Result<Object<'env>> {
-        let lock = self.lock_of(id)?;
+    pub fn lock_remaining_lease<'env>(
+        &self,
+        env: &'env Env,
+        kind: u32,
+        name: String,
+    ) -> Result<Object<'env>> {
+        let lock = self.lock_from(kind, &name, None)?;
         runtime::promise(env, async move {
             Ok(lock.remaining_lease().await?.map(|d| {
                 if d == std::time::Duration::MAX {
@@ -237,17 +254,24 @@ impl JsClient {
         })
     }
 
-    /// The current holders' strings (`<client-uuid>:<n>`) of lock `id`.
+    /// The current holders' strings (`<client-uuid>:<n>`) of the lock.
     #[napi(ts_return_type = "Promise<Array<string>>")]
-    pub fn lock_holders<'env>(&self, env: &'env Env, id: u32) -> Result<Object<'env>> {
-        let lock = self.lock_of(id)?;
+    pub fn lock_holders<'env>(
+        &self,
+        env: &'env Env,
+        kind: u32,
+        name: String,
+    ) -> Result<Object<'env>> {
+        let lock = self.lock_from(kind, &name, None)?;
         runtime::promise(env, async move { lock.holders_now().await })
     }
 
-    /// Whether this process found the hold of `owner` on lock `id` lost (and it was not released
+    /// Whether this process found the hold of `owner` on the lock lost (and it was not released
     /// since).
     #[napi]
-    pub fn lock_is_lost(&self, id: u32, owner: f64) -> Result<bool> {
-        Ok(self.lock_of(id)?.is_lost(self::owner(owner)?))
+    pub fn lock_is_lost(&self, kind: u32, name: String, owner: f64) -> Result<bool> {
+        Ok(self
+            .lock_from(kind, &name, None)?
+            .is_lost(self::owner(owner)?))
     }
 }

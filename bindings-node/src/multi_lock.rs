@@ -6,7 +6,7 @@ use napi_derive::napi;
 
 use crosslock::{AcquireOptions, MultiLock, Owner, RedLock, ffi};
 
-use crate::client::JsClient;
+use crate::client::{BackoffOptions, JsClient};
 use crate::error;
 use crate::lock::{JsCancelToken, owner};
 use crate::runtime;
@@ -35,25 +35,35 @@ pub struct JsMultiLock {
 
 #[napi]
 impl JsMultiLock {
-    /// A multi-lock over the locks numbered `ids[i]` in `clients[i]`, in order; a red lock (a
-    /// majority) if `red`.
+    /// A multi-lock over the locks of kind `kinds[i]` named `names[i]` (a spin lock with
+    /// `backoffs[i]`) in `clients[i]`, in order; a red lock (a majority) if `red`.
     #[napi(constructor)]
     pub fn new(
         clients: Vec<ClassInstance<'_, JsClient>>,
-        ids: Vec<u32>,
+        kinds: Vec<u32>,
+        names: Vec<String>,
+        backoffs: Vec<Option<BackoffOptions>>,
         red: bool,
     ) -> Result<Self> {
-        if clients.len() != ids.len() {
+        if clients.len() != kinds.len()
+            || clients.len() != names.len()
+            || clients.len() != backoffs.len()
+        {
             return Err(error::invalid_argument(format!(
-                "a multi-lock takes one client per lock number, got {} clients and {} numbers",
+                "a multi-lock takes one client, kind, name and back-off per lock, got {} clients, \
+                 {} kinds, {} names and {} back-offs",
                 clients.len(),
-                ids.len()
+                kinds.len(),
+                names.len(),
+                backoffs.len()
             )));
         }
         let parts = clients
             .iter()
-            .zip(&ids)
-            .map(|(client, id)| client.lock_of(*id))
+            .zip(kinds.iter().zip(names.iter().zip(&backoffs)))
+            .map(|(client, (kind, (name, backoff)))| {
+                client.lock_from(*kind, name, backoff.as_ref())
+            })
             .collect::<Result<Vec<_>>>()?;
         let label = parts
             .iter()
