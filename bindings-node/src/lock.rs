@@ -79,8 +79,8 @@ const WRITE_LOCK: u32 = 6;
 
 impl JsClient {
     /// The core lock of kind `kind` named `name` (a spin lock with `backoff`, Redisson's by
-    /// default), made for this call: cheap (no Redis call; a few small allocations), and what a
-    /// hold needs to be renewed and released it keeps itself.
+    /// default), made for this call: cheap (no Redis call; a few small allocations). A hold it
+    /// takes keeps what its renewal and release need, so the lock can go with the call.
     pub(crate) fn lock_from(
         &self,
         kind: u32,

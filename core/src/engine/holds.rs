@@ -373,7 +373,8 @@ pub(crate) struct Holds {
     pub(crate) batch: usize,
 }
 
-/// `duration` in nanoseconds, at most `u64::MAX` (584 years; longer leases are refused).
+/// `duration` in nanoseconds, at most `u64::MAX` (584 years: the deadline of a longer lease, which
+/// may be up to 2^53-1 ms, stops there, and comes no sooner for it).
 fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
