@@ -105,6 +105,11 @@ fn a_blocking_callers_multi_lock_takes_and_releases_its_parts_all_at_once() {
             .unwrap()
     };
     let mut raw = server.raw();
+    // Redis holds back every script for a while, so no reply can come back during the first
+    // poll: on a busy machine a first poll slower than the runtime thread otherwise saw its
+    // parts' replies arrive and finished there, all parts pipelined. Taken one blocking round
+    // trip after another, the parts still finish inside it (after the pause).
+    server.command(&["CLIENT", "PAUSE", "500", "WRITE"]);
     let m = multi.clone();
     let (here, guard) = run(async move { m.acquire().await });
     let guard = guard.unwrap();
@@ -113,6 +118,7 @@ fn a_blocking_callers_multi_lock_takes_and_releases_its_parts_all_at_once() {
         "the parts were tried one blocking round trip after another"
     );
     assert_eq!(count(&mut raw), parts);
+    server.command(&["CLIENT", "PAUSE", "500", "WRITE"]);
     let (here, released) = run(async move { guard.release().await });
     released.unwrap();
     assert!(
