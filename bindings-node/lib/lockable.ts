@@ -253,7 +253,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   /**
    * @internal Its kind ({@link KIND}). A lock is plain JavaScript, its kind and name: the
    * native client makes the lock for each call it is given (a few small allocations), and a hold
-   * keeps what renewing and releasing it need. A native object per lock, or an entry in a native
+   * keeps only its name and kind, from which renewing and releasing it are made. A native object per lock, or an entry in a native
    * table freed through a `FinalizationRegistry`, cost ~0.5 KB per lock object, more than a
    * held lock's own state, in a process that may make tens of thousands.
    */

@@ -7,7 +7,8 @@
 //! handle), and a numbered table entry per lock object, freed through a `FinalizationRegistry`,
 //! still ~0.45 KB (the native lock, its slot, the registry's cell): more than a held lock's own
 //! state, for a process that may hold tens of thousands. Making the lock per call costs a few
-//! small allocations; a hold keeps what its renewal and release need. Every method takes the
+//! small allocations; a hold keeps its name and kind, from which core makes what renewing or
+//! releasing it at `close()` needs (it keeps no lock of its own). Every method takes the
 //! owner number explicitly: the TypeScript layer decides it (`lib/identity.ts`). Durations are
 //! milliseconds.
 
@@ -80,7 +81,7 @@ const WRITE_LOCK: u32 = 6;
 impl JsClient {
     /// The core lock of kind `kind` named `name` (a spin lock with `backoff`, Redisson's by
     /// default), made for this call: cheap (no Redis call; a few small allocations). A hold it
-    /// takes keeps what its renewal and release need, so the lock can go with the call.
+    /// takes keeps only its name and kind, so the lock goes with the call.
     pub(crate) fn lock_from(
         &self,
         kind: u32,

@@ -542,9 +542,10 @@ impl Client {
         let work = futures_util::future::join_all(by_master.into_values().map(|releases| {
             crate::engine::at_most_in_flight(
                 CLOSE_RELEASES_IN_FLIGHT,
-                releases
-                    .into_iter()
-                    .map(|hold| hold.releaser.release_on_close(cx.clone(), hold.holder)),
+                releases.into_iter().map(|hold| {
+                    hold.releaser
+                        .release_on_close(cx.clone(), hold.name, hold.holder)
+                }),
                 drop,
             )
         }));

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::{Conn, Route};
-use crate::engine::holds::Holds;
+use crate::engine::holds::{Holds, Suffix};
 use crate::engine::unowned::Gates;
 use crate::pubsub::PubSub;
 
@@ -52,11 +52,11 @@ pub(crate) struct HolderCache {
 }
 
 /// A remembered holder string: owner number, suffix, the string.
-type Holder = (u64, &'static str, Arc<str>);
+type Holder = (u64, Suffix, Arc<str>);
 
 impl Ctx {
     /// The holder string of `owner` with `suffix`: `<client-uuid>:<n><suffix>`.
-    pub(crate) fn holder(&self, owner: crate::Owner, suffix: &'static str) -> Arc<str> {
+    pub(crate) fn holder(&self, owner: crate::Owner, suffix: Suffix) -> Arc<str> {
         let n = owner.get();
         let slot = (n % HOLDER_SLOTS as u64) as usize;
         let mut slots = self

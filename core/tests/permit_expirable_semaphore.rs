@@ -191,3 +191,30 @@ async fn a_release_that_gets_no_answer_stops_the_renewal() {
         "a permit whose release failed must not be renewed forever"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_gives_back_every_permit_the_client_holds() {
+    // close() releases the client's permits from what their holds keep (the semaphore's name),
+    // with the semaphore object long gone: another client then finds every permit available.
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    let ids = {
+        let sem = client.permit_expirable_semaphore("closing").unwrap();
+        assert!(sem.try_set_permits(3).await.unwrap());
+        let watched = sem.acquire().await.unwrap().detach();
+        let leased = sem
+            .acquire_with(AcquireOptions::new().lease(Duration::from_secs(60)))
+            .await
+            .unwrap()
+            .detach();
+        [watched, leased]
+    };
+    let seen = other.permit_expirable_semaphore("closing").unwrap();
+    assert_eq!(seen.available_permits().await.unwrap(), 1);
+    client.close().await;
+    assert_eq!(seen.available_permits().await.unwrap(), 3);
+    for id in &ids {
+        assert!(!seen.try_release(id).await.unwrap(), "{id} was still taken");
+    }
+}

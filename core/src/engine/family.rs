@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +21,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
 use crate::runtime;
 
-use super::holds::{Acquired, HoldKey, LockKind, Releaser, RenewKind};
+use super::holds::{Acquired, HoldKey, LockKind, Releaser, RenewKind, Suffix};
 use super::wait::{self, Keeper, Outcome};
 use super::{MAX_DURATION, Protocol, Request};
 
@@ -191,13 +192,21 @@ pub(crate) trait Family: Protocol {
     /// Which kind of lock this is.
     const KIND: LockKind;
 
+    /// The protocol of the lock named `name` (a checked name), as the client's factory makes it
+    /// with its defaults. A hold keeps no protocol object: `close()` makes one from the hold's
+    /// name to release it ([`ByName`]).
+    fn for_name(name: Arc<str>) -> Self
+    where
+        Self: Sized;
+
     /// The holder-string suffix (`":write"` for the write lock).
-    fn suffix(&self) -> &'static str {
-        ""
+    fn suffix(&self) -> Suffix {
+        Suffix::None
     }
 
-    /// How the watchdog renews a hold.
-    fn renew_kind(&self) -> RenewKind {
+    /// How the watchdog renews a hold of the lock named `name`.
+    fn renew_kind(name: &Arc<str>) -> RenewKind {
+        let _ = name;
         RenewKind::Hash
     }
 
@@ -236,19 +245,29 @@ pub(crate) trait Family: Protocol {
     fn token(won: &Self::Won) -> Option<u64>;
 }
 
-/// Every lock protocol is its holds' releaser (renewal and release-all, for the holds
-/// registry): a hold points at the lock's protocol object, with no allocation of its own.
-impl<P: Family> Releaser for P {
-    fn renew_kind(&self) -> RenewKind {
-        Family::renew_kind(self)
+/// The releaser of every hold of protocol `P`: what renewing or releasing a hold needs comes
+/// from its name, so a hold points at this one static value instead of keeping its lock's
+/// protocol object alive (in Node, where each call makes its lock, that object was ~80 bytes
+/// or more per held lock).
+pub(crate) struct ByName<P>(PhantomData<fn() -> P>);
+
+impl<P: Family> ByName<P> {
+    /// The one releaser of `P`'s holds.
+    pub(crate) const RELEASER: &'static dyn Releaser = &ByName::<P>(PhantomData);
+}
+
+impl<P: Family> Releaser for ByName<P> {
+    fn renew_kind(&self, name: &Arc<str>) -> RenewKind {
+        P::renew_kind(name)
     }
 
     fn release_on_close(
-        self: Arc<Self>,
+        &self,
         cx: Arc<Ctx>,
+        name: Arc<str>,
         holder: Arc<str>,
     ) -> BoxFuture<'static, Result<()>> {
-        Box::pin(Family::release_all(self, cx, holder))
+        Box::pin(Family::release_all(Arc::new(P::for_name(name)), cx, holder))
     }
 }
 
@@ -256,7 +275,6 @@ impl<P: Family> Releaser for P {
 struct HoldKeeper<P: Family> {
     cx: Arc<Ctx>,
     proto: Arc<P>,
-    releaser: Arc<dyn Releaser>,
     key: HoldKey,
     holder: Arc<str>,
     lease: Option<Duration>,
@@ -267,7 +285,7 @@ impl<P: Family> Keeper<P::Won> for HoldKeeper<P> {
         let acquired = Acquired {
             holder: self.holder.clone(),
             kind: P::KIND,
-            releaser: self.releaser.clone(),
+            releaser: ByName::<P>::RELEASER,
             lease: self.lease,
             sent,
         };
@@ -302,17 +320,13 @@ impl<P: Family> Keeper<P::Won> for HoldKeeper<P> {
 pub(crate) struct LockCore<P: Family> {
     pub(crate) client: Client,
     pub(crate) proto: Arc<P>,
-    /// What every hold of this lock object records to renew and release it (one for all holds).
-    releaser: Arc<dyn Releaser>,
 }
 
 impl<P: Family> LockCore<P> {
     pub(crate) fn new(client: Client, proto: P) -> Arc<Self> {
-        let proto = Arc::new(proto);
         Arc::new(LockCore {
             client,
-            releaser: proto.clone(),
-            proto,
+            proto: Arc::new(proto),
         })
     }
 
@@ -382,7 +396,6 @@ impl<P: Family> LockCore<P> {
         let keeper = Arc::new(HoldKeeper {
             cx: cx.clone(),
             proto: self.proto.clone(),
-            releaser: self.releaser.clone(),
             key: self.key(owner),
             holder: holder.clone(),
             lease: options.lease,

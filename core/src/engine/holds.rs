@@ -156,7 +156,7 @@ pub struct LostLock {
 /// ```
 pub type LostListener = Arc<dyn Fn(LostLock) + Send + Sync>;
 
-/// How a hold is renewed by the watchdog.
+/// How a hold is renewed by the watchdog (made per renewal round from the hold's name).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum RenewKind {
     /// `HEXISTS name holder` → `PEXPIRE name lease` (RLock, fair, spin, fenced, write).
@@ -179,13 +179,17 @@ impl RenewKind {
     }
 }
 
-/// How to renew and release-all one hold, whatever its type (for the renewal loop and `close()`).
+/// How to renew and release-all one hold, whatever its type (for the renewal loop and `close()`),
+/// from the hold's name: one static value per type of hold, so a hold keeps no object of its own
+/// for this.
 pub(crate) trait Releaser: Send + Sync + 'static {
-    fn renew_kind(&self) -> RenewKind;
-    /// Drops every hold of `holder` at once (the client is closing).
+    /// How a hold of the object named `name` is renewed.
+    fn renew_kind(&self, name: &Arc<str>) -> RenewKind;
+    /// Drops every hold of `holder` on the object named `name` at once (the client is closing).
     fn release_on_close(
-        self: Arc<Self>,
+        &self,
         cx: Arc<Ctx>,
+        name: Arc<str>,
         holder: Arc<str>,
     ) -> BoxFuture<'static, Result<()>>;
 }
@@ -195,15 +199,45 @@ pub(crate) struct Drained {
     pub(crate) holder: Arc<str>,
     /// The lock's name (on a cluster, its slot tells which master the release goes to).
     pub(crate) name: Arc<str>,
-    pub(crate) releaser: Arc<dyn Releaser>,
+    pub(crate) releaser: &'static dyn Releaser,
 }
 
-/// The key of a hold: lock name, owner and holder suffix (`""`, `":write"`).
+/// What a holder string has after `<client-id>:<owner>`, and what tells a permit's hold key from a
+/// lock's: one byte in every hold's key rather than a `&'static str`'s two words (a key is 32
+/// bytes instead of 40, in every slot of the hold table and every renewal window).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub(crate) enum Suffix {
+    /// Nothing: every lock but the write lock.
+    #[default]
+    None,
+    /// `:write`, the write lock's.
+    Write,
+    /// A permit's key (its holder string is its id).
+    Permit,
+}
+
+impl Suffix {
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Suffix::None => "",
+            Suffix::Write => ":write",
+            Suffix::Permit => ":permit",
+        }
+    }
+}
+
+impl std::fmt::Display for Suffix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The key of a hold: lock name, owner and holder suffix.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct HoldKey {
     pub(crate) name: Arc<str>,
     pub(crate) owner: Owner,
-    pub(crate) suffix: &'static str,
+    pub(crate) suffix: Suffix,
 }
 
 /// One hold: 104 bytes, kept small since a process may hold tens of thousands (the two times as
@@ -226,7 +260,7 @@ struct Hold {
     /// string of each kept ~80 bytes per hold.
     holder: Option<Arc<str>>,
     kind: LockKind,
-    releaser: Arc<dyn Releaser>,
+    releaser: &'static dyn Releaser,
     /// Which tenure this is: a hold released and taken again is a new tenure, so a renewal that
     /// ran in the gap between the two is not mistaken for a loss of the new one.
     tenure: u64,
@@ -393,7 +427,7 @@ struct Plan {
 pub(crate) struct Acquired {
     pub(crate) holder: Arc<str>,
     pub(crate) kind: LockKind,
-    pub(crate) releaser: Arc<dyn Releaser>,
+    pub(crate) releaser: &'static dyn Releaser,
     pub(crate) lease: Option<Duration>,
     /// When the winning attempt was sent.
     pub(crate) sent: Instant,
@@ -451,7 +485,7 @@ impl Holds {
                 lost_token: None,
                 holder: own,
                 kind: acquired.kind,
-                releaser: acquired.releaser.clone(),
+                releaser: acquired.releaser,
                 tenure: self.next_tenure.fetch_add(1, Ordering::Relaxed),
                 releasing: 0,
                 round: 0,
@@ -733,7 +767,7 @@ impl Holds {
             }
             h.round = round;
             taken += 1;
-            let renew = h.releaser.renew_kind();
+            let renew = h.releaser.renew_kind(&k.name);
             let at = match open[renew.index()] {
                 Some(at) if chunks[at].len() < self.batch => at,
                 _ => {
@@ -769,6 +803,9 @@ mod tests {
         // every held lock costs 16 bytes more.
         let size = std::mem::size_of::<Hold>();
         assert!(size <= 104, "a hold grew to {size} bytes");
+        // A key is in every slot of the hold table (spare ones too) and every renewal window.
+        let key = std::mem::size_of::<HoldKey>();
+        assert!(key <= 32, "a hold key grew to {key} bytes");
     }
 
     #[test]

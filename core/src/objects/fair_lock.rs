@@ -166,6 +166,14 @@ impl Fair {
 impl Family for Fair {
     const KIND: LockKind = LockKind::FairLock;
 
+    fn for_name(name: Arc<str>) -> Self {
+        Fair {
+            queue: prefix_name("redisson_lock_queue", &name),
+            timeouts: prefix_name("redisson_lock_timeout", &name),
+            hash: Hash::new(name),
+        }
+    }
+
     async fn unlock(
         &self,
         cx: &Ctx,
@@ -292,17 +300,8 @@ impl Client {
     /// ```
     pub fn fair_lock(&self, name: &str) -> Result<FairLock> {
         let name = check_name(self, name, "lock")?;
-        let queue = prefix_name("redisson_lock_queue", &name);
-        let timeouts = prefix_name("redisson_lock_timeout", &name);
         Ok(FairLock {
-            core: LockCore::new(
-                self.clone(),
-                Fair {
-                    hash: Hash::new(name),
-                    queue,
-                    timeouts,
-                },
-            ),
+            core: LockCore::new(self.clone(), Fair::for_name(name)),
         })
     }
 }

@@ -87,6 +87,13 @@ impl Protocol for Fenced {
 impl Family for Fenced {
     const KIND: LockKind = LockKind::FencedLock;
 
+    fn for_name(name: Arc<str>) -> Self {
+        Fenced {
+            token_key: prefix_name("redisson_lock_token", &name),
+            hash: Hash::new(name),
+        }
+    }
+
     async fn unlock(
         &self,
         cx: &Ctx,
@@ -229,15 +236,8 @@ impl Client {
     /// ```
     pub fn fenced_lock(&self, name: &str) -> Result<FencedLock> {
         let name = check_name(self, name, "lock")?;
-        let token_key = prefix_name("redisson_lock_token", &name);
         Ok(FencedLock {
-            core: LockCore::new(
-                self.clone(),
-                Fenced {
-                    hash: Hash::new(name),
-                    token_key,
-                },
-            ),
+            core: LockCore::new(self.clone(), Fenced::for_name(name)),
         })
     }
 }

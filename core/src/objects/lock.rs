@@ -64,6 +64,12 @@ impl Protocol for RLock {
 impl Family for RLock {
     const KIND: LockKind = LockKind::Lock;
 
+    fn for_name(name: Arc<str>) -> Self {
+        RLock {
+            hash: Hash::new(name),
+        }
+    }
+
     async fn unlock(
         &self,
         cx: &Ctx,
@@ -171,12 +177,7 @@ impl Client {
     pub fn lock(&self, name: &str) -> Result<Lock> {
         let name = check_name(self, name, "lock")?;
         Ok(Lock {
-            core: LockCore::new(
-                self.clone(),
-                RLock {
-                    hash: Hash::new(name),
-                },
-            ),
+            core: LockCore::new(self.clone(), RLock::for_name(name)),
         })
     }
 }

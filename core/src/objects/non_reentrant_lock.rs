@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::context::Ctx;
 use crate::engine::family::{Family, Info, LockCore};
-use crate::engine::holds::{HoldKey, LockKind};
+use crate::engine::holds::{HoldKey, LockKind, Suffix};
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
@@ -66,11 +66,17 @@ impl Protocol for NonReentrant {
 impl Family for NonReentrant {
     const KIND: LockKind = LockKind::NonReentrantLock;
 
+    fn for_name(name: Arc<str>) -> Self {
+        NonReentrant {
+            hash: Hash::new(name),
+        }
+    }
+
     fn precheck(&self, cx: &Ctx, owner: Owner) -> Result<()> {
         let key = HoldKey {
             name: self.hash.name.clone(),
             owner,
-            suffix: "",
+            suffix: Suffix::None,
         };
         if cx.holds.count(&key) > 0 && !cx.holds.is_lost(&key) {
             return Err(Error::new(
@@ -79,7 +85,7 @@ impl Family for NonReentrant {
                     "non-reentrant lock '{}' is already held by {}: acquiring it again would wait \
                      for itself forever; release it first (Redis is unchanged)",
                     self.hash.name,
-                    cx.holder(owner, "")
+                    cx.holder(owner, Suffix::None)
                 ),
             ));
         }
@@ -163,12 +169,7 @@ impl Client {
     pub fn non_reentrant_lock(&self, name: &str) -> Result<NonReentrantLock> {
         let name = check_name(self, name, "lock")?;
         Ok(NonReentrantLock {
-            core: LockCore::new(
-                self.clone(),
-                NonReentrant {
-                    hash: Hash::new(name),
-                },
-            ),
+            core: LockCore::new(self.clone(), NonReentrant::for_name(name)),
         })
     }
 }

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::AcquireOptions;
 use crate::client::Client;
 use crate::context::Ctx;
-use crate::engine::holds::{Acquired, HoldKey, LockKind, Releaser, RenewKind};
+use crate::engine::holds::{Acquired, HoldKey, LockKind, Releaser, RenewKind, Suffix};
 use crate::engine::unowned;
 use crate::engine::wait::{self, Keeper, Outcome};
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy, epoch_ms};
@@ -32,6 +32,15 @@ struct Keys {
 }
 
 impl Keys {
+    /// The keys of the semaphore named `name` (a checked name).
+    fn new(name: Arc<str>) -> Self {
+        Keys {
+            timeouts: Arc::from(suffix_name(&name, "timeout")),
+            channel: prefix_name("redisson_sc", &name),
+            name,
+        }
+    }
+
     fn keys(&self) -> [&str; 3] {
         [&self.name, &self.timeouts, &self.channel]
     }
@@ -110,7 +119,7 @@ impl Keys {
         HoldKey {
             name: self.name.clone(),
             owner: Owner::new(owner),
-            suffix: ":permit",
+            suffix: Suffix::Permit,
         }
     }
 }
@@ -173,24 +182,24 @@ impl Protocol for Take {
     }
 }
 
-/// Renewal and close-time release of one permit held by this client.
-struct PermitReleaser {
-    keys: Arc<Keys>,
-}
+/// Renewal and close-time release of the permits held by this client, from their semaphore's
+/// name (the name of their holds).
+struct PermitReleaser;
 
 impl Releaser for PermitReleaser {
-    fn renew_kind(&self) -> RenewKind {
+    fn renew_kind(&self, name: &Arc<str>) -> RenewKind {
         RenewKind::Permit {
-            timeouts: self.keys.timeouts.clone(),
+            timeouts: Arc::from(suffix_name(name, "timeout")),
         }
     }
 
     fn release_on_close(
-        self: Arc<Self>,
+        &self,
         cx: Arc<Ctx>,
+        name: Arc<str>,
         holder: Arc<str>,
     ) -> BoxFuture<'static, Result<()>> {
-        Box::pin(async move { self.keys.release(&cx, &holder).await.map(|_| ()) })
+        Box::pin(async move { Keys::new(name).release(&cx, &holder).await.map(|_| ()) })
     }
 }
 
@@ -207,9 +216,7 @@ impl Keeper<Arc<str>> for PermitKeeper {
         let acquired = Acquired {
             holder: self.id.clone(),
             kind: LockKind::Permit,
-            releaser: Arc::new(PermitReleaser {
-                keys: self.keys.clone(),
-            }),
+            releaser: &PermitReleaser,
             lease: self.lease,
             sent,
         };
@@ -947,15 +954,9 @@ impl Client {
     /// ```
     pub fn permit_expirable_semaphore(&self, name: &str) -> Result<PermitExpirableSemaphore> {
         let name = check_name(self, name, "semaphore")?;
-        let timeouts = Arc::from(suffix_name(&name, "timeout"));
-        let channel = prefix_name("redisson_sc", &name);
         Ok(PermitExpirableSemaphore {
             client: self.clone(),
-            keys: Arc::new(Keys {
-                name,
-                timeouts,
-                channel,
-            }),
+            keys: Arc::new(Keys::new(name)),
         })
     }
 }

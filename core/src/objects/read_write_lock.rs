@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::context::Ctx;
 use crate::engine::family::{Family, Info, LockCore};
-use crate::engine::holds::{HoldKey, LockKind, RenewKind};
+use crate::engine::holds::{HoldKey, LockKind, RenewKind, Suffix};
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
@@ -25,18 +25,22 @@ pub(crate) struct Rw {
     key_prefix: Arc<str>,
 }
 
+/// The part of a reader's timeout keys before `:<holder>` for the lock named `name`: `{name}`, or
+/// the name itself when it contains `{`.
+fn read_key_prefix(name: &Arc<str>) -> Arc<str> {
+    if name.contains('{') {
+        name.clone()
+    } else {
+        Arc::from(format!("{{{name}}}"))
+    }
+}
+
 impl Rw {
     fn new(name: Arc<str>) -> Self {
-        let channel = prefix_name("redisson_rwlock", &name);
-        let key_prefix = Arc::from(if name.contains('{') {
-            name.to_string()
-        } else {
-            format!("{{{name}}}")
-        });
         Rw {
+            channel: prefix_name("redisson_rwlock", &name),
+            key_prefix: read_key_prefix(&name),
             name,
-            channel,
-            key_prefix,
         }
     }
 
@@ -167,9 +171,13 @@ impl Protocol for Read {
 impl Family for Read {
     const KIND: LockKind = LockKind::ReadLock;
 
-    fn renew_kind(&self) -> RenewKind {
+    fn for_name(name: Arc<str>) -> Self {
+        Read { rw: Rw::new(name) }
+    }
+
+    fn renew_kind(name: &Arc<str>) -> RenewKind {
         RenewKind::Read {
-            prefix: self.rw.key_prefix.clone(),
+            prefix: read_key_prefix(name),
         }
     }
 
@@ -288,20 +296,24 @@ impl Protocol for Write {
 impl Family for Write {
     const KIND: LockKind = LockKind::WriteLock;
 
-    fn suffix(&self) -> &'static str {
-        ":write"
+    fn for_name(name: Arc<str>) -> Self {
+        Write { rw: Rw::new(name) }
+    }
+
+    fn suffix(&self) -> Suffix {
+        Suffix::Write
     }
 
     fn precheck(&self, cx: &Ctx, owner: Owner) -> Result<()> {
         let read = HoldKey {
             name: self.rw.name.clone(),
             owner,
-            suffix: "",
+            suffix: Suffix::None,
         };
         let write = HoldKey {
             name: self.rw.name.clone(),
             owner,
-            suffix: ":write",
+            suffix: Suffix::Write,
         };
         if cx.holds.count(&read) > 0 && cx.holds.count(&write) == 0 && !cx.holds.is_lost(&read) {
             return Err(Error::new(
@@ -311,7 +323,7 @@ impl Family for Write {
                      wait for itself forever; release the read lock first, then acquire the write lock \
                      (Redis is unchanged)",
                     self.rw.name,
-                    cx.holder(owner, "")
+                    cx.holder(owner, Suffix::None)
                 ),
             ));
         }
@@ -495,15 +507,10 @@ impl Client {
         let name = check_name(self, name, "lock")?;
         Ok(ReadWriteLock {
             read: ReadLock {
-                core: LockCore::new(
-                    self.clone(),
-                    Read {
-                        rw: Rw::new(name.clone()),
-                    },
-                ),
+                core: LockCore::new(self.clone(), Read::for_name(name.clone())),
             },
             write: WriteLock {
-                core: LockCore::new(self.clone(), Write { rw: Rw::new(name) }),
+                core: LockCore::new(self.clone(), Write::for_name(name)),
             },
         })
     }

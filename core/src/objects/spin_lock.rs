@@ -61,6 +61,14 @@ impl Protocol for Spin {
 impl Family for Spin {
     const KIND: LockKind = LockKind::SpinLock;
 
+    /// With the default back-off (only waiting uses it).
+    fn for_name(name: Arc<str>) -> Self {
+        Spin {
+            hash: Hash::new(name),
+            backoff: Backoff::default(),
+        }
+    }
+
     async fn unlock(
         &self,
         cx: &Ctx,
@@ -161,8 +169,8 @@ impl Client {
             core: LockCore::new(
                 self.clone(),
                 Spin {
-                    hash: Hash::new(name),
                     backoff,
+                    ..Spin::for_name(name)
                 },
             ),
         })
