@@ -70,7 +70,14 @@ impl Ctx {
         {
             return holder.clone();
         }
-        let holder: Arc<str> = Arc::from(format!("{}:{n}{suffix}", self.id));
+        // Written into a string of the right size (`format!` grew its string twice), then
+        // copied once into the `Arc`.
+        let mut text = String::with_capacity(self.id.len() + 1 + 20 + suffix.as_str().len());
+        {
+            use std::fmt::Write as _;
+            let _ = write!(text, "{}:{n}{suffix}", self.id);
+        }
+        let holder: Arc<str> = Arc::from(text);
         slots[slot] = Some((n, suffix, holder.clone()));
         holder
     }

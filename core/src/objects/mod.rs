@@ -23,21 +23,37 @@ use crate::error::{Error, Result};
 use crate::scripts;
 
 /// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name already has braces.
+/// (Built in one allocation: `format!` grows its string two or three times for these, and in
+/// Node a release makes its channel's name every time.)
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
+    let tag = !name.contains('{');
+    let mut out = String::with_capacity(prefix.len() + name.len() + 3);
+    out.push_str(prefix);
+    out.push(':');
+    if tag {
+        out.push('{');
     }
+    out.push_str(name);
+    if tag {
+        out.push('}');
+    }
+    out
 }
 
 /// Redisson's `suffixName`: `{name}:suffix`, or `name:suffix` when the name already has braces.
 pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
-    if name.contains('{') {
-        format!("{name}:{suffix}")
-    } else {
-        format!("{{{name}}}:{suffix}")
+    let tag = !name.contains('{');
+    let mut out = String::with_capacity(name.len() + suffix.len() + 3);
+    if tag {
+        out.push('{');
     }
+    out.push_str(name);
+    if tag {
+        out.push('}');
+    }
+    out.push(':');
+    out.push_str(suffix);
+    out
 }
 
 /// Checks an object name, naming the kind of object in the message. On a Redis Cluster the name
