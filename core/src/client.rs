@@ -41,7 +41,8 @@ pub struct ClientOptions {
     /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable), and how long a waiting acquire
     /// waits out a Redis outage before failing the same way. Default 5 s.
     pub connect_timeout: Duration,
-    /// How long one command may take before failing. Default 3 s (Redisson's `timeout`).
+    /// How long one command may take before failing. Default 3 s (Redisson's `timeout`). A
+    /// watchdog renewal waits a renewal period at most, if that is shorter.
     pub response_timeout: Duration,
     /// The lease of a lock acquired without one, renewed every third of it. Default 30 s
     /// (Redisson's `lockWatchdogTimeout`); keep it equal across all clients of a lock.

@@ -21,7 +21,9 @@ use support::Cluster;
 async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters() {
     let cluster = Cluster::start();
     let response_timeout = Duration::from_secs(4);
-    let watchdog = Duration::from_secs(9);
+    // Shorter than the response timeout: a round that waited out the stopped master's response
+    // timeout would renew the other masters' holds after their leases ran out.
+    let watchdog = Duration::from_secs(3);
     let options = ClientOptions::new()
         .connect_timeout(Duration::from_secs(8))
         .response_timeout(response_timeout)
@@ -78,7 +80,9 @@ async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters()
     let (pair, took) = support::routed_pair(&client, &free_name).await;
     // The holds on the other masters are renewed all along. (Their renewals used to queue
     // behind the stopped master's batches, 8 at a time, each waiting out the response timeout:
-    // their next renewal came after their lease had run out.)
+    // their next renewal came after their lease had run out. Later each round waited, once, for
+    // the stopped master's first batch until the response timeout, longer than these leases; a
+    // renewal now waits a renewal period at most.)
     tokio::time::sleep_until((stopped + watchdog + Duration::from_secs(4)).into()).await;
     let renewed: Vec<(String, i64, bool)> = kept
         .iter()

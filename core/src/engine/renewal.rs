@@ -390,12 +390,30 @@ async fn renew_batch<'a>(
     }
     let (by_slot, by_node) = scripts_of(&batch.holds[0].renew);
     let sent = Instant::now();
-    let result: crate::Result<Vec<i64>> = match batch.node {
-        Some(slot) => {
-            conn.eval_on_node(by_node, slot, &args, What::Connection)
-                .await
+    let call = async {
+        match batch.node {
+            Some(slot) => {
+                conn.eval_on_node(by_node, slot, &args, What::Connection)
+                    .await
+            }
+            None => conn.eval(by_slot, &keys, &args, What::Connection).await,
         }
-        None => conn.eval(by_slot, &keys, &args, What::Connection).await,
+    };
+    // A renewal waits for its answer a renewal period at most (the response timeout, if that is
+    // shorter): on a cluster, a master that stops answering holds its round until then, and with
+    // it the next renewal of every other master's holds. Waiting out a response timeout longer
+    // than a period let a short watchdog's leases run out on the masters that answer.
+    let bound = (holds.watchdog_timeout / 3).min(conn.response_timeout());
+    let result = match tokio::time::timeout(bound, call).await {
+        Ok(result) => result,
+        Err(_) => Err(crate::Error::new(
+            crate::ErrorKind::Unavailable,
+            format!(
+                "Redis did not answer a watchdog renewal within {:.3}s (a renewal period, a third \
+                 of the watchdog timeout)",
+                bound.as_secs_f64()
+            ),
+        )),
     };
     (batch, sent, result)
 }
