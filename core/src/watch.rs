@@ -17,6 +17,9 @@
 //!   that publishes nothing (a non-reentrant lock's release), or a `DEL`. Except on a fair lock
 //!   with nobody queued: its release publishes only to the next waiter, so there it was
 //!   **released**.
+//! - A message comes over the watch's own connection, so one that announced a change may be read
+//!   after the snapshot that shows the change: a hold that left with no message seen yet is given
+//!   100 ms for one before it is called expired or removed.
 //! - Changes that come and go within one interval with no message between them (a hold taken and
 //!   given back in a millisecond by a lock kind that publishes nothing) can be missed; a smaller
 //!   interval misses less and costs one read-only script call per interval.
@@ -348,7 +351,23 @@ impl Watch {
             while let Ok(p) = self.pushes.try_recv() {
                 released |= is_message(&p);
             }
-            let seen = self.client.inspect(&self.name).await?;
+            let mut seen = self.client.inspect(&self.name).await?;
+            if !released && holder_left(&self.last, &seen) {
+                // A hold left with no message seen yet. The message of a release (or
+                // force-unlock) made before this snapshot was written to the subscription before
+                // the snapshot's reply, but it comes over another connection and may not have
+                // been read yet: give it a moment before calling the hold removed or expired,
+                // and if it comes, take the snapshot again (the message may announce more).
+                if let Ok(Some(p)) = tokio::time::timeout(MESSAGE_GRACE, self.pushes.recv()).await
+                    && is_message(&p)
+                {
+                    released = true;
+                    while let Ok(p) = self.pushes.try_recv() {
+                        released |= is_message(&p);
+                    }
+                    seen = self.client.inspect(&self.name).await?;
+                }
+            }
             let at = SystemTime::now();
             let elapsed = self.last_at.elapsed();
             self.fair |= seen.kind == ObjectKind::FairLock;
@@ -363,6 +382,18 @@ impl Watch {
             self.last_at = Instant::now();
         }
     }
+}
+
+/// How long a watch waits for a release message before calling a hold that left without one
+/// removed or expired (see [`Watch::next`]).
+const MESSAGE_GRACE: Duration = Duration::from_millis(100);
+
+/// Whether a holder of `before` is not in `after`.
+fn holder_left(before: &Inspection, after: &Inspection) -> bool {
+    before
+        .holders
+        .iter()
+        .any(|old| !after.holders.iter().any(|h| h.holder == old.holder))
 }
 
 fn is_message(push: &redis::PushInfo) -> bool {
