@@ -410,7 +410,9 @@ async fn renew_batch<'a>(
             crate::ErrorKind::Unavailable,
             format!(
                 "Redis did not answer a watchdog renewal within {:.3}s (a renewal period, a third \
-                 of the watchdog timeout)",
+                 of the watchdog timeout); it is retried, and a lock it cannot renew before its \
+                 lease runs out is reported lost. Check that the server is up, reachable and not \
+                 paused",
                 bound.as_secs_f64()
             ),
         )),

@@ -35,10 +35,15 @@ impl Keys {
     /// The keys of the semaphore named `name` (a checked name).
     fn new(name: Arc<str>) -> Self {
         Keys {
-            timeouts: Arc::from(suffix_name(&name, "timeout")),
+            timeouts: Keys::timeouts_of(&name),
             channel: prefix_name("redisson_sc", &name),
             name,
         }
+    }
+
+    /// `{name}:timeout`, the permits' sorted set of the semaphore named `name`.
+    fn timeouts_of(name: &str) -> Arc<str> {
+        Arc::from(suffix_name(name, "timeout"))
     }
 
     fn keys(&self) -> [&str; 3] {
@@ -189,7 +194,7 @@ struct PermitReleaser;
 impl Releaser for PermitReleaser {
     fn renew_kind(&self, name: &Arc<str>) -> RenewKind {
         RenewKind::Permit {
-            timeouts: Arc::from(suffix_name(name, "timeout")),
+            timeouts: Keys::timeouts_of(name),
         }
     }
 
