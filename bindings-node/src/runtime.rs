@@ -39,8 +39,21 @@ use napi::{Env, JsValue, sys};
 
 use crate::error;
 
-/// Work for the JavaScript thread: settle one promise.
-type Completion = Box<dyn FnOnce(Env) + Send>;
+/// Work for the JavaScript thread: poll a woken task (the common case, with no allocation of
+/// its own), or run anything else (settle a promise, let go of a lane's handle).
+enum Completion {
+    Poll(Arc<JsTask>),
+    Run(Box<dyn FnOnce(Env) + Send>),
+}
+
+impl Completion {
+    fn run(self, env: Env) {
+        match self {
+            Completion::Poll(task) => task.run(&env),
+            Completion::Run(work) => work(env),
+        }
+    }
+}
 
 /// An environment's completion queue as runtime threads see it.
 struct Queue {
@@ -118,7 +131,7 @@ unsafe extern "C" fn run_completion(
     if env.is_null() {
         return; // the environment is tearing down: nobody is left to settle
     }
-    completion(Env::from_raw(env));
+    completion.run(Env::from_raw(env));
 }
 
 /// The environment's clean-up hook for its queue: closes it before Node finalizes it.
@@ -188,42 +201,55 @@ thread_local! {
     /// completions queued on it meanwhile.
     static DRAIN: std::cell::RefCell<Option<(*const Queue, Vec<Completion>)>> =
         const { std::cell::RefCell::new(None) };
+    /// The lists the last drain on this thread used, emptied, for the next one.
+    static SPARE: std::cell::Cell<Option<(Vec<Completion>, Vec<Completion>)>> =
+        const { std::cell::Cell::new(None) };
 }
 
 /// How many times one drain takes its completions again for work queued while it ran.
 const DRAIN_ROUNDS: usize = 16;
+/// The longest list a drain keeps for the next one.
+const SPARE_CAPACITY: usize = 64;
 
 fn send_settlement<F>(deferred: RawDeferred, queue: &Queue, outcome: F)
 where
     F: FnOnce(Env) -> napi::Result<sys::napi_value> + Send + 'static,
 {
-    let settle: Completion = Box::new(move |env| {
-        let raw = env.raw();
-        let deferred = deferred.get();
-        let settled = outcome(env);
-        // SAFETY: on the JavaScript thread of the environment that created the deferred, which is
-        // settled here once.
-        unsafe {
-            match settled {
-                Ok(value) => sys::napi_resolve_deferred(raw, deferred, value),
-                Err(err) => {
-                    let reason = ToNapiValue::to_napi_value(raw, err)
-                        .unwrap_or_else(|_| plain_error(raw, c"crosslock: an operation failed"));
-                    sys::napi_reject_deferred(raw, deferred, reason)
-                }
-            };
-        }
-        if let Ok(Some(state)) = env.get_instance_data::<EnvState>() {
-            state.settled(&env);
-        }
-    });
     let (here, polling) = POLLING_IN.with(std::cell::Cell::get);
     if here.is_null() || !ptr::eq(polling, queue) {
-        queue.send(settle);
+        queue.send(Completion::Run(Box::new(move |env| {
+            settle(env, &deferred, outcome);
+        })));
     } else {
         // On the JavaScript thread, inside a Node-API call or a queue callback of `here`, the
-        // environment of `queue`.
-        settle(Env::from_raw(here));
+        // environment of `queue`: settled right away, with nothing boxed.
+        settle(Env::from_raw(here), &deferred, outcome);
+    }
+}
+
+/// Settles `deferred` with what `outcome` makes, on the JavaScript thread of `env` (the
+/// environment that created it), once.
+fn settle<F>(env: Env, deferred: &RawDeferred, outcome: F)
+where
+    F: FnOnce(Env) -> napi::Result<sys::napi_value>,
+{
+    let raw = env.raw();
+    let deferred = deferred.get();
+    let settled = outcome(env);
+    // SAFETY: on the JavaScript thread of the environment that created the deferred, which is
+    // settled here once (the caller hands it over by value or from a completion run once).
+    unsafe {
+        match settled {
+            Ok(value) => sys::napi_resolve_deferred(raw, deferred, value),
+            Err(err) => {
+                let reason = ToNapiValue::to_napi_value(raw, err)
+                    .unwrap_or_else(|_| plain_error(raw, c"crosslock: an operation failed"));
+                sys::napi_reject_deferred(raw, deferred, reason)
+            }
+        };
+    }
+    if let Ok(Some(state)) = env.get_instance_data::<EnvState>() {
+        state.settled(&env);
     }
 }
 
@@ -313,7 +339,7 @@ impl Wake for JsTask {
     fn wake(self: Arc<Self>) {
         if !self.scheduled.swap(true, Ordering::AcqRel) {
             let task = self.clone();
-            self.queue.send(Box::new(move |env| task.run(&env)));
+            self.queue.send(Completion::Poll(task));
         }
     }
 }
@@ -470,30 +496,40 @@ unsafe extern "C" fn poll_ready(handle: *mut c_void, _status: c_int, _events: c_
 /// Runs `read`, then the completions it (and they) queued on this thread, up to [`DRAIN_ROUNDS`]
 /// times; what is left after goes through the queue, like any other work.
 fn drain(scope: &Scope, read: impl FnOnce()) {
-    let outer = DRAIN.with(|d| d.replace(Some((Arc::as_ptr(&scope.queue), Vec::new()))));
+    // The two lists are kept for the thread's next drain: a drain allocates nothing of its own.
+    let (local, mut batch) = SPARE.with(|s| s.take()).unwrap_or_default();
+    let outer = DRAIN.with(|d| d.replace(Some((Arc::as_ptr(&scope.queue), local))));
     read();
     let env = Env::from_raw(scope.env);
     for _ in 0..DRAIN_ROUNDS {
-        let batch = DRAIN.with(|d| {
-            d.borrow_mut()
-                .as_mut()
-                .map(|(_, local)| std::mem::take(local))
-                .unwrap_or_default()
+        DRAIN.with(|d| {
+            if let Some((_, local)) = d.borrow_mut().as_mut() {
+                std::mem::swap(local, &mut batch);
+            }
         });
         if batch.is_empty() {
             break;
         }
-        for completion in batch {
-            completion(env);
+        for completion in batch.drain(..) {
+            completion.run(env);
         }
     }
-    let left = DRAIN
+    let mut left = DRAIN
         .with(|d| d.replace(outer))
         .map(|(_, local)| local)
         .unwrap_or_default();
-    for completion in left {
+    for completion in left.drain(..) {
         scope.queue.send(completion);
     }
+    // A burst's long lists are let go rather than kept for the thread's lifetime.
+    let keep = |list: Vec<Completion>| {
+        if list.capacity() <= SPARE_CAPACITY {
+            list
+        } else {
+            Vec::new()
+        }
+    };
+    SPARE.with(|s| s.set(Some((keep(left), keep(batch)))));
 }
 
 unsafe extern "C" fn poll_closed(handle: *mut c_void) {
@@ -535,7 +571,7 @@ impl crosslock::runtime::Watcher for UvWatcher {
         let pollers = self.pollers.clone();
         // On the JavaScript thread; dropped unrun (the environment is gone) it closes `fd` all
         // the same.
-        self.queue.send(Box::new(move |_| {
+        self.queue.send(Completion::Run(Box::new(move |_| {
             let poller = pollers
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -554,7 +590,7 @@ impl crosslock::runtime::Watcher for UvWatcher {
                 },
                 None => done(),
             }
-        }));
+        })));
     }
 }
 
