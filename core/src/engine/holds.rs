@@ -735,7 +735,9 @@ impl Holds {
 
     /// The next window of the holds the watchdog renews in round `round`: up to `max` watched
     /// holds that no earlier window of this round took, each marked as taken. Zero when the
-    /// round has taken every hold.
+    /// round has taken every hold. With `renewed_since` (a round retrying a failed one: when the
+    /// failed round began), a hold whose lease was confirmed by an operation sent after that
+    /// instant is left out: the failed round renewed it (or it was taken since).
     ///
     /// Fills `chunks` with them, in chunks of one renewal kind and at most a batch's size. The
     /// caller keeps `chunks` from one window (and round) to the next, so a window allocates
@@ -747,9 +749,11 @@ impl Holds {
     pub(crate) fn watched_window(
         &self,
         round: u32,
+        renewed_since: Option<Instant>,
         max: usize,
         chunks: &mut Vec<Vec<Watched>>,
     ) -> usize {
+        let fresh_after = renewed_since.map(|since| self.at(since));
         for chunk in chunks.iter_mut() {
             chunk.clear();
         }
@@ -762,7 +766,11 @@ impl Holds {
             if taken == max {
                 break;
             }
-            if h.round == round || !h.watched() || h.lost {
+            if h.round == round
+                || !h.watched()
+                || h.lost
+                || fresh_after.is_some_and(|after| h.confirmed_sent > after)
+            {
                 continue;
             }
             h.round = round;

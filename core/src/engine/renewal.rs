@@ -5,8 +5,10 @@
 //! and batch, pipelined a few at a time; on a cluster, one per node, kind and batch). A renewal
 //! that fails (the connection was closed, Redis did not answer) is retried at once and then with a
 //! short back-off until it succeeds or the next period comes: a connection closed between
-//! renewals never costs a renewal. A node that leaves a renewal unanswered gets no more of that
-//! round's batches, and on a cluster the masters are renewed side by side: one master that stops
+//! renewals never costs a renewal. A retry renews only the holds the failed round did not renew,
+//! so the nodes that answered are renewed once a period as usual, not again at every retry. A
+//! node that leaves a renewal unanswered gets no more of that round's
+//! batches, and on a cluster the masters are renewed side by side: one master that stops
 //! answering delays no other master's renewals.
 //!
 //! The holder is told its lock is lost in two cases, whichever comes first:
@@ -49,6 +51,9 @@ pub(crate) async fn run(
     };
     let mut next_round = Instant::now() + period;
     let mut retry_pause = Duration::ZERO;
+    // When the last full round (one that renews every watched hold) started: the retries of a
+    // round that failed, until a period after it, renew only what it did not.
+    let mut full_round = Instant::now();
     let mut was_watched = false;
     let mut view = ClusterView {
         ranges: None,
@@ -73,8 +78,25 @@ pub(crate) async fn run(
         if watched && now >= next_round {
             let started = now;
             round = round.wrapping_add(1).max(1);
+            // A retry leaves out the holds renewed since the last full round began (by it, or
+            // acquired since): those are renewed by the next full round, a period after the last,
+            // as if nothing had failed. Only what did fail is retried, so the nodes that answer
+            // are not renewed again at every retry while one does not.
+            let retry = !retry_pause.is_zero() && started < full_round + period;
+            if !retry {
+                full_round = started;
+            }
+            let renewed_since = retry.then_some(full_round);
             let ok = {
-                let round = renew_round(&h, &conn, &listener, &mut view, &mut window, round);
+                let round = renew_round(
+                    &h,
+                    &conn,
+                    &listener,
+                    &mut view,
+                    &mut window,
+                    round,
+                    renewed_since,
+                );
                 tokio::pin!(round);
                 // Keep firing deadlines while the round waits for Redis.
                 loop {
@@ -92,7 +114,7 @@ pub(crate) async fn run(
             }
             if ok {
                 retry_pause = Duration::ZERO;
-                next_round = started + period;
+                next_round = full_round + period;
             } else {
                 // Retry within the period: at once (the connection manager reconnects on the
                 // failure), then backing off.
@@ -153,8 +175,8 @@ const WINDOW_MIN: usize = 1024;
 /// The most windows a round is cut into (each window scans the table of holds once).
 const WINDOWS_MAX: usize = 8;
 
-/// Renews every watched hold once, window by window (see [`Holds::watched_window`]); `false` if
-/// any batch failed (to be retried).
+/// Renews every watched hold once (but those confirmed after `renewed_since`), window by window
+/// (see [`Holds::watched_window`]); `false` if any batch failed (to be retried).
 async fn renew_round(
     holds: &Holds,
     conn: &Conn,
@@ -162,6 +184,7 @@ async fn renew_round(
     view: &mut ClusterView,
     window: &mut Vec<Vec<Watched>>,
     round: u32,
+    renewed_since: Option<Instant>,
 ) -> bool {
     // Whole batches per window, so that windows cost no more scripts than one pass would.
     let size = WINDOW_MIN
@@ -169,7 +192,7 @@ async fn renew_round(
         .next_multiple_of(holds.batch);
     let silent = Silent::default();
     let mut all_ok = true;
-    while holds.watched_window(round, size, window) > 0 {
+    while holds.watched_window(round, renewed_since, size, window) > 0 {
         all_ok &= renew_window(holds, conn, listener, view, window, &silent).await;
     }
     all_ok
