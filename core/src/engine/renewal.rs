@@ -7,9 +7,9 @@
 //! short back-off until it succeeds or the next period comes: a connection closed between
 //! renewals never costs a renewal. A retry renews only the holds the failed round did not renew,
 //! so the nodes that answered are renewed once a period as usual, not again at every retry. A
-//! node that leaves a renewal unanswered gets no more of that round's
-//! batches, and on a cluster the masters are renewed side by side: one master that stops
-//! answering delays no other master's renewals.
+//! node that leaves a renewal unanswered gets no more of that round's batches, and on a cluster
+//! the masters are renewed side by side: one master that stops answering delays no other
+//! master's renewals.
 //!
 //! The holder is told its lock is lost in two cases, whichever comes first:
 //!
