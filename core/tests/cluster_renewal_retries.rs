@@ -14,7 +14,6 @@ mod support;
 use std::time::Duration;
 
 use crosslock::{Client, ClientOptions};
-use redis::Commands;
 use support::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,22 +77,10 @@ async fn a_retry_renews_only_the_locks_of_the_master_that_failed() {
         .iter()
         .map(|&master| (master, cluster.node(master).calls("pexpire")))
         .collect();
-    let renewed: Vec<(String, i64, bool)> = kept
-        .iter()
-        .map(|(master, name, guard)| {
-            let pttl: i64 = cluster.node(*master).raw().pttl(name).unwrap();
-            (name.clone(), pttl, guard.is_lost())
-        })
-        .collect();
+    let renewed = support::leases_on_masters(&cluster, &kept);
     client.close().await;
 
-    for (name, pttl, lost) in renewed {
-        assert!(
-            pttl > 0 && !lost,
-            "lock '{name}', on a master that answers, was not renewed while another master did \
-             not answer: PTTL {pttl}, reported lost: {lost}"
-        );
-    }
+    support::assert_renewed(renewed);
     // One renewal a period, as without a fault: 5 in the window (and one more if a round falls
     // on each end of it). A renewal at every retry (the killed master's renewals fail at once
     // and are retried at once, then backing off up to a quarter period) made 15 or more.

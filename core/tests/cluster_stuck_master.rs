@@ -84,13 +84,7 @@ async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters()
     // the stopped master's first batch until the response timeout, longer than these leases; a
     // renewal now waits a renewal period at most.)
     tokio::time::sleep_until((stopped + watchdog + Duration::from_secs(4)).into()).await;
-    let renewed: Vec<(String, i64, bool)> = kept
-        .iter()
-        .map(|(master, name, guard)| {
-            let pttl: i64 = cluster.node(*master).raw().pttl(name).unwrap();
-            (name.clone(), pttl, guard.is_lost())
-        })
-        .collect();
+    let renewed = support::leases_on_masters(&cluster, &kept);
     // Closing the client releases the locks on the other masters. (Their releases used to wait
     // for a place among the 256 sent at once, which the stopped master's took, each waiting out
     // the response timeout, close's limit: they were left to their leases.)
@@ -107,13 +101,7 @@ async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters()
         took < response_timeout / 2,
         "a pair on a master that answers took {took:?} while another master did not answer"
     );
-    for (name, pttl, lost) in renewed {
-        assert!(
-            pttl > 0 && !lost,
-            "lock '{name}', on a master that answers, was not renewed while another master did \
-             not answer: PTTL {pttl}, reported lost: {lost}"
-        );
-    }
+    support::assert_renewed(renewed);
     assert!(
         left.is_empty(),
         "closing the client left {left:?}, on masters that answer, to their leases while \

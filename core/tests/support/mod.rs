@@ -66,6 +66,35 @@ pub async fn slow_pairs(client: &crosslock::Client, name: &str, limit: Duration)
     slow
 }
 
+/// For each lock held on a master (its port, name and guard): its name, its `PTTL` on that
+/// master and whether its holder was told it is lost.
+pub fn leases_on_masters(
+    cluster: &Cluster,
+    held: &[(u16, String, crosslock::LockGuard)],
+) -> Vec<(String, i64, bool)> {
+    held.iter()
+        .map(|(master, name, guard)| {
+            let pttl: i64 = redis::cmd("PTTL")
+                .arg(name)
+                .query(&mut cluster.node(*master).raw())
+                .unwrap();
+            (name.clone(), pttl, guard.is_lost())
+        })
+        .collect()
+}
+
+/// Fails unless every lock of [`leases_on_masters`] is still there (a positive `PTTL`: renewed)
+/// and its holder was not told it is lost.
+pub fn assert_renewed(leases: Vec<(String, i64, bool)>) {
+    for (name, pttl, lost) in leases {
+        assert!(
+            pttl > 0 && !lost,
+            "lock '{name}', on a master that answers, was not renewed while another master did \
+             not answer: PTTL {pttl}, reported lost: {lost}"
+        );
+    }
+}
+
 /// `count` names (`prefix:0`, `prefix:1`, …) whose slots `master` serves, or (`elsewhere`) some
 /// other master does.
 pub fn names_on(
