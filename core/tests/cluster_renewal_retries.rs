@@ -55,7 +55,7 @@ async fn a_retry_renews_only_the_locks_of_the_master_that_failed() {
         kept.push((master, name, guard));
     }
     // A first round renews everything (and loads the renewal script on every master); from
-    // then on, count the other masters' scripts.
+    // then on, count the other masters' renewals.
     tokio::time::sleep(period + period / 4).await;
     for &master in &masters[1..] {
         cluster.node(master).command(&["CONFIG", "RESETSTAT"]);
@@ -83,7 +83,7 @@ async fn a_retry_renews_only_the_locks_of_the_master_that_failed() {
     support::assert_renewed(renewed);
     // One renewal a period, as without a fault: 5 in the window (and one more if a round falls
     // on each end of it). A renewal at every retry (the killed master's renewals fail at once
-    // and are retried at once, then backing off up to a quarter period) made 15 or more.
+    // and are retried at once, then backing off up to a quarter period) made 14.
     let per_period = (window.as_millis() / period.as_millis()) as u64;
     for (master, count) in renewals {
         assert!(
