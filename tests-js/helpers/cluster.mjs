@@ -94,14 +94,27 @@ export async function startCluster () {
     }
   }
   try {
-    for (let i = 0; i < 6; i++) {
-      // The cluster bus port is given: by default it is the port + 10000, beyond 65535 for a free
-      // port above 55535.
-      const bus = await freePort()
-      nodes.push(await startRedis({ args: ['--cluster-enabled', 'yes', '--cluster-node-timeout', '1000', '--cluster-port', String(bus)] }))
+    // `redis-cli --cluster create` is tried again with fresh nodes when it fails: what fails it
+    // (a node slow to answer on a loaded machine) is not what the tests are about.
+    for (let attempt = 1; ; attempt++) {
+      for (let i = 0; i < 6; i++) {
+        // The cluster bus port is given: by default it is the port + 10000, beyond 65535 for a
+        // free port above 55535.
+        const bus = await freePort()
+        nodes.push(await startRedis({ args: ['--cluster-enabled', 'yes', '--cluster-node-timeout', '1000', '--cluster-port', String(bus)] }))
+      }
+      try {
+        await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`),
+          '--cluster-replicas', '1', '--cluster-yes'], { timeout: 60_000 })
+        break
+      } catch (e) {
+        const said = `${e.message}; stdout: ${e.stdout ?? ''}; stderr: ${e.stderr ?? ''}`
+        if (attempt === 3) throw new Error(`redis-cli --cluster create failed three times; the last time: ${said}`)
+        console.error(`redis-cli --cluster create failed, trying with fresh nodes: ${said}`)
+        await cluster.stop()
+        nodes.length = 0
+      }
     }
-    await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`),
-      '--cluster-replicas', '1', '--cluster-yes'], { timeout: 60_000 })
     await waitUntil(async () => {
       const maps = []
       for (const n of nodes) {
