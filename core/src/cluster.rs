@@ -130,18 +130,22 @@ impl ClusterSpec {
 
     /// The connection info of every seed node.
     pub(crate) fn seed_infos(&self) -> Result<Vec<ConnectionInfo>> {
-        let scheme = if self.tls { "rediss" } else { "redis" };
         self.seeds
             .iter()
             .map(|(host, port)| {
-                let info = format!("{scheme}://{}/", host_port(host, *port))
-                    .into_connection_info()
-                    .map_err(|e| {
-                        Error::invalid(format!("bad seed node address '{host}:{port}': {e}"))
-                    })?;
-                Ok(info.set_redis_settings(self.node.clone()))
+                self.node_info(host, *port).map_err(|e| {
+                    Error::invalid(format!("bad seed node address '{host}:{port}': {e}"))
+                })
             })
             .collect()
+    }
+
+    /// The connection info of the node at `host`:`port` (over TLS for `rediss+cluster://`,
+    /// with the URL's user and password).
+    pub(crate) fn node_info(&self, host: &str, port: u16) -> redis::RedisResult<ConnectionInfo> {
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        let info = format!("{scheme}://{}/", host_port(host, port)).into_connection_info()?;
+        Ok(info.set_redis_settings(self.node.clone()))
     }
 }
 

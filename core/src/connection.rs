@@ -1014,31 +1014,26 @@ impl Conn {
     }
 
     /// On a cluster: runs a per-node `script` (see `scripts::node_script!`, no declared keys) on
-    /// the master that serves `slot`, as this connection's slot map says. `EVALSHA` first, the
-    /// whole script on `NOSCRIPT`. Errors as [`Conn::eval`].
-    pub(crate) async fn eval_on_node<'w, T: redis::FromRedisValue>(
+    /// `master` itself, over its link in `links` (see [`MasterLinks`]; opened when there is
+    /// none). `slot` is one the script's keys hash to: the script waits, as every command sent to
+    /// that master, for an overdue lane reply of it. `EVALSHA` first, the whole script on
+    /// `NOSCRIPT`. A link that fails is dropped (the next call opens another); one that had been
+    /// used before is tried again once on a new link first (the server may have closed it
+    /// idle). Errors as [`Conn::eval`], but the command connection's health is not touched: it
+    /// was not used.
+    pub(crate) async fn eval_on_master<'w, T: redis::FromRedisValue>(
         &self,
-        script: &Lua,
+        links: &MasterLinks,
+        master: &(String, u16),
         slot: u16,
+        script: &Lua,
         args: &[&dyn ToArg],
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
-        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
         let subject = subject.into();
-        let Handle::Cluster(mut cluster) = self.manager() else {
-            return Err(Error::new(
-                ErrorKind::Redis,
-                "a per-node script was sent on a connection that is not to a cluster",
-            ));
-        };
         if let Some(nodes) = &self.inner.node_lanes {
             nodes.settled(Some(slot), self.inner.response_timeout).await;
         }
-        self.touch();
-        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
-            slot,
-            SlotAddr::Master,
-        )));
         let command = |verb: &str, body: &str| {
             let mut cmd = redis::cmd(verb);
             cmd.arg(body).arg(0);
@@ -1047,27 +1042,78 @@ impl Conn {
             }
             cmd
         };
-        let run = async {
-            // A server's error comes back as a value here: made an error again.
-            let first = cluster
-                .route_command(command("EVALSHA", script.hash()), routing.clone())
-                .await
-                .and_then(redis::Value::extract_error);
-            let value = match first {
+        let run = |mut link: redis::aio::MultiplexedConnection| async move {
+            let first = command("EVALSHA", script.hash())
+                .query_async::<redis::Value>(&mut link)
+                .await;
+            match first {
                 Err(e)
                     if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
                 {
-                    cluster
-                        .route_command(command("EVAL", script.code.as_str()), routing)
+                    command("EVAL", script.code.as_str())
+                        .query_async::<redis::Value>(&mut link)
                         .await
-                        .and_then(redis::Value::extract_error)?
                 }
-                other => other?,
-            };
-            Ok(redis::from_redis_value::<T>(value)?)
+                other => other,
+            }
         };
-        let reply = tokio::time::timeout(self.inner.response_timeout, run).await;
-        self.settle(reply.ok(), subject)
+        let timeout = self.inner.response_timeout;
+        let (mut link, mut reused) = links.get(self, master).await?;
+        loop {
+            let reply = tokio::time::timeout(timeout, run(link)).await;
+            let failed = match &reply {
+                Err(_) => true,
+                Ok(Err(e)) => e.is_io_error() || e.is_connection_dropped() || e.is_timeout(),
+                Ok(Ok(_)) => false,
+            };
+            if failed {
+                links.drop_link(master);
+                if reused && matches!(reply, Ok(Err(_))) {
+                    (link, reused) = (links.open(self, master).await?, false);
+                    continue;
+                }
+            }
+            return match reply {
+                Ok(reply) => reply
+                    .and_then(|v| T::from_redis_value(v).map_err(Into::into))
+                    .map_err(|e| Error::from_redis(e, subject)),
+                Err(_) => Err(Error::no_answer(subject, timeout)),
+            };
+        }
+    }
+
+    /// On a cluster: a new link to `master` (see [`MasterLinks`]), bounded by the connect
+    /// timeout.
+    async fn open_master_link(
+        &self,
+        (host, port): &(String, u16),
+    ) -> Result<redis::aio::MultiplexedConnection> {
+        let Some((spec, _)) = &self.inner.route.cluster else {
+            return Err(Error::new(
+                ErrorKind::Redis,
+                "a link to a cluster master was asked of a connection that is not to a cluster",
+            ));
+        };
+        let address = crate::sentinel::host_port(host, *port);
+        let info = spec.node_info(host, *port).map_err(|e| {
+            Error::invalid(format!("bad cluster node address '{address}': {e}")).with_source(e)
+        })?;
+        let node = Node { info, address };
+        let client = self
+            .inner
+            .route
+            .endpoint
+            .client(&node, ProtocolVersion::RESP2)?;
+        let timeouts = self.inner.timeouts;
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeouts.connect))
+            .set_response_timeout(Some(timeouts.response));
+        connect_within(
+            &node,
+            timeouts,
+            client.get_multiplexed_async_connection_with_config(&config),
+        )
+        .await
     }
 
     /// On a cluster: which master serves each slot, from `CLUSTER SLOTS` asked of every node
@@ -1492,6 +1538,62 @@ fn slot_masters(reply: &redis::Value) -> Vec<(String, u16)> {
         }
     }
     out
+}
+
+/// A link of its own to each master of a cluster, for scripts that must run on that master and
+/// nowhere else: the per-node renewal scripts ([`Conn::eval_on_master`]).
+///
+/// The routed way (redis-rs's cluster connection) sends a command whose node it cannot reach to
+/// another node of the slot's shard, or to any node: while a master was down (and not yet
+/// failed over) a per-node renewal script ran on some other node, found none of its keys there
+/// and handed them on to be renewed by slot, and each of those scripts failed on the refused
+/// node, made the cluster connection read the slot map again and report itself lost and back,
+/// at every renewal retry. Over its own link a master that cannot be reached fails at once
+/// (`Unavailable`), and nothing is sent anywhere else.
+#[derive(Default)]
+pub(crate) struct MasterLinks {
+    links: std::sync::Mutex<
+        std::collections::HashMap<(String, u16), redis::aio::MultiplexedConnection>,
+    >,
+}
+
+impl MasterLinks {
+    /// The link to `master`, and whether it was opened before this call (used before).
+    async fn get(
+        &self,
+        conn: &Conn,
+        master: &(String, u16),
+    ) -> Result<(redis::aio::MultiplexedConnection, bool)> {
+        if let Some(link) = lock(&self.links).get(master) {
+            return Ok((link.clone(), true));
+        }
+        Ok((self.open(conn, master).await?, false))
+    }
+
+    /// Opens a link to `master` (replacing any), bounded by the connect timeout.
+    async fn open(
+        &self,
+        conn: &Conn,
+        master: &(String, u16),
+    ) -> Result<redis::aio::MultiplexedConnection> {
+        let link = conn.open_master_link(master).await?;
+        lock(&self.links).insert(master.clone(), link.clone());
+        Ok(link)
+    }
+
+    /// Makes sure there is a link to `master`: opens one if there is none.
+    pub(crate) async fn ready(&self, conn: &Conn, master: &(String, u16)) -> Result<()> {
+        self.get(conn, master).await.map(drop)
+    }
+
+    fn drop_link(&self, master: &(String, u16)) {
+        lock(&self.links).remove(master);
+    }
+
+    /// Closes the links to nodes that are not masters any more (`keep` says which are).
+    pub(crate) fn retain(&self, keep: impl Fn(&(String, u16)) -> bool) {
+        lock(&self.links).retain(|master, _| keep(master));
+    }
 }
 
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -1,7 +1,9 @@
 //! On a Redis Cluster, a watchdog renewal round that fails on one master (down, or not answering)
 //! is retried for what that master did not renew: the masters that answered are renewed once a
 //! period as usual, not again at every retry (a master down for minutes used to cost the others
-//! a renewal per retry, several times their usual rate).
+//! a renewal per retry, several times their usual rate). And the down master's renewals go
+//! nowhere else: the cluster connection sent them to another node of its shard or any node (its
+//! own could not be reached), where they found nothing, and were sent again by slot.
 //!
 //! Its own cluster, and the only test of its binary: it kills a master, and counts the renewals
 //! the other masters see.
@@ -46,8 +48,11 @@ async fn a_retry_renews_only_the_locks_of_the_master_that_failed() {
         node.command(&["CONFIG", "SET", "cluster-require-full-coverage", "no"]);
     }
 
-    let down_name = support::names_on(&cluster, "down", down_master, false, 1).remove(0);
-    let _down = client.lock(&down_name).unwrap().acquire().await.unwrap();
+    // Two batches' worth of locks on the master that goes down.
+    let mut down = Vec::new();
+    for name in support::names_on(&cluster, "down", down_master, false, 200) {
+        down.push(client.lock(&name).unwrap().acquire().await.unwrap());
+    }
     let mut kept = Vec::new();
     for &master in &masters[1..] {
         let name = support::names_on(&cluster, "kept", master, false, 1).remove(0);
@@ -55,10 +60,10 @@ async fn a_retry_renews_only_the_locks_of_the_master_that_failed() {
         kept.push((master, name, guard));
     }
     // A first round renews everything (and loads the renewal script on every master); from
-    // then on, count the other masters' renewals.
+    // then on, count the other nodes' renewals and scripts.
     tokio::time::sleep(period + period / 4).await;
-    for &master in &masters[1..] {
-        cluster.node(master).command(&["CONFIG", "RESETSTAT"]);
+    for &node in masters[1..].iter().chain([&replica]) {
+        cluster.node(node).command(&["CONFIG", "RESETSTAT"]);
     }
 
     cluster
@@ -73,10 +78,21 @@ async fn a_retry_renews_only_the_locks_of_the_master_that_failed() {
     // the lock is there). Scripts do not tell: the killed master's renewals, which the cluster
     // connection sends to another node when it cannot reach the slot's own, run there too (and
     // find nothing to renew).
-    let renewals: Vec<(u16, u64)> = masters[1..]
+    let renewals: Vec<(u16, u64, u64)> = masters[1..]
         .iter()
-        .map(|&master| (master, cluster.node(master).calls("pexpire")))
+        .map(|&master| {
+            let node = cluster.node(master);
+            (
+                master,
+                node.calls("pexpire"),
+                node.calls("eval") + node.calls("evalsha"),
+            )
+        })
         .collect();
+    let replica_scripts = {
+        let node = cluster.node(replica);
+        node.calls("eval") + node.calls("evalsha")
+    };
     let renewed = support::leases_on_masters(&cluster, &kept);
     client.close().await;
 
@@ -85,13 +101,23 @@ async fn a_retry_renews_only_the_locks_of_the_master_that_failed() {
     // on each end of it). A renewal at every retry (the killed master's renewals fail at once
     // and are retried at once, then backing off up to a quarter period) made 14.
     let per_period = (window.as_millis() / period.as_millis()) as u64;
-    for (master, count) in renewals {
+    let expected = per_period - 2..=per_period + 1;
+    for (master, count, scripts) in renewals {
         assert!(
-            (per_period - 2..=per_period + 1).contains(&count),
+            expected.contains(&count),
             "the lock on master {master} was renewed {count} times in {window:?} while another \
-             master did not answer (renewal period {period:?}): expected {}..={}",
-            per_period - 2,
-            per_period + 1
+             master did not answer (renewal period {period:?}): expected {expected:?}"
+        );
+        // One script a round, its own. The killed master's renewals, sent there by the cluster
+        // connection at every retry, made 14 (7 with one lock there).
+        assert!(
+            expected.contains(&scripts),
+            "master {master} ran {scripts} scripts in {window:?} (renewal period {period:?}): \
+             expected its own renewals only, {expected:?}"
         );
     }
+    assert_eq!(
+        replica_scripts, 0,
+        "the replica of the killed master ran scripts: its renewals were sent there"
+    );
 }

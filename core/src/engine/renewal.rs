@@ -9,7 +9,8 @@
 //! so the nodes that answered are renewed once a period as usual, not again at every retry. A
 //! node that leaves a renewal unanswered gets no more of that round's batches, and on a cluster
 //! the masters are renewed side by side: one master that stops answering delays no other
-//! master's renewals.
+//! master's renewals. On a cluster the per-node scripts go over a link of the loop's own to each
+//! master ([`MasterLinks`]), never to another node in its stead.
 //!
 //! The holder is told its lock is lost in two cases, whichever comes first:
 //!
@@ -30,7 +31,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwapOption;
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{Conn, ToArg};
+use crate::connection::{Conn, MasterLinks, ToArg};
 use crate::error::What;
 use crate::scripts;
 
@@ -59,6 +60,7 @@ pub(crate) async fn run(
         ranges: None,
         stale: false,
         per_node: true,
+        links: MasterLinks::default(),
     };
     // The watched holds of a round's current window, kept between windows and rounds (emptied)
     // so that they reuse its chunks rather than allocate and free them every time.
@@ -151,6 +153,8 @@ struct ClusterView {
     /// Whether holds are renewed with one script per node; `false` once a node refused such a
     /// script (Redis before 7 has no cross-slot script flag): one script per slot from then on.
     per_node: bool,
+    /// The links the per-node scripts go over, one to each master.
+    links: MasterLinks,
 }
 
 /// The two renewal scripts of a kind: with declared keys (one server, one slot) and per node.
@@ -218,11 +222,18 @@ impl Silent {
             .contains(node)
     }
 
-    fn insert(&self, node: &Node) {
+    /// Adds `node`; `false` if it was in already.
+    fn insert(&self, node: &Node) -> bool {
         let mut silent = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if !silent.contains(node) {
+        let new = !silent.contains(node);
+        if new {
             silent.push(node.clone());
         }
+        new
+    }
+
+    fn any(&self) -> bool {
+        !self.0.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
     }
 }
 
@@ -251,7 +262,8 @@ async fn renew_window(
                 node: None,
             })
             .collect();
-        return run_batches(holds, conn, listener, vec![(None, batches)], silent)
+        let nodes = vec![(None, batches)];
+        return run_batches(holds, conn, listener, nodes, silent, &view.links)
             .await
             .ok;
     }
@@ -261,6 +273,9 @@ async fn renew_window(
         if (view.ranges.is_none() || view.stale)
             && let Ok(ranges) = conn.cluster_slot_ranges().await
         {
+            // The links to nodes that are not masters any more are closed.
+            view.links
+                .retain(|node| ranges.iter().any(|(_, _, master)| master == node));
             view.ranges = Some(ranges);
             view.stale = false;
         }
@@ -287,9 +302,11 @@ async fn renew_window(
                     _ => nodes.push((Some(node.clone()), batches.collect())),
                 }
             }
-            let outcome = run_batches(holds, conn, listener, nodes, silent).await;
+            let outcome = run_batches(holds, conn, listener, nodes, silent, &view.links).await;
             all_ok &= outcome.ok;
-            if !outcome.retry.is_empty() || !unplaced.is_empty() {
+            // A master that could not be reached may have been failed over: the retry reads
+            // the map again, as after a key a master turned out not to serve.
+            if !outcome.retry.is_empty() || !unplaced.is_empty() || silent.any() {
                 view.stale = true;
             }
             if outcome.refused {
@@ -331,7 +348,7 @@ async fn renew_window(
             _ => nodes.push((node.cloned(), batches.collect())),
         }
     }
-    let outcome = run_batches(holds, conn, listener, nodes, silent).await;
+    let outcome = run_batches(holds, conn, listener, nodes, silent, &view.links).await;
     all_ok && outcome.ok
 }
 
@@ -363,6 +380,8 @@ const BATCHES_IN_FLIGHT: usize = 8;
 async fn renew_batch<'a>(
     holds: &Holds,
     conn: &Conn,
+    links: &MasterLinks,
+    node: &Node,
     batch: Batch<'a>,
     lease_ms: u64,
     now_ms: u64,
@@ -414,12 +433,18 @@ async fn renew_batch<'a>(
     let (by_slot, by_node) = scripts_of(&batch.holds[0].renew);
     let sent = Instant::now();
     let call = async {
-        match batch.node {
-            Some(slot) => {
-                conn.eval_on_node(by_node, slot, &args, What::Connection)
+        match (batch.node, node) {
+            (Some(slot), Some(master)) => {
+                let subject = What::Connection;
+                conn.eval_on_master(links, master, slot, by_node, &args, subject)
                     .await
             }
-            None => conn.eval(by_slot, &keys, &args, What::Connection).await,
+            (None, _) => conn.eval(by_slot, &keys, &args, What::Connection).await,
+            // Never made: a per-node batch is always in the group of its master.
+            (Some(_), None) => Err(crate::Error::new(
+                crate::ErrorKind::Redis,
+                "a per-node renewal script had no master to go to (a crosslock bug)",
+            )),
         }
     };
     // A renewal waits for its answer a renewal period at most (the response timeout, if that is
@@ -443,6 +468,29 @@ async fn renew_batch<'a>(
     (batch, sent, result)
 }
 
+/// Makes sure `links` has a link to `master`, waiting no longer than for a renewal's answer
+/// (see [`renew_batch`]): a master that accepts connections but does not answer (a paused
+/// process) must not hold up the next round of the others.
+async fn link_ready(
+    holds: &Holds,
+    conn: &Conn,
+    links: &MasterLinks,
+    master: &(String, u16),
+) -> crate::Result<()> {
+    let bound = (holds.watchdog_timeout / 3).min(conn.response_timeout());
+    match tokio::time::timeout(bound, links.ready(conn, master)).await {
+        Ok(ready) => ready,
+        Err(_) => Err(crate::Error::new(
+            crate::ErrorKind::Unavailable,
+            format!(
+                "no connection to the master within {:.3}s (a renewal period, or the response \
+                 timeout if shorter)",
+                bound.as_secs_f64()
+            ),
+        )),
+    }
+}
+
 /// Sends each node's batches, [`BATCHES_IN_FLIGHT`] at a time per node (the multiplexed
 /// connection pipelines them; on a cluster each node's go to it, and the nodes' go on side by
 /// side), and settles each hold by its answer: renewed, gone (the lost signal), or, from a
@@ -454,6 +502,7 @@ async fn run_batches<'a>(
     listener: &ArcSwapOption<LostListener>,
     nodes: Vec<(Node, Vec<Batch<'a>>)>,
     silent: &Silent,
+    links: &MasterLinks,
 ) -> Outcome<'a> {
     let lease = holds.watchdog_timeout;
     let lease_ms = lease.as_millis() as u64;
@@ -465,6 +514,24 @@ async fn run_batches<'a>(
     });
     let outcome_ref = &outcome;
     let node_batches = |(node, batches): (Node, Vec<Batch<'a>>)| async move {
+        // A master's link for its per-node scripts, opened once here rather than by each of
+        // its batches in flight: one that cannot be reached costs one attempt to connect.
+        if let Some(master) = &node
+            && batches.iter().any(|batch| batch.node.is_some())
+            && !silent.contains(&node)
+            && let Err(e) = link_ready(holds, conn, links, master).await
+        {
+            silent.insert(&node);
+            let count: usize = batches.iter().map(|batch| batch.holds.len()).sum();
+            tracing::warn!(
+                target: "crosslock",
+                "watchdog renewal of {count} lock(s) on cluster master {} failed, retrying: {e}",
+                crate::sentinel::host_port(&master.0, master.1)
+            );
+            // Kept: the retry (or the local deadline) settles them.
+            outcome_ref.lock().unwrap_or_else(|e| e.into_inner()).ok = false;
+            return;
+        }
         // Each batch's call is made only when it is its turn, so the futures alive at once
         // (each with its command and arguments) are at most BATCHES_IN_FLIGHT per node
         // whatever the number of holds; and it is not sent once the node left one unanswered.
@@ -474,7 +541,8 @@ async fn run_batches<'a>(
                 if silent.contains(node) {
                     return (batch, None);
                 }
-                let (batch, sent, result) = renew_batch(holds, conn, batch, lease_ms, now_ms).await;
+                let (batch, sent, result) =
+                    renew_batch(holds, conn, links, node, batch, lease_ms, now_ms).await;
                 (batch, Some((sent, result)))
             }
         });
@@ -484,11 +552,14 @@ async fn run_batches<'a>(
             match answer {
                 // Not sent: renewed by the retry of the round.
                 None => outcome.ok = false,
-                Some((sent, result)) => {
-                    if matches!(&result, Err(e) if e.kind() == crate::ErrorKind::Unavailable) {
-                        silent.insert(&node);
+                Some(answer) => {
+                    // Told once per node and round: its other failures are the same one.
+                    let mut first = true;
+                    if matches!(&answer.1, Err(e) if e.kind() == crate::ErrorKind::Unavailable) {
+                        first = silent.insert(&node);
                     }
-                    settle(holds, listener, batch, sent, result, lease, &mut outcome);
+                    let tell = first.then_some(&node);
+                    settle(holds, listener, batch, answer, lease, tell, &mut outcome);
                 }
             }
         })
@@ -499,14 +570,16 @@ async fn run_batches<'a>(
 }
 
 /// Settles one batch's answer: renewed holds are confirmed, gone ones reported lost, and (from
-/// a per-node script) the ones to renew by slot handed on in `outcome`.
+/// a per-node script) the ones to renew by slot handed on in `outcome`. A failure is logged as a
+/// warning when `tell` names the batch's node (`Some(None)` on one server), else as a debug
+/// event (another failure of a node already told of this round).
 fn settle<'a>(
     holds: &Holds,
     listener: &ArcSwapOption<LostListener>,
     batch: Batch<'a>,
-    sent: Instant,
-    result: crate::Result<Vec<i64>>,
+    (sent, result): (Instant, crate::Result<Vec<i64>>),
     lease: Duration,
+    tell: Option<&Node>,
     outcome: &mut Outcome<'a>,
 ) {
     let flags = match result {
@@ -521,11 +594,25 @@ fn settle<'a>(
         }
         Err(e) => {
             // Keep the holds: the retry (or the local deadline) settles them.
-            tracing::warn!(
-                target: "crosslock",
-                "watchdog renewal of {} lock(s) failed, retrying: {e}",
-                batch.holds.len()
-            );
+            match tell {
+                Some(node) => tracing::warn!(
+                    target: "crosslock",
+                    "watchdog renewal of {} lock(s){} failed, retrying: {e}",
+                    batch.holds.len(),
+                    match node {
+                        Some((host, port)) => format!(
+                            " on cluster master {}",
+                            crate::sentinel::host_port(host, *port)
+                        ),
+                        None => String::new(),
+                    }
+                ),
+                None => tracing::debug!(
+                    target: "crosslock",
+                    "watchdog renewal of {} more lock(s) failed: {e}",
+                    batch.holds.len()
+                ),
+            }
             outcome.ok = false;
             return;
         }
