@@ -966,7 +966,13 @@ impl Conn {
         }
         let conn = self.clone();
         crate::runtime::spawn(async move {
-            let ranges = conn.cluster_slot_ranges().await.ok();
+            // Asked of one node first: the lanes' map is read every few seconds by every busy
+            // client, and asking every node each time cost the cluster as many `CLUSTER SLOTS`
+            // as it has nodes. Every node is asked when that one does not answer.
+            let ranges = match conn.slot_ranges_of_one_node().await {
+                Some(ranges) => Some(ranges),
+                None => conn.cluster_slot_ranges().await.ok(),
+            };
             if let Some(nodes) = &conn.inner.node_lanes {
                 nodes.set_map(ranges);
             }
@@ -1182,6 +1188,24 @@ impl Conn {
         let reply = tokio::time::timeout(self.inner.response_timeout, ask).await;
         let slots = self.settle(reply.ok(), What::Connection)?;
         Ok(slot_ranges(&slots))
+    }
+
+    /// On a cluster: which master serves each slot, from `CLUSTER SLOTS` asked of one node the
+    /// routed way is connected to, picked at random; `None` when it gave no usable answer within
+    /// the response timeout. Unlike [`Conn::cluster_slot_ranges`], a node that does not answer is
+    /// not taken for a lost connection (another node may answer at once).
+    async fn slot_ranges_of_one_node(&self) -> Option<Vec<SlotRange>> {
+        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+        let Handle::Cluster(mut cluster) = self.manager() else {
+            return None;
+        };
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SLOTS");
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+        let ask = cluster.route_command(cmd, routing);
+        let reply = tokio::time::timeout(self.inner.response_timeout, ask).await;
+        let slots = reply.ok()?.and_then(redis::Value::extract_error).ok()?;
+        Some(slot_ranges(&slots)).filter(|ranges| !ranges.is_empty())
     }
 
     /// The result of one command bounded by the response timeout: its reply, or the error that
