@@ -1082,23 +1082,16 @@ impl Conn {
         if let Some(nodes) = &self.inner.node_lanes {
             nodes.settled(Some(slot), self.inner.response_timeout).await;
         }
-        let command = |verb: &str, body: &str| {
-            let mut cmd = redis::cmd(verb);
-            cmd.arg(body).arg(0);
-            for arg in args {
-                arg.add_to_cmd(&mut cmd);
-            }
-            cmd
-        };
+        // No declared keys: the script's own header takes them from its arguments.
         let run = |mut link: redis::aio::MultiplexedConnection| async move {
-            let first = command("EVALSHA", script.hash())
+            let first = script_cmd(script, &[], args, false)
                 .query_async::<redis::Value>(&mut link)
                 .await;
             match first {
                 Err(e)
                     if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
                 {
-                    command("EVAL", script.code.as_str())
+                    script_cmd(script, &[], args, true)
                         .query_async::<redis::Value>(&mut link)
                         .await
                 }
@@ -1116,7 +1109,8 @@ impl Conn {
             };
             if failed {
                 links.drop_link(master);
-                if reused && matches!(reply, Ok(Err(_))) {
+                // Closed under it (not slow to answer: that one is not waited for twice).
+                if reused && matches!(&reply, Ok(Err(e)) if !e.is_timeout()) {
                     (link, reused) = (links.open(self, master).await?, false);
                     continue;
                 }
@@ -1179,15 +1173,27 @@ impl Conn {
             MultipleNodeRoutingInfo::AllNodes,
             Some(ResponsePolicy::OneSucceeded),
         ));
+        let reply = self.ask_cluster_slots(&mut cluster, routing).await;
+        let slots = self.settle(reply, What::Connection)?;
+        Ok(slot_ranges(&slots))
+    }
+
+    /// `CLUSTER SLOTS`, routed as `routing`; `None` when no answer came within the response
+    /// timeout.
+    async fn ask_cluster_slots(
+        &self,
+        cluster: &mut ClusterConnection,
+        routing: redis::cluster_routing::RoutingInfo,
+    ) -> Option<redis::RedisResult<redis::Value>> {
         let mut cmd = redis::cmd("CLUSTER");
         cmd.arg("SLOTS");
         let ask = async {
             let reply = cluster.route_command(cmd, routing).await;
             reply.and_then(redis::Value::extract_error)
         };
-        let reply = tokio::time::timeout(self.inner.response_timeout, ask).await;
-        let slots = self.settle(reply.ok(), What::Connection)?;
-        Ok(slot_ranges(&slots))
+        tokio::time::timeout(self.inner.response_timeout, ask)
+            .await
+            .ok()
     }
 
     /// On a cluster: which master serves each slot, from `CLUSTER SLOTS` asked of one node the
@@ -1199,12 +1205,8 @@ impl Conn {
         let Handle::Cluster(mut cluster) = self.manager() else {
             return None;
         };
-        let mut cmd = redis::cmd("CLUSTER");
-        cmd.arg("SLOTS");
         let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-        let ask = cluster.route_command(cmd, routing);
-        let reply = tokio::time::timeout(self.inner.response_timeout, ask).await;
-        let slots = reply.ok()?.and_then(redis::Value::extract_error).ok()?;
+        let slots = self.ask_cluster_slots(&mut cluster, routing).await?.ok()?;
         Some(slot_ranges(&slots)).filter(|ranges| !ranges.is_empty())
     }
 

@@ -522,12 +522,8 @@ async fn run_batches<'a>(
             && let Err(e) = link_ready(holds, conn, links, master).await
         {
             silent.insert(&node);
-            let count: usize = batches.iter().map(|batch| batch.holds.len()).sum();
-            tracing::warn!(
-                target: "crosslock",
-                "watchdog renewal of {count} lock(s) on cluster master {} failed, retrying: {e}",
-                crate::sentinel::host_port(&master.0, master.1)
-            );
+            let count = batches.iter().map(|batch| batch.holds.len()).sum();
+            tell_failure(count, &node, &e);
             // Kept: the retry (or the local deadline) settles them.
             outcome_ref.lock().unwrap_or_else(|e| e.into_inner()).ok = false;
             return;
@@ -595,18 +591,7 @@ fn settle<'a>(
         Err(e) => {
             // Keep the holds: the retry (or the local deadline) settles them.
             match tell {
-                Some(node) => tracing::warn!(
-                    target: "crosslock",
-                    "watchdog renewal of {} lock(s){} failed, retrying: {e}",
-                    batch.holds.len(),
-                    match node {
-                        Some((host, port)) => format!(
-                            " on cluster master {}",
-                            crate::sentinel::host_port(host, *port)
-                        ),
-                        None => String::new(),
-                    }
-                ),
+                Some(node) => tell_failure(batch.holds.len(), node, &e),
                 None => tracing::debug!(
                     target: "crosslock",
                     "watchdog renewal of {} more lock(s) failed: {e}",
@@ -628,6 +613,22 @@ fn settle<'a>(
                 }
             }
         }
+    }
+}
+
+/// Logs that the renewal of `count` holds on `node` (a cluster master, or `None`: the one server)
+/// failed and is retried.
+fn tell_failure(count: usize, node: &Node, e: &crate::Error) {
+    match node {
+        Some((host, port)) => tracing::warn!(
+            target: "crosslock",
+            "watchdog renewal of {count} lock(s) on cluster master {} failed, retrying: {e}",
+            crate::sentinel::host_port(host, *port)
+        ),
+        None => tracing::warn!(
+            target: "crosslock",
+            "watchdog renewal of {count} lock(s) failed, retrying: {e}"
+        ),
     }
 }
 
