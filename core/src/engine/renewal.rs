@@ -61,6 +61,7 @@ pub(crate) async fn run(
         stale: false,
         per_node: true,
         links: MasterLinks::default(),
+        recheck: false,
     };
     // The watched holds of a round's current window, kept between windows and rounds (emptied)
     // so that they reuse its chunks rather than allocate and free them every time.
@@ -155,6 +156,19 @@ struct ClusterView {
     per_node: bool,
     /// The links the per-node scripts go over, one to each master.
     links: MasterLinks,
+    /// Whether the next round reads the map again beside its batches (a master could not be
+    /// reached: it may have been failed over).
+    recheck: bool,
+}
+
+impl ClusterView {
+    /// The map as just read; the links to nodes that are not masters any more are closed.
+    fn set_ranges(&mut self, ranges: Vec<crate::connection::SlotRange>) {
+        self.links
+            .retain(|node| ranges.iter().any(|(_, _, master)| master == node));
+        self.ranges = Some(ranges);
+        self.stale = false;
+    }
 }
 
 /// The two renewal scripts of a kind: with declared keys (one server, one slot) and per node.
@@ -273,12 +287,12 @@ async fn renew_window(
         if (view.ranges.is_none() || view.stale)
             && let Ok(ranges) = conn.cluster_slot_ranges().await
         {
-            // The links to nodes that are not masters any more are closed.
-            view.links
-                .retain(|node| ranges.iter().any(|(_, _, master)| master == node));
-            view.ranges = Some(ranges);
-            view.stale = false;
+            view.set_ranges(ranges);
         }
+        // Read beside the batches, not before them: while a master hangs, the read may wait
+        // for it, and the other masters' renewals must not.
+        let recheck = std::mem::take(&mut view.recheck);
+        let mut fresh = None;
         if let Some(ranges) = &view.ranges {
             let mut by_node =
                 std::collections::BTreeMap::<(&(String, u16), usize), Vec<&Watched>>::new();
@@ -302,13 +316,22 @@ async fn renew_window(
                     _ => nodes.push((Some(node.clone()), batches.collect())),
                 }
             }
-            let outcome = run_batches(holds, conn, listener, nodes, silent, &view.links).await;
+            let read = async {
+                match recheck {
+                    true => conn.cluster_slot_ranges().await.ok(),
+                    false => None,
+                }
+            };
+            let batches = run_batches(holds, conn, listener, nodes, silent, &view.links);
+            let (outcome, read) = futures_util::future::join(batches, read).await;
+            fresh = read;
             all_ok &= outcome.ok;
-            // A master that could not be reached may have been failed over: the retry reads
-            // the map again, as after a key a master turned out not to serve.
-            if !outcome.retry.is_empty() || !unplaced.is_empty() || silent.any() {
+            if !outcome.retry.is_empty() || !unplaced.is_empty() {
                 view.stale = true;
             }
+            // A master that could not be reached may have been failed over: the retry reads
+            // the map again (beside its batches).
+            view.recheck = silent.any();
             if outcome.refused {
                 tracing::info!(
                     target: "crosslock",
@@ -319,6 +342,9 @@ async fn renew_window(
             }
             pending = outcome.retry;
             pending.extend(unplaced);
+        }
+        if let Some(ranges) = fresh {
+            view.set_ranges(ranges);
         }
     }
     if pending.is_empty() {
