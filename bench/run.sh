@@ -4,7 +4,9 @@
 #   bash bench/run.sh            full run (about 10-15 min): regenerates bench/RESULTS.md
 #   bash bench/run.sh --smoke    tiny counts (CI): every scenario runs once, counters must be exact;
 #                                writes bench/results-raw/RESULTS-smoke.md, never RESULTS.md
-#   extra options go to bench/harness.py, e.g. --only uncontended,handoff  --libs crosslock,redis-py
+#   extra options go to bench/harness.py, e.g. --only uncontended,handoff  --libs crosslock,redis-py;
+#                                a run of a subset writes bench/results-raw/RESULTS-partial.md, never
+#                                RESULTS.md (which stands for one full run)
 #
 # ./dev bench builds the bindings first and then calls this. This script needs them built
 # (./dev build); it installs the peers itself: bench/.venv (bench/requirements.txt) and
@@ -17,7 +19,14 @@ ROOT=$(dirname "$BENCH")
 cd "$BENCH"
 
 SMOKE=0
-for arg in "$@"; do [ "$arg" = --smoke ] && SMOKE=1; done
+PARTIAL=0
+for arg in "$@"; do
+  case "$arg" in
+    --smoke) SMOKE=1 ;;
+    # A subset of the scenarios or libraries is not the run RESULTS.md stands for.
+    --only|--only=*|--libs|--libs=*) PARTIAL=1 ;;
+  esac
+done
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 die() { echo "bench/run.sh: $*" >&2; exit 1; }
@@ -116,6 +125,8 @@ mkdir -p results-raw
 STAMP=$(date +%Y%m%d-%H%M%S)
 if [ $SMOKE = 1 ]; then
   RAW=results-raw/smoke-$STAMP.json; REPORT=results-raw/RESULTS-smoke.md; LIMIT=300
+elif [ $PARTIAL = 1 ]; then
+  RAW=results-raw/$STAMP.json; REPORT=results-raw/RESULTS-partial.md; LIMIT=3600
 else
   RAW=results-raw/$STAMP.json; REPORT=RESULTS.md; LIMIT=3600
 fi
