@@ -289,7 +289,7 @@ def main():
         # Beside the bar's figure (all the growth since connecting, over N, which includes what
         # the first acquires cost once: code compiled, buffers and thread caches made), what
         # each lock past a smaller N added. Information only: the verdict is the bar's figure.
-        smaller = max([n for (l, lib, n) in hold if l == lang and lib == "crosslock" and n < big], default=None)
+        smaller = max([n for (lg, lib, n) in hold if lg == lang and lib == "crosslock" and n < big], default=None)
         slope = ""
         if smaller:
             s_h = hold[(lang, "crosslock", smaller)]
