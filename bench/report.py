@@ -40,6 +40,11 @@ def f2(x):
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.2f}"
 
 
+def rss_growth_kb(h):
+    """A many-holders row's RSS growth: holding its locks against the same process when connected."""
+    return h["rss_after_kb"] - h["rss_connected_kb"]
+
+
 def ms(us):
     """Microseconds shown in ms, with precision that suits the size."""
     if us is None or math.isnan(us):
@@ -282,7 +287,7 @@ def main():
         h = hold.get((lang, "crosslock", big))
         if not h:
             continue
-        per_lock = (h["rss_after_kb"] - h["rss_connected_kb"]) / big
+        per_lock = rss_growth_kb(h) / big
         pings = (h.get("by_command") or {}).get("ping", 0)
         renewal = h["calls_per_period"] - pings
         ok = renewal <= 100 and per_lock <= 1
@@ -292,8 +297,7 @@ def main():
         smaller = max([n for (lg, lib, n) in hold if lg == lang and lib == "crosslock" and n < big], default=None)
         slope = ""
         if smaller:
-            s_h = hold[(lang, "crosslock", smaller)]
-            added = ((h["rss_after_kb"] - h["rss_connected_kb"]) - (s_h["rss_after_kb"] - s_h["rss_connected_kb"])) / (big - smaller)
+            added = (rss_growth_kb(h) - rss_growth_kb(hold[(lang, "crosslock", smaller)])) / (big - smaller)
             slope = f" (+{f2(added)} KB per lock added between {smaller:,} and {big:,})"
         bars.append([f"{big:,} watchdog locks: ≤ 100 renewal calls/period and RSS growth ≤ 1 KB per lock: {LANG_NAME[lang]}",
                      f"{f1(renewal)} renewal calls/period (+{f1(pings)} keepalive PINGs, the same for any N); "
@@ -494,7 +498,7 @@ def main():
     rows = []
     for (lang, lib, n), h in sorted(hold.items(), key=lambda kv: (["rust", "python", "node"].index(kv[0][0]), kv[0][1] != "crosslock", kv[0][1], kv[0][2])):
         per = ", ".join(f"{k} {v:.1f}" for k, v in sorted(h["by_command"].items()))
-        growth = (h["rss_after_kb"] - h["rss_connected_kb"]) / 1024
+        growth = rss_growth_kb(h) / 1024
         rows.append([LANG_NAME[lang], lib, f"{n:,}", f"{h['period_s']:.2f} ({h['actual_period_s']:.2f})",
                      f"{h['rounds']}" if h.get("rounds") else "spread", f1(h["calls_per_period"]),
                      per or "–", f1(h["rss_connected_kb"] / 1024), f1(h["rss_after_kb"] / 1024), f1(growth),

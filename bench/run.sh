@@ -125,10 +125,9 @@ mkdir -p results-raw
 STAMP=$(date +%Y%m%d-%H%M%S)
 if [ $SMOKE = 1 ]; then
   RAW=results-raw/smoke-$STAMP.json; REPORT=results-raw/RESULTS-smoke.md; LIMIT=300
-elif [ $PARTIAL = 1 ]; then
-  RAW=results-raw/$STAMP.json; REPORT=results-raw/RESULTS-partial.md; LIMIT=3600
 else
   RAW=results-raw/$STAMP.json; REPORT=RESULTS.md; LIMIT=3600
+  [ $PARTIAL = 0 ] || REPORT=results-raw/RESULTS-partial.md
 fi
 step "running the scenarios on $URL (raw results: bench/$RAW)"
 status=0
