@@ -114,7 +114,7 @@ def result_queued(loop: asyncio.AbstractEventLoop) -> bool:
 
 
 async def acquire_with_result_queued(
-    lock: crosslock.Lock, loop: asyncio.AbstractEventLoop
+    lock: crosslock.Lock, loop: asyncio.AbstractEventLoop, raw: Raw
 ) -> tuple[asyncio.Task[bool], int]:
     """Starts ``lock.acquire_async()`` in a task of its own and returns that task (and the owner it
     acquires for) once the acquire completed and its result waits for the event loop (see
@@ -123,9 +123,12 @@ async def acquire_with_result_queued(
     The acquire may also complete within its first poll, before the call returns: its reply came
     over the runtime's connection before that poll was over (the loop's thread slowed by one-time
     set-up on a process's first call, or preempted on a busy machine). The task then finishes in
-    its first step and the moment these tests need never comes: that hold is released and the
-    acquire tried again."""
+    its first step and the moment these tests need never comes. So Redis holds back writes for a
+    moment (a ``CLIENT PAUSE`` that lifts itself) while the first poll runs: its reply cannot come
+    within it. Should the acquire still finish there, that hold is released and the acquire tried
+    again."""
     for _ in range(20):
+        assert raw.command("CLIENT", "PAUSE", 50, "WRITE") == "OK"
         owners: list[int] = []
 
         async def acquire() -> bool:
@@ -224,7 +227,7 @@ async def test_cancel_while_the_result_waits_in_the_event_loop_gives_the_hold_ba
     name = "race-queued"
     lock = client.lock(name)
     loop = asyncio.get_running_loop()
-    task, _ = await acquire_with_result_queued(lock, loop)
+    task, _ = await acquire_with_result_queued(lock, loop, raw)
     assert raw.hgetall(name), "the acquire completed, so Redis holds the lock"
     assert not task.done()
     task.cancel()  # e.g. asyncio.timeout firing now
@@ -244,7 +247,7 @@ async def test_the_turn_that_sets_the_result_resumes_the_task_so_no_cancel_comes
     name = "race-set"
     lock = client.lock(name)
     loop = asyncio.get_running_loop()
-    task, owner = await acquire_with_result_queued(lock, loop)
+    task, owner = await acquire_with_result_queued(lock, loop, raw)
     # Each pass lets the loop run once, this test's next step queued before the reader that takes
     # the result: the pass after that reader ran finds the task finished, not merely woken.
     while result_queued(loop):
