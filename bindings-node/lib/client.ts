@@ -13,6 +13,7 @@ import { FencedLock } from './fenced_lock'
 import { Holds } from './held'
 import { Lock } from './lock'
 import { KIND, optionsObject } from './lockable'
+import { checkWhole } from './limits'
 import { NonReentrantLock } from './non_reentrant_lock'
 import { ReadLock, ReadWriteLock, WriteLock } from './read_write_lock'
 import { CountDownLatch } from './count_down_latch'
@@ -90,19 +91,11 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
   }
   const batch = o.watchdogBatchSize
   if (batch !== undefined && batch !== null) {
-    if (typeof batch !== 'number') throw invalidArgument('type', `watchdogBatchSize must be a number, got ${typeof batch}`)
-    if (!Number.isInteger(batch) || batch < 1 || batch > 0xffffffff) {
-      throw invalidArgument('range', `watchdogBatchSize must be an integer ≥ 1, got ${batch}`)
-    }
-    out.watchdogBatchSize = batch
+    out.watchdogBatchSize = checkWhole(batch, 'watchdog_batch', 'watchdogBatchSize')
   }
   const replicas = o.waitForReplicas
   if (replicas !== undefined && replicas !== null) {
-    if (typeof replicas !== 'number') throw invalidArgument('type', `waitForReplicas must be a number of replicas, got ${typeof replicas}`)
-    if (!Number.isInteger(replicas) || replicas < 1 || replicas > 0xffffffff) {
-      throw invalidArgument('range', `waitForReplicas must be an integer ≥ 1 (leave it out not to wait), got ${replicas}`)
-    }
-    out.waitForReplicas = replicas
+    out.waitForReplicas = checkWhole(replicas, 'replicas', 'waitForReplicas (leave it out not to wait)')
   }
   const ca = o.tlsCaCert
   if (ca !== undefined && ca !== null) {
@@ -407,9 +400,7 @@ export class Client implements AsyncDisposable {
     if (typeof pattern !== 'string' || pattern === '') {
       throw invalidArgument('type', `scan(pattern): a non-empty glob pattern such as 'orders:*', got ${String(pattern)}`)
     }
-    if (!Number.isInteger(limit) || limit < 1 || limit > 2 ** 32 - 1) {
-      throw invalidArgument('range', `scan({ limit }): a whole number of names >= 1, got ${String(limit)}`)
-    }
+    checkWhole(limit, 'scan_limit', 'scan({ limit }): the number of names')
     return await viaNative(() => this.#native.scan(pattern, limit))
   }
 

@@ -6,7 +6,8 @@
 import native = require('../native')
 import { cancellable } from './abort'
 import type { Client } from './client'
-import { invalidArgument, viaNative } from './errors'
+import { viaNative } from './errors'
+import { checkWhole } from './limits'
 import { checkAcquire } from './lockable'
 
 /**
@@ -50,8 +51,8 @@ export class CountDownLatch {
    * ```
    */
   async trySetCount(count: number): Promise<boolean> {
-    if (typeof count !== 'number') throw invalidArgument('type', `trySetCount: count must be a number, got ${typeof count}`, this.name)
-    return viaNative(() => this.#native.trySetCount(count))
+    const n = checkWhole(count, 'latch_count', `trySetCount: the count of latch '${this.name}'`, this.name)
+    return viaNative(() => this.#native.trySetCount(n))
   }
 
   /**

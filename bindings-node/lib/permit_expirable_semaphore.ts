@@ -9,7 +9,7 @@ import { cancellable } from './abort'
 import type { Client } from './client'
 import { type CrosslockError, LockLostError, invalidArgument, viaNative } from './errors'
 import { checkAcquire } from './lockable'
-import { checkPermits } from './semaphore'
+import { checkWhole } from './limits'
 
 /**
  * How to take a permit: how long to wait (ms), its lease (ms; leave it out for the watchdog), and
@@ -246,7 +246,8 @@ export class PermitExpirableSemaphore {
    * ```
    */
   async trySetPermits(permits: number): Promise<boolean> {
-    return viaNative(() => this.#native.trySetPermits(checkPermits(permits, this.name, 0)))
+    const n = checkWhole(permits, 'permits_set', `trySetPermits: the permits of '${this.name}'`, this.name)
+    return viaNative(() => this.#native.trySetPermits(n))
   }
 
   /**
@@ -258,8 +259,8 @@ export class PermitExpirableSemaphore {
    * ```
    */
   async addPermits(permits: number): Promise<number> {
-    if (!Number.isSafeInteger(permits)) throw invalidArgument('type', `addPermits: permits must be a whole number, got ${permits}`, this.name)
-    return viaNative(() => this.#native.addPermits(permits))
+    const n = checkWhole(permits, 'permit_delta', `addPermits: the permits to add to '${this.name}'`, this.name)
+    return viaNative(() => this.#native.addPermits(n))
   }
 
   /**

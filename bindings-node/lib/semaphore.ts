@@ -8,6 +8,7 @@ import { cancellable } from './abort'
 import type { Client } from './client'
 import { invalidArgument, viaNative } from './errors'
 import { checkAcquire, optionsObject } from './lockable'
+import { checkWhole } from './limits'
 
 /**
  * How to take permits: how many, how long to wait (ms), and an `AbortSignal`.
@@ -29,14 +30,13 @@ export interface PermitOptions {
 /** The keys of {@link PermitOptions}. */
 const PERMIT_KEYS = ['permits', 'wait', 'signal'] as const
 
-/** @internal */
-export function checkPermits(value: unknown, name: string, low = 1): number {
-  if (value === undefined || value === null) return 1
-  if (typeof value !== 'number') throw invalidArgument('type', `permits of '${name}' must be a number, got ${typeof value}`, name)
-  if (!Number.isInteger(value) || value < low || value > 0xffffffff) {
-    throw invalidArgument('range', `permits of '${name}' must be a whole number in ${low}..2^32-1, got ${value}`, name)
-  }
-  return value
+/**
+ * @internal Permits to take or give back; left out they are 1 (`undefined`, or `null` in an
+ * options object: `fromOptions`, as every option), and `null` for an argument is refused.
+ */
+export function checkPermits(value: unknown, name: string, low: 0 | 1 = 1, fromOptions = false): number {
+  if (value === undefined || (fromOptions && value === null)) return 1
+  return checkWhole(value, low === 0 ? 'permits_set' : 'permits', `permits of '${name}'`, name)
 }
 
 /**
@@ -81,7 +81,8 @@ export class Semaphore {
    * ```
    */
   async trySetPermits(permits: number): Promise<boolean> {
-    return viaNative(() => this.#native.trySetPermits(checkPermits(permits, this.name, 0)))
+    const n = checkWhole(permits, 'permits_set', `trySetPermits: the permits of '${this.name}'`, this.name)
+    return viaNative(() => this.#native.trySetPermits(n))
   }
 
   /**
@@ -123,7 +124,7 @@ export class Semaphore {
    */
   async withPermits<T>(fn: () => T | PromiseLike<T>, options?: PermitOptions): Promise<T> {
     if (typeof fn !== 'function') throw invalidArgument('type', `withPermits(fn): fn must be a function, got ${typeof fn}`, this.name)
-    const permits = checkPermits(optionsObject(options, `semaphore '${this.name}'`, PERMIT_KEYS, this.name).permits, this.name)
+    const permits = checkPermits(optionsObject(options, `semaphore '${this.name}'`, PERMIT_KEYS, this.name).permits, this.name, 1, true)
     await this.#take(options, null, true)
     try {
       return await fn()
@@ -165,8 +166,8 @@ export class Semaphore {
    * ```
    */
   async addPermits(permits: number): Promise<number> {
-    if (!Number.isSafeInteger(permits)) throw invalidArgument('type', `addPermits: permits must be a whole number, got ${permits}`, this.name)
-    return viaNative(() => this.#native.addPermits(permits))
+    const n = checkWhole(permits, 'permit_delta', `addPermits: the permits to add to '${this.name}'`, this.name)
+    return viaNative(() => this.#native.addPermits(n))
   }
 
   /**
@@ -195,7 +196,7 @@ export class Semaphore {
 
   async #take(options: unknown, defaultWait: number | null, failOnTimeout: boolean): Promise<boolean> {
     const o = checkAcquire(options, `semaphore '${this.name}'`, this.name, defaultWait, PERMIT_KEYS)
-    const permits = checkPermits((options as PermitOptions | undefined)?.permits, this.name, 0)
+    const permits = checkPermits((options as PermitOptions | undefined)?.permits, this.name, 0, true)
     return cancellable(
       o.signal,
       (token) => this.#native.acquire(permits, o.wait, token, failOnTimeout),

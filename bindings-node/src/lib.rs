@@ -32,3 +32,27 @@ pub fn next_owner() -> f64 {
 /// The prefix of every encoded error message (see `error.rs`), for the TypeScript decoder.
 #[napi]
 pub const ERROR_PREFIX: &str = error::PREFIX;
+
+/// One of core's argument limits (`crosslock::limits`), for the TypeScript checks.
+#[napi(object)]
+pub struct Limit {
+    pub name: String,
+    pub min: f64,
+    pub max: f64,
+    pub shown: String,
+}
+
+/// Core's table of argument limits, so the TypeScript checks spell no number of their own.
+#[napi]
+pub fn limits() -> Vec<Limit> {
+    crosslock::limits::ALL
+        .iter()
+        .map(|l| Limit {
+            name: l.name.to_owned(),
+            // Every bound is within ±2^53, where a JavaScript number is exact.
+            min: l.min as f64,
+            max: l.max as f64,
+            shown: l.shown.to_owned(),
+        })
+        .collect()
+}

@@ -62,5 +62,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(logging::_refresh_log_level, m)?)?;
     logging::install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // Core's table of argument limits, so the package's checks spell no number of their own.
+    let limits = pyo3::types::PyDict::new(m.py());
+    for l in crosslock::limits::ALL {
+        limits.set_item(l.name, (l.min, l.max, l.shown))?;
+    }
+    m.add("LIMITS", limits)?;
     Ok(())
 }

@@ -254,15 +254,13 @@ impl ClientOptions {
                 self.fair_lock_wait_timeout
             )));
         }
-        if self.watchdog_batch_size == 0 {
-            return Err(Error::invalid("watchdog_batch_size must be at least 1"));
-        }
+        crate::limits::WATCHDOG_BATCH
+            .check(self.watchdog_batch_size as u64, "watchdog_batch_size")?;
         if let Some(sync) = self.replica_sync {
-            if sync.replicas == 0 {
-                return Err(Error::invalid(
-                    "wait_for_replicas needs at least 1 replica (leave it unset not to wait)",
-                ));
-            }
+            crate::limits::REPLICAS.check(
+                sync.replicas,
+                "wait_for_replicas (leave it unset not to wait)",
+            )?;
             if sync.timeout < Duration::from_millis(1) || sync.timeout > day {
                 return Err(Error::invalid(format!(
                     "the replica wait timeout must be between 1 ms and 1 day, got {:?}",

@@ -71,6 +71,12 @@ impl ClusterSpec {
         } else {
             return Err(bad("is not a cluster URL".to_owned()));
         };
+        // The user info first, as redact_url finds it: a password with an unencoded '/' or '?'
+        // must not be read as a host or a path, which messages show.
+        let (userinfo, rest) = match crate::redact::userinfo_end(rest) {
+            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+            None => (None, rest),
+        };
         let (rest, query) = match rest.split_once('?') {
             Some((rest, query)) => (rest, Some(query)),
             None => (rest, None),
@@ -84,15 +90,17 @@ impl ClusterSpec {
                 )));
             }
         }
-        let (userinfo, hosts) = match authority.rfind('@') {
-            Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
-            None => (None, authority),
-        };
+        let hosts = authority;
         let seeds = parse_hosts(hosts, DEFAULT_PORT, "seed node").map_err(bad)?;
         let node = credentials(userinfo.unwrap_or(""), shown)?;
         let mut sharding = Sharding::Auto;
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let Some((key, value)) = pair.split_once('=') else {
+                // Its text may be a secret written in the wrong place: not echoed.
+                return Err(bad(
+                    "has a parameter without '=' (write sharded_pubsub=auto|on|off)".to_owned(),
+                ));
+            };
             match (key, value) {
                 ("sharded_pubsub", "auto") => sharding = Sharding::Auto,
                 ("sharded_pubsub", "on") => sharding = Sharding::On,

@@ -16,6 +16,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
 
+use crate::redact::redact_url;
 use crate::scripts::Lua;
 use tokio_util::sync::CancellationToken;
 
@@ -60,11 +61,11 @@ impl PartialEq for Node {
 impl Endpoint {
     pub(crate) fn parse(url: &str, tls_ca: Option<Vec<u8>>) -> Result<Self> {
         if url.starts_with("redis+sentinel://") || url.starts_with("rediss+sentinel://") {
-            let spec = SentinelSpec::parse(url, &redact(url))?;
+            let spec = SentinelSpec::parse(url, &redact_url(url))?;
             if tls_ca.is_some() && !spec.tls {
                 return Err(Error::invalid(format!(
                     "a TLS CA certificate was given but '{}' is not a rediss+sentinel:// URL",
-                    redact(url)
+                    redact_url(url)
                 )));
             }
             return Ok(Endpoint {
@@ -74,11 +75,11 @@ impl Endpoint {
             });
         }
         if url.starts_with("redis+cluster://") || url.starts_with("rediss+cluster://") {
-            let spec = ClusterSpec::parse(url, &redact(url))?;
+            let spec = ClusterSpec::parse(url, &redact_url(url))?;
             if tls_ca.is_some() && !spec.tls {
                 return Err(Error::invalid(format!(
                     "a TLS CA certificate was given but '{}' is not a rediss+cluster:// URL",
-                    redact(url)
+                    redact_url(url)
                 )));
             }
             return Ok(Endpoint {
@@ -94,7 +95,7 @@ impl Endpoint {
             return Err(Error::invalid(format!(
                 "'{}' is not a Redis URL; write redis://[user:password@]host:port/db (or rediss:// \
                  for TLS, {} for Sentinel, or {} for Cluster)",
-                redact(url),
+                redact_url(url),
                 crate::sentinel::FORM,
                 crate::cluster::FORM
             )));
@@ -102,9 +103,18 @@ impl Endpoint {
         let info = url.into_connection_info().map_err(|e| {
             Error::invalid(format!(
                 "cannot parse the Redis URL '{}': {e}; write redis://[user:password@]host:port/db",
-                redact(url)
+                redact_url(url)
             ))
         })?;
+        let db = info.redis_settings().db();
+        if !crate::limits::DB.contains(db.into()) {
+            return Err(Error::invalid(format!(
+                "'{}' selects the database {db}, which no Redis server has: a database index is a \
+                 whole number in {} (and below the server's `databases` setting, 16 by default)",
+                redact_url(url),
+                crate::limits::DB.shown
+            )));
+        }
         let address = match info.addr() {
             ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
             ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port} (TLS)"),
@@ -114,7 +124,7 @@ impl Endpoint {
         if tls_ca.is_some() && !matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
             return Err(Error::invalid(format!(
                 "a TLS CA certificate was given but '{}' is not a rediss:// URL",
-                redact(url)
+                redact_url(url)
             )));
         }
         Ok(Endpoint {
@@ -330,18 +340,6 @@ async fn follow_sentinels(
         drop(r);
         // A burst of suspicious replies makes one question, not one each.
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Hides the password of a URL before it goes into a message.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo = &url[scheme_end + 3..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{}:***{}", &url[..scheme_end + 3], user, &url[at..])
-        }
-        _ => url.to_owned(),
     }
 }
 
@@ -1983,12 +1981,6 @@ async fn refuses_clients(node: &Node) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redact_hides_password() {
-        assert_eq!(redact("redis://u:secret@h:1/0"), "redis://u:***@h:1/0");
-        assert_eq!(redact("redis://h:1/0"), "redis://h:1/0");
-    }
 
     /// The level of every `crosslock` event `f` logs.
     fn levels_logged(f: impl FnOnce()) -> Vec<tracing::Level> {

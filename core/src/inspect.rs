@@ -655,7 +655,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// The connection's errors.
+    /// `InvalidArgument` for a `limit` outside [`limits::SCAN_LIMIT`](crate::limits::SCAN_LIMIT);
+    /// the connection's errors.
     ///
     /// # Examples
     ///
@@ -671,6 +672,7 @@ impl Client {
     ///
     /// Cancel-safe: it only reads.
     pub async fn scan(&self, pattern: &str, limit: usize) -> Result<Vec<String>> {
+        crate::limits::SCAN_LIMIT.check(limit as u64, "scan's limit (how many names)")?;
         let cx = self.state().await?;
         let mut names = std::collections::BTreeSet::new();
         // The names themselves, and the objects that may have no key of their own right now: a

@@ -53,15 +53,18 @@ impl SentinelSpec {
         } else {
             return Err(bad("is not a sentinel URL".to_owned()));
         };
+        // The user info first, as redact_url finds it: a password with an unencoded '/' or '?'
+        // must not be read as a host or a path, which messages show.
+        let (userinfo, rest) = match crate::redact::userinfo_end(rest) {
+            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+            None => (None, rest),
+        };
         let (rest, query) = match rest.split_once('?') {
             Some((rest, query)) => (rest, Some(query)),
             None => (rest, None),
         };
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let (userinfo, hosts) = match authority.rfind('@') {
-            Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
-            None => (None, authority),
-        };
+        let hosts = authority;
         let sentinels = parse_hosts(hosts, DEFAULT_PORT, "sentinel").map_err(bad)?;
         let mut segments = path.split('/').filter(|s| !s.is_empty());
         let master = segments
@@ -72,8 +75,13 @@ impl SentinelSpec {
             Some(db) => db
                 .parse::<i64>()
                 .ok()
-                .filter(|db| *db >= 0)
-                .ok_or_else(|| bad(format!("has '{db}' where the database number goes")))?,
+                .filter(|db| crate::limits::DB.contains((*db).into()))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "has '{db}' where the database number goes (a whole number in {})",
+                        crate::limits::DB.shown
+                    ))
+                })?,
             None => 0,
         };
         if let Some(extra) = segments.next() {
@@ -84,7 +92,13 @@ impl SentinelSpec {
         let mut sentinel_user = String::new();
         let mut sentinel_password = String::new();
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let Some((key, value)) = pair.split_once('=') else {
+                // Its text may be a secret written in the wrong place: not echoed.
+                return Err(bad(
+                    "has a parameter without '=' (write sentinel_username=…&sentinel_password=…)"
+                        .to_owned(),
+                ));
+            };
             match key {
                 "sentinel_username" => sentinel_user = value.to_owned(),
                 "sentinel_password" => sentinel_password = value.to_owned(),

@@ -24,9 +24,12 @@ __all__ = [
     "_write_unraisable",
     "_refresh_log_level",
     "__version__",
+    "LIMITS",
 ]
 
 __version__: str
+# Core's argument limits: name -> (min, max, the range as messages show it).
+LIMITS: dict[str, tuple[int, int, str]]
 
 @final
 class Client:

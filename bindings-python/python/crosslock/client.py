@@ -10,6 +10,7 @@ from typing import Hashable, Optional, Union
 
 from . import _native
 from ._identity import current_owner
+from ._limits import _whole
 from ._lockable import LostCallback, _Lockable, _seconds
 from ._routes import Routes, lock_route
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
@@ -32,9 +33,9 @@ _clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
 def _check_url(url: object) -> str:
     if not isinstance(url, str):
+        # Only its type: its text may carry a password.
         raise InvalidArgumentTypeError(
-            f"the Redis URL must be a str such as 'redis://127.0.0.1:6379/0', got "
-            f"{type(url).__name__} {url!r}"
+            f"the Redis URL must be a str such as 'redis://127.0.0.1:6379/0', got {type(url).__name__}"
         )
     return url
 
@@ -62,16 +63,7 @@ def _options(
 def _replicas(value: object) -> Optional[int]:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentTypeError(
-            f"wait_for_replicas must be an int (how many replicas must have each acquisition) or "
-            f"None, got {type(value).__name__} {value!r}"
-        )
-    if not 1 <= value <= 2**32 - 1:
-        raise InvalidArgumentError(
-            f"wait_for_replicas must be at least 1 (leave it None not to wait), got {value}"
-        )
-    return value
+    return _whole(value, "replicas", "wait_for_replicas (how many replicas must have each acquisition; None not to wait)")
 
 
 def _check_name(name: object, what: str = "lock") -> str:
@@ -417,9 +409,7 @@ class Client:
         its object's name."""
         if not isinstance(pattern, str) or not pattern:
             raise InvalidArgumentError(f"scan(pattern): a non-empty glob pattern such as 'orders:*', got {pattern!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidArgumentError(f"scan(limit): a whole number of names >= 1, got {limit!r}")
-        return self._native.scan(pattern, limit)
+        return self._native.scan(pattern, _whole(limit, "scan_limit", "scan(limit): the number of names"))
 
     def _register_permits(self, sem: PermitExpirableSemaphore) -> None:
         with self._locks_guard:

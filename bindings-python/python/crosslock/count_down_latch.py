@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from . import _native
+from ._limits import _whole
 from ._lockable import _seconds
-from .errors import InvalidArgumentError, InvalidArgumentTypeError
 
 if TYPE_CHECKING:
     from .client import Client
@@ -90,8 +90,4 @@ class CountDownLatch:
         return None if timeout is None else _seconds(timeout, "timeout", self.name)
 
     def _count(self, count: object) -> int:
-        if isinstance(count, bool) or not isinstance(count, int):
-            raise InvalidArgumentTypeError(f"the count of latch {self.name!r} must be an int, got {type(count).__name__}", lock_name=self.name)
-        if not 1 <= count <= 2**53 - 1:
-            raise InvalidArgumentError(f"the count of latch {self.name!r} must be between 1 and 2**53-1, got {count}", lock_name=self.name)
-        return count
+        return _whole(count, "latch_count", f"the count of latch {self.name!r}", self.name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 from . import _native
 from ._identity import current_owner
@@ -38,6 +38,11 @@ class MultiLock:
     __slots__ = ("_parts", "_native", "_validity", "_guard")
 
     def __init__(self, locks: Sequence[_Lockable]) -> None:
+        if isinstance(locks, (str, bytes)) or not isinstance(locks, Iterable):
+            raise InvalidArgumentTypeError(
+                f"a {type(self).__name__} is made of a list of lock objects (client.lock(...), …), "
+                f"got {type(locks).__name__}"
+            )
         parts = list(locks)
         for part in parts:
             if not isinstance(part, _Lockable):

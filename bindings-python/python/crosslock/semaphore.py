@@ -6,8 +6,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Optional
 
 from . import _native
+from ._limits import _whole
 from ._lockable import _claimed, _wait_limit
-from .errors import InvalidArgumentError, InvalidArgumentTypeError
 
 if TYPE_CHECKING:
     from .client import Client
@@ -16,28 +16,13 @@ __all__ = ["Semaphore"]
 
 
 def _permits(value: object, name: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentTypeError(
-            f"the permits of semaphore {name!r} must be an int, got {type(value).__name__} {value!r}", lock_name=name
-        )
-    if not low <= value <= 2**32 - 1:
-        raise InvalidArgumentError(
-            f"the permits of semaphore {name!r} must be between {low} and 2**32-1, got {value}", lock_name=name
-        )
-    return value
+    """A number of permits to take or give back (``low`` 1), or to set (``low`` 0)."""
+    return _whole(value, "permits" if low else "permits_set", f"the permits of semaphore {name!r}", name)
 
 
 def _delta(value: object, name: str) -> int:
     """A number of permits to add (negative: remove), within Redisson's ``int``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentTypeError(
-            f"the permits to add to semaphore {name!r} must be an int, got {type(value).__name__} {value!r}", lock_name=name
-        )
-    if not -(2**31) <= value <= 2**31 - 1:
-        raise InvalidArgumentError(
-            f"the permits to add to semaphore {name!r} must be between -2**31 and 2**31-1, got {value}", lock_name=name
-        )
-    return value
+    return _whole(value, "permit_delta", f"the permits to add to semaphore {name!r}", name)
 
 
 class Semaphore:

@@ -49,7 +49,7 @@ pub(crate) use wait::note_replica_acks;
 /// use std::time::Duration;
 /// assert_eq!(crosslock::MAX_DURATION, Duration::from_millis(9_007_199_254_740_991));
 /// ```
-pub const MAX_DURATION: Duration = Duration::from_millis((1 << 53) - 1);
+pub const MAX_DURATION: Duration = Duration::from_millis(crate::limits::DURATION_MS.max as u64);
 
 /// What one attempt got.
 #[derive(Debug)]

@@ -144,13 +144,9 @@ impl CountDownLatch {
     /// # Ok(()) }
     /// ```
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
-        if count == 0 || count > crate::MAX_DURATION.as_millis() as u64 {
-            return Err(Error::invalid(format!(
-                "latch '{}': a count must be between 1 and 2^53-1, got {count}",
-                self.name()
-            ))
-            .with_lock(self.name()));
-        }
+        crate::limits::LATCH_COUNT
+            .check(count, &format!("the count of latch '{}'", self.name()))
+            .map_err(|e| e.with_lock(self.name()))?;
         let cx = self.cx().await?;
         let set: i64 = cx
             .conn

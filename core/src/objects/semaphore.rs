@@ -194,7 +194,9 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// As [`try_set_permits`](Self::try_set_permits).
+    /// [`ErrorKind::InvalidArgument`] for `permits` outside
+    /// Redisson's `int` ([`limits::PERMIT_DELTA`](crate::limits::PERMIT_DELTA)), before anything
+    /// is sent; otherwise as [`try_set_permits`](Self::try_set_permits).
     ///
     /// # Cancel safety
     ///
@@ -209,6 +211,12 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn add_permits(&self, permits: i64) -> Result<i64> {
+        crate::limits::PERMIT_DELTA
+            .check(
+                permits,
+                &format!("the permits to add to semaphore '{}'", self.name()),
+            )
+            .map_err(|e| e.with_lock(self.name()))?;
         let cx = self.cx().await?;
         cx.conn
             .eval(

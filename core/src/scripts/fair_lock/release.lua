@@ -23,8 +23,14 @@ if ARGV[6] ~= '' then
     if tonumber(count) == before - 1 then return 0 end
 end
 if count == false then
-    -- Not ours; if the lock is free, make sure the head knows.
-    if redis.call('exists', KEYS[1]) == 0 then wake_head() end
+    -- Not ours; if the lock is free, make sure the head knows. A read-write lock, or a hash
+    -- that is no lock, is a kind mix, not "not held".
+    if redis.call('exists', KEYS[1]) == 0 then
+        wake_head()
+        return nil
+    end
+    local bad = not_a_lock_hash(KEYS[1])
+    if bad then return wrong_type(bad) end
     return nil
 end
 if ARGV[7] ~= 'all' and tonumber(count) > 1 then

@@ -21,6 +21,9 @@ if ARGV[5] ~= '' then
     end
 end
 if count == false then
+    -- Not ours: a read-write lock, or a hash that is no lock, is a kind mix, not "not held".
+    local bad = not_a_lock(KEYS[1])
+    if bad then return wrong_type(bad) end
     return nil
 end
 if ARGV[6] ~= 'all' and tonumber(count) > 1 then

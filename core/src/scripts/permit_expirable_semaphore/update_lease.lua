@@ -4,6 +4,7 @@
 -- Returns 1 when the permit was there (and now expires at ARGV[2]), 0 when it is gone.
 local id = permit_id(ARGV[1])
 int_arg(ARGV[2], 'the expiry', 1)
+counter_of(KEYS[1], 'a permit count')
 reclaim(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[3]), ARGV[4], nil)
 if redis.call('zscore', KEYS[2], id) == false then return 0 end
 redis.call('zadd', KEYS[2], 'xx', ARGV[2], id)
