@@ -115,6 +115,23 @@ def test_g6_a_missing_database_and_a_full_server_say_what_they_are(server: Serve
         r.command("CONFIG", "SET", "maxclients", 10000)
 
 
+def test_g6_a_connect_refused_on_its_second_connection_leaves_nothing_open(server: Server) -> None:
+    # Room for exactly one more client: of a client's two connections (commands, pub/sub) one gets
+    # in and the other is refused. The connect fails, and the one that got in is closed.
+    with server.raw() as r:
+
+        def clients() -> int:
+            return len([line for line in r.command("CLIENT", "LIST").splitlines() if line])
+
+        for _ in range(3):  # which of the two gets the free slot is a race
+            before = clients()
+            r.command("CONFIG", "SET", "maxclients", before + 1)
+            with pytest.raises(crosslock.RedisUnavailableError, match="maxclients"):
+                crosslock.connect(server.url, connect_timeout=2)
+            wait_until(lambda: clients() <= before, timeout=5, what="the failed connect to leave nothing open")
+            r.command("CONFIG", "SET", "maxclients", 10000)
+
+
 FOREIGN = {
     "a string": [("SET", "{key}", "5")],
     "a plain hash": [("HSET", "{key}", "field", "x")],

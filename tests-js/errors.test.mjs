@@ -3,8 +3,9 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 
-import { freePort } from './helpers/redis-server.mjs'
-import { crosslock, unique, useRedis } from './helpers/util.mjs'
+import { freePort, startRedis } from './helpers/redis-server.mjs'
+import { RawRedis } from './helpers/resp.mjs'
+import { crosslock, unique, useRedis, waitUntil } from './helpers/util.mjs'
 
 const {
   CrosslockError,
@@ -225,6 +226,27 @@ describe('error kinds against a real server', () => {
     const err = await failsWith(connect(`redis://127.0.0.1:${port}/0`, { connectTimeout: 1000 }), RedisUnavailableError, 'UNAVAILABLE')
     assert.ok(Date.now() - started < 5000, 'no hang')
     assert.ok(err.message.includes(`127.0.0.1:${port}`), err.message)
+  })
+
+  test('a connect refused on its second connection leaves no connection open', async () => {
+    // Room for exactly one more client: of a client's two connections (commands, pub/sub) one
+    // gets in and the other is refused. The connect fails, and the one that got in is closed.
+    const server = await startRedis()
+    const raw = await RawRedis.connect(server.url)
+    try {
+      const clients = async () => String(await raw.command('CLIENT', 'LIST')).split('\n').filter(Boolean).length
+      for (let attempt = 0; attempt < 3; attempt++) { // which of the two gets the free slot is a race
+        const before = await clients()
+        await raw.command('CONFIG', 'SET', 'maxclients', String(before + 1))
+        const err = await failsWith(connect(server.url, { connectTimeout: 2000 }), RedisUnavailableError, 'UNAVAILABLE')
+        assert.ok(err.message.includes('maxclients'), err.message)
+        await waitUntil(async () => (await clients()) <= before, 'the failed connect to leave nothing open', 5000)
+        await raw.command('CONFIG', 'SET', 'maxclients', '10000')
+      }
+    } finally {
+      await raw.close()
+      await server.stop()
+    }
   })
 
   test('a closed client: RedisUnavailableError', async () => {

@@ -340,7 +340,9 @@ impl Client {
     ///
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a malformed URL or
     /// refused credentials; [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable) when the
-    /// server cannot be reached within the connect timeout (the message names the address).
+    /// server cannot be reached within the connect timeout (the message names the address). A
+    /// connect that fails closes whatever connection it had opened (a server at `maxclients` may
+    /// take the first and refuse the second).
     ///
     /// # Cancel safety
     ///
@@ -646,6 +648,11 @@ impl Client {
             response: options.response_timeout,
         };
         let stop = self.inner.closed.child_token();
+        // A connect that fails part-way (the pub/sub connection refused by a full server after
+        // the command connection got in, the replicas' connection refused after both) must leave
+        // nothing open: what opened so far is kept alive by its tasks (the keepalive, the
+        // Sentinel followers) until `stop`, so an error (or a dropped future) cancels it.
+        let undo = stop.clone().drop_guard();
         let route = Route::open(&self.inner.endpoint, timeouts, stop.clone()).await?;
         let (conn, pubsub) = tokio::try_join!(
             Conn::connect(&route, timeouts, stop.clone()),
@@ -657,6 +664,7 @@ impl Client {
             let acquisitions = Conn::connect(&route, timeouts, stop.clone()).await?;
             conn.wait_for_replicas(acquisitions, sync);
         }
+        let stop = undo.disarm();
         let holds = Holds::new(
             &generation.id,
             options.watchdog_timeout,

@@ -1534,6 +1534,25 @@ impl Conn {
         for pattern in &patterns {
             let _ = tokio::time::timeout(timeout, fresh.psubscribe(pattern)).await;
         }
+        // A channel left while that ran may have been unsubscribed on the fresh connection
+        // before it was subscribed again here: leave it again.
+        let gone: Vec<&String> = {
+            let subs = lock(&self.inner.subscriptions);
+            channels
+                .iter()
+                .filter(|c| !subs.channels.contains(*c))
+                .collect()
+        };
+        for channel in gone {
+            let leaving = async {
+                if sharded {
+                    fresh.sunsubscribe(channel).await
+                } else {
+                    fresh.unsubscribe(channel).await
+                }
+            };
+            let _ = tokio::time::timeout(timeout, leaving).await;
+        }
         drop(old);
         tracing::info!(
             target: "crosslock",

@@ -15,6 +15,12 @@
 //!
 //! [`PubSub::channel_count`] counts channels that have local users: the client's own view
 //! settles when the last waiter leaves, before Redis has processed the UNSUBSCRIBE.
+//!
+//! A connection that drops comes back subscribed to every channel whose subscription the server
+//! had confirmed on it (redis-rs replays them), so an UNSUBSCRIBE that got no answer (the
+//! connection dropped as it was sent, or its reply was lost) is sent again until one is
+//! answered: otherwise the channel nobody waits on any more stays subscribed on the new
+//! connection (a `CLIENT KILL TYPE pubsub` at the moment of a release did that).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -47,9 +53,27 @@ struct Entry {
     /// Number of live `Subscription`s; guarded by the map's mutex.
     users: std::sync::atomic::AtomicUsize,
     notify: Notify,
-    /// Whether SUBSCRIBE is in force; holding this serializes SUBSCRIBE/UNSUBSCRIBE.
-    subscribed: tokio::sync::Mutex<bool>,
+    /// What the server has; holding this serializes SUBSCRIBE/UNSUBSCRIBE.
+    subscribed: tokio::sync::Mutex<Subscribed>,
 }
+
+/// Whether the server has a channel's subscription, as far as this client knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Subscribed {
+    /// Not subscribed: nothing sent, or an UNSUBSCRIBE answered.
+    No,
+    /// A SUBSCRIBE answered.
+    Yes,
+    /// A (un)subscription got no answer, or its caller stopped waiting for it: the server may
+    /// have the subscription, now or once the connection comes back (redis-rs replays what the
+    /// server had confirmed). The next waiter subscribes; the last one to leave unsubscribes.
+    Unknown,
+}
+
+/// How many times a leaving waiter's UNSUBSCRIBE is sent while it gets no answer (a pause
+/// between tries growing to 550 ms: about as long as the subscription connection's own recovery
+/// keeps trying).
+const UNSUBSCRIBE_TRIES: u32 = 200;
 
 /// The channels with local users, by name.
 type Entries = Mutex<HashMap<String, Arc<Entry>>>;
@@ -57,6 +81,8 @@ type Entries = Mutex<HashMap<String, Arc<Entry>>>;
 struct Shared {
     conn: Conn,
     entries: Arc<Entries>,
+    /// The client's: once cancelled, nothing is sent again.
+    stop: CancellationToken,
 }
 
 /// The subscription connection of one client and its channel table.
@@ -82,7 +108,11 @@ impl PubSub {
             }
         });
         let conn = Conn::connect_subscriber(route, timeouts, pushes).await?;
-        let shared = Arc::new(Shared { conn, entries });
+        let shared = Arc::new(Shared {
+            conn,
+            entries,
+            stop: stop.clone(),
+        });
         runtime::spawn(dispatch(Arc::downgrade(&shared), rx, stop.clone()));
         runtime::spawn(keepalive(Arc::downgrade(&shared), stop));
         Ok(PubSub { shared })
@@ -103,7 +133,7 @@ impl PubSub {
                         wake,
                         users: 0.into(),
                         notify: Notify::new(),
-                        subscribed: tokio::sync::Mutex::new(false),
+                        subscribed: tokio::sync::Mutex::new(Subscribed::No),
                     })
                 })
                 .clone();
@@ -127,16 +157,18 @@ impl PubSub {
             left: false,
         };
         let mut subscribed = subscription.entry.subscribed.lock().await;
-        if !*subscribed {
-            // Marked before SUBSCRIBE is sent: a caller cancelled while it is in flight drops the
-            // Subscription, whose clean-up must then still UNSUBSCRIBE (the server may have
-            // subscribed us). A SUBSCRIBE that failed leaves it unmarked for the next waiter.
-            *subscribed = true;
+        if *subscribed != Subscribed::Yes {
+            // Unknown before SUBSCRIBE is sent: a caller cancelled while it is in flight drops
+            // the Subscription, whose clean-up must then still UNSUBSCRIBE (the server may have
+            // subscribed us). A SUBSCRIBE that failed stays unknown: its answer may still come
+            // (after a response timeout), so the next waiter subscribes again and the last one
+            // to leave unsubscribes.
+            *subscribed = Subscribed::Unknown;
             if let Err(e) = self.shared.conn.subscribe(channel).await {
-                *subscribed = false;
                 tracing::debug!(target: "crosslock", "subscribing to {channel} failed: {e}");
                 return Err(e);
             }
+            *subscribed = Subscribed::Yes;
             tracing::debug!(target: "crosslock", "subscribed to {channel}");
         }
         drop(subscribed);
@@ -214,13 +246,15 @@ impl Subscription {
             if entry.users.load(Ordering::Relaxed) > 0 {
                 return; // someone joined meanwhile and keeps the subscription
             }
-            if *subscribed {
-                // Failure means the connection is gone; the reconnect will not resubscribe a
-                // channel that redis-rs saw us leave, so forgetting it is right either way.
-                let _ = shared.conn.unsubscribe(&entry.channel).await;
-                *subscribed = false;
-                tracing::debug!(target: "crosslock", "unsubscribed from {}", entry.channel);
+            let weak = Arc::downgrade(&shared);
+            if *subscribed != Subscribed::No {
+                unsubscribe(shared, &entry, &mut subscribed).await;
+            } else {
+                drop(shared);
             }
+            let Some(shared) = weak.upgrade() else {
+                return; // the client is gone, and its connection with it
+            };
             let mut entries = lock(&shared.entries);
             if entry.users.load(Ordering::Relaxed) == 0
                 && let Some(current) = entries.get(&entry.channel)
@@ -231,6 +265,45 @@ impl Subscription {
             // Otherwise a waiter joined during UNSUBSCRIBE; it holds the entry and will
             // resubscribe once we release `subscribed`.
         });
+    }
+}
+
+/// Sends UNSUBSCRIBE for the channel whose last waiter left, again while it gets no answer: a
+/// connection that dropped as it was sent (or before its answer came) comes back subscribed to
+/// it, since the server had confirmed the subscription. Stops when it is answered, a waiter
+/// joins (it subscribes itself: the state is left unknown), or the client goes away (the tries
+/// after the first do not keep it).
+async fn unsubscribe(shared: Arc<Shared>, entry: &Entry, subscribed: &mut Subscribed) {
+    use std::sync::atomic::Ordering;
+    let weak = Arc::downgrade(&shared);
+    let mut first = Some(shared);
+    for attempt in 0..UNSUBSCRIBE_TRIES {
+        let Some(s) = first.take().or_else(|| weak.upgrade()) else {
+            return; // the client is gone, and its connection with it
+        };
+        if attempt > 0 && s.stop.is_cancelled() {
+            return; // the client closed: its connection closes with its last waiter
+        }
+        match s.conn.unsubscribe(&entry.channel).await {
+            Ok(()) => {
+                *subscribed = Subscribed::No;
+                tracing::debug!(target: "crosslock", "unsubscribed from {}", entry.channel);
+                return;
+            }
+            Err(e) => {
+                *subscribed = Subscribed::Unknown;
+                tracing::debug!(
+                    target: "crosslock",
+                    "unsubscribing from {} failed ({e}); trying again",
+                    entry.channel
+                );
+            }
+        }
+        drop(s);
+        tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt.min(10) + 1))).await;
+        if entry.users.load(Ordering::Relaxed) > 0 {
+            return; // a waiter joined: it subscribes, and unsubscribes when it leaves
+        }
     }
 }
 

@@ -270,3 +270,72 @@ async fn a_wait_goes_on_when_its_subscribe_gets_no_answer() {
     .await;
     assert_eq!(client.subscribed_channels(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_left_as_its_connection_drops_is_not_subscribed_again() {
+    // The last waiter of a channel leaves (it won the lock at a release) just as the
+    // subscription connection drops: the UNSUBSCRIBE never reaches the server, or the server
+    // runs it and its answer is lost (a `CLIENT KILL TYPE pubsub` at that moment). The
+    // connection comes back subscribed to what the server had confirmed on it; the channel
+    // nobody waits on must not stay subscribed there.
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let client = Client::connect(&proxy.url()).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    let channel = |name: &str| format!("redisson_lock__channel:{{{name}}}");
+    let wait_for = |name: &str| {
+        let lock = client.lock(name).unwrap();
+        tokio::spawn(async move {
+            let options = AcquireOptions::new().wait(Duration::from_secs(10));
+            lock.acquire_as(Owner::new(1), &options).await
+        })
+    };
+    for (round, after_sending) in [false, true, false, true].into_iter().enumerate() {
+        let name = format!("left-{round}");
+        let probe = format!("probe-{round}");
+        let held = other.lock(&name).unwrap().acquire().await.unwrap();
+        let probe_held = other.lock(&probe).unwrap().acquire().await.unwrap();
+        let waiter = wait_for(&name);
+        until("the waiter to subscribe", async || {
+            server.subscribers(&channel(&name)) == 1
+        })
+        .await;
+        if after_sending {
+            proxy.cut_after(b"UNSUBSCRIBE", 1);
+        } else {
+            proxy.cut_on(b"UNSUBSCRIBE", 1);
+        }
+        held.release().await.unwrap();
+        let won = waiter.await.unwrap();
+        assert!(matches!(won, Ok(true)), "round {round}: {won:?}");
+        until("the UNSUBSCRIBE to be cut", async || proxy.cuts_left() == 0).await;
+        // Another waiter subscribes over the connection that came back: by then that connection
+        // has made its own subscriptions again.
+        let probing = wait_for(&probe);
+        until(
+            "the probe to subscribe over the new connection",
+            async || server.subscribers(&channel(&probe)) == 1,
+        )
+        .await;
+        until("the left channel to be unsubscribed on it", async || {
+            server.subscribers(&channel(&name)) == 0
+        })
+        .await;
+        probe_held.release().await.unwrap();
+        assert!(matches!(probing.await.unwrap(), Ok(true)));
+        until("every channel to be left", async || {
+            server.subscribers(&channel(&probe)) == 0
+        })
+        .await;
+        let release = client.lock(&name).unwrap().release_as(Owner::new(1)).await;
+        assert!(matches!(release, Ok(true)), "{release:?}");
+        let release = client.lock(&probe).unwrap().release_as(Owner::new(1)).await;
+        assert!(matches!(release, Ok(true)), "{release:?}");
+    }
+    let channels: Vec<String> = redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .query(&mut server.raw())
+        .unwrap();
+    assert!(channels.is_empty(), "left subscribed: {channels:?}");
+    assert_eq!(client.subscribed_channels(), 0);
+}

@@ -278,6 +278,55 @@ async fn connect_errors_say_what_they_are() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_refused_on_its_second_connection_leaves_no_connection_open() {
+    // The server has room for exactly one more client: a client opens two connections (commands
+    // and pub/sub), so one gets in and the other is refused. The connect fails, and the one that
+    // got in must be closed, not kept alive by its tasks.
+    let server = RedisServer::start();
+    let mut admin = server.raw();
+    let clients = |admin: &mut redis::Connection| -> usize {
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(admin).unwrap();
+        list.lines().filter(|line| !line.is_empty()).count()
+    };
+    // Several times: which of the two gets the free slot is a race.
+    for attempt in 0..3 {
+        let before = clients(&mut admin);
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxclients")
+            .arg(before + 1)
+            .query(&mut admin)
+            .unwrap();
+        let err = Client::connect_with(
+            &server.url(),
+            ClientOptions::new().connect_timeout(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert!(err.to_string().contains("maxclients"), "{err}");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while clients(&mut admin) != before {
+            assert!(
+                Instant::now() < deadline,
+                "attempt {attempt}: the failed connect left a connection open: {:?}",
+                redis::cmd("CLIENT")
+                    .arg("LIST")
+                    .query::<String>(&mut admin)
+                    .unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxclients")
+            .arg(10_000)
+            .query(&mut admin)
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_re_entrant_release_refused_for_lack_of_memory_keeps_the_hold() {
     let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
     let client = Client::connect(&server.url()).await.unwrap();
