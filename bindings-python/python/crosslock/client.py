@@ -438,6 +438,12 @@ class Client:
         with self._locks_guard:
             return owner in self._lost.get(route, ())
 
+    def _note_lost(self, route: Hashable, owner: int) -> None:
+        """The caller found its hold lost itself (a read, a release): ``lost`` stays true until it
+        acquires again, whenever the dispatcher thread gets the event."""
+        with self._locks_guard:
+            self._lost.setdefault(route, set()).add(owner)
+
     def _forget_lost(self, route: Hashable, owner: int) -> None:
         with self._locks_guard:
             owners = self._lost.get(route)
