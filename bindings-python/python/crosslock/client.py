@@ -518,7 +518,13 @@ class Client:
         route = lock_route(name, kind == "write_lock")
         with self._locks_guard:
             locks = self._locks.get(route)
-            self._lost.setdefault(route, set()).add(owner)
+        # Sticky only while core still records the lost hold: an event that comes after the
+        # owner released it (the release marked it, `_note_lost`) and acquired it again must not
+        # mark the new hold lost.
+        still = any(lock._native.is_lost(owner) for lock in locks)
+        with self._locks_guard:
+            if still:
+                self._lost.setdefault(route, set()).add(owner)
             if len(self._lost) >= self._lost_purge_at:  # names no object of which is left
                 self._lost = {r: owners for r, owners in self._lost.items() if self._locks.get(r)}
                 self._lost_purge_at = max(64, 2 * len(self._lost))
