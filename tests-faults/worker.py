@@ -10,6 +10,12 @@
         Acquire (watchdog), print ``HELD``, then obey stdin lines: ``check`` prints ``LOST`` or
         ``HELD``; ``release`` releases and prints ``RELEASED`` or ``REFUSED <error class>``, and
         exits. The lost-lock callback prints ``ONLOST``.
+    worker.py paused URL KIND NAME LEASE
+        Acquire (with a lease of LEASE seconds, or the watchdog if ``-``), print ``HELD``, then
+        wait for one stdin line (the test stops this process meanwhile and sends the line before
+        it resumes it); the first statement after reading it reads ``lost`` and prints ``FIRST
+        <lost> <on_lost ran>``, then it releases and prints ``RELEASED`` or ``REFUSED <error
+        class>``, then ``AFTER <lost> <on_lost ran>`` (waiting up to 5 s for on_lost), and exits.
 
 The detector trusts nothing of crosslock: it is a plain key in the same Redis, written with
 plain commands. Environment: $WATCHDOG (seconds, default 1.5), $FAIR_WAIT (seconds, default 1).
@@ -151,12 +157,40 @@ def hold(url: str, kind: str, name: str) -> None:
     client.close()
 
 
+def paused(url: str, kind: str, name: str, lease: str) -> None:
+    client = connect(url)
+    told: list[object] = []
+    if kind in ("read_lock", "write_lock"):
+        rw = client.read_write_lock(name, on_lost=told.append)
+        lock = rw.read_lock() if kind == "read_lock" else rw.write_lock()
+    else:
+        lock = getattr(client, kind)(name, on_lost=told.append)
+    lock.acquire(lease=None if lease == "-" else float(lease))
+    print("HELD", flush=True)
+    sys.stdin.readline()
+    # The first statement after the pause: nothing may have told the holder yet but the clock.
+    first, ran = lock.lost, bool(told)
+    print(f"FIRST {first} {ran}", flush=True)
+    try:
+        lock.release()
+        print("RELEASED", flush=True)
+    except crosslock.CrosslockError as e:
+        print(f"REFUSED {type(e).__name__}", flush=True)
+    deadline = time.monotonic() + 5
+    while not told and time.monotonic() < deadline:
+        time.sleep(0.01)
+    print(f"AFTER {lock.lost} {bool(told)}", flush=True)
+    client.close()
+
+
 def main() -> None:
     mode, url, kind, name = sys.argv[1:5]
     if mode == "soak":
         soak(url, kind, name, sys.argv[5], float(sys.argv[6]))
     elif mode == "hold":
         hold(url, kind, name)
+    elif mode == "paused":
+        paused(url, kind, name, sys.argv[5])
     else:
         raise SystemExit(f"unknown mode {mode}")
 

@@ -136,6 +136,20 @@ describe('RedLock over 5 servers', () => {
     for (const b of others) await b.release()
   })
 
+  test('with a lost minority it is not lost and its release succeeds; with a lost majority the release rejects', async () => {
+    const name = unique('red-lost')
+    const red = new RedLock(ALL.map((i) => clients[i].lock(name)))
+    let held = await red.acquire({ wait: 2000 })
+    for (const i of [0, 1]) await raws[i].command('DEL', name) // lost, as far as the holder will find out
+    assert.equal(held.lost, false)
+    await held.release()
+    for (const i of ALL) assert.equal(await exists(i, name), false)
+    held = await red.acquire({ wait: 2000 })
+    for (const i of [0, 1, 2]) await raws[i].command('DEL', name)
+    await assert.rejects(held.release(), (e) => e.code === 'LOCK_LOST')
+    for (const i of ALL) assert.equal(await exists(i, name), false)
+  })
+
   test('refused without a majority (3 of 5 held elsewhere), holding nothing', async () => {
     const name = unique('red-minority')
     const others = await Promise.all([0, 1, 2].map((i) => blockers[i].lock(name).acquire()))

@@ -142,6 +142,26 @@ def test_a_red_lock_acquires_with_a_majority_when_one_server_is_stopped(deploy, 
     assert all(d.keys(i) == [] for i in alive)
 
 
+def test_a_red_lock_with_a_lost_minority_is_not_lost_and_its_release_succeeds(deploy):
+    """A red lock stands while it holds a majority: a lost minority leaves ``lost`` false and the
+    release succeeds, releasing what remains; losing a majority makes the release raise."""
+    d = deploy(3)
+    red = crosslock.RedLock(parts(d))
+    assert red.acquire(timeout=5)
+    with d.servers[0].raw() as r:
+        r.command("DEL", "account:0")  # lost, as far as the holder will find out
+    assert red.lost is False
+    red.release()
+    assert all(d.keys(i) == [] for i in range(3))
+    assert red.acquire(timeout=5)
+    for i in (0, 2):
+        with d.servers[i].raw() as r:
+            r.command("DEL", f"account:{i}")
+    with pytest.raises(crosslock.LockLostError):
+        red.release()
+    assert all(d.keys(i) == [] for i in range(3))
+
+
 def test_a_red_lock_without_a_majority_fails_and_holds_nothing(deploy):
     d = deploy(5)
     taken = [d.others[i].lock(f"account:{i}") for i in (0, 2, 4)]

@@ -67,7 +67,10 @@ export class HeldLock implements AsyncDisposable {
    * Aborts, with a `LockLostError` reason, when the lock may be lost: a renewal found it gone,
    * or no renewal was confirmed before its last confirmed lease ran out (Redis unreachable, a
    * partition, a paused process), or an explicit lease ran out while it was held. It aborts at
-   * the latest when another client could take the lock, whether or not Redis answers.
+   * the latest when another client could take the lock, whether or not Redis answers. Reading it
+   * checks the hold's deadline against the clock first (no round trip), so `held.signal.aborted`
+   * and `held.signal.throwIfAborted()` are true at once after a pause past the deadline, before
+   * the watchdog has run.
    *
    * @example
    * ```js
@@ -76,6 +79,7 @@ export class HeldLock implements AsyncDisposable {
    * ```
    */
   get signal(): AbortSignal {
+    this.#check()
     if (this.#controller === undefined) {
       this.#controller = new AbortController()
       if (this.#lostReason !== undefined) this.#controller.abort(this.#lostReason)
@@ -84,8 +88,10 @@ export class HeldLock implements AsyncDisposable {
   }
 
   /**
-   * Whether the lock was found lost (then `signal` is aborted and `release()` rejects with
-   * `LockLostError`).
+   * Whether the lock may be lost (then `signal` is aborted and `release()` rejects with
+   * `LockLostError`). Each read decides from the clock (no round trip): once the last confirmed
+   * lease's deadline has passed it is true at once, even on the first statement after the process
+   * resumes from a pause, and `signal` has aborted.
    *
    * @example
    * ```js
@@ -93,7 +99,23 @@ export class HeldLock implements AsyncDisposable {
    * ```
    */
   get lost(): boolean {
+    this.#check()
     return this.#lostReason !== undefined
+  }
+
+  /** A live hold not known lost asks core, which decides from the hold's deadline on the spot
+   * (and tells the other holds of its route, as the lost-lock event would). */
+  #check(): void {
+    if (this.#lostReason !== undefined || this.#released) return
+    let lost = false
+    try {
+      lost = this.lock._isLost(this.owner)
+    } catch {
+      return // a closed client: nothing more to find
+    }
+    if (lost) {
+      this.lock.client._holds.lostAll(this.lock, this.owner, lostError(this.lock.name, this.holder))
+    }
   }
 
   /**

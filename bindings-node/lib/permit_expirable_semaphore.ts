@@ -7,7 +7,7 @@
 import native = require('../native')
 import { cancellable } from './abort'
 import type { Client } from './client'
-import { type CrosslockError, LockLostError, invalidArgument, viaNative } from './errors'
+import { type CrosslockError, LockLostError, fromNative, hasCode, invalidArgument, viaNative } from './errors'
 import { checkAcquire } from './lockable'
 import { checkWhole } from './limits'
 
@@ -55,7 +55,8 @@ export class Permit implements AsyncDisposable {
 
   /**
    * Aborts, with a `LockLostError` reason, when the permit may be lost: released by someone else,
-   * expired and counted back, or its lease ran out unrenewed.
+   * expired and counted back, or its lease ran out unrenewed. Reading it checks the permit's
+   * deadline against the clock first, as a held lock's `signal` does.
    *
    * @example
    * ```js
@@ -63,6 +64,7 @@ export class Permit implements AsyncDisposable {
    * ```
    */
   get signal(): AbortSignal {
+    this.#check()
     return this.#controller.signal
   }
 
@@ -75,7 +77,20 @@ export class Permit implements AsyncDisposable {
    * ```
    */
   get lost(): boolean {
+    this.#check()
     return this.#controller.signal.aborted
+  }
+
+  /** A live permit not known lost asks core, which decides from its deadline on the spot. */
+  #check(): void {
+    if (this.#released || this.#controller.signal.aborted) return
+    let lost = false
+    try {
+      lost = this.semaphore._isLost(this.id)
+    } catch {
+      return // a closed client: nothing more to find
+    }
+    if (lost) this._lost(permitLostError(this.semaphore.name, this.id))
   }
 
   /**
@@ -90,7 +105,14 @@ export class Permit implements AsyncDisposable {
   async release(): Promise<void> {
     this.#released = true
     this.semaphore.client._permits.delete(this.semaphore.name, this.id)
-    await this.semaphore.release(this.id)
+    try {
+      await this.semaphore.release(this.id)
+    } catch (raw) {
+      const e = fromNative(raw)
+      // Lost (its deadline passed, or it was gone): the signal has aborted when this rejects.
+      if (hasCode(e, 'LOCK_LOST')) this._lost(e as LockLostError)
+      throw e
+    }
   }
 
   /**
@@ -315,12 +337,15 @@ export class Permits {
   onLost(name: string, id: string): void {
     const permit = this.#byKey.get(`${name}\u0000${id}`)
     if (permit === undefined || !permit.semaphore._isLost(id)) return
-    permit._lost(
-      new LockLostError(
-        `permit ${id} of semaphore '${name}' may be lost: a renewal found it gone (released by someone else, or ` +
-          `expired and counted back), or its lease ran out unrenewed; stop the work it allows`,
-        { lockName: name, holder: id },
-      ),
-    )
+    permit._lost(permitLostError(name, id))
   }
+}
+
+/** The reason a lost permit's signal aborts with. */
+function permitLostError(name: string, id: string): LockLostError {
+  return new LockLostError(
+    `permit ${id} of semaphore '${name}' may be lost: a renewal found it gone (released by someone else, or ` +
+      `expired and counted back), or its lease ran out unrenewed; stop the work it allows`,
+    { lockName: name, holder: id },
+  )
 }

@@ -274,7 +274,8 @@ impl PyLock {
         )
     }
 
-    /// Whether the hold of `owner` was found lost by the watchdog and not released since.
+    /// Whether the hold of `owner` may be lost and was not released since: found so, or its
+    /// deadline passed (decided from the clock on the spot, no round trip).
     fn is_lost(&self, owner: u64) -> bool {
         self.lock.is_lost(Owner::new(owner))
     }

@@ -669,6 +669,7 @@ impl Client {
             &generation.id,
             options.watchdog_timeout,
             options.watchdog_batch_size,
+            self.inner.listener.clone(),
         );
         crate::runtime::spawn(renewal::run(
             Arc::downgrade(&holds),

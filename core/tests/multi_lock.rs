@@ -524,3 +524,75 @@ async fn an_acquire_of_many_parts_aborted_at_any_moment_leaves_nothing_held() {
         until_nothing_held(&server, &client, "aborted", &format!("round {round}")).await;
     }
 }
+
+/// A red lock stands while it holds a majority of its parts: a lost minority leaves `is_lost`,
+/// the guard's signal and the release agreeing that it was held (the release succeeds, releasing
+/// the rest); a loss that leaves less than a majority makes all three say lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_red_lock_with_a_lost_minority_is_not_lost_and_releases_what_remains() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let mut cs = Vec::new();
+    for s in &servers {
+        let options = ClientOptions::new().watchdog_timeout(Duration::from_millis(300));
+        cs.push(Client::connect_with(&s.url(), options).await.unwrap());
+    }
+    let parts = |name: &str| -> Vec<Arc<dyn AnyLock>> {
+        cs.iter().map(|c| c.lock(name).unwrap().erased()).collect()
+    };
+    let lose = async |i: usize, name: &str, owner: Owner| {
+        let part = cs[i].lock(name).unwrap();
+        part.force_unlock().await.unwrap();
+        // The renewal finds it gone.
+        support::until("the part found lost", async || part.is_lost(owner)).await;
+    };
+    // Three of three taken, one lost: still a majority.
+    let owner = Owner::new(3);
+    let red = RedLock::new(parts("minority")).unwrap();
+    let options = AcquireOptions::new().owner(owner);
+    red.acquire_as(owner, &options).await.unwrap().unwrap();
+    lose(0, "minority", owner).await;
+    assert!(
+        !red.is_lost(owner),
+        "a lost minority made the red lock lost"
+    );
+    red.release_as(owner).await.unwrap();
+    assert!((0..3).all(|i| !exists(&servers[i], "minority")));
+    // The guard: its signal and its release agree too.
+    let guard = red.acquire_with(options.clone()).await.unwrap();
+    lose(2, "minority", owner).await;
+    assert!(
+        !guard.lost().is_cancelled(),
+        "the guard: a lost minority made it lost"
+    );
+    guard.release().await.unwrap();
+    assert!((0..3).all(|i| !exists(&servers[i], "minority")));
+
+    // Two of three taken (the third held elsewhere), one of them lost: no majority any more.
+    let other = Client::connect(&servers[2].url()).await.unwrap();
+    let elsewhere = other.lock("majority").unwrap().acquire().await.unwrap();
+    let red = RedLock::new(parts("majority")).unwrap();
+    let wait = options.wait(Duration::from_millis(600));
+    let (_, taken) = red.acquire_as(owner, &wait).await.unwrap().unwrap();
+    assert_eq!(taken.len(), 2);
+    lose(0, "majority", owner).await;
+    assert!(
+        red.is_lost(owner),
+        "one of two parts taken lost: not a majority, but not lost"
+    );
+    let err = red.release_as(owner).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
+    assert!(
+        !exists(&servers[1], "majority"),
+        "the part still held was not released"
+    );
+    let guard = red.acquire_with(wait).await.unwrap();
+    lose(1, "majority", owner).await;
+    assert!(
+        guard.lost().is_cancelled(),
+        "the guard: not lost without a majority"
+    );
+    let err = guard.release().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
+    assert!(!exists(&servers[0], "majority"));
+    elsewhere.release().await.unwrap();
+}

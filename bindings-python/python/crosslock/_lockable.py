@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generic, Hashable, O
 from . import _native
 from ._identity import current_owner
 from ._routes import lock_route
-from .errors import InvalidArgumentError, InvalidArgumentTypeError
+from .errors import InvalidArgumentError, InvalidArgumentTypeError, LockLostError
 
 if TYPE_CHECKING:
     from .client import Client
@@ -128,7 +128,8 @@ class _Lockable:
     partition, a paused process), or an explicit lease ran out while it was held — :attr:`lost`
     becomes true, the ``on_lost`` callback runs (on a background thread) and ``release()`` raises
     :class:`~crosslock.LockLostError`. It is told at the latest when another client could take
-    the lock, whether or not Redis can be reached.
+    the lock, whether or not Redis can be reached; :attr:`lost` reads the clock itself, so it is
+    true from the deadline on even in a process that was paused past it.
     """
 
     __slots__ = ("_client", "_native", "_on_lost", "__weakref__")
@@ -247,13 +248,26 @@ class _Lockable:
         Raises:
             NotHeldError: the caller does not hold the lock (Redis is unchanged). Also a
                 ``RuntimeError``, like ``threading.Lock.release``.
-            LockLostError: the caller held it but it was lost meanwhile (see :attr:`lost`).
+            LockLostError: the caller held it but it was lost meanwhile (see :attr:`lost`),
+                also when its last confirmed lease ran out while this process was paused, even
+                if the lock is still its own in Redis: :attr:`lost` is true from then on, and
+                ``on_lost`` has been scheduled by the time this is raised.
         """
-        self._native.release(current_owner())
+        owner = current_owner()
+        try:
+            self._native.release(owner)
+        except LockLostError:
+            self._client._note_lost(self._route, owner)
+            raise
 
     async def release_async(self) -> None:
         """:meth:`release` for asyncio (the calling task's hold)."""
-        await self._native.release_async(current_owner())
+        owner = current_owner()
+        try:
+            await self._native.release_async(owner)
+        except LockLostError:
+            self._client._note_lost(self._route, owner)
+            raise
 
     def force_unlock(self) -> bool:
         """Deletes the lock whoever holds it and wakes a waiter; ``True`` if it was locked. The
@@ -310,11 +324,19 @@ class _Lockable:
     @property
     def lost(self) -> bool:
         """``True`` once the calling thread's (or task's) hold may be lost (see the class docs);
-        stays true until it acquires the lock again. Check it in long critical sections."""
+        stays true until it acquires the lock again. Check it in long critical sections.
+
+        Each read decides from this process's monotonic clock, with no round trip: once the last
+        confirmed lease's deadline has passed it is true at once, even on the first statement
+        after the process resumes from a pause (a GC pause, a stopped VM), before the watchdog
+        has run; ``on_lost`` is then scheduled (once)."""
         owner = current_owner()
         if self._client._lost and self._client._was_lost(self._route, owner):
             return True
-        return self._native.is_lost(owner)
+        if self._native.is_lost(owner):
+            self._client._note_lost(self._route, owner)
+            return True
+        return False
 
     # -- scopes -----------------------------------------------------------------------------
 

@@ -428,6 +428,12 @@ class Client:
         with self._locks_guard:
             return owner in self._lost.get(route, ())
 
+    def _note_lost(self, route: Hashable, owner: int) -> None:
+        """The caller found its hold lost itself (a read, a release): ``lost`` stays true until it
+        acquires again, whenever the dispatcher thread gets the event."""
+        with self._locks_guard:
+            self._lost.setdefault(route, set()).add(owner)
+
     def _forget_lost(self, route: Hashable, owner: int) -> None:
         with self._locks_guard:
             owners = self._lost.get(route)
@@ -502,7 +508,13 @@ class Client:
         route = lock_route(name, kind == "write_lock")
         with self._locks_guard:
             locks = self._locks.get(route)
-            self._lost.setdefault(route, set()).add(owner)
+        # Sticky only while core still records the lost hold: an event that comes after the
+        # owner released it (the release marked it, `_note_lost`) and acquired it again must not
+        # mark the new hold lost.
+        still = any(lock._native.is_lost(owner) for lock in locks)
+        with self._locks_guard:
+            if still:
+                self._lost.setdefault(route, set()).add(owner)
             if len(self._lost) >= self._lost_purge_at:  # names no object of which is left
                 self._lost = {r: owners for r, owners in self._lost.items() if self._locks.get(r)}
                 self._lost_purge_at = max(64, 2 * len(self._lost))

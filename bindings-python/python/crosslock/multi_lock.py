@@ -74,7 +74,10 @@ class MultiLock:
         return self._took(held)
 
     def release(self) -> None:
-        """Releases every part the calling thread (or task) holds."""
+        """Releases every part the calling thread (or task) holds. Raises
+        :class:`~crosslock.LockLostError` when the acquisition was lost (as :attr:`lost` says); a
+        :class:`RedLock` whose lost parts are a minority is released without error (the lost
+        part is logged)."""
         self._native.release(current_owner())
 
     async def release_async(self) -> None:
@@ -84,7 +87,9 @@ class MultiLock:
     @property
     def lost(self) -> bool:
         """``True`` once too many parts of the calling thread's (or task's) acquisition may be
-        lost (any part for a :class:`MultiLock`, more than a minority for a :class:`RedLock`)."""
+        lost: any part for a :class:`MultiLock`; for a :class:`RedLock`, once fewer than a
+        majority of all its parts are still held. Each part decides from the clock on the spot,
+        as :attr:`Lock.lost <crosslock.Lock.lost>` does."""
         return self._native.is_lost(current_owner())
 
     def __enter__(self) -> MultiLock:

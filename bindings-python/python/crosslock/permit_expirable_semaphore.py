@@ -129,11 +129,16 @@ class PermitExpirableSemaphore:
         return self._native.remaining_lease(self._id(permit_id))
 
     def lost(self, permit_id: str) -> bool:
-        """Whether this client's permit ``permit_id`` may be lost (see the class docs)."""
+        """Whether this client's permit ``permit_id`` may be lost (see the class docs). Decided
+        from the clock on each read, as :attr:`Lock.lost <crosslock.Lock.lost>` is: true at once
+        once the permit's last confirmed lease has run out, even right after a pause."""
         with self._guard:
             if permit_id in self._lost:
                 return True
-        return self._native.is_lost(self._id(permit_id))
+        if self._native.is_lost(self._id(permit_id)):
+            self._mark_lost(permit_id)
+            return True
+        return False
 
     def try_set_permits(self, permits: int) -> bool:
         """Sets the number of permits unless it is set already; ``True`` if it set them."""

@@ -429,6 +429,10 @@ impl<P: Family> LockCore<P> {
         let cx = self.cx().await?;
         let key = self.key(owner);
         let before = cx.holds.count(&key);
+        // A hold whose deadline passed is lost from now on, whatever Redis answers (the caller
+        // may have been paused past it): marked before the release is in flight, so that the
+        // release reports the loss and the signal has fired by the time it returns.
+        let _ = cx.holds.is_lost(&key);
         cx.holds.begin_release(&key);
         let mut settle = Settle {
             lock: self.clone(),
@@ -501,8 +505,7 @@ impl<P: Family> LockCore<P> {
                 cx.holds.released(key, fully);
                 Ok(fully)
             }
-            Some(_) | None if was_lost || cx.holds.forget_lost(key) => {
-                cx.holds.forget_lost(key);
+            Some(_) | None if cx.holds.forget_lost(key) || was_lost => {
                 Err(Error::new(
                     ErrorKind::LockLost,
                     format!(
@@ -577,7 +580,11 @@ impl<P: Family> LockCore<P> {
     }
 
     pub(crate) fn lost_token(&self, owner: Owner) -> Option<CancellationToken> {
-        self.client.state_now()?.holds.token(&self.key(owner))
+        let cx = self.client.state_now()?;
+        let key = self.key(owner);
+        // Handed out cancelled if the deadline has passed already.
+        let _ = cx.holds.is_lost(&key);
+        cx.holds.token(&key)
     }
 
     pub(crate) fn is_lost(&self, owner: Owner) -> bool {
@@ -743,7 +750,8 @@ pub trait AnyLock: Send + Sync + fmt::Debug + sealed::Sealed {
     fn holders_now(&self) -> BoxFuture<'_, Result<Vec<String>>>;
     /// The lost-lock token of the hold of `owner`, if this process records one.
     fn lost_token(&self, owner: Owner) -> Option<CancellationToken>;
-    /// Whether the hold of `owner` was found lost and not released since.
+    /// Whether the hold of `owner` may be lost and was not released since: found so, or its
+    /// deadline passed (decided from the clock on the spot).
     fn is_lost(&self, owner: Owner) -> bool;
     /// The [`ErrorKind::Timeout`] error an acquire that waited `waited` reports.
     fn timeout_error(&self, owner: Owner, waited: Duration) -> BoxFuture<'_, Error>;
@@ -875,6 +883,9 @@ pub struct LockGuard<W = ()> {
 /// What a guard needs of its lock (kept apart from [`AnyLock`] to release through the `Arc`).
 trait GuardLock: Send + Sync {
     fn name(&self) -> &str;
+    /// Decides from the clock whether the hold of `owner` is lost ([`Holds::is_lost`](
+    /// super::holds::Holds::is_lost)), cancelling its token if it is.
+    fn check_lost(&self, owner: Owner);
     fn release_as(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<bool>>;
     /// Counts a release left to the background (see [`Settling`](super::settling::Settling)).
     fn settling(&self) -> Option<super::settling::Running>;
@@ -883,6 +894,10 @@ trait GuardLock: Send + Sync {
 impl<P: Family> GuardLock for LockCore<P> {
     fn name(&self) -> &str {
         LockCore::name(self)
+    }
+
+    fn check_lost(&self, owner: Owner) {
+        let _ = self.is_lost(owner);
     }
 
     fn release_as(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<bool>> {
@@ -912,7 +927,10 @@ impl<W> LockGuard<W> {
 
     /// Cancelled as soon as the lock may be lost: a renewal found it gone (expired or
     /// force-unlocked), or no renewal was confirmed before its last confirmed lease ran out.
-    /// Watch it next to the protected work and stop when it fires.
+    /// Watch it next to the protected work and stop when it fires. Reading it checks the hold's
+    /// deadline against the clock first (no round trip): once that deadline has passed the token
+    /// returned is cancelled, even right after the process resumes from a pause, before the
+    /// renewal loop has had a chance to run.
     ///
     /// # Examples
     ///
@@ -927,10 +945,17 @@ impl<W> LockGuard<W> {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> &CancellationToken {
+        if !self.lost.is_cancelled()
+            && let Some(lock) = &self.lock
+        {
+            lock.check_lost(self.owner);
+        }
         &self.lost
     }
 
-    /// Whether the lock was found lost.
+    /// Whether the lock may be lost (as [`lost`](Self::lost) tells): decided on the spot from
+    /// the clock, so it is true from the moment the last confirmed lease's deadline has passed,
+    /// even if the renewal loop has not run since (a process paused past it).
     ///
     /// # Examples
     ///
@@ -944,7 +969,7 @@ impl<W> LockGuard<W> {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.lost.is_cancelled()
+        self.lost().is_cancelled()
     }
 
     /// Releases this hold.

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwapOption;
 use futures_util::future::BoxFuture;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -405,6 +406,9 @@ pub(crate) struct Holds {
     plan: Mutex<Plan>,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) batch: usize,
+    /// The client's lost-lock listener ([`Client::on_lock_lost`](crate::Client::on_lock_lost)),
+    /// told of a loss found on a read ([`Holds::is_lost`]) as of one the renewal loop finds.
+    listener: Arc<ArcSwapOption<LostListener>>,
 }
 
 /// `duration` in nanoseconds, at most `u64::MAX` (584 years: the deadline of a longer lease, which
@@ -434,7 +438,12 @@ pub(crate) struct Acquired {
 }
 
 impl Holds {
-    pub(crate) fn new(client_id: &str, watchdog_timeout: Duration, batch: usize) -> Arc<Self> {
+    pub(crate) fn new(
+        client_id: &str,
+        watchdog_timeout: Duration,
+        batch: usize,
+        listener: Arc<ArcSwapOption<LostListener>>,
+    ) -> Arc<Self> {
         Arc::new(Holds {
             client_id: Arc::from(client_id),
             epoch: Instant::now(),
@@ -445,6 +454,7 @@ impl Holds {
             plan: Mutex::new(Plan::default()),
             watchdog_timeout,
             batch: batch.max(1),
+            listener,
         })
     }
 
@@ -599,13 +609,7 @@ impl Holds {
             return None;
         }
         hold.mark_lost();
-        Some(LostLock {
-            name: key.name.to_string(),
-            owner: key.owner,
-            holder: self.holder(key, &hold.holder).to_string(),
-            kind: hold.kind,
-            reason,
-        })
+        Some(self.event(key, hold, reason))
     }
 
     /// Marks lost every hold whose deadline is at or before `now`; returns their events.
@@ -616,13 +620,7 @@ impl Holds {
         for (key, hold) in map.iter_mut() {
             if hold.deadline <= now && hold.releasing == 0 && !hold.lost {
                 hold.mark_lost();
-                out.push(LostLock {
-                    name: key.name.to_string(),
-                    owner: key.owner,
-                    holder: self.holder(key, &hold.holder).to_string(),
-                    kind: hold.kind,
-                    reason: LostReason::Expired,
-                });
+                out.push(self.event(key, hold, LostReason::Expired));
             }
         }
         out
@@ -638,15 +636,21 @@ impl Holds {
             .map(|at| self.instant(at))
     }
 
-    /// Forgets a hold that Redis says is gone; `true` if we believed we held it.
+    /// Forgets a hold that Redis says is gone (a release found it so); `true` if we believed we
+    /// held it. A hold not yet known lost is told lost now ([`LostReason::Gone`]: its token, and
+    /// the listener in the background), so a loss first seen by a release is signalled too.
     pub(crate) fn forget_lost(&self, key: &HoldKey) -> bool {
-        match lock(&self.map).remove(key) {
-            Some(mut hold) => {
-                hold.mark_lost();
-                true
-            }
-            None => false,
+        let mut map = lock(&self.map);
+        let Some(mut hold) = map.remove(key) else {
+            return false;
+        };
+        let event = (!hold.lost).then(|| self.event(key, &hold, LostReason::Gone));
+        hold.mark_lost();
+        drop(map);
+        if let Some(event) = event {
+            self.report_later(event);
         }
+        true
     }
 
     /// The lost-lock token of a current hold.
@@ -654,9 +658,49 @@ impl Holds {
         lock(&self.map).get_mut(key).map(|h| h.lost_token())
     }
 
-    /// Whether `key` is a hold we had and lost (and have not released since).
+    /// Whether `key` is a hold we had and lost (and have not released since), deciding it from
+    /// the clock on the spot: a hold whose deadline (its last confirmed lease's end, less the
+    /// drift margin) has passed is marked lost here and now, its token cancelled and the
+    /// listener told (in the background, once: the renewal loop, coming later, finds it marked),
+    /// whether or not the renewal loop has run since (a paused process resumes with its timers
+    /// overdue). One clock read and a compare; nothing is sent. A hold with a release in flight
+    /// is left to that release, as the renewal loop leaves it.
     pub(crate) fn is_lost(&self, key: &HoldKey) -> bool {
-        lock(&self.map).get(key).is_some_and(|h| h.lost)
+        let mut map = lock(&self.map);
+        let Some(hold) = map.get_mut(key) else {
+            return false;
+        };
+        if hold.lost {
+            return true;
+        }
+        if hold.releasing > 0 || hold.deadline > self.at(Instant::now()) {
+            return false;
+        }
+        hold.mark_lost();
+        let event = self.event(key, hold, LostReason::Expired);
+        drop(map);
+        self.report_later(event);
+        true
+    }
+
+    /// The event telling that the hold `hold` keyed `key` is lost for `reason`.
+    fn event(&self, key: &HoldKey, hold: &Hold, reason: LostReason) -> LostLock {
+        LostLock {
+            name: key.name.to_string(),
+            owner: key.owner,
+            holder: self.holder(key, &hold.holder).to_string(),
+            kind: hold.kind,
+            reason,
+        }
+    }
+
+    /// Tells the listener of `event` on a runtime thread (as the renewal loop does), never on the
+    /// caller's: a caller reading `is_lost` may hold what the listener takes.
+    fn report_later(&self, event: LostLock) {
+        let listener = self.listener.clone();
+        drop(crate::runtime::spawn(async move {
+            super::renewal::report(&listener, vec![event]);
+        }));
     }
 
     /// Takes every hold away and refuses new ones (the client is closing), returning what is
@@ -849,7 +893,7 @@ mod tests {
 
     #[test]
     fn a_holds_times_come_back_as_they_went_in() {
-        let holds = Holds::new("id", Duration::from_secs(30), 100);
+        let holds = Holds::new("id", Duration::from_secs(30), 100, Default::default());
         let later = holds.epoch + Duration::from_millis(1234) + Duration::from_nanos(5);
         assert_eq!(holds.instant(holds.at(later)), later);
         assert_eq!(holds.at(holds.epoch), 0);

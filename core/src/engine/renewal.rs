@@ -667,7 +667,8 @@ fn renewed_key(w: &Watched) -> &str {
     }
 }
 
-fn report(listener: &ArcSwapOption<LostListener>, lost: Vec<LostLock>) {
+/// Logs each of `lost` and tells the listener, on the calling (runtime) thread.
+pub(super) fn report(listener: &ArcSwapOption<LostListener>, lost: Vec<LostLock>) {
     if lost.is_empty() {
         return;
     }

@@ -568,7 +568,9 @@ macro_rules! lock_type {
 
             /// A token cancelled when the hold of `owner` may be lost (see
             /// [`LockGuard::lost`](crate::LockGuard::lost)). `None` when this process records no hold
-            /// of `owner`.
+            /// of `owner`. Already cancelled if the hold's deadline has passed (see
+            /// [`is_lost`](Self::is_lost)); a token kept is cancelled when the loss is found, by
+            /// the renewal loop or by a read.
             ///
             /// # Examples
             ///
@@ -587,7 +589,11 @@ macro_rules! lock_type {
                 self.core.lost_token(owner)
             }
 
-            /// Whether the hold of `owner` was found lost and not released since.
+            /// Whether the hold of `owner` may be lost (and was not released since): a renewal
+            /// found it gone, or its last confirmed lease's deadline has passed. Decided on the
+            /// spot from the clock (no round trip), so it is true at once after a pause past the
+            /// deadline, before the renewal loop has run; the token and the client's lost-lock
+            /// listener are told then, once.
             ///
             /// # Examples
             ///

@@ -357,6 +357,57 @@ fn release_later(parts: Vec<Arc<dyn AnyLock>>, owner: Owner) {
     });
 }
 
+/// Whether an acquisition holding `parts` (those taken) is lost: fewer of them are still held
+/// than `quorum` (every part for a [`MultiLock`], a majority of all parts for a [`RedLock`]).
+/// Each part decides from the clock on the spot ([`AnyLock::is_lost`]), so a part whose deadline
+/// passed counts as lost at once; nothing is sent.
+fn too_many_lost(parts: &[Arc<dyn AnyLock>], owner: Owner, quorum: usize) -> bool {
+    if parts.is_empty() {
+        return false;
+    }
+    let lost = parts.iter().filter(|l| l.is_lost(owner)).count();
+    parts.len() - lost < quorum
+}
+
+/// What releasing an acquisition of `held` parts answers, from the parts that failed: the
+/// lost-lock error once fewer than `quorum` parts were still held (the composite is lost, as its
+/// `lost` says); a lost part the quorum can spare (a red lock's minority) is logged, not raised,
+/// since the composite was held all along and what remained is released. Otherwise the first
+/// other failure (not-held ones left out with `skip_not_held`), naming its part.
+fn release_outcome(
+    what: &str,
+    held: usize,
+    quorum: usize,
+    failed: Vec<(String, Error)>,
+    skip_not_held: bool,
+) -> Result<()> {
+    let is_lost = |e: &Error| e.kind() == ErrorKind::LockLost;
+    let lost = failed.iter().filter(|(_, e)| is_lost(e)).count();
+    let first = if held.saturating_sub(lost) < quorum {
+        failed.iter().find(|(_, e)| is_lost(e))
+    } else {
+        for (part, _) in failed.iter().filter(|(_, e)| is_lost(e)) {
+            tracing::warn!(
+                target: "crosslock",
+                "releasing the {what}: part '{part}' was lost, but {} of its {held} parts were \
+                 still held (a majority): the {what} was held and is released",
+                held - lost
+            );
+        }
+        failed
+            .iter()
+            .find(|(_, e)| !(is_lost(e) || (skip_not_held && e.is_not_held())))
+    };
+    match first {
+        None => Ok(()),
+        Some((part, e)) => Err(Error::new(
+            e.kind(),
+            format!("releasing the {what}: lock '{part}': {e}"),
+        )
+        .with_lock(part)),
+    }
+}
+
 /// How many parts' releases are in flight at once: all pipelined on the multiplexed connection,
 /// each timed from when it is sent (tens of thousands at once went past the response timeout
 /// while still queued, and held their commands and replies in memory together).
@@ -442,6 +493,8 @@ pub struct MultiGuard {
     lost: CancellationToken,
     watch: CancellationToken,
     validity: Option<Duration>,
+    /// How many of the parts must still be held for the acquisition to stand.
+    quorum: usize,
 }
 
 impl MultiGuard {
@@ -492,6 +545,7 @@ impl MultiGuard {
             lost,
             watch,
             validity,
+            quorum,
         }
     }
 
@@ -511,8 +565,10 @@ impl MultiGuard {
         self.owner
     }
 
-    /// Cancelled as soon as too many parts may be lost (any part for a [`MultiLock`]; more than a
-    /// minority for a [`RedLock`]).
+    /// Cancelled as soon as too many parts may be lost (any part for a [`MultiLock`]; for a
+    /// [`RedLock`], once fewer than a majority of its parts are still held). Reading it checks
+    /// each part's deadline against the clock first (no round trip), as
+    /// [`LockGuard::lost`](crate::LockGuard::lost) does.
     ///
     /// # Examples
     ///
@@ -525,6 +581,12 @@ impl MultiGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> &CancellationToken {
+        if !self.lost.is_cancelled()
+            && let Some(parts) = &self.parts
+            && too_many_lost(parts, self.owner, self.quorum)
+        {
+            self.lost.cancel();
+        }
         &self.lost
     }
 
@@ -571,8 +633,11 @@ impl MultiGuard {
     ///
     /// # Errors
     ///
-    /// The first part's error, naming it, if some part could not be released (every part is
-    /// tried; those failing expire after their lease).
+    /// [`ErrorKind::LockLost`], naming a lost part, when the acquisition was lost (as
+    /// [`lost`](Self::lost) tells: any part of a [`MultiLock`], all but a minority of a
+    /// [`RedLock`]'s parts); a red lock's lost minority is logged, not raised (the red lock was
+    /// held, and what remained is released). Else the first part's error, naming it, if some
+    /// part could not be released (every part is tried; those failing expire after their lease).
     ///
     /// # Cancel safety
     ///
@@ -589,15 +654,8 @@ impl MultiGuard {
     pub async fn release(mut self) -> Result<()> {
         let parts = self.parts.take().expect("released once");
         self.watch.cancel();
-        let errors = release(&parts, self.owner).await;
-        match errors.into_iter().next() {
-            None => Ok(()),
-            Some((part, e)) => Err(Error::new(
-                e.kind(),
-                format!("releasing the multi-lock: lock '{part}': {e}"),
-            )
-            .with_lock(&part)),
-        }
+        let failed = release(&parts, self.owner).await;
+        release_outcome("multi-lock", parts.len(), self.quorum, failed, false)
     }
 }
 
@@ -770,7 +828,10 @@ macro_rules! composite {
             ///
             /// # Errors
             ///
-            /// The first part's error other than not-held, naming it (every part is tried).
+            /// [`ErrorKind::LockLost`], naming a lost part, when the acquisition was lost (as
+            /// [`is_lost`](Self::is_lost) tells); a red lock's lost minority is logged, not
+            /// raised. Else the first part's error other than not-held, naming it (every part is
+            /// tried).
             ///
             /// # Cancel safety
             ///
@@ -789,15 +850,14 @@ macro_rules! composite {
             /// ```
             pub async fn release_as(&self, owner: Owner) -> Result<()> {
                 let taken: Vec<_> = self.parts.locks.iter().filter(|l| l.lost_token(owner).is_some()).cloned().collect();
-                let errors = release(&taken, owner).await;
-                match errors.into_iter().find(|(_, e)| !e.is_not_held()) {
-                    None => Ok(()),
-                    Some((part, e)) => Err(Error::new(e.kind(), format!("releasing the {}: lock '{part}': {e}", $what)).with_lock(&part)),
-                }
+                let failed = release(&taken, owner).await;
+                release_outcome($what, taken.len(), self.parts.quorum, failed, true)
             }
 
-            /// Whether the acquisition of `owner` may be lost: more of its parts found lost than
-            /// the quorum can spare.
+            /// Whether the acquisition of `owner` may be lost: fewer of the parts it took are still
+            /// held than the quorum (any part lost, for a [`MultiLock`]; for a [`RedLock`], no
+            /// longer a majority of all its parts). Each part decides from the clock on the spot
+            /// (see [`Lock::is_lost`](crate::Lock::is_lost)); nothing is sent.
             ///
             /// # Examples
             ///
@@ -811,8 +871,8 @@ macro_rules! composite {
             /// # Ok(()) }
             /// ```
             pub fn is_lost(&self, owner: Owner) -> bool {
-                let lost = self.parts.locks.iter().filter(|l| l.is_lost(owner)).count();
-                lost > self.parts.locks.len() - self.parts.quorum
+                let taken: Vec<_> = self.parts.locks.iter().filter(|l| l.lost_token(owner).is_some()).cloned().collect();
+                too_many_lost(&taken, owner, self.parts.quorum)
             }
 
             /// As [`acquire_with`](Self::acquire_with), answering `Ok(None)` when the wait limit passed.
@@ -886,8 +946,14 @@ composite! {
     /// As [`MultiLock`], but it is acquired once `n/2 + 1` of the `n` parts are held (each part
     /// waits at most its share of what is left of the wait limit), and with a lease the guard
     /// reports the validity time `lease − time to acquire − clock drift`
-    /// ([`MultiGuard::validity`]). Its lost signal fires when more parts may be lost than the
-    /// majority can spare.
+    /// ([`MultiGuard::validity`]).
+    ///
+    /// **A lost minority.** A red lock stands while it still holds a majority of its parts:
+    /// its lost signal (and `is_lost`) turns true once fewer than `n/2 + 1` of its parts are
+    /// still held (one lost part of three when only two were taken; two of three taken). With
+    /// a lost minority it is not lost, and its release succeeds: it releases the parts that
+    /// remain and logs the lost one (a warning), since exclusion held all along (the same rule
+    /// that decided it was acquired). `lost`, the signal and `release` always agree.
     ///
     /// Redisson deprecates `RRedLock` ("use RLock or RFencedLock instead"), because a majority of
     /// expiring locks does not make a pause-proof lock (a holder paused past its validity cannot

@@ -654,7 +654,10 @@ impl PermitExpirableSemaphore {
         }
     }
 
-    /// Whether this client found its permit `id` lost (and has not released it since).
+    /// Whether this client's permit `id` may be lost (and was not released since): a renewal
+    /// found it gone, or its last confirmed lease's deadline has passed. Decided on the spot from
+    /// the clock (no round trip), so it is true at once after a pause past the deadline; the
+    /// permit's token and the client's lost-lock listener are told then, once.
     ///
     /// # Examples
     ///
@@ -691,10 +694,11 @@ impl PermitExpirableSemaphore {
     /// ```
     pub fn lost_token(&self, id: &str) -> Option<CancellationToken> {
         let id = check_id(self.name(), id).ok()?;
-        self.client
-            .state_now()?
-            .holds
-            .token(&self.keys.hold_key(&id))
+        let cx = self.client.state_now()?;
+        let key = self.keys.hold_key(&id);
+        // Handed out cancelled if the deadline has passed already.
+        let _ = cx.holds.is_lost(&key);
+        cx.holds.token(&key)
     }
 
     /// Sets the permit `id` to expire `lease` from now; `Ok(false)` when there is no such permit.
@@ -836,7 +840,8 @@ impl Permit {
 
     /// Cancelled as soon as the permit may be lost: a renewal found it gone (released by someone
     /// else, expired and counted back), or its lease ran out unrenewed (a lease, or Redis out of
-    /// reach). Watch it next to the work the permit allows.
+    /// reach). Watch it next to the work the permit allows. Reading it checks the permit's
+    /// deadline against the clock first, as [`LockGuard::lost`](crate::LockGuard::lost) does.
     ///
     /// # Examples
     ///
@@ -848,6 +853,11 @@ impl Permit {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> &CancellationToken {
+        if !self.lost.is_cancelled()
+            && let Some(sem) = &self.sem
+        {
+            let _ = sem.is_lost(&self.id);
+        }
         &self.lost
     }
 
