@@ -57,6 +57,8 @@ type Entries = Mutex<HashMap<String, Arc<Entry>>>;
 struct Shared {
     conn: Conn,
     entries: Arc<Entries>,
+    /// How many times the subscription connection dropped (see [`PubSub::drops`]).
+    drops: std::sync::atomic::AtomicU64,
 }
 
 /// The subscription connection of one client and its channel table.
@@ -82,7 +84,11 @@ impl PubSub {
             }
         });
         let conn = Conn::connect_subscriber(route, timeouts, pushes).await?;
-        let shared = Arc::new(Shared { conn, entries });
+        let shared = Arc::new(Shared {
+            conn,
+            entries,
+            drops: 0.into(),
+        });
         runtime::spawn(dispatch(Arc::downgrade(&shared), rx, stop.clone()));
         runtime::spawn(keepalive(Arc::downgrade(&shared), stop));
         Ok(PubSub { shared })
@@ -141,6 +147,14 @@ impl PubSub {
         }
         drop(subscribed);
         Ok(subscription)
+    }
+
+    /// How many times the subscription connection dropped so far. A waiter woken by a drop
+    /// whose attempts cannot be settled checks that Redis answers before it tries again: the
+    /// command connection most likely went down with it, and an attempt sent on a dead
+    /// connection would fail with an outcome nobody can tell.
+    pub(crate) fn drops(&self) -> u64 {
+        self.shared.drops.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The number of channels some local waiter uses (for tests and diagnostics). A channel
@@ -303,6 +317,9 @@ async fn dispatch(
                 shared
                     .conn
                     .note_lost(&"the server closed it; waiters retry at once");
+                shared
+                    .drops
+                    .fetch_add(1, std::sync::atomic::Ordering::Release);
                 wake_all(&shared);
                 // Once the connection is back (and re-subscribed), wake everyone again: a
                 // release during the gap published to nobody.
