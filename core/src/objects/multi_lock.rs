@@ -284,9 +284,11 @@ impl Parts {
                 Err(missed) => missed,
             };
             let mut hopeless = missed.hopeless;
-            // Only parts out of reach beyond what the quorum spares keep it from being had.
+            // Only parts out of reach beyond what the quorum spares keep it from being had; with
+            // fewer, the parts that answered busy did.
             let spared = self.locks.len() - self.quorum;
-            match missed.unreached.filter(|_| missed.unreached_parts > spared) {
+            let unreachable = missed.unreached_parts > spared;
+            match missed.unreached.filter(|_| unreachable) {
                 Some(tolerance) => {
                     let since = *unreached_since.get_or_insert(round_start);
                     // An outage longer than the tolerance ends the wait, as it ends a lock's.
@@ -307,6 +309,8 @@ impl Parts {
             if out_of_time {
                 // An error (a server down) says more than a plain timeout: report it, naming the part.
                 return match last {
+                    // Out of reach, but a busy majority of the other parts was what kept it.
+                    Some((_, e)) if e.is_outage_at_deadline() && !unreachable => Ok(None),
                     Some((part, e)) if !e.is_timeout() => Err(self.failed(&part, &e)),
                     _ => Ok(None),
                 };
