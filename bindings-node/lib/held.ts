@@ -134,7 +134,9 @@ export class HeldLock implements AsyncDisposable {
 
   /**
    * Releases this hold, as the owner it was acquired with. Rejects with `LockLostError` if the
-   * lock was lost meanwhile, and with `NotHeldError` if this hold was already released.
+   * lock was lost meanwhile (at once when `lost` is already true, without waiting for Redis: the
+   * release still runs in the background, as a clean-up), and with `NotHeldError` if this hold
+   * was already released.
    *
    * @example
    * ```js

@@ -30,7 +30,10 @@ export interface AcquireOptions {
   /**
    * How long to wait for the lock: leave it out (or `Infinity`) to wait as long as it takes, `0`
    * for a single try. When it passes, `acquire()` rejects with `LockTimeoutError` and
-   * `tryAcquire()` resolves `null`.
+   * `tryAcquire()` resolves `null`: Redis answered, the lock was busy. When it passes with Redis
+   * out of reach (no attempt answered, or Redis gone at the end), both reject with
+   * `RedisUnavailableError` (`UNAVAILABLE`) instead. A single try is bounded by the response
+   * timeout.
    */
   wait?: number | undefined
   /**

@@ -324,6 +324,11 @@ impl Generation {
 }
 
 impl Client {
+    /// How long a wait of this client rides out an outage (its connect timeout).
+    pub(crate) fn outage_tolerance(&self) -> Duration {
+        self.inner.options.connect_timeout
+    }
+
     /// Connects with default [`ClientOptions`].
     ///
     /// `url` is `redis://[user:password@]host:port/db`, or `rediss://…` for TLS. For Sentinel it

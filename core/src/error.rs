@@ -25,13 +25,15 @@ use std::time::Duration;
 pub enum ErrorKind {
     /// A release (or a hold-count change) by someone who does not hold the lock. Redis is unchanged.
     NotHeld,
-    /// The wait limit passed before the lock could be acquired.
+    /// The wait limit passed before the lock could be acquired, Redis answering that it was busy
+    /// (a wait that ends with Redis out of reach is [`Unavailable`](Self::Unavailable)).
     Timeout,
     /// The caller held the lock, but it is gone: it expired (for instance while Redis was out of
     /// reach) or someone force-unlocked it. Anything done since may have overlapped another holder.
     LockLost,
     /// Redis could not be reached, the connection dropped, or a reply did not come in time; also
-    /// any use of a closed client.
+    /// a wait that reached its limit without Redis answering any attempt (or with Redis out of
+    /// reach at the end), and any use of a closed client.
     Unavailable,
     /// The lock's key holds a value of another type (a name collision). Nothing was modified.
     WrongType,
@@ -131,6 +133,12 @@ struct Repr {
     /// An `Unavailable` error whose operation is known to have left nothing behind (a Redis
     /// that answered, but not well enough): the acquire loop does not ask Redis about it.
     settled: bool,
+    /// An `Unavailable` error whose command never left this process (the connection was
+    /// refused): nothing to ask Redis about, and safe to send again, whatever it does.
+    unsent: bool,
+    /// An `Unavailable` error of a wait that reached its limit with Redis out of reach: a
+    /// composite waiting on it may try again within its own limit.
+    at_deadline: bool,
 }
 
 /// What a Redis error concerns, for its message: the connection, a lock, or another object.
@@ -215,6 +223,8 @@ impl Error {
                 waited: None,
                 source: None,
                 settled: false,
+                unsent: false,
+                at_deadline: false,
             }),
         }
     }
@@ -323,6 +333,15 @@ impl Error {
                          failing over: retry shortly"
                 ),
             ),
+            // Refused before anything was sent: a server that is down or restarting.
+            _ if err.is_connection_refusal() => Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "Redis refused the connection while working on {what} ({err}), so nothing \
+                     was sent; check that the server is up and reachable, then retry"
+                ),
+            )
+            .unsent(),
             _ if err.is_io_error()
                 || err.is_timeout()
                 || err.is_connection_refusal()
@@ -525,7 +544,30 @@ impl Error {
 
     /// An `Unavailable` error after which it is unknown what the operation did (no answer).
     pub(crate) fn is_unanswered(&self) -> bool {
-        self.is_unavailable() && !self.repr.settled
+        self.is_unavailable() && !self.repr.settled && !self.repr.unsent
+    }
+
+    /// Marks an `Unavailable` error whose command never left this process.
+    pub(crate) fn unsent(mut self) -> Self {
+        self.repr.unsent = true;
+        self
+    }
+
+    /// Marks the `Unavailable` error of a wait that reached its limit with Redis out of reach.
+    pub(crate) fn at_deadline(mut self) -> Self {
+        self.repr.at_deadline = true;
+        self
+    }
+
+    /// The `Unavailable` error of a wait that reached its limit with Redis out of reach.
+    pub(crate) fn is_outage_at_deadline(&self) -> bool {
+        self.is_unavailable() && self.repr.at_deadline
+    }
+
+    /// An `Unavailable` error whose command never left this process (the connection was
+    /// refused): an outage to wait out and try again, with nothing to settle.
+    pub(crate) fn is_unsent(&self) -> bool {
+        self.is_unavailable() && self.repr.unsent
     }
 
     /// `true` for [`ErrorKind::Auth`].

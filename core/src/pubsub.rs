@@ -83,6 +83,8 @@ struct Shared {
     entries: Arc<Entries>,
     /// The client's: once cancelled, nothing is sent again.
     stop: CancellationToken,
+    /// How many times the subscription connection dropped (see [`PubSub::drops`]).
+    drops: std::sync::atomic::AtomicU64,
 }
 
 /// The subscription connection of one client and its channel table.
@@ -112,6 +114,7 @@ impl PubSub {
             conn,
             entries,
             stop: stop.clone(),
+            drops: 0.into(),
         });
         runtime::spawn(dispatch(Arc::downgrade(&shared), rx, stop.clone()));
         runtime::spawn(keepalive(Arc::downgrade(&shared), stop));
@@ -173,6 +176,14 @@ impl PubSub {
         }
         drop(subscribed);
         Ok(subscription)
+    }
+
+    /// How many times the subscription connection dropped so far. A waiter woken by a drop
+    /// whose attempts cannot be settled checks that Redis answers before it tries again: the
+    /// command connection most likely went down with it, and an attempt sent on a dead
+    /// connection would fail with an outcome nobody can tell.
+    pub(crate) fn drops(&self) -> u64 {
+        self.shared.drops.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The number of channels some local waiter uses (for tests and diagnostics). A channel
@@ -376,6 +387,9 @@ async fn dispatch(
                 shared
                     .conn
                     .note_lost(&"the server closed it; waiters retry at once");
+                shared
+                    .drops
+                    .fetch_add(1, std::sync::atomic::Ordering::Release);
                 wake_all(&shared);
                 // Once the connection is back (and re-subscribed), wake everyone again: a
                 // release during the gap published to nobody.

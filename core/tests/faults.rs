@@ -10,7 +10,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Owner};
+use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, MultiLock, Owner};
 use support::{Proxy, RedisServer};
 
 /// What a deadline may overshoot by here: the give-up grace (100 ms) and scheduling.
@@ -53,7 +53,11 @@ async fn a_wait_limit_is_a_deadline_while_redis_is_paused_asleep_or_stopped() {
             .acquire_as(Owner::new(1), &AcquireOptions::new().wait(wait))
             .await;
         let took = started.elapsed();
-        assert!(matches!(got, Ok(false)), "{what}: {got:?}");
+        // No attempt got an answer: an outage, not a busy lock.
+        assert!(
+            matches!(&got, Err(e) if e.kind() == ErrorKind::Unavailable),
+            "{what}: {got:?}"
+        );
         assert!(
             took <= wait + SLACK,
             "{what}: a {wait:?} wait took {took:?}"
@@ -354,4 +358,231 @@ async fn a_re_entrant_release_refused_for_lack_of_memory_keeps_the_hold() {
     assert_eq!(client.watched_locks(), 1, "the hold must still be renewed");
     assert!(!lock.release_as(me).await.unwrap());
     assert!(lock.release_as(me).await.unwrap());
+}
+
+/// Generous: a restart of about a second stays well inside it.
+fn tolerant() -> ClientOptions {
+    ClientOptions::new()
+        .response_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(6))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_wait_rides_out_a_one_second_restart() {
+    let mut server = RedisServer::start();
+    let port = server.port;
+    let holder = Client::connect_with(&server.url(), tolerant())
+        .await
+        .unwrap();
+    let waiter = Client::connect_with(&server.url(), tolerant())
+        .await
+        .unwrap();
+    for name in ["r:lock", "r:m1", "r:m2"] {
+        assert!(
+            holder
+                .lock(name)
+                .unwrap()
+                .acquire_as(Owner::new(1), &AcquireOptions::new())
+                .await
+                .unwrap()
+        );
+    }
+    assert!(
+        holder
+            .fair_lock("r:fair")
+            .unwrap()
+            .acquire_as(Owner::new(1), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    waiter
+        .semaphore("r:sem")
+        .unwrap()
+        .try_set_permits(0)
+        .await
+        .unwrap();
+    waiter
+        .permit_expirable_semaphore("r:pes")
+        .unwrap()
+        .try_set_permits(0)
+        .await
+        .unwrap();
+    waiter
+        .count_down_latch("r:latch")
+        .unwrap()
+        .try_set_count(1)
+        .await
+        .unwrap();
+
+    let (w1, w2, w3, w4, w5, w6) = (
+        waiter.clone(),
+        waiter.clone(),
+        waiter.clone(),
+        waiter.clone(),
+        waiter.clone(),
+        waiter.clone(),
+    );
+    let waits: Vec<(&str, tokio::task::JoinHandle<crosslock::Result<()>>)> = vec![
+        (
+            "lock",
+            tokio::spawn(async move {
+                w1.lock("r:lock")?
+                    .acquire_as(Owner::new(7), &AcquireOptions::new())
+                    .await
+                    .map(|_| ())
+            }),
+        ),
+        (
+            "fair lock",
+            tokio::spawn(async move {
+                w2.fair_lock("r:fair")?
+                    .acquire_as(Owner::new(7), &AcquireOptions::new())
+                    .await
+                    .map(|_| ())
+            }),
+        ),
+        (
+            "semaphore",
+            tokio::spawn(async move { w3.semaphore("r:sem")?.acquire(1).await }),
+        ),
+        (
+            "permit-expirable semaphore",
+            tokio::spawn(async move {
+                w4.permit_expirable_semaphore("r:pes")?
+                    .acquire()
+                    .await
+                    .map(|p| drop(p.detach()))
+            }),
+        ),
+        (
+            "latch",
+            tokio::spawn(async move { w5.count_down_latch("r:latch")?.wait().await }),
+        ),
+        (
+            "multi-lock",
+            tokio::spawn(async move {
+                let parts = vec![w6.lock("r:m1")?.erased(), w6.lock("r:m2")?.erased()];
+                MultiLock::new(parts)?
+                    .acquire_as(Owner::new(7), &AcquireOptions::new())
+                    .await
+                    .map(|_| ())
+            }),
+        ),
+    ];
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // kill -9, a second down, back on the same port without its data: the locks are gone, the
+    // latch is open, the semaphores have no permits until some are added.
+    server.kill();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _server = RedisServer::start_on(port);
+    let helper = Client::connect_with(&_server.url(), tolerant())
+        .await
+        .unwrap();
+    helper.semaphore("r:sem").unwrap().release(1).await.unwrap();
+    helper
+        .permit_expirable_semaphore("r:pes")
+        .unwrap()
+        .add_permits(1)
+        .await
+        .unwrap();
+    for (what, wait) in waits {
+        let got = tokio::time::timeout(Duration::from_secs(20), wait)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: still waiting 20 s after the restart"))
+            .unwrap();
+        assert!(got.is_ok(), "{what}: {got:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_is_unavailable_a_busy_lock_a_timeout() {
+    let mut server = RedisServer::start();
+    let options = ClientOptions::new()
+        .response_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(2));
+    let holder = Client::connect_with(&server.url(), options.clone())
+        .await
+        .unwrap();
+    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let lock = client.lock("o:lock").unwrap();
+    assert!(
+        holder
+            .lock("o:lock")
+            .unwrap()
+            .acquire_as(Owner::new(1), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    // Busy: Redis answered. A timeout, naming the holder.
+    let busy = lock
+        .acquire_with(AcquireOptions::new().wait(Duration::from_millis(200)))
+        .await
+        .unwrap_err();
+    assert_eq!(busy.kind(), ErrorKind::Timeout, "{busy}");
+    assert!(busy.message().contains("held by"), "{busy}");
+    assert!(matches!(lock.try_acquire().await, Ok(None)));
+
+    server.kill();
+    for round in 0..2 {
+        for wait in [Duration::from_millis(500), Duration::from_secs(5)] {
+            let got = lock
+                .acquire_with(AcquireOptions::new().wait(wait))
+                .await
+                .unwrap_err();
+            assert_eq!(
+                got.kind(),
+                ErrorKind::Unavailable,
+                "round {round}, {wait:?}: {got}"
+            );
+        }
+        let started = Instant::now();
+        let single = lock.try_acquire().await;
+        let took = started.elapsed();
+        assert!(
+            matches!(&single, Err(e) if e.kind() == ErrorKind::Unavailable),
+            "round {round}: {single:?}"
+        );
+        assert!(
+            took <= Duration::from_secs(1) + SLACK,
+            "round {round}: a single try took {took:?}"
+        );
+        let sem = client.semaphore("o:sem").unwrap();
+        let got = sem.try_acquire(1, Duration::from_millis(300)).await;
+        assert!(
+            matches!(&got, Err(e) if e.kind() == ErrorKind::Unavailable),
+            "round {round}: {got:?}"
+        );
+        let latch = client.count_down_latch("o:latch").unwrap();
+        let got = latch
+            .open_within(AcquireOptions::new().wait(Duration::from_millis(300)))
+            .await;
+        assert!(
+            matches!(&got, Err(e) if e.kind() == ErrorKind::Unavailable),
+            "round {round}: {got:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_release_of_a_hold_known_lost_raises_the_loss_at_once() {
+    let mut server = RedisServer::start();
+    let client = Client::connect_with(&server.url(), fast()).await.unwrap();
+    let lock = client.lock("lost:lock").unwrap();
+    let guard = lock
+        .acquire_with(AcquireOptions::new().lease(Duration::from_millis(300)))
+        .await
+        .unwrap();
+    server.kill();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost().cancelled())
+        .await
+        .expect("the lost signal fires without Redis");
+    assert!(guard.is_lost());
+    let started = Instant::now();
+    let err = guard.release().await.unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
+    assert!(
+        took < Duration::from_millis(300),
+        "a release of a hold known lost waited {took:?} for Redis"
+    );
 }

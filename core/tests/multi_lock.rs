@@ -596,3 +596,34 @@ async fn a_red_lock_with_a_lost_minority_is_not_lost_and_releases_what_remains()
     assert!(!exists(&servers[0], "majority"));
     elsewhere.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_red_lock_kept_from_its_majority_by_busy_parts_times_out_though_a_minority_is_down() {
+    let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let cs = clients(&servers).await;
+    let others = clients(&servers[1..]).await;
+    for c in &others {
+        assert!(
+            c.lock("busy-red")
+                .unwrap()
+                .acquire_as(Owner::new(1), &AcquireOptions::new())
+                .await
+                .unwrap()
+        );
+    }
+    servers[2].kill();
+    let red = RedLock::new(
+        cs.iter()
+            .map(|c| c.lock("busy-red").unwrap().erased())
+            .collect(),
+    )
+    .unwrap();
+    // Two of three parts answered "held": busy, whatever the third part's server does.
+    for _ in 0..2 {
+        let err = red
+            .acquire_with(AcquireOptions::new().wait(Duration::from_millis(700)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    }
+}

@@ -74,9 +74,8 @@ export function canConnect (port) {
 // has given it an offset): a cluster or a Sentinel group is ready in ~2 s instead of ~10.
 const FAST_REPLICATION = ['--repl-diskless-sync-delay', '0', '--repl-ping-replica-period', '1']
 
-async function startOnce (extraArgs) {
-  const port = await freePort()
-  const dir = await mkdtemp(join(tmpdir(), 'crosslock-redis-'))
+/** Spawns redis-server on `port` with its files in `dir`; resolves once it accepts connections. */
+async function spawnOn (port, dir, extraArgs) {
   const child = spawn('redis-server', [
     '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
     '--dir', dir, '--loglevel', 'warning', ...FAST_REPLICATION, ...extraArgs
@@ -89,8 +88,9 @@ async function startOnce (extraArgs) {
   while (true) {
     if (child.exitCode !== null) {
       running.delete(child)
-      await rm(dir, { recursive: true, force: true })
-      throw new Error(`redis-server on port ${port} exited: ${stderr}`)
+      const error = new Error(`redis-server on port ${port} exited: ${stderr}`)
+      error.exited = true
+      throw error
     }
     if (await canConnect(port)) break
     if (Date.now() > deadline) {
@@ -98,6 +98,19 @@ async function startOnce (extraArgs) {
       throw new Error(`redis-server on port ${port} did not start within 10 s: ${stderr}`)
     }
     await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  return { child, exited }
+}
+
+async function startOnce (extraArgs) {
+  const port = await freePort()
+  const dir = await mkdtemp(join(tmpdir(), 'crosslock-redis-'))
+  let child, exited
+  try {
+    ({ child, exited } = await spawnOn(port, dir, extraArgs))
+  } catch (e) {
+    if (e.exited) await rm(dir, { recursive: true, force: true })
+    throw e
   }
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
@@ -116,9 +129,18 @@ async function startOnce (extraArgs) {
       await exited
     }
   }
+  /**
+   * kill -9, then `downMs` later a new server on the same port and directory (it loads what its
+   * AOF kept, if `args` turned AOF on).
+   */
+  const restart = async (downMs = 0) => {
+    await kill()
+    await new Promise((resolve) => setTimeout(resolve, downMs))
+    ;({ child, exited } = await spawnOn(port, dir, extraArgs))
+  }
   /** Sends `sig` to the server (`SIGSTOP`, `SIGCONT`: it stops answering, then resumes). */
   const signal = (sig) => child.kill(sig)
-  return { host: '127.0.0.1', port, url: `redis://127.0.0.1:${port}/0`, dir, stop, kill, signal }
+  return { host: '127.0.0.1', port, url: `redis://127.0.0.1:${port}/0`, dir, stop, kill, restart, signal }
 }
 
 /**

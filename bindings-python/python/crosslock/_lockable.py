@@ -169,13 +169,16 @@ class _Lockable:
                 (the default) keeps it renewed by the watchdog while this process holds it.
 
         Returns:
-            ``True`` once acquired, ``False`` if the wait limit passed (or the single try failed).
+            ``True`` once acquired, ``False`` if the wait limit passed (or the single try failed)
+            with Redis answering that the lock is held: ``False`` always means busy.
 
         Raises:
             InvalidArgumentError: a negative, NaN or non-numeric ``timeout`` or ``lease``, a zero
                 lease, or a timeout with ``blocking=False``.
             WrongTypeError: the lock's key holds other data.
-            RedisUnavailableError: Redis cannot be reached, or the client is closed.
+            RedisUnavailableError: Redis cannot be reached (no attempt got an answer before the
+                wait limit, Redis stopped answering at the end, or an outage outlasted the connect
+                timeout; a single try is bounded by the response timeout), or the client is closed.
             KeyboardInterrupt: Ctrl-C while waiting; nothing is left behind in Redis.
 
         The wait releases the GIL. Example::
@@ -227,7 +230,8 @@ class _Lockable:
 
     def acquired(self: _Self, timeout: float = -1, *, lease: Optional[float] = None) -> _Acquired[_Self]:
         """A context manager (``with`` and ``async with``) that acquires within ``timeout``
-        seconds or raises :class:`~crosslock.LockTimeoutError`, and releases on exit.
+        seconds or raises :class:`~crosslock.LockTimeoutError` (busy: Redis answered; with Redis
+        out of reach it raises :class:`~crosslock.RedisUnavailableError`), and releases on exit.
 
         Example::
 
@@ -251,7 +255,9 @@ class _Lockable:
             LockLostError: the caller held it but it was lost meanwhile (see :attr:`lost`),
                 also when its last confirmed lease ran out while this process was paused, even
                 if the lock is still its own in Redis: :attr:`lost` is true from then on, and
-                ``on_lost`` has been scheduled by the time this is raised.
+                ``on_lost`` has been scheduled by the time this is raised. A hold already known
+                lost raises at once, without waiting for Redis (the release still runs in the
+                background, as a clean-up).
         """
         owner = current_owner()
         try:

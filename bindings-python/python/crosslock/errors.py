@@ -117,7 +117,9 @@ class LockTimeoutError(CrosslockError, TimeoutError):
     """The wait limit passed before the lock could be acquired (``waited`` says how long).
 
     Raised by :meth:`crosslock.Lock.acquired`; ``acquire(timeout=...)`` returns ``False``
-    instead, like ``threading.Lock``. Also a :class:`TimeoutError`.
+    instead, like ``threading.Lock``. Either means Redis answered and the lock was busy: a wait
+    that ends with Redis out of reach raises :class:`RedisUnavailableError`. Also a
+    :class:`TimeoutError`.
 
     Example::
 
@@ -144,7 +146,11 @@ class LockLostError(CrosslockError):
 
 class RedisUnavailableError(CrosslockError, ConnectionError):
     """Redis could not be reached, the connection dropped or a reply did not come in time; also
-    any use of a closed client. The message names the address. Also a :class:`ConnectionError`."""
+    any use of a closed client. The message names the address. Also a :class:`ConnectionError`.
+
+    A wait that reaches its limit without Redis having answered any attempt (or with Redis out of
+    reach at the end) raises this, never :class:`LockTimeoutError` or ``False``: an outage is not
+    a busy lock."""
 
     code = "UNAVAILABLE"
 

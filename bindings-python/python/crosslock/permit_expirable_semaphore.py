@@ -73,7 +73,8 @@ class PermitExpirableSemaphore:
 
     def acquire(self, timeout: float = -1, *, lease: Optional[float] = None, blocking: bool = True) -> Optional[str]:
         """Takes a permit, waiting at most ``timeout`` seconds (``-1``: as long as it takes;
-        ``blocking=False``: one try): its id, or ``None`` when the wait limit passed. ``lease``:
+        ``blocking=False``: one try): its id, or ``None`` when the wait limit passed with Redis answering
+        (:class:`~crosslock.RedisUnavailableError` with Redis out of reach). ``lease``:
         seconds until it expires; ``None`` keeps it with the watchdog."""
         return self._native.acquire(_wait_limit(blocking, timeout, self.name), _lease(lease, self.name))
 

@@ -75,7 +75,8 @@ class Semaphore:
 
     def acquire(self, permits: int = 1, timeout: float = -1, *, blocking: bool = True) -> bool:
         """Takes ``permits`` permits, waiting at most ``timeout`` seconds (``-1``: as long as it
-        takes; ``blocking=False``: one try). Returns ``False`` when the wait limit passed. The wait
+        takes; ``blocking=False``: one try). Returns ``False`` when the wait limit passed with Redis answering (no permits);
+        raises :class:`~crosslock.RedisUnavailableError` when it passed with Redis out of reach. The wait
         releases the GIL; Ctrl-C interrupts it and takes nothing."""
         return self._native.acquire(_permits(permits, self.name, 0), _wait_limit(blocking, timeout, self.name))
 

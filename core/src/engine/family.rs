@@ -9,7 +9,7 @@
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
@@ -368,25 +368,58 @@ impl<P: Family> LockCore<P> {
             .wait
             .filter(|w| !w.is_zero())
             .and_then(|w| start.checked_add(w));
+        // Redis out of reach at the deadline, before any attempt: an outage, not a busy lock.
+        let unreached = |cx: Option<&Ctx>, last: Option<String>| {
+            let holder = format!("{}{}", self.client.holder(owner), self.proto.suffix());
+            let reached = wait::Reached {
+                answered: false,
+                last,
+            };
+            match cx {
+                Some(cx) => {
+                    wait::outage_error(cx, self.name(), &holder, options.wait, start, reached)
+                }
+                None => Error::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "'{}' was not acquired: connecting to Redis did not finish within the \
+                         wait limit; check that the server is up and reachable, then retry",
+                        self.name()
+                    ),
+                )
+                .with_lock(self.name())
+                .with_holder(holder)
+                .with_waited(start.elapsed())
+                .settled()
+                .at_deadline(),
+            }
+        };
         let cx = match deadline {
             Some(d) => match tokio::time::timeout_at(d.into(), self.cx()).await {
                 Ok(cx) => cx?,
-                Err(_) => return Ok(None),
+                Err(_) => return Err(unreached(None, None)),
             },
             None => self.cx().await?,
         };
         // What this client's callers left of this lock is cleaned up first: a read hold being
-        // given back must not refuse this owner's write lock, here or in Redis.
+        // given back must not refuse this owner's write lock, here or in Redis. A single try
+        // waits for them at most the response timeout.
+        let single_by =
+            (options.wait == Some(Duration::ZERO)).then(|| start + cx.response_timeout());
         if cx.settling.any()
             && !Box::pin(wait::after_clean_ups(
                 &cx,
                 self.name(),
-                deadline,
+                deadline.or(single_by),
                 options.cancel.as_ref(),
             ))
             .await
         {
-            return Ok(None);
+            // The clean-ups of earlier calls are still waiting for Redis.
+            return Err(unreached(
+                Some(&cx),
+                Some("an earlier call's clean-up is still waiting for Redis".to_owned()),
+            ));
         }
         self.proto.precheck(&cx, owner).map_err(|e| {
             e.with_lock(self.name())
@@ -428,6 +461,9 @@ impl<P: Family> LockCore<P> {
     pub(crate) async fn release_as(self: &Arc<Self>, owner: Owner) -> Result<bool> {
         let cx = self.cx().await?;
         let key = self.key(owner);
+        if cx.holds.is_lost(&key) {
+            return Err(self.release_lost(&cx, key));
+        }
         let before = cx.holds.count(&key);
         // A hold whose deadline passed is lost from now on, whatever Redis answers (the caller
         // may have been paused past it): marked before the release is in flight, so that the
@@ -442,15 +478,34 @@ impl<P: Family> LockCore<P> {
             armed: true,
         };
         let bound = cx.response_timeout();
-        let result = match tokio::time::timeout(bound, self.release_with(&cx, &key, None)).await {
+        let last = Mutex::new(None);
+        let released = self.release_with(&cx, &key, None, Some(&last));
+        let result = match tokio::time::timeout(bound, released).await {
             Ok(result) => result,
             Err(_) => {
                 // No answer in time: whatever happened in Redis, this hold is over for us (stop
                 // renewing it, as Redisson does on any unlock outcome), so at worst it expires
                 // after its lease.
                 cx.holds.released(&key, false);
-                Err(Error::no_answer(Some(self.name()), bound)
-                    .with_holder(&*cx.holder(owner, self.proto.suffix())))
+                let holder = cx.holder(owner, self.proto.suffix());
+                let last = last.lock().unwrap_or_else(|e| e.into_inner()).take();
+                Err(match last {
+                    // Tried and failed for want of Redis (a refused connection, a dropped one):
+                    // say what happened, not that Redis was slow.
+                    Some(why) => Error::new(
+                        ErrorKind::Unavailable,
+                        format!(
+                            "the release of lock '{}' did not get through within the response \
+                             timeout ({:.3}s): {why}. It is no longer renewed, so at worst it \
+                             expires after its lease",
+                            self.name(),
+                            bound.as_secs_f64()
+                        ),
+                    )
+                    .with_lock(self.name()),
+                    None => Error::no_answer(Some(self.name()), bound),
+                }
+                .with_holder(&*holder))
             }
         };
         settle.armed = false;
@@ -458,15 +513,76 @@ impl<P: Family> LockCore<P> {
         result
     }
 
+    /// The release of a hold already known lost: the caller hears so at once, whether or not
+    /// Redis answers; the release script still runs, in the background and bounded, as a
+    /// clean-up (on a lock another holder took meanwhile it changes nothing).
+    fn release_lost(self: &Arc<Self>, cx: &Arc<Ctx>, key: HoldKey) -> Error {
+        let holder = cx.holder(key.owner, self.proto.suffix());
+        let before = cx.holds.count(&key).max(1);
+        let lease_after = cx.holds.lease_after_release(&key);
+        cx.holds.forget_lost(&key);
+        let (lock, cx, script_holder) = (self.clone(), cx.clone(), holder.clone());
+        let running = cx.settling.begin(lock.name());
+        runtime::spawn(async move {
+            let _running = running;
+            let bound = cx.outage_tolerance + cx.response_timeout();
+            let clean = async {
+                let mut pause = Duration::from_millis(10);
+                loop {
+                    let reply = lock
+                        .proto
+                        .unlock(&cx, &script_holder, lease_after, Some(before))
+                        .await;
+                    if !reply.as_ref().is_err_and(Error::is_unavailable) {
+                        return;
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+            };
+            let _ = tokio::time::timeout(bound, clean).await;
+        });
+        self.lost_error(&holder)
+    }
+
+    /// The [`ErrorKind::LockLost`] error of a release by `holder` of a hold that was lost.
+    fn lost_error(&self, holder: &str) -> Error {
+        Error::new(
+            ErrorKind::LockLost,
+            format!(
+                "lock '{}' was lost before {holder} released it: it expired (its lease ran \
+                 out without a confirmed renewal) or was force-unlocked, so work done since \
+                 may have overlapped another holder. Use a longer lease, or the watchdog, \
+                 and watch the lost-lock signal",
+                self.name()
+            ),
+        )
+        .with_lock(self.name())
+        .with_holder(holder)
+    }
+
     /// Runs the release for `key`; `retry_of` is the hold count before an earlier attempt whose
     /// reply was lost.
-    async fn release_with(&self, cx: &Ctx, key: &HoldKey, retry_of: Option<usize>) -> Result<bool> {
+    /// `last` is told the message of each attempt that failed for want of Redis.
+    async fn release_with(
+        &self,
+        cx: &Ctx,
+        key: &HoldKey,
+        retry_of: Option<usize>,
+        last: Option<&Mutex<Option<String>>>,
+    ) -> Result<bool> {
+        let note = |reply: &Result<Option<bool>>| {
+            if let (Some(last), Err(e)) = (last, reply) {
+                *last.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.message().to_owned());
+            }
+        };
         let holder = cx.holder(key.owner, self.proto.suffix());
         let was_lost = cx.holds.is_lost(key);
         let lease_after = cx.holds.lease_after_release(key);
         let mut sent = Instant::now();
         let mut reply = self.proto.unlock(cx, &holder, lease_after, retry_of).await;
         if reply.as_ref().is_err_and(Error::is_unavailable) {
+            note(&reply);
             // The reply was lost; the release may or may not have happened. Retry (with
             // back-off; the caller bounds the whole) telling the script how many holds we had,
             // so a release that did happen is not applied twice. Boxed: rare, and kept out of
@@ -485,6 +601,7 @@ impl<P: Family> LockCore<P> {
                     if !reply.as_ref().is_err_and(Error::is_unavailable) {
                         return (reply, sent);
                     }
+                    note(&reply);
                 }
             })
             .await;
@@ -505,19 +622,9 @@ impl<P: Family> LockCore<P> {
                 cx.holds.released(key, fully);
                 Ok(fully)
             }
-            Some(_) | None if cx.holds.forget_lost(key) || was_lost => {
-                Err(Error::new(
-                    ErrorKind::LockLost,
-                    format!(
-                        "lock '{}' was lost before {holder} released it: it expired (its lease ran \
-                         out without a confirmed renewal) or was force-unlocked, so work done since \
-                         may have overlapped another holder. Use a longer lease, or the watchdog, \
-                         and watch the lost-lock signal",
-                        self.name()
-                    ),
-                )
-                .with_lock(self.name())
-                .with_holder(&*holder))
+            Some(_) | None if was_lost || cx.holds.forget_lost(key) => {
+                cx.holds.forget_lost(key);
+                Err(self.lost_error(&holder))
             }
             _ => {
                 let current = Box::pin(self.holders_in(cx)).await.unwrap_or_default();
@@ -666,9 +773,12 @@ impl<P: Family> Drop for Settle<P> {
         runtime::spawn(async move {
             let _running = running;
             let bound = cx.response_timeout();
-            if tokio::time::timeout(bound, lock.release_with(&cx, &key, Some(before.max(1))))
-                .await
-                .is_err()
+            if tokio::time::timeout(
+                bound,
+                lock.release_with(&cx, &key, Some(before.max(1)), None),
+            )
+            .await
+            .is_err()
             {
                 cx.holds.released(&key, false);
             }

@@ -7,8 +7,16 @@
 //! raced against what is left: when the deadline passes, the acquire returns `TimedOut` at once,
 //! even if Redis has not answered. An attempt still in flight then is *abandoned*: it finishes in
 //! the background, and if it won, the win is given back (then the protocol's give-up clean-up
-//! runs). A wait of zero is a single attempt, which waits for its answer (at most the response
-//! timeout).
+//! runs). A wait of zero is a single attempt, bounded as a whole (with any clean-up of this
+//! client's earlier calls it waits for, and any reconnecting) by the response timeout from its
+//! start.
+//!
+//! **An outage is not "busy".** A wait that reaches its limit without Redis having answered any
+//! of its attempts, or whose last call to Redis failed for want of it, ends with
+//! [`ErrorKind::Unavailable`] (settled: what an abandoned attempt won is given back), not
+//! `TimedOut`; `TimedOut` (the caller's timeout error, naming the holder) means Redis answered
+//! and the object was busy. An attempt still in flight at the deadline counts if it is answered
+//! within the clean-up grace.
 //!
 //! **Cancellation leaves nothing behind.** The first attempt runs inline (most acquires end
 //! there); the rest of the loop runs as its own task. Dropping the caller's future, or cancelling
@@ -21,13 +29,18 @@
 //!
 //! **Outages.** An attempt whose reply is lost (the connection dropped, the server restarted) is
 //! ambiguous: it may have won. Before trying again the loop asks Redis ([`Protocol::settle`]), so
-//! a win is never counted twice. Such outages are waited out, with back-off, for up to the
+//! a win is never counted twice. An attempt that was never sent (a refused connection) is not
+//! ambiguous: it is simply tried again. Such outages are waited out, with back-off, for up to the
 //! client's connect timeout (and never past the deadline); a longer one ends the wait with
-//! [`ErrorKind::Unavailable`]. A `SUBSCRIBE` that gets no answer is sent again the same way.
+//! [`ErrorKind::Unavailable`]. A `SUBSCRIBE` that gets no answer is sent again the same way. An
+//! object whose attempts cannot be settled (the plain semaphore) fails only on a reply lost after
+//! sending; after its subscription connection dropped (a restart), it waits until Redis answers
+//! a `PING` before its next attempt, so that attempt does not go out on the dead connection.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -89,6 +102,106 @@ pub(crate) trait Keeper<W>: Send + Sync + 'static {
     fn unkeep(self: Arc<Self>) -> BoxFuture<'static, ()>;
 }
 
+/// What Redis said during one wait, to tell an outage from a busy object when the wait limit
+/// passes (see the module docs).
+#[derive(Default)]
+struct Heard {
+    /// Some attempt of this wait got an answer from Redis (won or busy).
+    answered: AtomicBool,
+    /// What the last call of this wait to Redis failed with, if it failed for want of Redis
+    /// (unreachable, no answer) and nothing answered since.
+    outage: Mutex<Option<String>>,
+}
+
+impl Heard {
+    /// Notes how a call of this wait ended; `attempt`: it was an attempt (an answer to a settle
+    /// or a subscribe only says Redis is back).
+    fn note<T>(&self, result: &Result<T>, attempt: bool) {
+        match result {
+            Err(e) if e.is_unavailable() => self.down(e),
+            Err(_) => {}
+            Ok(_) => {
+                if attempt {
+                    self.answered.store(true, Ordering::Relaxed);
+                }
+                *self.outage.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            }
+        }
+    }
+
+    /// Notes a call of this wait that failed for want of Redis.
+    fn down(&self, e: &Error) {
+        *self.outage.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.message().to_owned());
+    }
+
+    /// Why the wait is to end as an outage rather than a timeout: no attempt was answered, or
+    /// the last call failed for want of Redis. `None`: Redis answered, the object was busy.
+    fn outage(&self) -> Option<Option<String>> {
+        let outage = self
+            .outage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if outage.is_some() || !self.answered.load(Ordering::Relaxed) {
+            Some(outage)
+        } else {
+            None
+        }
+    }
+}
+
+/// How far a wait that ends as an outage got with Redis.
+pub(crate) struct Reached {
+    /// Some attempt was answered (Redis said the object was busy, then stopped answering).
+    pub(crate) answered: bool,
+    /// What the last call to Redis failed with.
+    pub(crate) last: Option<String>,
+}
+
+/// The [`ErrorKind::Unavailable`] error of an acquire of `name` by `holder` (its wait limit
+/// `wait`, counted from `start`) that reached its limit without Redis saying the object was
+/// busy: no attempt was answered, or Redis stopped answering at the end. A settled error: what
+/// an abandoned attempt won is given back in the background.
+pub(crate) fn outage_error(
+    cx: &Ctx,
+    name: &str,
+    holder: &str,
+    wait: Option<Duration>,
+    start: Instant,
+    reached: Reached,
+) -> Error {
+    let waited = start.elapsed();
+    let what = if reached.answered {
+        "Redis stopped answering before"
+    } else {
+        "no attempt got an answer from Redis before"
+    };
+    let limit = match wait {
+        Some(w) if w.is_zero() => format!(
+            "the single try's bound (the response timeout, {:.3}s)",
+            cx.response_timeout().as_secs_f64()
+        ),
+        Some(w) => format!("the wait limit ({:.3}s)", w.as_secs_f64()),
+        None => "the wait ended".to_owned(),
+    };
+    let last = reached.last.map_or_else(
+        || "check that the server is up and reachable, then retry".to_owned(),
+        |m| format!("the last error: {m}"),
+    );
+    Error::new(
+        ErrorKind::Unavailable,
+        format!(
+            "'{name}' was not acquired and is not known to be busy: {what} {limit} passed; \
+             {last}"
+        ),
+    )
+    .with_lock(name)
+    .with_holder(holder)
+    .with_waited(waited)
+    .settled()
+    .at_deadline()
+}
+
 /// Every argument of one acquire.
 pub(crate) struct Acquire<P: Protocol> {
     pub(crate) cx: Arc<Ctx>,
@@ -114,6 +227,11 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
         .wait
         .filter(|w| !w.is_zero())
         .and_then(|w| a.start.checked_add(w));
+    // A single try has no wait limit but is bounded by the response timeout from its start.
+    let single_by = a
+        .request
+        .single_try()
+        .then(|| a.start + a.cx.response_timeout());
     let s = Shared {
         cx: a.cx,
         proto: a.proto,
@@ -122,6 +240,8 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
         token,
         start: a.start,
         deadline,
+        single_by,
+        heard: Arc::default(),
     };
     // What this client's callers left of this object is cleaned up first (nearly always
     // nothing: one atomic load).
@@ -129,12 +249,13 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
         && !Box::pin(after_clean_ups(
             &s.cx,
             s.proto.name(),
-            s.deadline,
+            s.deadline.or(s.single_by),
             Some(&s.token),
         ))
         .await
     {
-        return Ok(Outcome::TimedOut);
+        // Clean-ups still running at the deadline: they are waiting for Redis.
+        return s.timed_out(Outcome::TimedOut);
     }
     if s.token.is_cancelled() || s.cx.stop.is_cancelled() {
         return Err(s.cancelled());
@@ -147,7 +268,11 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
         r = &mut first => r,
         _ = sleep_until(s.deadline) => {
             Box::pin(first.abandon(GIVE_UP_GRACE)).await;
-            return Ok(Outcome::TimedOut);
+            return s.timed_out(Outcome::TimedOut);
+        }
+        _ = sleep_until(s.single_by) => {
+            Box::pin(first.abandon(GIVE_UP_GRACE)).await;
+            return s.timed_out(Outcome::TimedOut);
         }
         _ = s.token.cancelled() => {
             Box::pin(first.abandon(s.cx.response_timeout())).await;
@@ -162,7 +287,9 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
         Ok(Attempt::Won(won)) => return s.finish(won, sent).await,
         Ok(Attempt::Busy { .. }) if s.request.single_try() => return Ok(Outcome::TimedOut),
         Ok(Attempt::Busy { .. }) => Start::Busy,
-        Err(e) if e.is_unanswered() => Start::Unanswered(e, sent),
+        // Nothing was sent: a single try says so, a wait rides the outage out.
+        Err(e) if e.is_unsent() && s.request.single_try() => return Err(e),
+        Err(e) if e.is_unanswered() || e.is_unsent() => Start::Unanswered(e, sent),
         Err(e) => return Err(e),
     };
 
@@ -177,6 +304,7 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
     // Claimed: from here on the result is the caller's, whatever happens to this future.
     call.task = None;
     match joined {
+        Ok(Ok(Outcome::TimedOut)) => s.timed_out(Outcome::TimedOut),
         Ok(result) => result,
         Err(join) => Err(Error::new(
             ErrorKind::Redis,
@@ -204,9 +332,33 @@ struct Shared<P: Protocol> {
     token: CancellationToken,
     start: Instant,
     deadline: Option<Instant>,
+    /// A single try's bound: its start plus the response timeout.
+    single_by: Option<Instant>,
+    /// What Redis said during this wait.
+    heard: Arc<Heard>,
 }
 
 impl<P: Protocol> Shared<P> {
+    /// How a wait that reached its limit ends: `timed_out` (Redis answered, the object was
+    /// busy), or [`ErrorKind::Unavailable`] when no attempt got an answer, or the last call to
+    /// Redis failed for want of it.
+    fn timed_out(&self, timed_out: Outcome<P::Won>) -> Result<Outcome<P::Won>> {
+        let Some(last) = self.heard.outage() else {
+            return Ok(timed_out);
+        };
+        Err(outage_error(
+            &self.cx,
+            self.proto.name(),
+            &self.request.holder,
+            self.request.wait,
+            self.start,
+            Reached {
+                answered: self.heard.answered.load(Ordering::Relaxed),
+                last,
+            },
+        ))
+    }
+
     fn in_flight(&self) -> InFlight<P> {
         let attempt = self
             .proto
@@ -225,6 +377,7 @@ impl<P: Protocol> Shared<P> {
         };
         InFlight {
             future: Some(future),
+            heard: self.heard.clone(),
             sent: Instant::now(),
             cx: self.cx.clone(),
             proto: self.proto.clone(),
@@ -357,6 +510,8 @@ type AttemptFuture<W> = Pin<Box<dyn Future<Output = Result<Attempt<W>>> + Send>>
 /// cancelled), it finishes in the background: a win is given back, then the give-up clean-up runs.
 struct InFlight<P: Protocol> {
     future: Option<AttemptFuture<P::Won>>,
+    /// Told how the attempt ended, even after it was abandoned.
+    heard: Arc<Heard>,
     sent: Instant,
     cx: Arc<Ctx>,
     proto: Arc<P>,
@@ -374,7 +529,8 @@ impl<P: Protocol> Future for InFlight<P> {
         let deadline = self.deadline;
         let future = self.future.as_mut().expect("polled after completion");
         let out = crate::lane::with_deadline(deadline, || future.as_mut().poll(cx));
-        if out.is_ready() {
+        if let Poll::Ready(result) = &out {
+            self.heard.note(result, true);
             self.future = None;
         }
         out
@@ -386,16 +542,19 @@ impl<P: Protocol> InFlight<P> {
     /// that clean-up; `None` if the attempt had already finished.
     fn finish_in_background(&mut self) -> Option<JoinHandle<()>> {
         let future = self.future.take()?;
-        let (cx, proto, keeper, request) = (
+        let (cx, proto, keeper, request, heard) = (
             self.cx.clone(),
             self.proto.clone(),
             self.keeper.clone(),
             self.request.clone(),
+            self.heard.clone(),
         );
         let running = cx.settling.begin(proto.name());
         Some(runtime::spawn(async move {
             let _running = running;
-            let won = match future.await {
+            let result = future.await;
+            heard.note(&result, true);
+            let won = match result {
                 Ok(Attempt::Won(_)) => true,
                 // The reply was lost: ask Redis (on the same connection, after the attempt).
                 Err(e) if e.is_unanswered() && proto.can_settle() => {
@@ -496,6 +655,9 @@ async fn run_loop<P: Protocol>(
         Waiting::Backoff(_) => None,
     };
 
+    // The subscription connection's drops seen: after a new one, an attempt that cannot be
+    // settled waits until Redis answers (see `reachable`).
+    let mut drops = s.cx.pubsub.drops();
     let mut failures = 1u32;
     // A back-off waiter pauses before its next attempt; a subscriber tries again at once (a
     // release may have come before the subscription).
@@ -532,6 +694,12 @@ async fn run_loop<P: Protocol>(
             }
             if s.out_of_time() {
                 return Ok(Outcome::TimedOut);
+            }
+            if !s.proto.can_settle() && s.cx.pubsub.drops() != drops {
+                drops = s.cx.pubsub.drops();
+                if !reachable(s).await? {
+                    return Ok(Outcome::TimedOut);
+                }
             }
             let retry_in = match gated_attempt(s, abandoned).await? {
                 Gated::Won(won, sent) => {
@@ -712,44 +880,52 @@ async fn gated_attempt<P: Protocol>(s: &Shared<P>, abandoned: &mut bool) -> Resu
     match result {
         Ok(Attempt::Won(won)) => Ok(Gated::Won(won, attempt.sent)),
         Ok(Attempt::Busy { retry_in }) => Ok(Gated::Busy(retry_in)),
-        Err(e) if e.is_unanswered() => settle_unanswered(s, e, attempt.sent, abandoned).await,
+        Err(e) if e.is_unanswered() || e.is_unsent() => {
+            settle_unanswered(s, e, attempt.sent, abandoned).await
+        }
         Err(e) => Err(e),
     }
 }
 
-/// After an attempt whose reply was lost: back off, ask Redis whether it won, and try again,
-/// for as long as the outage tolerance and the deadline allow.
+/// The error of an attempt of an object that cannot be settled ([`Protocol::can_settle`])
+/// whose reply was lost after it was sent.
+fn unknown_outcome<P: Protocol>(s: &Shared<P>, error: &Error) -> Error {
+    Error::new(
+        ErrorKind::Unavailable,
+        format!(
+            "{}; the answer to the attempt was lost after it was sent, and what it takes has no \
+             owner to ask Redis about, so it is unknown whether it took it and crosslock did not \
+             retry it (that could take it twice): if it did take it, it stays taken until given \
+             back or the count is reset",
+            error.message()
+        ),
+    )
+    .with_lock(s.proto.name())
+}
+
+/// After an attempt that failed for want of Redis: its reply was lost (it may have won: ask
+/// Redis before trying again), or it was never sent (a refused connection: nothing to ask).
+/// Backs off and tries again for as long as the outage tolerance and the deadline allow.
 async fn settle_unanswered<P: Protocol>(
     s: &Shared<P>,
     mut error: Error,
     mut sent: Instant,
     abandoned: &mut bool,
 ) -> Result<Gated<P::Won>> {
-    if !s.proto.can_settle() {
-        return Err(Error::new(
-            ErrorKind::Unavailable,
-            format!(
-                "{}; the answer to the attempt was lost, and what it takes has no owner to ask \
-                 Redis about, so it is unknown whether it took it and crosslock did not retry it \
-                 (that could take it twice): if it did take it, it stays taken until given back \
-                 or the count is reset",
-                error.message()
-            ),
-        )
-        .with_lock(s.proto.name()));
+    // Whether an attempt of this wait may have run without our knowing its outcome.
+    let mut unsettled = !error.is_unsent();
+    if unsettled && !s.proto.can_settle() {
+        return Err(unknown_outcome(s, &error));
     }
     let since = Instant::now();
-    // A single try has no wait limit but is bounded by the response timeout from its start: once
-    // that has passed, the unanswered attempt is settled in the background and the caller hears
-    // that Redis did not answer.
-    let settle_by = s
-        .request
-        .single_try()
-        .then(|| s.start + s.cx.response_timeout());
+    // A single try is bounded by the response timeout from its start: once that has passed, an
+    // unanswered attempt is settled in the background and the caller hears that Redis did not
+    // answer.
+    let settle_by = s.single_by;
     let mut backoff = Duration::from_millis(10);
     loop {
-        // The previous attempt is unsettled: whatever ends the wait now must settle it in the
-        // background.
+        // The previous attempt may be unsettled: whatever ends the wait now must settle it in
+        // the background.
         tokio::select! {
             biased;
             _ = s.token.cancelled() => {
@@ -772,36 +948,41 @@ async fn settle_unanswered<P: Protocol>(
             _ = tokio::time::sleep(backoff) => {}
         }
         backoff = (backoff * 2).min(Duration::from_millis(500));
-        // Did Redis count a win we have not recorded? (Sent after the attempt on the same
-        // connection, so it sees the attempt's effect if the attempt ran.)
-        let settled = tokio::select! {
-            biased;
-            r = s.proto.settle(&s.cx, &s.request.holder, s.keeper.recorded()) => r,
-            _ = sleep_until(s.deadline) => {
-                abandon_unsettled(s);
-                *abandoned = true;
-                return Ok(Gated::TimedOut);
-            }
-            _ = sleep_until(settle_by) => {
-                abandon_unsettled(s);
-                *abandoned = true;
-                return Err(error);
-            }
-        };
-        match settled {
-            Ok(Some(won)) => return Ok(Gated::Won(won, sent)),
-            Ok(None) if since.elapsed() >= s.cx.outage_tolerance => return Err(error),
-            Ok(None) => {}
-            Err(e) if e.is_unavailable() => {
-                if since.elapsed() >= s.cx.outage_tolerance {
+        if unsettled {
+            // Did Redis count a win we have not recorded? (Sent after the attempt on the same
+            // connection, so it sees the attempt's effect if the attempt ran.)
+            let settled = tokio::select! {
+                biased;
+                r = s.proto.settle(&s.cx, &s.request.holder, s.keeper.recorded()) => r,
+                _ = sleep_until(s.deadline) => {
                     abandon_unsettled(s);
                     *abandoned = true;
-                    return Err(e);
+                    return Ok(Gated::TimedOut);
                 }
-                error = e;
-                continue; // settle again before any new attempt
+                _ = sleep_until(settle_by) => {
+                    abandon_unsettled(s);
+                    *abandoned = true;
+                    return Err(error);
+                }
+            };
+            s.heard.note(&settled, false);
+            match settled {
+                Ok(Some(won)) => return Ok(Gated::Won(won, sent)),
+                Ok(None) if since.elapsed() >= s.cx.outage_tolerance => return Err(error),
+                Ok(None) => unsettled = false,
+                Err(e) if e.is_unavailable() => {
+                    if since.elapsed() >= s.cx.outage_tolerance {
+                        abandon_unsettled(s);
+                        *abandoned = true;
+                        return Err(e);
+                    }
+                    error = e;
+                    continue; // settle again before any new attempt
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
+        } else if since.elapsed() >= s.cx.outage_tolerance {
+            return Err(error);
         }
         let mut attempt = s.in_flight();
         let result = tokio::select! {
@@ -812,6 +993,11 @@ async fn settle_unanswered<P: Protocol>(
                 *abandoned = true;
                 return Ok(Gated::TimedOut);
             }
+            _ = sleep_until(settle_by) => {
+                attempt.abandon(GIVE_UP_GRACE).await;
+                *abandoned = true;
+                return Err(error);
+            }
             _ = s.token.cancelled() => {
                 attempt.abandon(s.cx.response_timeout()).await;
                 *abandoned = true;
@@ -821,9 +1007,15 @@ async fn settle_unanswered<P: Protocol>(
         match result {
             Ok(Attempt::Won(won)) => return Ok(Gated::Won(won, attempt.sent)),
             Ok(Attempt::Busy { retry_in }) => return Ok(Gated::Busy(retry_in)),
+            // Never sent: nothing to settle; wait the outage out.
+            Err(e) if e.is_unsent() => error = e,
             Err(e) if e.is_unanswered() => {
+                if !s.proto.can_settle() {
+                    return Err(unknown_outcome(s, &e));
+                }
                 error = e;
                 sent = attempt.sent;
+                unsettled = true;
             }
             Err(e) => return Err(e),
         }
@@ -848,16 +1040,18 @@ async fn subscribe<P: Protocol>(
             _ = s.cx.stop.cancelled() => return Err(s.cancelled()),
             _ = sleep_until(s.deadline) => return Ok(None),
             sub = s.cx.pubsub.subscribe(channel, wake) => match sub {
-                Ok(sub) => return Ok(Some(sub)),
-                Err(e) if e.is_unavailable() && since.elapsed() < s.cx.outage_tolerance => e,
-                Err(e) => {
-                    let name = s.proto.name();
-                    return Err(Error::new(
-                        e.kind(),
-                        format!("the wait for '{name}' could not subscribe to its wake-ups: {e}"),
-                    )
-                    .with_lock(name));
+                Ok(sub) => {
+                    s.heard.note(&Ok(()), false);
+                    return Ok(Some(sub));
                 }
+                Err(e) if e.is_unavailable() => {
+                    s.heard.down(&e);
+                    if since.elapsed() >= s.cx.outage_tolerance {
+                        return Err(subscribe_failed(s, &e));
+                    }
+                    e
+                }
+                Err(e) => return Err(subscribe_failed(s, &e)),
             },
         };
         tracing::debug!(target: "crosslock", "waiting for '{}': subscribing failed ({failed}); trying again", s.proto.name());
@@ -870,6 +1064,48 @@ async fn subscribe<P: Protocol>(
         }
         backoff = (backoff * 2).min(Duration::from_millis(500));
     }
+}
+
+/// Waits until Redis answers a `PING` on the command connection, with back-off, for up to the
+/// outage tolerance (then fails with the last error) and never past the deadline (`false`).
+/// Before an attempt that cannot be settled, after the connections dropped: a `PING` is safe to
+/// send again, the attempt is not.
+async fn reachable<P: Protocol>(s: &Shared<P>) -> Result<bool> {
+    let since = Instant::now();
+    let mut backoff = Duration::from_millis(10);
+    loop {
+        let pinged = tokio::select! {
+            biased;
+            _ = s.token.cancelled() => return Err(s.cancelled()),
+            _ = s.cx.stop.cancelled() => return Err(s.cancelled()),
+            _ = sleep_until(s.deadline) => return Ok(false),
+            r = s.cx.conn.ping() => r,
+        };
+        s.heard.note(&pinged, false);
+        match pinged {
+            Ok(()) => return Ok(true),
+            Err(e) if e.is_unavailable() && since.elapsed() < s.cx.outage_tolerance => {}
+            Err(e) => return Err(e.with_lock(s.proto.name())),
+        }
+        tokio::select! {
+            biased;
+            _ = s.token.cancelled() => return Err(s.cancelled()),
+            _ = s.cx.stop.cancelled() => return Err(s.cancelled()),
+            _ = sleep_until(s.deadline) => return Ok(false),
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// The error of a wait whose SUBSCRIBE failed with `e`.
+fn subscribe_failed<P: Protocol>(s: &Shared<P>, e: &Error) -> Error {
+    let name = s.proto.name();
+    Error::new(
+        e.kind(),
+        format!("the wait for '{name}' could not subscribe to its wake-ups: {e}"),
+    )
+    .with_lock(name)
 }
 
 /// The deadline passed before an unanswered attempt could be settled: settle it in the

@@ -120,6 +120,17 @@ impl Parts {
             match lock.acquire_as(owner, &options).await {
                 Ok(Some(_)) => taken.parts.push(lock.clone()),
                 Ok(None) => missed.busy += 1,
+                // Its share of the wait passed with its Redis out of reach: like a busy part,
+                // tried again in the next round while the outage is shorter than its client's
+                // tolerance.
+                Err(e) if e.is_outage_at_deadline() => {
+                    missed.busy += 1;
+                    missed.unreached_parts += 1;
+                    let tolerance = lock.client().outage_tolerance();
+                    missed.unreached =
+                        Some(missed.unreached.map_or(tolerance, |t| t.min(tolerance)));
+                    missed.last = Some((lock.name().to_owned(), e));
+                }
                 Err(e) if e.is_cancelled() => {
                     release(&taken.give_back(), owner).await;
                     return Err(e);
@@ -245,7 +256,10 @@ impl Parts {
             AcquireOptions::new().lease(lease).validate(&self.names())?;
         }
         let mut last: Option<(String, Error)> = None;
+        // Since when rounds keep missing parts whose Redis is out of reach.
+        let mut unreached_since: Option<Instant> = None;
         loop {
+            let round_start = Instant::now();
             // A wait limit covers the whole; without one, cycles of (parts × 1.5 s) repeat.
             let (deadline, cycle) = match options.wait {
                 Some(w) => (start + w, w),
@@ -269,7 +283,19 @@ impl Parts {
                 Ok(held) => return Ok(Some(held)),
                 Err(missed) => missed,
             };
-            let hopeless = missed.hopeless;
+            let mut hopeless = missed.hopeless;
+            // Only parts out of reach beyond what the quorum spares keep it from being had; with
+            // fewer, the parts that answered busy did.
+            let spared = self.locks.len() - self.quorum;
+            let unreachable = missed.unreached_parts > spared;
+            match missed.unreached.filter(|_| unreachable) {
+                Some(tolerance) => {
+                    let since = *unreached_since.get_or_insert(round_start);
+                    // An outage longer than the tolerance ends the wait, as it ends a lock's.
+                    hopeless |= since.elapsed() >= tolerance;
+                }
+                None => unreached_since = None,
+            }
             last = missed.last.or(last);
             if hopeless {
                 // More parts failed (a server down, the client closed, a wrong type) than the
@@ -283,6 +309,8 @@ impl Parts {
             if out_of_time {
                 // An error (a server down) says more than a plain timeout: report it, naming the part.
                 return match last {
+                    // Out of reach, but a busy majority of the other parts was what kept it.
+                    Some((_, e)) if e.is_outage_at_deadline() && !unreachable => Ok(None),
                     Some((part, e)) if !e.is_timeout() => Err(self.failed(&part, &e)),
                     _ => Ok(None),
                 };
@@ -315,6 +343,11 @@ struct Missed {
     last: Option<(String, Error)>,
     /// More parts failed than the quorum can spare.
     hopeless: bool,
+    /// Some part's share of the wait passed with its Redis out of reach: the shortest outage
+    /// tolerance of those parts' clients.
+    unreached: Option<Duration>,
+    /// How many parts those were.
+    unreached_parts: usize,
 }
 
 /// The parts a round has taken so far; given back if the round is dropped before it ends.

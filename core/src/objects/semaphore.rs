@@ -324,8 +324,9 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Unavailable`] (Redis unreachable longer than the connect timeout, or an
-    /// attempt's answer lost, when it is unknown whether the permits were taken),
+    /// [`ErrorKind::Unavailable`] (Redis unreachable longer than the connect timeout or at the
+    /// end of the wait limit, or an attempt's answer lost after it was sent, when it is unknown
+    /// whether the permits were taken; a refused connection is waited out),
     /// [`ErrorKind::WrongType`], [`ErrorKind::Redis`].
     ///
     /// # Cancel safety
