@@ -695,6 +695,12 @@ impl Conn {
         self.inner.route.suspect();
     }
 
+    /// Whether the last command on this connection found it down (refused, dropped) and none
+    /// has been answered since.
+    pub(crate) fn is_down(&self) -> bool {
+        self.inner.health.down.load(Ordering::Relaxed)
+    }
+
     /// Logs the connection coming back (once) after it was lost.
     pub(crate) fn note_answered(&self) {
         if self.inner.health.down.load(Ordering::Relaxed) {
@@ -1218,7 +1224,14 @@ impl Conn {
             }
             Some(Err(e)) => {
                 self.check_lost(&e);
-                Err(Error::from_redis(e, subject))
+                let error = Error::from_redis(e, subject);
+                // A cluster connection retries a request on its own: a refusal there may come
+                // after the command went out once, so it is not known to be unsent.
+                Err(if self.is_cluster() {
+                    error.maybe_sent()
+                } else {
+                    error
+                })
             }
             None => {
                 self.no_answer();

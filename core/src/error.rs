@@ -548,6 +548,13 @@ impl Error {
     }
 
     /// Marks an `Unavailable` error whose command never left this process.
+    /// Takes back [`Error::unsent`]: the command may have been sent after all (a cluster
+    /// connection retries a request itself, so a refusal can follow a send).
+    pub(crate) fn maybe_sent(mut self) -> Self {
+        self.repr.unsent = false;
+        self
+    }
+
     pub(crate) fn unsent(mut self) -> Self {
         self.repr.unsent = true;
         self

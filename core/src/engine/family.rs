@@ -415,7 +415,11 @@ impl<P: Family> LockCore<P> {
             ))
             .await
         {
-            // The clean-ups of earlier calls are still waiting for Redis.
+            // The clean-ups of earlier calls are still running: an outage when they wait for a
+            // Redis that is down, else the lock is busy with this client's own give-back.
+            if !cx.conn.is_down() {
+                return Ok(None);
+            }
             return Err(unreached(
                 Some(&cx),
                 Some("an earlier call's clean-up is still waiting for Redis".to_owned()),
@@ -520,9 +524,11 @@ impl<P: Family> LockCore<P> {
         let holder = cx.holder(key.owner, self.proto.suffix());
         let before = cx.holds.count(&key).max(1);
         let lease_after = cx.holds.lease_after_release(&key);
+        // The clean-up is registered before the hold is forgotten: this client's next acquire of
+        // the lock waits for it, so the unlock below cannot meet a fresh hold of the same owner.
+        let running = cx.settling.begin(self.name());
         cx.holds.forget_lost(&key);
         let (lock, cx, script_holder) = (self.clone(), cx.clone(), holder.clone());
-        let running = cx.settling.begin(lock.name());
         runtime::spawn(async move {
             let _running = running;
             let bound = cx.outage_tolerance + cx.response_timeout();
@@ -540,7 +546,10 @@ impl<P: Family> LockCore<P> {
                     pause = (pause * 2).min(Duration::from_millis(500));
                 }
             };
-            let _ = tokio::time::timeout(bound, clean).await;
+            tokio::select! {
+                _ = tokio::time::timeout(bound, clean) => {}
+                () = cx.stop.cancelled() => {}
+            }
         });
         self.lost_error(&holder)
     }

@@ -16,7 +16,9 @@
 //! [`ErrorKind::Unavailable`] (settled: what an abandoned attempt won is given back), not
 //! `TimedOut`; `TimedOut` (the caller's timeout error, naming the holder) means Redis answered
 //! and the object was busy. An attempt still in flight at the deadline counts if it is answered
-//! within the clean-up grace.
+//! within the clean-up grace. Silence alone (no call failed, none answered) is an outage only in
+//! a wait of at least [`SILENCE_FLOOR`]; waiting for this client's own clean-ups is one only
+//! while the connection is down.
 //!
 //! **Cancellation leaves nothing behind.** The first attempt runs inline (most acquires end
 //! there); the rest of the loop runs as its own task. Dropping the caller's future, or cancelling
@@ -134,21 +136,27 @@ impl Heard {
         *self.outage.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.message().to_owned());
     }
 
-    /// Why the wait is to end as an outage rather than a timeout: no attempt was answered, or
-    /// the last call failed for want of Redis. `None`: Redis answered, the object was busy.
-    fn outage(&self) -> Option<Option<String>> {
+    /// Why the wait is to end as an outage rather than a timeout: the last call failed for want
+    /// of Redis, or no attempt was answered in a wait of at least [`SILENCE_FLOOR`] (`waited`).
+    /// `None`: Redis answered and the object was busy, or a short wait's attempt was only slow.
+    fn outage(&self, waited: Duration) -> Option<Option<String>> {
         let outage = self
             .outage
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        if outage.is_some() || !self.answered.load(Ordering::Relaxed) {
+        if outage.is_some() || (!self.answered.load(Ordering::Relaxed) && waited >= SILENCE_FLOOR) {
             Some(outage)
         } else {
             None
         }
     }
 }
+
+/// How long a Redis that fails no call but answers none must have been silent before a wait
+/// that ends then is called an outage: below it (a wait limit of a few milliseconds on a loaded
+/// machine), an attempt whose answer is merely late ends the wait as busy, as it always did.
+pub(crate) const SILENCE_FLOOR: Duration = Duration::from_millis(250);
 
 /// How far a wait that ends as an outage got with Redis.
 pub(crate) struct Reached {
@@ -254,8 +262,12 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
         ))
         .await
     {
-        // Clean-ups still running at the deadline: they are waiting for Redis.
-        return s.timed_out(Outcome::TimedOut);
+        // Clean-ups still running at the deadline: an outage when they wait for a Redis that is
+        // down, else only slow (the object is busy with this client's own give-back).
+        if s.cx.conn.is_down() {
+            return s.timed_out(Outcome::TimedOut);
+        }
+        return Ok(Outcome::TimedOut);
     }
     if s.token.is_cancelled() || s.cx.stop.is_cancelled() {
         return Err(s.cancelled());
@@ -343,7 +355,7 @@ impl<P: Protocol> Shared<P> {
     /// busy), or [`ErrorKind::Unavailable`] when no attempt got an answer, or the last call to
     /// Redis failed for want of it.
     fn timed_out(&self, timed_out: Outcome<P::Won>) -> Result<Outcome<P::Won>> {
-        let Some(last) = self.heard.outage() else {
+        let Some(last) = self.heard.outage(self.start.elapsed()) else {
             return Ok(timed_out);
         };
         Err(outage_error(
