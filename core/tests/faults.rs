@@ -494,6 +494,42 @@ async fn every_wait_rides_out_a_one_second_restart() {
     }
 }
 
+/// A multi-lock of many parts tries them all at once first (one single try each); parts whose
+/// Redis is down then are waited for like a busy part, not counted as failed, so a wait that
+/// begins during a short outage rides it out, as one of few parts does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_of_many_parts_begun_in_an_outage_rides_it_out() {
+    let mut server = RedisServer::start();
+    let port = server.port;
+    let client = Client::connect_with(&server.url(), tolerant())
+        .await
+        .unwrap();
+    for (what, parts) in [("2 parts", 2), ("8 parts, tried all at once", 8)] {
+        let locks = (0..parts)
+            .map(|i| Ok(client.lock(&format!("o:many:{parts}:{i}"))?.erased()))
+            .collect::<crosslock::Result<Vec<_>>>()
+            .unwrap();
+        server.kill();
+        let wait = tokio::spawn(async move {
+            MultiLock::new(locks)?
+                .acquire_as(
+                    Owner::new(3),
+                    &AcquireOptions::new().wait(Duration::from_secs(15)),
+                )
+                .await
+        });
+        // Longer than a single try may take (the response timeout).
+        tokio::time::sleep(Duration::from_millis(1800)).await;
+        assert!(!wait.is_finished(), "{what}: gave up during the outage");
+        server = RedisServer::start_on(port);
+        let got = tokio::time::timeout(Duration::from_secs(20), wait)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: still waiting 20 s after the restart"))
+            .unwrap();
+        assert!(matches!(got, Ok(Some(_))), "{what}: {got:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_is_unavailable_a_busy_lock_a_timeout() {
     let mut server = RedisServer::start();

@@ -488,6 +488,19 @@ impl Holds {
             );
             None
         };
+        // A re-entry sent after the hold's deadline had passed unnoticed (a paused process that
+        // re-enters before anything read `is_lost`) does not carry the old tenure on: that one
+        // is lost as a read would have found it (token, listener), and this acquire begins anew.
+        let mut overdue = None;
+        if let Some(hold) = map.get_mut(&key)
+            && !hold.leases.is_empty()
+            && !hold.lost
+            && hold.releasing == 0
+            && hold.deadline <= sent
+        {
+            hold.mark_lost();
+            overdue = Some(self.event(&key, hold, LostReason::Expired));
+        }
         let hold = map.entry(key).or_insert_with(|| {
             Box::new(Hold {
                 leases: Leases::default(),
@@ -517,6 +530,9 @@ impl Holds {
         let wake = (acquired.lease.is_none() && !plan.watching)
             || plan.at.is_none_or(|at| hold.deadline < self.at(at));
         drop(map);
+        if let Some(event) = overdue {
+            self.report_later(event);
+        }
         if wake {
             self.changed.notify_one();
         }
@@ -889,6 +905,57 @@ mod tests {
         assert!(leases.is_empty());
         leases.pop();
         assert!(leases.is_empty());
+    }
+
+    struct NoRelease;
+
+    impl Releaser for NoRelease {
+        fn renew_kind(&self, _: &Arc<str>) -> RenewKind {
+            RenewKind::Hash
+        }
+        fn release_on_close(
+            &self,
+            _: Arc<Ctx>,
+            _: Arc<str>,
+            _: Arc<str>,
+        ) -> BoxFuture<'static, Result<()>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    #[test]
+    fn a_re_entry_after_the_deadline_passed_unread_loses_the_old_tenure() {
+        let lease = Duration::from_millis(100);
+        let holds = Holds::new("id", lease, 100, Default::default());
+        let key = || HoldKey {
+            name: Arc::from("paused"),
+            owner: Owner::new(7),
+            suffix: Suffix::None,
+        };
+        let acquired = |sent| Acquired {
+            holder: Arc::from(format!("id:{}", Owner::new(7)).as_str()),
+            kind: LockKind::Lock,
+            releaser: &NoRelease,
+            lease: Some(lease),
+            sent,
+        };
+        let first = Instant::now();
+        assert!(holds.acquired(key(), acquired(first)));
+        let token = holds.token(&key()).unwrap();
+        // Re-entered in time: the same tenure goes on.
+        assert!(holds.acquired(key(), acquired(first + lease / 4)));
+        assert!(!token.is_cancelled());
+        assert_eq!(holds.count(&key()), 2);
+        // Re-entered only after the deadline passed, nobody having read `is_lost` meanwhile: the
+        // holder of the old tenure is told (its token), and the new acquire begins a tenure
+        // of its own rather than carrying the lost one on.
+        assert!(holds.acquired(key(), acquired(first + lease * 3)));
+        assert!(
+            token.is_cancelled(),
+            "the old tenure's token was not cancelled"
+        );
+        assert_eq!(holds.count(&key()), 1);
+        assert!(!holds.token(&key()).unwrap().is_cancelled());
     }
 
     #[test]

@@ -155,7 +155,7 @@ impl Parts {
     /// Tries every part once, all together (at most [`TRIES_IN_FLIGHT`] at once, never one
     /// blocking round trip after another on the caller's lane), adding the parts it wins to
     /// `taken` as they come (so that a round dropped meanwhile gives them back). Returns where
-    /// the round goes on: at the first part found busy, after giving back what it won beyond
+    /// the round goes on: at the first part found busy (or out of reach), after giving back what it won beyond
     /// it (holding only parts before every part it waits for, as when taking them one by one,
     /// so two rounds over the same parts cannot each hold what the other waits for); past the
     /// end when none was busy. The errors of the parts before that count in `missed`, in order,
@@ -204,9 +204,14 @@ impl Parts {
             release(&taken.give_back(), owner).await;
             return Err(e);
         }
+        // A part whose Redis is out of reach is waited for as a busy one is (one by one, its
+        // client riding the outage out), not counted as failed.
         let from = outcomes
             .iter()
-            .position(|o| matches!(o, Ok(false)))
+            .position(|o| match o {
+                Ok(won) => !won,
+                Err(e) => e.is_unavailable(),
+            })
             .unwrap_or(self.locks.len());
         // Taken in the order the tries came back: kept in the parts' order, before `from`.
         taken.give_back();
