@@ -55,7 +55,9 @@ def test_g10_every_wait_rides_out_a_one_second_restart(persistence: str) -> None
         waits["multi_lock"] = Timed(
             lambda: crosslock.MultiLock([waiter.lock("g10:m1"), waiter.lock("g10:m2")]).acquire()
         )
-        time.sleep(0.3)  # every waiter is waiting now
+        # Every waiter is waiting now: subscribed, each to its own channel (a spin lock polls).
+        subscribed = len(waits) - ("spin_lock" in KIND_IDS)
+        wait_until(lambda: len(server.channels()) >= subscribed, what="every waiter subscribed")
         server.kill()
         time.sleep(1.0)
         server.start()

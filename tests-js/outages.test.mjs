@@ -7,10 +7,9 @@
 // - the release of a hold already known lost rejects with LockLostError at once.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 
 import { startRedis } from './helpers/redis-server.mjs'
-import { crosslock, waitUntil } from './helpers/util.mjs'
+import { ask, crosslock, waitUntil } from './helpers/util.mjs'
 
 const { LockLostError, LockTimeoutError, MultiLock } = crosslock
 
@@ -67,7 +66,9 @@ for (const persistence of ['none', 'aof']) {
       waits.PermitExpirableSemaphore = timed(waiter.permitExpirableSemaphore('r:pes').acquire())
       waits.CountDownLatch = timed(waiter.countDownLatch('r:latch').wait())
       waits.MultiLock = timed(new MultiLock([waiter.lock('r:m1'), waiter.lock('r:m2')]).acquire())
-      await sleep(300) // every waiter is waiting now
+      // Every waiter is waiting now: subscribed, each to its own channel (a spin lock polls).
+      const subscribed = Object.keys(waits).length - ('SpinLock' in KINDS ? 1 : 0)
+      await waitUntil(async () => (await ask(server.port, 'PUBSUB', 'CHANNELS', '*'))?.length >= subscribed, 'every waiter subscribed')
       await server.restart(1000)
 
       const helper = await crosslock.connect(server.url)

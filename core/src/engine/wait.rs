@@ -934,7 +934,7 @@ async fn settle_unanswered<P: Protocol>(
     // unanswered attempt is settled in the background and the caller hears that Redis did not
     // answer.
     let settle_by = s.single_by;
-    let mut backoff = Duration::from_millis(10);
+    let mut backoff = FIRST_BACKOFF;
     loop {
         // The previous attempt may be unsettled: whatever ends the wait now must settle it in
         // the background.
@@ -959,7 +959,7 @@ async fn settle_unanswered<P: Protocol>(
             }
             _ = tokio::time::sleep(backoff) => {}
         }
-        backoff = (backoff * 2).min(Duration::from_millis(500));
+        backoff = (backoff * 2).min(MAX_BACKOFF);
         if unsettled {
             // Did Redis count a win we have not recorded? (Sent after the attempt on the same
             // connection, so it sees the attempt's effect if the attempt ran.)
@@ -1034,6 +1034,25 @@ async fn settle_unanswered<P: Protocol>(
     }
 }
 
+/// The first pause between tries to reach a Redis out of reach; each next one doubles, up to
+/// [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Sleeps `backoff`, then doubles it (up to [`MAX_BACKOFF`]), unless the wait ends first:
+/// `Ok(false)` at its deadline, the cancelled error when it is cancelled or the client closes.
+async fn back_off<P: Protocol>(s: &Shared<P>, backoff: &mut Duration) -> Result<bool> {
+    tokio::select! {
+        biased;
+        _ = s.token.cancelled() => return Err(s.cancelled()),
+        _ = s.cx.stop.cancelled() => return Err(s.cancelled()),
+        _ = sleep_until(s.deadline) => return Ok(false),
+        _ = tokio::time::sleep(*backoff) => {}
+    }
+    *backoff = (*backoff * 2).min(MAX_BACKOFF);
+    Ok(true)
+}
+
 /// Joins the wake-up channel; `None` when the deadline passed first. A SUBSCRIBE that fails for
 /// want of an answer (the server dropped the subscription connection just then) is sent again,
 /// with back-off, over the new connection, as an unanswered attempt is: an outage shorter than
@@ -1044,7 +1063,7 @@ async fn subscribe<P: Protocol>(
     wake: WakePolicy,
 ) -> Result<Option<crate::pubsub::Subscription>> {
     let since = Instant::now();
-    let mut backoff = Duration::from_millis(10);
+    let mut backoff = FIRST_BACKOFF;
     loop {
         let failed = tokio::select! {
             biased;
@@ -1067,14 +1086,9 @@ async fn subscribe<P: Protocol>(
             },
         };
         tracing::debug!(target: "crosslock", "waiting for '{}': subscribing failed ({failed}); trying again", s.proto.name());
-        tokio::select! {
-            biased;
-            _ = s.token.cancelled() => return Err(s.cancelled()),
-            _ = s.cx.stop.cancelled() => return Err(s.cancelled()),
-            _ = sleep_until(s.deadline) => return Ok(None),
-            _ = tokio::time::sleep(backoff) => {}
+        if !back_off(s, &mut backoff).await? {
+            return Ok(None);
         }
-        backoff = (backoff * 2).min(Duration::from_millis(500));
     }
 }
 
@@ -1084,7 +1098,7 @@ async fn subscribe<P: Protocol>(
 /// send again, the attempt is not.
 async fn reachable<P: Protocol>(s: &Shared<P>) -> Result<bool> {
     let since = Instant::now();
-    let mut backoff = Duration::from_millis(10);
+    let mut backoff = FIRST_BACKOFF;
     loop {
         let pinged = tokio::select! {
             biased;
@@ -1099,14 +1113,9 @@ async fn reachable<P: Protocol>(s: &Shared<P>) -> Result<bool> {
             Err(e) if e.is_unavailable() && since.elapsed() < s.cx.outage_tolerance => {}
             Err(e) => return Err(e.with_lock(s.proto.name())),
         }
-        tokio::select! {
-            biased;
-            _ = s.token.cancelled() => return Err(s.cancelled()),
-            _ = s.cx.stop.cancelled() => return Err(s.cancelled()),
-            _ = sleep_until(s.deadline) => return Ok(false),
-            _ = tokio::time::sleep(backoff) => {}
+        if !back_off(s, &mut backoff).await? {
+            return Ok(false);
         }
-        backoff = (backoff * 2).min(Duration::from_millis(500));
     }
 }
 
