@@ -1158,6 +1158,7 @@ impl Conn {
             &node,
             timeouts,
             client.get_multiplexed_async_connection_with_config(&config),
+            None,
         )
         .await
     }
@@ -1714,6 +1715,7 @@ async fn open_manager(
         node,
         timeouts,
         client.get_connection_manager_with_config(config),
+        Some(&client),
     )
     .await
 }
@@ -1752,7 +1754,7 @@ async fn open_cluster(
         info: seeds[0].clone(),
         address: endpoint.address.clone(),
     };
-    connect_within(&node, timeouts, client.get_async_connection()).await
+    connect_within(&node, timeouts, client.get_async_connection(), None).await
 }
 
 /// Moves a connection to each new master the route announces: connects to it (retrying while it
@@ -1936,26 +1938,66 @@ fn manager_config(timeouts: Timeouts) -> ConnectionManagerConfig {
         .set_max_delay(Duration::from_millis(500))
 }
 
-async fn connect_within<F, C>(node: &Node, timeouts: Timeouts, connecting: F) -> Result<C>
+/// How long a connect that ran out of time may take to find out why (see [`connect_within`]).
+const WHY_PROBE: Duration = Duration::from_millis(300);
+
+/// Runs `connecting` within the connect timeout, and says what went wrong if it fails.
+///
+/// A connection manager retries a failing first connection with back-off, a refused password
+/// or a database the server lacks too, so a short connect timeout can run out on an answer that
+/// retrying cannot change. Then one plain connection of `probe`'s (no retries, at most
+/// [`WHY_PROBE`] more) asks the server: its refusal is reported (an invalid argument, bad
+/// credentials) rather than "no answer".
+async fn connect_within<F, C>(
+    node: &Node,
+    timeouts: Timeouts,
+    connecting: F,
+    probe: Option<&redis::Client>,
+) -> Result<C>
 where
     F: std::future::Future<Output = redis::RedisResult<C>>,
 {
-    let address = &node.address;
-    let unreachable = |detail: String| {
-        Error::new(
-            ErrorKind::Unavailable,
-            format!(
-                "cannot connect to Redis at {address} within {:?}: {detail}; check that \
-                 redis-server runs there and the URL is right",
-                timeouts.connect
-            ),
-        )
-    };
     let e = match tokio::time::timeout(timeouts.connect, connecting).await {
         Ok(Ok(manager)) => return Ok(manager),
         Ok(Err(e)) => e,
-        Err(_) => return Err(unreachable("no answer".to_owned())),
+        Err(_) => {
+            let refused = match probe {
+                Some(client) => {
+                    let config = redis::AsyncConnectionConfig::new()
+                        .set_connection_timeout(Some(WHY_PROBE))
+                        .set_response_timeout(Some(WHY_PROBE));
+                    let asked = client.get_multiplexed_async_connection_with_config(&config);
+                    match tokio::time::timeout(WHY_PROBE, asked).await {
+                        Ok(Err(e)) if e.code().is_some() => Some(e),
+                        _ => None,
+                    }
+                }
+                None => None,
+            };
+            match refused {
+                Some(e) => e,
+                None => return Err(unreachable(node, timeouts, "no answer".to_owned())),
+            }
+        }
     };
+    Err(connect_failed(node, timeouts, e).await)
+}
+
+/// The unavailable error of a connect to `node` that failed for `detail`.
+fn unreachable(node: &Node, timeouts: Timeouts, detail: String) -> Error {
+    Error::new(
+        ErrorKind::Unavailable,
+        format!(
+            "cannot connect to Redis at {} within {:?}: {detail}; check that redis-server runs \
+             there and the URL is right",
+            node.address, timeouts.connect
+        ),
+    )
+}
+
+/// What a connect to `node` that failed with `e` tells its caller.
+async fn connect_failed(node: &Node, timeouts: Timeouts, e: redis::RedisError) -> Error {
+    let address = &node.address;
     let text = e.to_string();
     let error = if matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
         || text.contains("invalid username-password")
@@ -1983,9 +2025,9 @@ where
             ),
         )
     } else {
-        unreachable(text)
+        unreachable(node, timeouts, text)
     };
-    Err(error.with_source(e))
+    error.with_source(e)
 }
 
 /// Whether the server at `endpoint` greets a new connection with "max number of clients

@@ -163,12 +163,29 @@ async fn a_database_index_no_redis_has_is_an_invalid_argument_naming_it_and_the_
             assert!(err.to_string().contains(limits::DB.shown), "{url}: {err}");
         }
     }
-    // The largest index Redis could have is no argument error of ours: the server's answer.
-    let err = Client::connect(&format!("redis://127.0.0.1:{}/2147483647", server.port))
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
-    assert!(err.to_string().contains("databases"), "{err}");
+    // The largest index Redis could have is no argument error of ours: the server's answer,
+    // also when the connect timeout is shorter than the retries of a first connection (a
+    // refusal no retry changes is not "no answer").
+    for timeout in [Duration::from_secs(5), Duration::from_millis(200)] {
+        let options = ClientOptions::new().connect_timeout(timeout);
+        for db in ["20", "2147483647"] {
+            let url = format!("redis://127.0.0.1:{}/{db}", server.port);
+            let err = Client::connect_with(&url, options.clone())
+                .await
+                .unwrap_err();
+            assert_eq!(
+                err.kind(),
+                ErrorKind::InvalidArgument,
+                "{url}, {timeout:?}: {err}"
+            );
+            assert!(err.to_string().contains("databases"), "{err}");
+        }
+    }
+    let guarded = RedisServer::start_with(&["--requirepass", "right"]);
+    let url = format!("redis://:wrong@127.0.0.1:{}/0", guarded.port);
+    let options = ClientOptions::new().connect_timeout(Duration::from_millis(200));
+    let err = Client::connect_with(&url, options).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
 }
 
 /// How many scripts the server has run, and the keys it has.
