@@ -67,9 +67,16 @@ impl SentinelSpec {
         let hosts = authority;
         let sentinels = parse_hosts(hosts, DEFAULT_PORT, "sentinel").map_err(bad)?;
         let mut segments = path.split('/').filter(|s| !s.is_empty());
-        let master = segments
-            .next()
-            .ok_or_else(|| bad("names no master group".to_owned()))?;
+        let master = segments.next().ok_or_else(|| {
+            // `host/name@x`: the last '@' ends the user info (a password may hold '/'), so an
+            // '@' of the master name took the hosts and the name with it.
+            let hint = if userinfo.is_some_and(|u| u.contains('/')) {
+                " (an '@' in the master name is written %40)"
+            } else {
+                ""
+            };
+            bad(format!("names no master group{hint}"))
+        })?;
         let master = decode(master).map_err(bad)?;
         let db = match segments.next() {
             Some(db) => db
@@ -559,6 +566,17 @@ mod tests {
             assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{url}");
             assert!(err.to_string().contains("redis+sentinel://"), "{err}");
         }
+        // An unencoded '@' in the master name is read as the end of the user info; the message
+        // says how to write it (and the encoded name parses).
+        let url = "redis+sentinel://127.0.0.1:26379/my@master";
+        let err = SentinelSpec::parse(url, url).err().expect(url);
+        assert!(err.to_string().contains("%40"), "{err}");
+        let spec = SentinelSpec::parse(
+            "redis+sentinel://127.0.0.1:26379/my%40master",
+            "redis+sentinel://127.0.0.1:26379/my%40master",
+        )
+        .unwrap();
+        assert_eq!(spec.master, "my@master");
     }
 
     #[test]
