@@ -205,17 +205,22 @@ impl Route {
                     Sharding::Off => false,
                     Sharding::Auto => {
                         // Redisson's AUTO: sharded when the cluster knows the sharded commands
-                        // (Redis 7 and later).
+                        // (Redis 7 and later). Asked of one node: routed to all of them, the
+                        // error replies of a cluster without them (Redis 6.2) come back as a
+                        // reply redis-rs cannot combine rather than as the servers' answer.
+                        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
                         let ignore = Pushes::new(|_| {});
                         let mut probe = open_cluster(endpoint, spec, timeouts, ignore).await?;
                         let mut cmd = redis::cmd("PUBSUB");
                         cmd.arg("SHARDNUMSUB").arg("0");
-                        match tokio::time::timeout(
-                            timeouts.response,
-                            cmd.query_async::<redis::Value>(&mut probe),
-                        )
-                        .await
-                        {
+                        let one = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+                        let asked = async {
+                            probe
+                                .route_command(cmd, one)
+                                .await
+                                .and_then(redis::Value::extract_error)
+                        };
+                        match tokio::time::timeout(timeouts.response, asked).await {
                             Ok(Ok(_)) => true,
                             // An error reply (an unknown subcommand before Redis 7): plain.
                             Ok(Err(e)) if e.code().is_some() => false,
