@@ -180,13 +180,13 @@ async def released(client: crosslock.Client, raw: Raw, name: str) -> None:
 
 def others_cannot_take(url: str, name: str) -> None:
     with crosslock.connect(url) as other:
-        assert other.lock(name).acquire(blocking=False) is False
+        assert not other.lock(name).acquire(blocking=False)
 
 
 def others_can_take(url: str, name: str) -> None:
     with crosslock.connect(url) as other:
         lock = other.lock(name)
-        assert lock.acquire(blocking=False) is True
+        assert lock.acquire(blocking=False)
         lock.release()
 
 
@@ -492,7 +492,7 @@ async def test_the_owners_next_acquire_waits_for_a_won_waits_give_back(client, r
     with crosslock.connect(url) as other:
         theirs = other.read_write_lock(name).write_lock() if kind == "read-then-write" else other.non_reentrant_lock(name)
         for i in range(10):
-            assert theirs.acquire(blocking=False) is True
+            assert theirs.acquire(blocking=False)
             task = asyncio.ensure_future(as_owner(owner, first.acquire_async))
             await poll(lambda: raw.command("PUBSUB", "NUMSUB", wakes)[1] > 0, "the acquire to wait")
             theirs.release()

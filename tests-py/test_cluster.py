@@ -381,7 +381,7 @@ def test_an_acquire_whose_reply_is_lost_on_a_lane_leaves_no_hold_behind(fresh_cl
         return got, count
 
     def attempt() -> tuple[bool, int]:
-        got = lock.acquire(timeout=10)
+        got = bool(lock.acquire(timeout=10))
         count = lock.hold_count() if got else 0
         if got:
             lock.release()

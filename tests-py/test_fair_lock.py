@@ -93,7 +93,7 @@ def test_threads_are_served_in_the_order_they_asked(client, other, raw, redis_se
 async def test_asyncio_tasks_are_served_in_order_past_a_cancelled_one(client, other, raw):
     name = "fifo-tasks"
     held = other.fair_lock(name)
-    assert held.acquire(lease=60)
+    assert await held.acquire_async(lease=60)
     lock = client.fair_lock(name)
     order: list[int] = []
     holders: dict[int, str] = {}
@@ -133,11 +133,11 @@ def test_a_timed_out_waiter_leaves_the_queue_and_the_next_is_served(client, othe
 
     def impatient() -> None:
         holders["impatient"] = client.holder()
-        result["impatient"] = lock.acquire(timeout=0.5)
+        result["impatient"] = bool(lock.acquire(timeout=0.5))
 
     def patient() -> None:
         holders["patient"] = client.holder()
-        result["patient"] = lock.acquire(timeout=30)
+        result["patient"] = bool(lock.acquire(timeout=30))
         lock.release()
 
     first = threading.Thread(target=impatient, daemon=True)
@@ -171,14 +171,14 @@ def test_a_free_lock_goes_to_the_head_of_the_queue_and_a_dead_head_is_skipped(cl
     raw.command("RPUSH", queue(name), ghost)
     raw.command("ZADD", timeouts(name), now_ms + 60_000, ghost)
     lock = client.fair_lock(name)
-    assert lock.acquire(blocking=False) is False  # the lock is free, but the ghost is first
-    assert lock.acquire(timeout=0.2) is False
+    assert not lock.acquire(blocking=False)  # the lock is free, but the ghost is first
+    assert not lock.acquire(timeout=0.2)
     assert queued(raw, name) == [ghost]  # the tries did not queue behind it for good
     assert deadlines(raw, name) == [ghost]
     assert raw.command("EXISTS", name) == 0
 
     raw.command("ZADD", timeouts(name), now_ms - 1, ghost)  # its deadline has passed
-    assert lock.acquire(blocking=False) is True
+    assert lock.acquire(blocking=False)
     assert raw.hgetall(name) == {client.holder(): "1"}
     assert raw.command("EXISTS", queue(name), timeouts(name)) == 0
     lock.release()

@@ -45,7 +45,7 @@ def test_tokens_increase_strictly_across_clients_and_re_entries(client, clients,
             tokens.append(inner)
     with c.acquired(timeout=5) as token:
         tokens.append(token)
-    assert a.acquire() is True  # a plain acquire answers True, and takes a token too
+    assert a.acquire()  # a plain acquire answers True, and takes a token too
     a.release()
     tokens.append(a.acquire_token(lease=10))
     a.release()
@@ -103,7 +103,7 @@ def test_a_fenced_lock_excludes_a_lock_of_the_same_name(client, clients, raw):
     name = "shared-name"
     with client.fenced_lock(name) as token:
         assert token == 1
-        assert clients[0].lock(name).acquire(blocking=False) is False
+        assert not clients[0].lock(name).acquire(blocking=False)
     plain = clients[0].lock(name)
     assert plain.acquire()
     assert client.fenced_lock(name).acquire_token(blocking=False) is None

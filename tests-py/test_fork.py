@@ -78,9 +78,9 @@ def test_child_has_its_own_id_and_never_touches_the_parents_lock(url, raw, redis
             except crosslock.NotHeldError as e:
                 seen["release"] = "NotHeldError"
                 seen["release_message"] = str(e)
-            seen["try"] = lock.acquire(blocking=False)
+            seen["try"] = bool(lock.acquire(blocking=False))
             own = client.lock("child-own")
-            seen["own"] = own.acquire(timeout=5)
+            seen["own"] = bool(own.acquire(timeout=5))
             with Raw(redis_server.port) as r:  # a connection of the child's own
                 seen["own_field"] = list(r.hgetall("child-own"))
             seen["watched_own"] = client._native.watched_locks()
@@ -129,7 +129,7 @@ def test_child_waits_and_is_woken_on_fresh_connections(url, raw, redis_server):
 
             t = threading.Thread(target=release_parents_hold)
             t.start()
-            acquired = lock.acquire(timeout=10)
+            acquired = bool(lock.acquire(timeout=10))
             t.join(10)
             with Raw(redis_server.port) as r:
                 holders = list(r.hgetall("forked-wait"))

@@ -187,7 +187,7 @@ def test_an_acquire_whose_reply_is_lost_leaves_no_hold_behind(flavour: str, run)
             timer.start()
             try:
                 if flavour == "sync":
-                    got = lock.acquire(timeout=10)
+                    got = bool(lock.acquire(timeout=10))
                     count = lock.hold_count() if got else 0
                     if got:
                         lock.release()

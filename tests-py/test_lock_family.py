@@ -247,7 +247,7 @@ def test_raw_layout_and_the_release_handing_over_to_a_waiter(kind, client, other
 
     def wait_in_thread() -> None:
         waiter["holder"] = other.holder()
-        waiter["acquired"] = rival.acquire(timeout=30)
+        waiter["acquired"] = bool(rival.acquire(timeout=30))
         acquired.set()
         finish.wait(10)
         rival.release()
@@ -397,11 +397,11 @@ def test_reentrancy_or_the_non_reentrant_refusal(kind, client, other, raw):
             assert raw.command("GET", key) == value
         if kind.fenced:
             assert raw.command("GET", token_key(name)) == "3"  # every acquisition, re-entries too
-        assert kind.excludes.make(other, name).acquire(blocking=False) is False
+        assert not kind.excludes.make(other, name).acquire(blocking=False)
         lock.release()
         assert lock.locked() and lock.hold_count() == 1
         assert raw.hgetall(name) == kind.hash(holder, 1)
-        assert kind.excludes.make(other, name).acquire(blocking=False) is False
+        assert not kind.excludes.make(other, name).acquire(blocking=False)
         lock.release()
     else:
         # Never a hang: each further acquire by the holder is refused at once, however long it
@@ -409,7 +409,7 @@ def test_reentrancy_or_the_non_reentrant_refusal(kind, client, other, raw):
         outcome: dict[str, Any] = {}
         for how in ({}, {"timeout": 30}, {"blocking": False}):
             try:
-                outcome[str(how)] = lock.acquire(**how)
+                outcome[str(how)] = bool(lock.acquire(**how))
             except crosslock.NonReentrantError as e:
                 outcome[str(how)] = e
         for how, err in outcome.items():
@@ -463,10 +463,10 @@ def test_a_wait_limit_returns_false_while_another_client_holds(kind, client, oth
     lock = kind.make(client, name)
     held = kind.excludes.make(other, name)
     assert held.acquire(lease=60)
-    assert lock.acquire(blocking=False) is False
-    assert lock.acquire(timeout=0) is False
+    assert not lock.acquire(blocking=False)
+    assert not lock.acquire(timeout=0)
     started = time.monotonic()
-    assert lock.acquire(timeout=0.3) is False
+    assert not lock.acquire(timeout=0.3)
     assert time.monotonic() - started >= 0.25  # it did wait
     assert not lock.is_held() and lock.hold_count() == 0
     with pytest.raises(crosslock.LockTimeoutError) as info:
@@ -477,7 +477,7 @@ def test_a_wait_limit_returns_false_while_another_client_holds(kind, client, oth
     wait_until(lambda: settled(kind, raw, name, client.holder()), what="the timed-out waits to settle")
     assert raw.hgetall(name) == kind.excludes.hash(other.holder(), 1)
     held.release()
-    assert lock.acquire(timeout=10) is True
+    assert lock.acquire(timeout=10)
     lock.release()
     assert all_keys(raw) == kind.keys_left(name)
 
@@ -486,7 +486,7 @@ def test_a_wait_limit_returns_false_while_another_client_holds(kind, client, oth
 async def test_an_asyncio_wait_limit_returns_false(kind, client, other, raw):
     name = f"busy-async-{kind.id}"
     held = kind.excludes.make(other, name)
-    assert held.acquire(lease=60)
+    assert await held.acquire_async(lease=60)
     lock = kind.make(client, name)
     assert await lock.acquire_async(timeout=0.3) is False
     assert not await lock.is_held_async()
@@ -559,7 +559,7 @@ def test_force_unlock_by_another_client_signals_the_loss(kind, short, other, raw
 async def test_a_cancelled_asyncio_waiter_leaves_nothing(kind, client, other, raw):
     name = f"cancelled-{kind.id}"
     held = kind.excludes.make(other, name)
-    assert held.acquire(lease=60)
+    assert await held.acquire_async(lease=60)
     holder_layout = raw.hgetall(name)
     lock = kind.make(client, name)
     waiter: dict[str, str] = {}

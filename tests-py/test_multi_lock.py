@@ -77,24 +77,24 @@ def test_a_multi_lock_holds_every_part_or_none(deploy):
     for i, c in enumerate(d.clients):
         assert d.hash(i, f"account:{i}") == {c.holder(): "1"}
     assert holder.rsplit(":", 1)[1] == d.clients[1].holder().rsplit(":", 1)[1]  # one owner, every part
-    assert crosslock.MultiLock(parts(d, d.others)).acquire(blocking=False) is False
+    assert not crosslock.MultiLock(parts(d, d.others)).acquire(blocking=False)
     multi.release()
     assert [d.keys(i) for i in range(3)] == [[], [], []]
 
     # The middle part is held elsewhere: a wait limit ends with nothing held anywhere.
     middle = d.others[1].lock("account:1")
     assert middle.acquire(lease=60)
-    assert multi.acquire(timeout=0.3) is False
+    assert not multi.acquire(timeout=0.3)
     assert d.keys(0) == [] and d.keys(2) == []
     assert d.hash(1, "account:1") == {d.others[1].holder(): "1"}
-    assert multi.acquire(blocking=False) is False
+    assert not multi.acquire(blocking=False)
     assert d.keys(0) == [] and d.keys(2) == []
 
     # A blocking acquire gets all three once the middle part is released.
     result: dict[str, Any] = {}
 
     def take() -> None:
-        result["acquired"] = multi.acquire(timeout=30)
+        result["acquired"] = bool(multi.acquire(timeout=30))
         result["keys"] = [d.keys(i) for i in range(3)]
         multi.release()
 
@@ -119,7 +119,7 @@ def test_a_multi_lock_of_mixed_kinds(deploy):
         assert d.hash(0, "a") == {d.clients[0].holder(): "1"}
         assert d.hash(1, "b") == {d.clients[1].holder(): "1"}
         assert d.hash(2, "c") == {"mode": "write", f"{d.clients[2].holder()}:write": "1"}
-        assert d.others[2].read_write_lock("c").read_lock().acquire(blocking=False) is False
+        assert not d.others[2].read_write_lock("c").read_lock().acquire(blocking=False)
     assert d.keys(0) == [] and d.keys(2) == []
     assert d.keys(1) == ["redisson_lock_token:{b}"]  # the fencing counter outlives the lock
 
@@ -129,13 +129,13 @@ def test_a_red_lock_acquires_with_a_majority_when_one_server_is_stopped(deploy, 
     d = deploy(n)
     d.stop(1)
     red = crosslock.RedLock(parts(d))
-    assert red.acquire(timeout=5, lease=30) is True
+    assert red.acquire(timeout=5, lease=30)
     alive = d.alive(1)
     for i in alive:
         assert d.hash(i, f"account:{i}") == {d.clients[i].holder(): "1"}
     assert red.validity is not None and 0 < red.validity <= 30
     # Another holder cannot get a majority meanwhile.
-    assert crosslock.RedLock(parts(d, d.others)).acquire(timeout=0.5) is False
+    assert not crosslock.RedLock(parts(d, d.others)).acquire(timeout=0.5)
     for i in alive:
         assert d.hash(i, f"account:{i}") == {d.clients[i].holder(): "1"}
     red.release()  # the part on the stopped server was never taken: it is not asked
@@ -168,10 +168,10 @@ def test_a_red_lock_without_a_majority_fails_and_holds_nothing(deploy):
     for lock in taken:
         assert lock.acquire(lease=60)
     red = crosslock.RedLock(parts(d))
-    assert red.acquire(timeout=0.5) is False
+    assert not red.acquire(timeout=0.5)
     assert d.keys(1) == [] and d.keys(3) == []  # what it took was given back
     taken[0].release()  # now 3 of 5 are free: a majority
-    assert red.acquire(timeout=5) is True
+    assert red.acquire(timeout=5)
     assert {i: d.hash(i, f"account:{i}") for i in (0, 1, 3)} == {
         i: {d.clients[i].holder(): "1"} for i in (0, 1, 3)
     }
@@ -215,7 +215,7 @@ def test_a_multi_lock_of_a_closed_client_fails_at_once(deploy):
 async def test_a_cancelled_async_acquire_gives_back_the_parts_it_took(deploy):
     d = deploy(2)
     busy = d.others[1].lock("account:1")
-    assert busy.acquire(lease=60)
+    assert await busy.acquire_async(lease=60)
     multi = crosslock.MultiLock(parts(d))
     task = asyncio.ensure_future(multi.acquire_async())
     deadline = time.monotonic() + 10
@@ -261,7 +261,7 @@ def test_a_multi_lock_of_many_parts_takes_and_releases_them_all(deploy, how):
     # The last part busy: nothing is kept, the other holder's part untouched.
     assert busy.acquire(lease=60)
     if how == "sync":
-        assert multi.acquire(blocking=False) is False
+        assert not multi.acquire(blocking=False)
     else:
         assert asyncio.run(multi.acquire_async(blocking=False)) is False
     assert count() == 1

@@ -31,7 +31,7 @@ def test_the_holder_asking_again_gets_a_clear_error_and_keeps_its_hold(client, r
         assert after[1] > 0
         assert lock.is_held() and lock.hold_count() == 1
     assert raw.command("EXISTS", name) == 0
-    assert lock.acquire(blocking=False) is True  # once released, the same thread may take it again
+    assert lock.acquire(blocking=False)  # once released, the same thread may take it again
     lock.release()
 
 
@@ -42,7 +42,7 @@ def test_another_thread_waits_and_is_woken_by_the_release(client, raw):
     result: dict[str, Any] = {}
 
     def waiter() -> None:
-        result["acquired"] = lock.acquire(timeout=30)
+        result["acquired"] = bool(lock.acquire(timeout=30))
         result["holder"] = client.holder()
         result["layout"] = raw.hgetall(name)
         lock.release()
@@ -62,10 +62,10 @@ def test_it_excludes_a_lock_of_the_same_name_both_ways(client, url):
     name = "nr-shared"
     with crosslock.connect(url) as other:
         with client.non_reentrant_lock(name):
-            assert other.lock(name).acquire(blocking=False) is False
+            assert not other.lock(name).acquire(blocking=False)
         plain = other.lock(name)
         assert plain.acquire()
-        assert client.non_reentrant_lock(name).acquire(timeout=0.2) is False
+        assert not client.non_reentrant_lock(name).acquire(timeout=0.2)
         plain.release()
 
 

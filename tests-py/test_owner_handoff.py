@@ -34,7 +34,7 @@ def test_a_hold_taken_in_one_thread_is_released_in_another(client, raw):
 
     def take() -> bool:
         with owner:
-            return lock.acquire() and lock.acquire()  # re-entry as the owner
+            return bool(lock.acquire() and lock.acquire())  # re-entry as the owner
 
     assert in_thread(take) is True
     assert raw.hgetall("handoff:threads") == {f"{client.id}:{owner.number}": "2"}
@@ -83,7 +83,7 @@ def test_owner_scopes_nest_and_end_with_their_block(client):
     with outer:
         assert lock.acquire()
         with inner:
-            assert lock.acquire(blocking=False) is False  # another holder: excluded
+            assert not lock.acquire(blocking=False)  # another holder: excluded
         assert lock.is_held()
         lock.release()
     assert not lock.locked()

@@ -70,13 +70,13 @@ def test_a_writer_waits_for_the_readers_and_is_woken_by_the_last_release(client,
     first, second = (c.read_write_lock(name).read_lock() for c in clients[:2])
     assert first.acquire(lease=60) and second.acquire(lease=60)  # only releases let the writer in
     writer = client.read_write_lock(name).write_lock()
-    assert writer.acquire(blocking=False) is False
-    assert writer.acquire(timeout=0.3) is False
+    assert not writer.acquire(blocking=False)
+    assert not writer.acquire(timeout=0.3)
     result: dict[str, Any] = {}
 
     def write() -> None:
         result["holder"] = client.holder()
-        result["acquired"] = writer.acquire(timeout=30)
+        result["acquired"] = bool(writer.acquire(timeout=30))
         result["layout"] = raw.hgetall(name)
         writer.release()
 
@@ -99,13 +99,13 @@ def test_readers_wait_for_the_writer_and_a_write_release_wakes_them_all(client, 
     writer = client.read_write_lock(name).write_lock()
     assert writer.acquire(lease=60)
     for c in clients:
-        assert c.read_write_lock(name).read_lock().acquire(timeout=0.2) is False
+        assert not c.read_write_lock(name).read_lock().acquire(timeout=0.2)
     inside = threading.Barrier(len(clients), timeout=20)
     result: list[bool] = []
 
     def read(c: crosslock.Client) -> None:
         lock = c.read_write_lock(name).read_lock()
-        result.append(lock.acquire(timeout=30))
+        result.append(bool(lock.acquire(timeout=30)))
         inside.wait()  # all three at once after one write release
         lock.release()
 
@@ -133,12 +133,12 @@ def test_the_writer_may_also_read_and_release_the_write_lock_first(client, clien
     assert raw.hgetall(name) == {"mode": "write", f"{holder}:write": "1", holder: "1"}
     assert raw.command("EXISTS", timeout_key(name, holder, 1)) == 1
     other_reader = clients[0].read_write_lock(name).read_lock()
-    assert other_reader.acquire(blocking=False) is False  # still a writer inside
+    assert not other_reader.acquire(blocking=False)  # still a writer inside
     rw.write_lock().release()
     # Left in read mode: other readers may join, writers may not.
     assert raw.hgetall(name) == {"mode": "read", holder: "1"}
-    assert other_reader.acquire(blocking=False) is True
-    assert clients[1].read_write_lock(name).write_lock().acquire(blocking=False) is False
+    assert other_reader.acquire(blocking=False)
+    assert not clients[1].read_write_lock(name).write_lock().acquire(blocking=False)
     other_reader.release()
     rw.read_lock().release()
     assert raw.command("KEYS", "*") == []
@@ -161,7 +161,7 @@ def test_a_reader_asking_for_the_write_lock_is_refused_at_once(client, raw):
     assert raw.hgetall(name) == before  # Redis unchanged
     assert rw.read_lock().hold_count() == 1
     rw.read_lock().release()
-    assert rw.write_lock().acquire(blocking=False) is True  # fine once the read lock is released
+    assert rw.write_lock().acquire(blocking=False)  # fine once the read lock is released
     rw.write_lock().release()
     assert raw.command("KEYS", "*") == []
 

@@ -70,3 +70,11 @@ def test_readme_python_owner_handoff_runs(url, raw):
         t.start()
         t.join(30)
         assert raw.command("EXISTS", "orders:42") == 0
+
+
+def test_readme_python_asyncio_example_runs(url, raw):
+    blocks = python_blocks()
+    assert len(blocks) >= 6 and "lost_event()" in blocks[5], "the README lost its asyncio example"
+    with crosslock.connect(url) as client:
+        exec(compile(blocks[5], "README.md (asyncio)", "exec"), {"client": client, "crosslock": crosslock})
+    assert raw.command("EXISTS", "orders:42") == 0

@@ -133,7 +133,7 @@ def test_every_permit_can_be_out_at_once_and_no_more(client, other):
     for t in threads:
         t.start()
     together.wait()
-    assert other.semaphore(name).acquire(blocking=False) is False
+    assert not other.semaphore(name).acquire(blocking=False)
     assert sem.available_permits() == 0
     together.wait()
     for t in threads:
@@ -151,7 +151,7 @@ def test_a_blocked_waiter_is_woken_by_a_release(client, other, raw, redis_server
 
     def waiter() -> None:
         # Its wait limit is far beyond the test's: only a release can make it return True.
-        result["acquired"] = other.semaphore(name).acquire(timeout=600)
+        result["acquired"] = bool(other.semaphore(name).acquire(timeout=600))
 
     t = threading.Thread(target=waiter, daemon=True)
     t.start()
@@ -176,7 +176,7 @@ def test_a_waiter_for_several_permits_gets_them_once_enough_came_back(client, ot
     result: dict[str, Any] = {}
 
     def waiter() -> None:
-        result["acquired"] = other.semaphore(name).acquire(2, timeout=600)
+        result["acquired"] = bool(other.semaphore(name).acquire(2, timeout=600))
 
     t = threading.Thread(target=waiter, daemon=True)
     t.start()
@@ -197,18 +197,18 @@ def test_wait_limits(client, other, raw):
     name = "limits"
     sem = client.semaphore(name)
     assert sem.available_permits() == 0  # an unset semaphore has none
-    assert sem.acquire(blocking=False) is False
+    assert not sem.acquire(blocking=False)
     assert sem.try_set_permits(1)
     held = other.semaphore(name)
     assert held.acquire(timeout=0)
     started = time.monotonic()
-    assert sem.acquire(timeout=0.3) is False
+    assert not sem.acquire(timeout=0.3)
     assert time.monotonic() - started >= 0.25  # it did wait
-    assert sem.acquire(blocking=False) is False
+    assert not sem.acquire(blocking=False)
     held.release()
-    assert sem.acquire(2, timeout=0.2) is False  # one of two available: takes none
+    assert not sem.acquire(2, timeout=0.2)  # one of two available: takes none
     assert raw.command("GET", name) == "1"
-    assert sem.acquire(1, timeout=5) is True
+    assert sem.acquire(1, timeout=5)
     sem.release()
     wait_until(lambda: raw.numsub(sc_channel(name)) == 0, what="the timed-out waits to unsubscribe")
 

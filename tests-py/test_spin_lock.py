@@ -31,7 +31,7 @@ def test_a_waiter_never_subscribes_and_gets_the_lock_by_retrying(client, url, ra
 
         def waiter() -> None:
             result["holder"] = client.holder()
-            result["acquired"] = lock.acquire(timeout=30)
+            result["acquired"] = bool(lock.acquire(timeout=30))
             result["layout"] = raw.hgetall(name)
             lock.release()
 
@@ -68,7 +68,7 @@ async def test_an_asyncio_waiter_never_subscribes(client, url, raw):
     name = "spin-async"
     with crosslock.connect(url) as other:
         held = other.spin_lock(name)
-        assert held.acquire(lease=60)
+        assert await held.acquire_async(lease=60)
         lock = client.spin_lock(name)
         assert await lock.acquire_async(timeout=0.3) is False
         assert raw.command("PUBSUB", "CHANNELS", "*") == []
@@ -82,10 +82,10 @@ def test_it_excludes_a_lock_of_the_same_name_both_ways(client, url):
     name = "spin-shared"
     with crosslock.connect(url) as other:
         with client.spin_lock(name):
-            assert other.lock(name).acquire(blocking=False) is False
+            assert not other.lock(name).acquire(blocking=False)
         plain = other.lock(name)
         assert plain.acquire()
-        assert client.spin_lock(name).acquire(timeout=0.2) is False
+        assert not client.spin_lock(name).acquire(timeout=0.2)
         plain.release()
 
 

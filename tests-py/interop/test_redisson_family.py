@@ -60,7 +60,7 @@ def test_java_holder_wakes_our_waiter_on_unlock(java: JavaDriver, client, raw: R
     java.ok(f"lock {name}")
     assert raw.hgetall(name).get(f"{java.holder()}{suffix}") == "1"
     lock = make(client, name)
-    assert lock.acquire(blocking=False) is False
+    assert not lock.acquire(blocking=False)
 
     waiter = Waiter(client, lock, timeout=60)
     waiter.start()
@@ -80,7 +80,7 @@ def test_our_holder_wakes_a_java_waiter_on_release(java: JavaDriver, client, raw
     name = f"family:we-hold:{kind}"
     assert java.ok(f"kind {java_kind}") == java_kind
     lock = make(client, name)
-    assert lock.acquire() is True  # this thread holds it, watchdog-renewed
+    assert lock.acquire()  # this thread holds it, watchdog-renewed
     assert raw.hgetall(name).get(f"{client.holder()}{suffix}") == "1"
     assert java.ok(f"tryLock {name}") == "false"
 
@@ -94,7 +94,7 @@ def test_our_holder_wakes_a_java_waiter_on_release(java: JavaDriver, client, raw
     got = java.reply(WOKEN_WITHIN + 5)
     assert java.expect_ok(got) == "true"
     assert raw.hgetall(name).get(f"{java.holder()}{suffix}") == "1"
-    assert lock.acquire(blocking=False) is False
+    assert not lock.acquire(blocking=False)
     java.ok(f"unlock {name}")
     assert raw.command("EXISTS", name) == 0
 
@@ -108,7 +108,7 @@ def test_java_force_unlock_reaches_our_lost_signal(java: JavaDriver, fast_client
         lock = fast_client.read_write_lock(name, **kw).write_lock()
     else:
         lock = getattr(fast_client, kind)(name, **kw)
-    assert lock.acquire() is True  # watchdog lease 0.6 s: renewal notices the loss quickly
+    assert lock.acquire()  # watchdog lease 0.6 s: renewal notices the loss quickly
     assert java.ok(f"kind {java_kind}") == java_kind
     assert java.ok(f"forceUnlock {name}") == "true"
     assert lost.wait(WOKEN_WITHIN), "our lost signal did not fire after Java's forceUnlock"
@@ -157,7 +157,7 @@ def test_a_non_reentrant_lock_is_refused_to_its_own_holder_on_both_sides(java: J
     java.ok(f"unlock {name}")
 
     lock = client.non_reentrant_lock(name)
-    assert lock.acquire() is True
+    assert lock.acquire()
     with pytest.raises(crosslock.NonReentrantError) as info:
         lock.acquire(timeout=1)
     assert info.value.lock_name == name
@@ -213,7 +213,7 @@ def test_a_java_waiter_about_to_block_does_not_miss_our_write_release(java: Java
     for i in range(5):  # a round lands in the gap about every other time (on a 2-CPU machine)
         name = f"family:window:{i}"
         lock = client.read_write_lock(name).write_lock()
-        assert lock.acquire() is True  # watchdog-renewed: the PTTL Java is given is up to 30 s
+        assert lock.acquire()  # watchdog-renewed: the PTTL Java is given is up to 30 s
         java.send(f"tryLockWait {name} 20000 -1")
         wait_until(lambda: raw.numsub(rw_channel(name)) > 0, what="Java to subscribe")
         time.sleep(0.3)
@@ -237,13 +237,13 @@ def test_our_writer_downgrading_lets_a_waiting_java_reader_in_at_once(java: Java
     PTTL of the watchdog lease (30 s; its 20 s tryLock would have given up)."""
     name = "family:downgrade"
     rw = client.read_write_lock(name)
-    assert rw.write_lock().acquire() is True  # watchdog-renewed: the hash lives 30 s at a time
+    assert rw.write_lock().acquire()  # watchdog-renewed: the hash lives 30 s at a time
     assert java.ok("kind read") == "read"
     java.send(f"tryLockWait {name} 20000 -1")
     wait_until(lambda: raw.numsub(rw_channel(name)) > 0, what="Java's reader to subscribe")
     time.sleep(0.3)  # past its attempt after subscribing: blocked until a message or the PTTL
     assert not java.has_reply(), "Java's reader got in past our writer"
-    assert rw.read_lock().acquire(blocking=False) is True  # this thread: the writer reads too
+    assert rw.read_lock().acquire(blocking=False)  # this thread: the writer reads too
     rw.write_lock().release()
     assert java.expect_ok(java.reply(WOKEN_WITHIN)) == "true"
     assert raw.hgetall(name) == {"mode": "read", client.holder(): "1", java.holder(): "1"}

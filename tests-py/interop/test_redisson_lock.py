@@ -112,8 +112,8 @@ def test_java_holder_wakes_python_waiter_on_unlock(java: JavaDriver, client, raw
     lock = client.lock(name)
     assert lock.locked()
     assert not lock.is_held()
-    assert lock.acquire(blocking=False) is False
-    assert lock.acquire(timeout=0.05) is False
+    assert not lock.acquire(blocking=False)
+    assert not lock.acquire(timeout=0.05)
     unsubscribed(raw, name, "our client (a timed-out wait leaves no subscription)")
 
     waiter = Waiter(client, lock, timeout=60)
@@ -198,7 +198,7 @@ async def test_java_holder_wakes_asyncio_waiter_and_task_reentry_is_respected(ja
 def test_python_holder_wakes_java_waiter_on_release(java: JavaDriver, client, raw: Raw, our_lease, java_cmd, java_result):
     name = "interop:py-holds"
     lock = client.lock(name)
-    assert lock.acquire(lease=our_lease) is True
+    assert lock.acquire(lease=our_lease)
     ours = client.holder()
     assert raw.hgetall(name) == {ours: "1"}
     assert raw.command("PTTL", name) > 20_000
@@ -244,26 +244,26 @@ def test_java_reentrancy_is_respected_by_python(java: JavaDriver, client, raw: R
     lock = client.lock(name)
     assert lock.locked()
     assert lock.hold_count() == 0
-    assert lock.acquire(blocking=False) is False
+    assert not lock.acquire(blocking=False)
 
     java.ok(f"unlock {name}")  # partial: 2 -> 1
     assert raw.command("HGET", name, java_holder) == "1"
     assert lock.locked()
-    assert lock.acquire(blocking=False) is False
+    assert not lock.acquire(blocking=False)
     assert java.ok(f"holdCount {name}") == "1"
 
     java.ok(f"unlock {name}")  # full release
     assert raw.command("EXISTS", name) == 0
     assert not lock.locked()
-    assert lock.acquire(blocking=False) is True
+    assert lock.acquire(blocking=False)
     lock.release()
 
 
 def test_python_reentrancy_is_respected_by_java(java: JavaDriver, client, raw: Raw):
     name = "interop:py-reenters"
     lock = client.lock(name)
-    assert lock.acquire() is True
-    assert lock.acquire() is True  # re-entry by the same thread
+    assert lock.acquire()
+    assert lock.acquire()  # re-entry by the same thread
     ours = client.holder()
     assert lock.hold_count() == 2
     assert raw.hgetall(name) == {ours: "2"}
@@ -300,7 +300,7 @@ def test_java_force_unlock_signals_our_holder_and_lets_our_waiter_in(java: JavaD
         lost.set()
 
     lock = fast_client.lock(name, on_lost=on_lost)
-    assert lock.acquire() is True  # this thread: the holder, watchdog-renewed
+    assert lock.acquire()  # this thread: the holder, watchdog-renewed
     ours = fast_client.holder()
     assert raw.hgetall(name) == {ours: "1"}
 
@@ -335,7 +335,7 @@ def test_java_force_unlock_signals_our_holder_and_lets_our_waiter_in(java: JavaD
 def test_java_unlock_of_our_lock_fails_and_changes_nothing(java: JavaDriver, client, raw: Raw, redis_server, our_lease):
     name = "interop:py-holds-java-unlocks"
     lock = client.lock(name)
-    assert lock.acquire(lease=our_lease) is True
+    assert lock.acquire(lease=our_lease)
     before = raw.hgetall(name)
     pttl_before = raw.command("PTTL", name)
     sub = subscriber(redis_server, name)

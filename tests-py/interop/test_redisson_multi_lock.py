@@ -17,7 +17,7 @@ def test_a_java_rlock_on_one_part_blocks_our_multi_lock_until_java_releases(java
     names = ["multi:java:a", "multi:java:b", "multi:java:c"]
     java.ok(f"lock {names[1]}")
     multi = crosslock.MultiLock([client.lock(n) for n in names])
-    assert multi.acquire(timeout=0.3) is False  # nothing taken while Java holds a part
+    assert not multi.acquire(timeout=0.3)  # nothing taken while Java holds a part
     assert raw.command("EXISTS", names[0]) == 0 and raw.command("EXISTS", names[2]) == 0
 
     result: dict[str, object] = {}

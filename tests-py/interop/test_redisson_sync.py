@@ -56,7 +56,7 @@ def test_semaphore_permits_are_shared_and_releases_wake_the_other_side(java: Jav
     assert java.ok(f"semTrySet {name} 5") == "true"
     assert sem.try_set_permits(9) is False  # already set, by Java
     assert sem.available_permits() == 5
-    assert sem.acquire(3, timeout=1) is True
+    assert sem.acquire(3, timeout=1)
     assert java.ok(f"semAvailable {name}") == "2"
     assert raw.command("GET", name) == "2"
 
@@ -186,7 +186,7 @@ def test_java_python_and_node_share_one_semaphore_and_its_count_stays_exact(java
 
     def ours() -> None:  # Python threads, counting how many of them hold a permit at once
         for _ in range(rounds):
-            assert sem.acquire(timeout=30) is True
+            assert sem.acquire(timeout=30)
             with lock:
                 holders["now"] += 1
                 holders["most"] = max(holders["most"], holders["now"])

@@ -42,6 +42,7 @@ from .client import Client, connect, connect_async
 from .client import _reset_clients_after_fork
 from .errors import (
     AuthenticationError,
+    BlockingInEventLoopError,
     CrosslockError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
@@ -58,6 +59,7 @@ from .count_down_latch import CountDownLatch
 from .fair_lock import FairLock
 from .fenced_lock import FencedLock
 from .inspect import HolderInfo, Inspection, PermitInfo, QueuedWaiter, Watch, WatchEvent
+from ._lockable import Acquisition
 from .lock import Lock
 from .multi_lock import MultiLock, RedLock
 from .non_reentrant_lock import NonReentrantLock
@@ -76,6 +78,7 @@ __all__ = [
     "connect_async",
     "Client",
     "Owner",
+    "Acquisition",
     "Lock",
     "FairLock",
     "SpinLock",
@@ -104,6 +107,7 @@ __all__ = [
     "WrongTypeError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
+    "BlockingInEventLoopError",
     "AuthenticationError",
     "NonReentrantError",
     "UpgradeRefusedError",

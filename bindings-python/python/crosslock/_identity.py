@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
+import os
+import sys
 import threading
 import weakref
 from typing import Any, Optional
@@ -121,9 +124,132 @@ def current_owner() -> int:
 def _reset_after_fork() -> None:
     """In a forked child: forget every cached number and re-create the locks (another thread may
     have held one at the fork)."""
-    global _counter_lock, _thread, _tasks, _tasks_lock, _task_scopes
+    global _counter_lock, _thread, _tasks, _tasks_lock, _task_scopes, _task_holds
     _counter_lock = threading.Lock()
     _thread = threading.local()
     _tasks = weakref.WeakKeyDictionary()
     _task_scopes = weakref.WeakKeyDictionary()
+    _task_holds = weakref.WeakKeyDictionary()
     _tasks_lock = threading.Lock()
+
+
+# -- holds whose owner ended ---------------------------------------------------------------------
+#
+# A hold taken as the calling thread's or task's own identity (not inside an ``Owner`` scope) can
+# only ever be released by that thread or task: its number dies with it. So each one keeps the
+# holds it took: a thread in a ``threading.local`` entry whose finalizer runs when the thread
+# ends, a task in a done-callback. What is still held then is logged (a WARNING on the logger
+# ``crosslock`` naming the lock, the holder and where it was acquired) and, when the watchdog
+# keeps it (renewed for ever otherwise), released, on a short helper thread (a dead thread
+# cannot wait for Redis; a loop must not); a hold taken with a lease is left to expire.
+
+_log = logging.getLogger("crosslock")
+_PACKAGE_PREFIX = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+class _Holds:
+    """The holds one thread or task took as itself: lock object → [times, where first taken]."""
+
+    __slots__ = ("owner", "what", "pid", "held", "__weakref__")
+
+    def __init__(self, owner: int, what: str) -> None:
+        self.owner = owner
+        self.what = what
+        self.pid = os.getpid()
+        self.held: dict[Any, list[Any]] = {}
+
+    def ended(self) -> None:
+        held, self.held = self.held, {}
+        # Not in a forked child (the parent's holds are not its own) nor at interpreter exit.
+        if held and self.pid == os.getpid() and not sys.is_finalizing():
+            _release_leaked(self.owner, self.what, held)
+
+    def __del__(self) -> None:  # the thread ended: its threading.local entry is dropped
+        try:
+            self.ended()
+        except Exception:  # pragma: no cover - nothing may escape a finalizer
+            pass
+
+
+_task_holds: weakref.WeakKeyDictionary[asyncio.Task[Any], _Holds] = weakref.WeakKeyDictionary()
+
+
+def _caller_site() -> str:
+    """``file:line`` of the first frame outside this package (where the user acquired)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_PREFIX):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:  # pragma: no cover
+        return "<unknown>"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def _own_holds(owner: int, create: bool = True) -> Optional[_Holds]:
+    """The caller's hold record, when it acts (as ``owner``) as its own thread or task (``None``
+    in an ``Owner`` scope: such a hold is meant to outlive its thread or task)."""
+    task = _running_task()
+    if task is not None:
+        if _task_scopes.get(task):
+            return None
+        with _tasks_lock:
+            holds = _task_holds.get(task)
+            if holds is None and create:
+                holds = _task_holds[task] = _Holds(owner, f"asyncio task {task.get_name()!r}")
+                new = True
+            else:
+                new = False
+        if new:
+            task.add_done_callback(_task_ended)
+        return holds
+    if getattr(_thread, "scopes", None):
+        return None
+    holds = getattr(_thread, "holds", None)
+    if holds is None and threading.current_thread() is threading.main_thread():
+        return None  # it ends with the process (and a record would keep the lock's client alive)
+    if holds is None and create:
+        holds = _thread.holds = _Holds(owner, f"thread {threading.current_thread().name!r}")
+    return holds
+
+
+def _task_ended(task: asyncio.Task[Any]) -> None:
+    with _tasks_lock:
+        holds = _task_holds.pop(task, None)
+    if holds is not None:
+        holds.ended()
+
+
+def note_acquired(lock: Any, owner: int, renewed: bool) -> None:
+    """``lock`` was acquired by the caller, as ``owner`` (one more hold); ``renewed``: without a
+    lease (the watchdog keeps it)."""
+    holds = _own_holds(owner)
+    if holds is None:
+        return
+    entry = holds.held.get(lock)
+    if entry is None:
+        holds.held[lock] = [1, _caller_site(), renewed]
+    else:
+        entry[0] += 1
+        entry[2] = entry[2] or renewed
+
+
+def note_released(lock: Any, owner: int, all_of_it: bool = False) -> None:
+    """One hold of ``lock`` by the caller (``owner``) was released (``all_of_it``: none is left)."""
+    holds = _own_holds(owner, create=False)
+    if holds is None:
+        return
+    entry = holds.held.get(lock)
+    if entry is not None:
+        entry[0] -= 1
+        if all_of_it or entry[0] <= 0:
+            del holds.held[lock]
+
+
+def _release_leaked(owner: int, what: str, held: dict[Any, list[Any]]) -> None:
+    def release() -> None:
+        for lock, (_, site, renewed) in held.items():
+            try:
+                lock._release_leaked(owner, what, site, renewed)
+            except Exception as exc:  # a closed client, Redis out of reach: it expires instead
+                _log.warning("could not release lock %r left held by an ended %s: %s", lock.name, what, exc)
+
+    threading.Thread(target=release, name="crosslock-leaked-hold", daemon=True).start()

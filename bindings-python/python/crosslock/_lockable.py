@@ -12,20 +12,34 @@ and callback, and the claim of an asyncio acquire that raced a cancellation are 
 from __future__ import annotations
 
 import asyncio
+import logging
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generic, Hashable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generic, Hashable, Optional, TypeVar, Union
 
-from . import _native
+from . import _identity, _native
 from ._identity import current_owner
 from ._routes import lock_route
-from .errors import InvalidArgumentError, InvalidArgumentTypeError, LockLostError
+from .errors import (
+    BlockingInEventLoopError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    LockLostError,
+    LockTimeoutError,
+    NotHeldError,
+)
 
 if TYPE_CHECKING:
     from .client import Client
 
 __all__: list[str] = []
 
-LostCallback = Callable[[Any], Any]
+LostCallback = Callable[[Any], object]
+"""``on_lost(lock)``: called with the lock object whose hold may be lost; its result is ignored."""
+
+_log = logging.getLogger("crosslock")
+
+#: A wait limit: seconds, ``-1`` or ``None`` for no limit.
+Timeout = Optional[float]
 _Entered = TypeVar("_Entered")
 _Self = TypeVar("_Self", bound="_Lockable")
 
@@ -48,10 +62,17 @@ def _seconds(value: object, what: str, lock_name: Optional[str] = None) -> float
         ) from None
 
 
-def _wait_limit(blocking: bool, timeout: object, lock_name: str) -> Optional[float]:
+def _wait_limit(blocking: object, timeout: object, lock_name: str) -> Optional[float]:
     """``threading.Lock.acquire``'s ``blocking``/``timeout`` as core's wait limit: ``None`` waits
-    without limit, ``0.0`` tries once."""
-    seconds = _seconds(timeout, "timeout", lock_name)
+    without limit, ``0.0`` tries once. ``timeout=None`` means no limit, as ``-1`` does."""
+    if not isinstance(blocking, bool):
+        hint = f"; did you mean timeout={blocking!r}?" if isinstance(blocking, (int, float)) else ""
+        raise InvalidArgumentTypeError(
+            f"blocking of {lock_name!r} must be True or False, got {type(blocking).__name__} "
+            f"{blocking!r}{hint}",
+            lock_name=lock_name,
+        )
+    seconds = -1.0 if timeout is None else _seconds(timeout, "timeout", lock_name)
     if not blocking:
         if seconds != -1:
             raise InvalidArgumentError(
@@ -63,6 +84,22 @@ def _wait_limit(blocking: bool, timeout: object, lock_name: str) -> Optional[flo
     if seconds == -1:
         return None
     return seconds  # core rejects negative, NaN and infinite values with a clear message
+
+
+def _refuse_in_loop(
+    wait: Optional[float], name: str, sync_form: str, async_form: str, what: Optional[str] = None
+) -> None:
+    """Refuses a blocking wait (anything but a single try) on a thread whose asyncio event loop is
+    running, before anything is sent: it would block the loop, and with it every other task,
+    including one that holds what it waits for (a certain deadlock)."""
+    if wait == 0.0 or asyncio._get_running_loop() is None:
+        return
+    raise BlockingInEventLoopError(
+        f"{sync_form} inside a running asyncio event loop would block the loop (and every task on "
+        f"it, including any that holds {what or repr(name)}) while it waits; use {async_form} instead, or "
+        "run the blocking call in a thread (await asyncio.to_thread(...))",
+        lock_name=None if what else name,
+    )
 
 
 def _lease(lease: object, lock_name: str) -> Optional[float]:
@@ -108,8 +145,59 @@ async def _acquired_async(
         raise
     token: Optional[int] = outcome.claim()
     if token is not None:
-        lock._forget_lost(owner)
+        lock._acquired_by(owner, lease)
     return token
+
+
+class Acquisition:
+    """What a sync ``acquire()`` returns: truthy (and ``== True``) when acquired, falsy (and
+    ``== False``) when not, as ``threading.Lock.acquire``'s ``bool`` (only ``is True`` differs).
+
+    It is also a context manager, so ``with lock.acquire(timeout=2):`` (meant:
+    ``lock.acquired(timeout=2)``) never leaves the lock held: leaving the block releases what this
+    acquire took; entering it after a failed acquire raises
+    :class:`~crosslock.LockTimeoutError` (nothing is held, the block does not run).
+
+    Example::
+
+        with lock.acquire(timeout=2.0):    # as lock.acquired(timeout=2.0)
+            ...
+    """
+
+    __slots__ = ("_ok", "_release", "_name")
+
+    def __init__(self, ok: bool, release: Callable[[], None], name: str) -> None:
+        self._ok, self._release, self._name = ok, release, name
+
+    def __bool__(self) -> bool:
+        return self._ok
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Acquisition):
+            return self._ok == other._ok
+        if isinstance(other, (bool, int)):
+            return self._ok == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._ok)
+
+    def __repr__(self) -> str:
+        return repr(self._ok)
+
+    def __enter__(self) -> Acquisition:
+        if not self._ok:
+            raise LockTimeoutError(
+                f"{self._name!r} was not acquired (acquire() returned False), so the `with` block "
+                "does not run; `with x.acquired(timeout=...)` raises this with who holds it",
+                lock_name=self._name,
+            )
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._ok:
+            self._ok = False  # released once, even if __exit__ is called again
+            self._release()
 
 
 class _Lockable:
@@ -122,6 +210,16 @@ class _Lockable:
 
     **Lease.** Acquired without ``lease``, the lock is kept by the watchdog (30 s, renewed every
     10 s while this process lives); with ``lease=`` seconds it simply expires after that.
+
+    **asyncio.** In a coroutine use the async forms (``async with lock:``,
+    ``await lock.acquire_async()``): a blocking sync call on a thread whose event loop is running
+    raises :class:`~crosslock.BlockingInEventLoopError` before sending anything (a single try,
+    ``blocking=False`` or ``timeout=0``, is allowed).
+
+    **Ended holders.** A thread (other than the main thread) or asyncio task that ends while
+    holding a lock it took as itself (not in an :class:`~crosslock.Owner` scope) is noticed: a
+    WARNING on the ``crosslock`` logger names the lock, the holder and the ``file:line`` of the
+    acquire; a watchdog-kept hold is then released, one with a lease left to expire.
 
     **Lost lock.** If the lock may be lost — a renewal finds it gone (a force-unlock, an expiry)
     or no renewal was confirmed before its last confirmed lease ran out (Redis out of reach, a
@@ -157,22 +255,28 @@ class _Lockable:
 
     # -- acquire ----------------------------------------------------------------------------
 
-    def acquire(self, blocking: bool = True, timeout: float = -1, *, lease: Optional[float] = None) -> bool:
+    def acquire(self, blocking: bool = True, timeout: Timeout = -1, *, lease: Optional[float] = None) -> Acquisition:
         """Acquires the lock for the calling thread (or asyncio task), with the meaning of
         ``threading.Lock.acquire``.
 
         Args:
-            blocking: ``False`` makes a single attempt.
-            timeout: seconds to wait at most; ``-1`` (the default) waits as long as it takes.
-                Cannot be combined with ``blocking=False``.
+            blocking: ``False`` makes a single attempt. Must be a ``bool``:
+                ``acquire(1.5)`` is refused ("did you mean timeout=1.5?").
+            timeout: seconds to wait at most; ``-1`` (the default) or ``None`` waits as long as
+                it takes. Cannot be combined with ``blocking=False``.
             lease: seconds after which the lock expires by itself, with no renewal; ``None``
                 (the default) keeps it renewed by the watchdog while this process holds it.
 
         Returns:
-            ``True`` once acquired, ``False`` if the wait limit passed (or the single try failed)
-            with Redis answering that the lock is held: ``False`` always means busy.
+            An :class:`Acquisition`: true once acquired, false if the wait limit passed (or the
+            single try failed) with Redis answering that the lock is held (false always means
+            busy). It compares ``== True``/``== False`` as a ``bool`` and, used as
+            ``with lock.acquire(...):``, releases on exit.
 
         Raises:
+            BlockingInEventLoopError: a blocking call (anything but ``blocking=False`` or
+                ``timeout=0``) on a thread whose asyncio event loop is running; use
+                ``await lock.acquire_async()`` / ``async with lock:`` there. Nothing was sent.
             InvalidArgumentError: a negative, NaN or non-numeric ``timeout`` or ``lease``, a zero
                 lease, or a timeout with ``blocking=False``.
             WrongTypeError: the lock's key holds other data.
@@ -189,10 +293,24 @@ class _Lockable:
                 finally:
                     lock.release()
         """
-        return self._acquire(blocking, timeout, lease) is not None
+        token = self._acquire(blocking, timeout, lease, "lock.acquire()")
+        if token is None:
+            return Acquisition(False, _nothing, self.name)
+        return Acquisition(True, self._release_one(current_owner()), self.name)
+
+    def _release_one(self, owner: int) -> Callable[[], None]:
+        """Releases one hold of ``owner`` (what an :class:`Acquisition` undoes on ``with`` exit)."""
+
+        def release() -> None:
+            if owner == current_owner():
+                self.release()
+            else:  # pragma: no cover - left in another thread or task
+                self._native.release(owner)
+
+        return release
 
     async def acquire_async(
-        self, blocking: bool = True, timeout: float = -1, *, lease: Optional[float] = None
+        self, blocking: bool = True, timeout: Timeout = -1, *, lease: Optional[float] = None
     ) -> bool:
         """:meth:`acquire` for asyncio: the calling task is the holder. Cancelling it
         (``task.cancel()``, ``asyncio.timeout``) leaves nothing behind, even when the cancel
@@ -210,16 +328,23 @@ class _Lockable:
         wait = _wait_limit(blocking, timeout, self.name)
         return await _acquired_async(self, wait, _lease(lease, self.name), False) is not None
 
-    def _acquire(self, blocking: bool, timeout: float, lease: Optional[float]) -> Optional[int]:
-        """One acquire by the caller: ``None`` when not acquired, else the token (0 without)."""
+    def _acquire(self, blocking: object, timeout: object, lease: Optional[float], form: str) -> Optional[int]:
+        """One acquire by the caller: ``None`` when not acquired, else the token (0 without).
+        ``form`` is how the caller spelt it, for the event-loop refusal."""
         wait = _wait_limit(blocking, timeout, self.name)
+        lease_s = _lease(lease, self.name)
+        _refuse_in_loop(wait, self.name, form, _ASYNC_FORMS.get(form, "the method's _async form"))
         owner = current_owner()
-        token = self._native.acquire(owner, wait, _lease(lease, self.name))
+        token = self._native.acquire(owner, wait, lease_s)
         if token is not None:
-            self._forget_lost(owner)
+            self._acquired_by(owner, lease_s)
         return token
 
-    def _acquire_async(self, blocking: bool, timeout: float, lease: Optional[float]) -> Awaitable[Optional[int]]:
+    def _acquired_by(self, owner: int, lease: Optional[float]) -> None:
+        self._forget_lost(owner)
+        _identity.note_acquired(self, owner, lease is None)
+
+    def _acquire_async(self, blocking: object, timeout: object, lease: Optional[float]) -> Awaitable[Optional[int]]:
         """:meth:`_acquire` for asyncio: an awaitable (the arguments are checked at once)."""
         wait = _wait_limit(blocking, timeout, self.name)
         return _acquired_async(self, wait, _lease(lease, self.name), False)
@@ -228,7 +353,7 @@ class _Lockable:
         """What ``with`` binds after an acquire that got ``token`` (the lock; a fenced lock's token)."""
         return self
 
-    def acquired(self: _Self, timeout: float = -1, *, lease: Optional[float] = None) -> _Acquired[_Self]:
+    def acquired(self: _Self, timeout: Timeout = -1, *, lease: Optional[float] = None) -> _Acquired[_Self]:
         """A context manager (``with`` and ``async with``) that acquires within ``timeout``
         seconds or raises :class:`~crosslock.LockTimeoutError` (busy: Redis answered; with Redis
         out of reach it raises :class:`~crosslock.RedisUnavailableError`), and releases on exit.
@@ -264,7 +389,12 @@ class _Lockable:
             self._native.release(owner)
         except LockLostError:
             self._client._note_lost(self._route, owner)
+            _identity.note_released(self, owner, True)
             raise
+        except NotHeldError:
+            _identity.note_released(self, owner, True)
+            raise
+        _identity.note_released(self, owner)
 
     async def release_async(self) -> None:
         """:meth:`release` for asyncio (the calling task's hold)."""
@@ -273,7 +403,61 @@ class _Lockable:
             await self._native.release_async(owner)
         except LockLostError:
             self._client._note_lost(self._route, owner)
+            _identity.note_released(self, owner, True)
             raise
+        except NotHeldError:
+            _identity.note_released(self, owner, True)
+            raise
+        _identity.note_released(self, owner)
+
+    def _release_leaked(self, owner: int, what: str, site: str, renewed: bool) -> None:
+        """The thread or task ``owner`` ended holding this lock (see ``_identity``): warn, and
+        release every hold it left when the watchdog keeps it (on a helper thread); a hold with a
+        lease is left to expire."""
+        count = self._native.hold_count_of(owner)
+        if count <= 0:
+            return  # released meanwhile (through another object of the name, a close, an expiry)
+        _log.warning(
+            "lock %r was still held (%d time(s), as %s) when its %s ended; it was acquired at %s. "
+            "%s: release every hold before a thread or task ends (use `with`/`async with`)",
+            self.name,
+            count,
+            self._client._native.holder(owner),
+            what,
+            site,
+            "Releasing it" if renewed else "Leaving it to expire after its lease",
+        )
+        if not renewed:
+            return
+        for _ in range(count):
+            try:
+                self._native.release(owner)
+            except (NotHeldError, LockLostError):
+                break
+
+    def lost_event(self) -> asyncio.Event:
+        """An :class:`asyncio.Event` of the calling task's loop, set (in that loop) as soon as the
+        calling task's hold of this lock may be lost — the awaitable form of ``on_lost``. Call it
+        inside the task that holds the lock, after acquiring; it is set at once if the hold is
+        already lost. One event per call; drop it when done.
+
+        Example::
+
+            async with lock:
+                lost = lock.lost_event()
+                work = asyncio.ensure_future(do_work())
+                await asyncio.wait([work, asyncio.ensure_future(lost.wait())],
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if lost.is_set():
+                    work.cancel()       # exclusion broke: stop
+        """
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        owner = current_owner()
+        self._client._add_lost_event(self._route, owner, loop, event)
+        if self.lost:
+            event.set()
+        return event
 
     def force_unlock(self) -> bool:
         """Deletes the lock whoever holds it and wakes a waiter; ``True`` if it was locked. The
@@ -347,7 +531,7 @@ class _Lockable:
     # -- scopes -----------------------------------------------------------------------------
 
     def __enter__(self: _Self) -> _Self:
-        self._acquire(True, -1, None)
+        self._acquire(True, -1, None, "`with lock:`")
         return self
 
     def __exit__(
@@ -404,9 +588,10 @@ class _Acquired(Generic[_Entered]):
         self._lock, self._wait, self._lease = lock, wait, lease
 
     def __enter__(self) -> _Entered:
+        _refuse_in_loop(self._wait, self._lock.name, "`with lock.acquired(...):`", "`async with lock.acquired(...):`")
         owner = current_owner()
         token = self._lock._native.acquire(owner, self._wait, self._lease, True)
-        self._lock._forget_lost(owner)
+        self._lock._acquired_by(owner, self._lease)
         entered: _Entered = self._lock._entered(token or 0)
         return entered
 
@@ -420,3 +605,15 @@ class _Acquired(Generic[_Entered]):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self._lock.release_async()
+
+
+def _nothing() -> None:
+    pass
+
+
+#: The async form named by the event-loop refusal, by the sync form's spelling.
+_ASYNC_FORMS = {
+    "lock.acquire()": "`await lock.acquire_async()`",
+    "`with lock:`": "`async with lock:`",
+    "lock.acquire_token()": "`await lock.acquire_token_async()`",
+}

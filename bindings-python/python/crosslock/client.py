@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import weakref
 from types import TracebackType
-from typing import Hashable, Optional, Union
+from typing import Any, Callable, Hashable, Optional, Union
 
 from . import _native
 from ._identity import current_owner
 from ._limits import _whole
-from ._lockable import LostCallback, _Lockable, _seconds
+from ._lockable import _Lockable, _seconds
 from ._routes import Routes, lock_route
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
 from .fair_lock import FairLock
@@ -242,6 +243,8 @@ class Client:
         self._lost: dict[Hashable, set[int]] = {}
         self._lost_purge_at = 64
         self._permit_sems: Routes[PermitExpirableSemaphore] = Routes()
+        # `lock.lost_event()`: per (route, owner), the events to set (in their loops) on loss.
+        self._lost_events: dict[tuple[Hashable, int], list[tuple[asyncio.AbstractEventLoop, weakref.ref[asyncio.Event]]]] = {}
         self._locks_guard = threading.Lock()
         self._listen()
         _clients.add(self)
@@ -272,7 +275,7 @@ class Client:
         """Whether :meth:`close` was called."""
         return self._native.closed
 
-    def lock(self, name: str, *, on_lost: Optional[LostCallback] = None) -> Lock:
+    def lock(self, name: str, *, on_lost: Optional[Callable[[Lock], object]] = None) -> Lock:
         """The :class:`Lock` named ``name`` (Redisson's ``getLock(name)``).
 
         Args:
@@ -287,14 +290,14 @@ class Client:
         name = self._checked(name, on_lost)
         return Lock(self, self._native.lock(name), on_lost)
 
-    def fair_lock(self, name: str, *, on_lost: Optional[LostCallback] = None) -> FairLock:
+    def fair_lock(self, name: str, *, on_lost: Optional[Callable[[FairLock], object]] = None) -> FairLock:
         """The :class:`FairLock` named ``name`` (Redisson's ``getFairLock(name)``): handed over in
         the order its waiters asked. Arguments and errors as for :meth:`lock`."""
         name = self._checked(name, on_lost)
         return FairLock(self, self._native.fair_lock(name), on_lost)
 
     def spin_lock(
-        self, name: str, *, backoff: Optional[Backoff] = None, on_lost: Optional[LostCallback] = None
+        self, name: str, *, backoff: Optional[Backoff] = None, on_lost: Optional[Callable[[SpinLock], object]] = None
     ) -> SpinLock:
         """The :class:`SpinLock` named ``name`` (Redisson's ``getSpinLock(name)``): its waiters
         retry with ``backoff`` (default Redisson's: 1 ms doubling to 128 ms) instead of
@@ -315,20 +318,22 @@ class Client:
             )
         return SpinLock(self, self._native.spin_lock(name, spec), on_lost)
 
-    def fenced_lock(self, name: str, *, on_lost: Optional[LostCallback] = None) -> FencedLock:
+    def fenced_lock(self, name: str, *, on_lost: Optional[Callable[[FencedLock], object]] = None) -> FencedLock:
         """The :class:`FencedLock` named ``name`` (Redisson's ``getFencedLock(name)``): every
         acquisition gets a strictly increasing fencing token. Arguments and errors as for
         :meth:`lock`."""
         name = self._checked(name, on_lost)
         return FencedLock(self, self._native.fenced_lock(name), on_lost)
 
-    def non_reentrant_lock(self, name: str, *, on_lost: Optional[LostCallback] = None) -> NonReentrantLock:
+    def non_reentrant_lock(self, name: str, *, on_lost: Optional[Callable[[NonReentrantLock], object]] = None) -> NonReentrantLock:
         """The :class:`NonReentrantLock` named ``name``: a second acquire by its holder raises
         :class:`NonReentrantError`. Arguments and errors as for :meth:`lock`."""
         name = self._checked(name, on_lost)
         return NonReentrantLock(self, self._native.non_reentrant_lock(name), on_lost)
 
-    def read_write_lock(self, name: str, *, on_lost: Optional[LostCallback] = None) -> ReadWriteLock:
+    def read_write_lock(
+        self, name: str, *, on_lost: Optional[Callable[[Union[ReadLock, WriteLock]], object]] = None
+    ) -> ReadWriteLock:
         """The :class:`ReadWriteLock` named ``name`` (Redisson's ``getReadWriteLock(name)``):
         :meth:`~ReadWriteLock.read_lock` for many readers, :meth:`~ReadWriteLock.write_lock` for
         one writer. ``on_lost`` is called with the read or write lock whose hold may be lost.
@@ -442,6 +447,29 @@ class Client:
                 if not owners:
                     del self._lost[route]
 
+    def _add_lost_event(
+        self, route: Hashable, owner: int, loop: asyncio.AbstractEventLoop, event: asyncio.Event
+    ) -> None:
+        with self._locks_guard:
+            live = [(lp, ref) for lp, ref in self._lost_events.get((route, owner), []) if ref() is not None]
+            live.append((loop, weakref.ref(event)))
+            self._lost_events[(route, owner)] = live
+            if len(self._lost_events) >= 64:  # forget the keys whose events are all gone
+                self._lost_events = {
+                    k: v for k, v in self._lost_events.items() if any(ref() is not None for _, ref in v)
+                }
+
+    def _set_lost_events(self, route: Hashable, owner: int) -> None:
+        with self._locks_guard:
+            waiting = self._lost_events.pop((route, owner), [])
+        for loop, ref in waiting:
+            event = ref()
+            if event is not None and not loop.is_closed():
+                try:
+                    loop.call_soon_threadsafe(event.set)
+                except RuntimeError:  # the loop closed meanwhile
+                    pass
+
     def _register(self, lock: _Lockable) -> None:
         """Called by every lock object: the route of its lost-lock events."""
         with self._locks_guard:
@@ -518,6 +546,8 @@ class Client:
             if len(self._lost) >= self._lost_purge_at:  # names no object of which is left
                 self._lost = {r: owners for r, owners in self._lost.items() if self._locks.get(r)}
                 self._lost_purge_at = max(64, 2 * len(self._lost))
+        if still:
+            self._set_lost_events(route, owner)
         for lock in locks:
             callback = lock.on_lost
             if callback is None:
@@ -533,6 +563,7 @@ class Client:
         for sem in self._permit_sems:
             sem._reset_after_fork()
         self._lost = {}
+        self._lost_events = {}
 
 
 def _reset_clients_after_fork() -> None:

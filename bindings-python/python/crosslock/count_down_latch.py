@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Optional
 
 from . import _native
 from ._limits import _whole
-from ._lockable import _seconds
+from ._lockable import _refuse_in_loop, _seconds
 
 if TYPE_CHECKING:
     from .client import Client
@@ -72,8 +72,12 @@ class CountDownLatch:
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Waits until the count reaches zero, at most ``timeout`` seconds (``None``: as long as it
-        takes); ``True`` once open. Releases the GIL; Ctrl-C interrupts it."""
-        return self._native.wait(self._timeout(timeout))
+        takes); ``True`` once open. Releases the GIL; Ctrl-C interrupts it. Inside a running
+        asyncio loop only ``timeout=0`` (a look) is allowed, else
+        :class:`~crosslock.BlockingInEventLoopError`: use :meth:`wait_async` there."""
+        wait = self._timeout(timeout)
+        _refuse_in_loop(wait, self.name, "latch.wait()", "`await latch.wait_async()`")
+        return self._native.wait(wait)
 
     async def wait_async(self, timeout: Optional[float] = None) -> bool:
         """:meth:`wait` for asyncio."""
@@ -87,7 +91,10 @@ class CountDownLatch:
         return f"<crosslock.CountDownLatch {self.name!r}>"
 
     def _timeout(self, timeout: Optional[float]) -> Optional[float]:
-        return None if timeout is None else _seconds(timeout, "timeout", self.name)
+        if timeout is None:
+            return None
+        seconds = _seconds(timeout, "timeout", self.name)
+        return None if seconds == -1 else seconds  # -1: no limit, as for locks
 
     def _count(self, count: object) -> int:
         return _whole(count, "latch_count", f"the count of latch {self.name!r}", self.name)

@@ -32,6 +32,7 @@ __all__ = [
     "WrongTypeError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
+    "BlockingInEventLoopError",
     "AuthenticationError",
     "NonReentrantError",
     "UpgradeRefusedError",
@@ -177,6 +178,26 @@ class InvalidArgumentError(CrosslockError, ValueError):
 class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
     """An argument of the wrong type (a lock name that is not a ``str``, a timeout that is not a
     number). An :class:`InvalidArgumentError` that is also a :class:`TypeError`."""
+
+
+class BlockingInEventLoopError(InvalidArgumentError, RuntimeError):
+    """A blocking sync call (``with lock:``, ``acquire()``, ``acquired()``, a semaphore's
+    ``acquire()``, a latch's ``wait()``, a multi-lock's) on a thread whose asyncio event loop is
+    running. Waiting there would block the loop and every task on it — a certain deadlock when
+    another task of that loop holds what it waits for — so it is refused before anything is sent.
+    Use the async form (``async with lock:``, ``await lock.acquire_async()``,
+    ``await latch.wait_async()``, …) or ``await asyncio.to_thread(...)``. A single try
+    (``blocking=False`` or ``timeout=0``) is allowed: it is bounded by the response timeout.
+
+    An :class:`InvalidArgumentError` (code ``"INVALID_ARGUMENT"``) that is also a
+    :class:`RuntimeError`.
+
+    Example::
+
+        async def handler():
+            with lock:      # BlockingInEventLoopError: use `async with lock:`
+                ...
+    """
 
 
 class AuthenticationError(CrosslockError, PermissionError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ._lockable import _Acquired, _Lockable, _lease, _wait_limit
+from ._lockable import Timeout, _Acquired, _Lockable, _lease, _wait_limit
 
 __all__ = ["FencedLock"]
 
@@ -41,14 +41,14 @@ class FencedLock(_Lockable):
     __slots__ = ()
 
     def acquire_token(
-        self, blocking: bool = True, timeout: float = -1, *, lease: Optional[float] = None
+        self, blocking: bool = True, timeout: Timeout = -1, *, lease: Optional[float] = None
     ) -> Optional[int]:
         """:meth:`acquire`, returning the fencing token once acquired and ``None`` when the wait
         limit passed."""
-        return self._acquire(blocking, timeout, lease)
+        return self._acquire(blocking, timeout, lease, "lock.acquire_token()")
 
     async def acquire_token_async(
-        self, blocking: bool = True, timeout: float = -1, *, lease: Optional[float] = None
+        self, blocking: bool = True, timeout: Timeout = -1, *, lease: Optional[float] = None
     ) -> Optional[int]:
         """:meth:`acquire_token` for asyncio (the calling task is the holder)."""
         return await self._acquire_async(blocking, timeout, lease)
@@ -57,13 +57,13 @@ class FencedLock(_Lockable):
         return token
 
     def acquired(  # type: ignore[override]
-        self, timeout: float = -1, *, lease: Optional[float] = None
+        self, timeout: Timeout = -1, *, lease: Optional[float] = None
     ) -> _Acquired[int]:
         """As for every lock, but ``with lock.acquired(timeout=...) as token:`` binds the token."""
         return _Acquired(self, _wait_limit(True, timeout, self.name), _lease(lease, self.name))
 
     def __enter__(self) -> int:  # type: ignore[override]
-        token = self._acquire(True, -1, None)
+        token = self._acquire(True, -1, None, "`with lock:`")
         assert token is not None  # an unlimited wait either acquires or raises
         return token
 

@@ -9,7 +9,7 @@ from typing import Iterable, Optional, Sequence
 
 from . import _native
 from ._identity import current_owner
-from ._lockable import _claimed, _Lockable, _lease, _wait_limit
+from ._lockable import Acquisition, Timeout, _claimed, _Lockable, _lease, _refuse_in_loop, _wait_limit
 from .errors import InvalidArgumentTypeError
 
 __all__ = ["MultiLock", "RedLock"]
@@ -59,15 +59,23 @@ class MultiLock:
         """The parts, in order."""
         return list(self._parts)
 
-    def acquire(self, blocking: bool = True, timeout: float = -1, *, lease: Optional[float] = None) -> bool:
+    def acquire(self, blocking: bool = True, timeout: Timeout = -1, *, lease: Optional[float] = None) -> Acquisition:
         """Takes every part (a :class:`RedLock`: a majority) within ``timeout`` seconds
-        (``threading.Lock``'s meaning); ``False`` when it passed, holding nothing. With ``lease``,
-        each part expires between ``lease`` and ``lease + timeout`` later; without, each is kept by
-        its client's watchdog."""
-        held = self._native.acquire(current_owner(), _wait_limit(blocking, timeout, "multi-lock"), _lease(lease, "multi-lock"))
-        return self._took(held)
+        (``threading.Lock``'s meaning; ``None`` or ``-1``: no limit); a false
+        :class:`~crosslock.Acquisition` when it passed, holding nothing (``with
+        multi.acquire(...):`` releases on exit). With ``lease``, each part expires between
+        ``lease`` and ``lease + timeout`` later; without, each is kept by its client's watchdog.
+        A blocking call inside a running asyncio loop raises
+        :class:`~crosslock.BlockingInEventLoopError` (use :meth:`acquire_async`)."""
+        return Acquisition(self._acquire(blocking, timeout, lease, "multi_lock.acquire()"), self.release, "multi-lock")
 
-    async def acquire_async(self, blocking: bool = True, timeout: float = -1, *, lease: Optional[float] = None) -> bool:
+    def _acquire(self, blocking: object, timeout: object, lease: Optional[float], form: str) -> bool:
+        wait, lease_s = _wait_limit(blocking, timeout, "multi-lock"), _lease(lease, "multi-lock")
+        async_form = "`async with multi_lock:`" if form.startswith("`") else "`await multi_lock.acquire_async()`"
+        _refuse_in_loop(wait, "multi-lock", form, async_form, f"one of its parts {[p.name for p in self._parts]!r}")
+        return self._took(self._native.acquire(current_owner(), wait, lease_s))
+
+    async def acquire_async(self, blocking: bool = True, timeout: Timeout = -1, *, lease: Optional[float] = None) -> bool:
         """:meth:`acquire` for asyncio; cancelling it leaves nothing held."""
         pending = self._native.acquire_async(current_owner(), _wait_limit(blocking, timeout, "multi-lock"), _lease(lease, "multi-lock"))
         held: Optional[tuple[Optional[float], list[str]]] = await _claimed(pending)
@@ -93,7 +101,7 @@ class MultiLock:
         return self._native.is_lost(current_owner())
 
     def __enter__(self) -> MultiLock:
-        self.acquire()
+        self._acquire(True, -1, None, "`with multi_lock:`")
         return self
 
     def __exit__(

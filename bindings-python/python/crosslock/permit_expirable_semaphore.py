@@ -7,7 +7,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from . import _native
-from ._lockable import _claimed, _lease, _seconds, _wait_limit
+from ._lockable import Timeout, _claimed, _lease, _refuse_in_loop, _seconds, _wait_limit
 from .errors import InvalidArgumentTypeError
 
 if TYPE_CHECKING:
@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 __all__ = ["PermitExpirableSemaphore"]
 
-PermitLostCallback = Callable[[Any, str], Any]
+PermitLostCallback = Callable[["PermitExpirableSemaphore", str], object]
+"""``on_lost(semaphore, permit_id)``: called when a permit this client took may be lost."""
 
 
 class PermitExpirableSemaphore:
@@ -71,22 +72,26 @@ class PermitExpirableSemaphore:
         client took may be lost."""
         return self._on_lost
 
-    def acquire(self, timeout: float = -1, *, lease: Optional[float] = None, blocking: bool = True) -> Optional[str]:
-        """Takes a permit, waiting at most ``timeout`` seconds (``-1``: as long as it takes;
-        ``blocking=False``: one try): its id, or ``None`` when the wait limit passed with Redis answering
-        (:class:`~crosslock.RedisUnavailableError` with Redis out of reach). ``lease``:
-        seconds until it expires; ``None`` keeps it with the watchdog."""
-        return self._native.acquire(_wait_limit(blocking, timeout, self.name), _lease(lease, self.name))
+    def acquire(self, timeout: Timeout = -1, *, lease: Optional[float] = None, blocking: bool = True) -> Optional[str]:
+        """Takes a permit, waiting at most ``timeout`` seconds (``-1`` or ``None``: as long as it
+        takes; ``blocking=False``: one try): its id, or ``None`` when the wait limit passed with Redis answering
+        (:class:`~crosslock.RedisUnavailableError` with Redis out of reach;
+        :class:`~crosslock.BlockingInEventLoopError` for a blocking call inside a running asyncio
+        loop: use :meth:`acquire_async`). ``lease``: seconds until it expires; ``None`` keeps it
+        with the watchdog."""
+        wait, lease_s = _wait_limit(blocking, timeout, self.name), _lease(lease, self.name)
+        _refuse_in_loop(wait, self.name, "semaphore.acquire()", "`await semaphore.acquire_async()`")
+        return self._native.acquire(wait, lease_s)
 
     async def acquire_async(
-        self, timeout: float = -1, *, lease: Optional[float] = None, blocking: bool = True
+        self, timeout: Timeout = -1, *, lease: Optional[float] = None, blocking: bool = True
     ) -> Optional[str]:
         """:meth:`acquire` for asyncio; cancelling it takes nothing."""
         wait, lease_s = _wait_limit(blocking, timeout, self.name), _lease(lease, self.name)
         permit: Optional[str] = await _claimed(self._native.acquire_async(wait, lease_s))
         return permit
 
-    def acquired(self, timeout: float = -1, *, lease: Optional[float] = None) -> _Acquired:
+    def acquired(self, timeout: Timeout = -1, *, lease: Optional[float] = None) -> _Acquired:
         """A context manager binding a permit's id (or raising
         :class:`~crosslock.LockTimeoutError` after ``timeout``) and releasing it on exit."""
         return _Acquired(self, _wait_limit(True, timeout, self.name), _lease(lease, self.name))
@@ -195,6 +200,7 @@ class _Acquired:
         self._ids: list[str] = []
 
     def __enter__(self) -> str:
+        _refuse_in_loop(self._wait, self._sem.name, "`with semaphore.acquired(...):`", "`async with semaphore.acquired(...):`")
         permit = self._sem._native.acquire(self._wait, self._lease, True)
         assert permit is not None  # raise_timeout raises instead
         self._ids.append(permit)

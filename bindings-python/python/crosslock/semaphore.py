@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 from . import _native
 from ._limits import _whole
-from ._lockable import _claimed, _wait_limit
+from ._lockable import Acquisition, Timeout, _claimed, _refuse_in_loop, _wait_limit
 
 if TYPE_CHECKING:
     from .client import Client
@@ -73,14 +73,34 @@ class Semaphore:
         """:meth:`try_set_permits` for asyncio."""
         return await self._native.try_set_permits_async(_permits(permits, self.name, 0))
 
-    def acquire(self, permits: int = 1, timeout: float = -1, *, blocking: bool = True) -> bool:
-        """Takes ``permits`` permits, waiting at most ``timeout`` seconds (``-1``: as long as it
-        takes; ``blocking=False``: one try). Returns ``False`` when the wait limit passed with Redis answering (no permits);
-        raises :class:`~crosslock.RedisUnavailableError` when it passed with Redis out of reach. The wait
-        releases the GIL; Ctrl-C interrupts it and takes nothing."""
-        return self._native.acquire(_permits(permits, self.name, 0), _wait_limit(blocking, timeout, self.name))
+    def acquire(self, permits: int = 1, timeout: Timeout = -1, *, blocking: bool = True) -> Acquisition:
+        """Takes ``permits`` permits, waiting at most ``timeout`` seconds (``-1`` or ``None``: as
+        long as it takes; ``blocking=False``: one try). Returns a false :class:`~crosslock.Acquisition`
+        (``== False``) when the wait limit passed with Redis answering (no permits), a true one
+        otherwise; ``with sem.acquire(2):`` gives the permits back on exit. Raises
+        :class:`~crosslock.RedisUnavailableError` when it passed with Redis out of reach, and
+        :class:`~crosslock.BlockingInEventLoopError` for a blocking call inside a running asyncio
+        loop (use :meth:`acquire_async`). The wait releases the GIL; Ctrl-C interrupts it and
+        takes nothing."""
+        n = _permits(permits, self.name, 0)
+        wait = _wait_limit(blocking, timeout, self.name)
+        _refuse_in_loop(wait, self.name, "semaphore.acquire()", "`await semaphore.acquire_async()`")
+        taken = self._native.acquire(n, wait)
+        return Acquisition(taken, (lambda: self.release(n)) if n else _no_op, self.name)
 
-    async def acquire_async(self, permits: int = 1, timeout: float = -1, *, blocking: bool = True) -> bool:
+    def acquired(self, permits: int = 1, timeout: Timeout = -1) -> _Acquired:
+        """A context manager (``with`` and ``async with``) that takes ``permits`` permits within
+        ``timeout`` seconds (``-1``/``None``: no limit) or raises
+        :class:`~crosslock.LockTimeoutError`, and gives them back on exit.
+
+        Example::
+
+            with slots.acquired(2, timeout=5.0):
+                ...
+        """
+        return _Acquired(self, _permits(permits, self.name), _wait_limit(True, timeout, self.name))
+
+    async def acquire_async(self, permits: int = 1, timeout: Timeout = -1, *, blocking: bool = True) -> bool:
         """:meth:`acquire` for asyncio; cancelling it takes nothing (permits taken in the same
         instant are given back)."""
         n = _permits(permits, self.name, 0)
@@ -124,7 +144,8 @@ class Semaphore:
         return self._native.delete()
 
     def __enter__(self) -> Semaphore:
-        self.acquire(1)
+        _refuse_in_loop(None, self.name, "`with semaphore:`", "`async with semaphore:`")
+        self._native.acquire(1, None)
         return self
 
     def __exit__(
@@ -143,3 +164,31 @@ class Semaphore:
 
     def __repr__(self) -> str:
         return f"<crosslock.Semaphore {self.name!r}>"
+
+
+def _no_op() -> None:
+    pass
+
+
+class _Acquired:
+    """What :meth:`Semaphore.acquired` returns."""
+
+    __slots__ = ("_sem", "_permits", "_wait")
+
+    def __init__(self, sem: Semaphore, permits: int, wait: Optional[float]) -> None:
+        self._sem, self._permits, self._wait = sem, permits, wait
+
+    def __enter__(self) -> Semaphore:
+        _refuse_in_loop(self._wait, self._sem.name, "`with semaphore.acquired(...):`", "`async with semaphore.acquired(...):`")
+        self._sem._native.acquire(self._permits, self._wait, True)
+        return self._sem
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._sem.release(self._permits)
+
+    async def __aenter__(self) -> Semaphore:
+        await _claimed(self._sem._native.acquire_async(self._permits, self._wait, True))
+        return self._sem
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._sem.release_async(self._permits)
