@@ -445,7 +445,10 @@ async def test_reentrancy_of_an_asyncio_task(kind, client, raw):
             assert raw.hgetall(name) == kind.hash(holder, 1)
         assert await lock.hold_count_async() == 1
         # Another task is another holder: excluded.
-        assert await asyncio.create_task(kind.excludes.make(client, name).acquire_async(blocking=False)) is False
+        async def another_task_tries() -> bool:
+            return await kind.excludes.make(client, name).acquire_async(blocking=False)
+
+        assert await asyncio.create_task(another_task_tries()) is False
         await lock.release_async()
         return holder
 

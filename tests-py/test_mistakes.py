@@ -230,6 +230,26 @@ async def test_a_task_that_ends_holding_is_logged_and_released(client, other, ca
     assert "test_mistakes.py:" in record.getMessage()
 
 
+async def test_the_holder_is_the_task_that_calls_also_when_another_task_awaits(client, other, caplog) -> None:
+    """``asyncio.wait_for`` (before 3.12) and ``asyncio.gather`` await in a task of their own, which
+    ends at once: the caller still holds what it asked for, and nothing is reported leaked."""
+    caplog.set_level(logging.WARNING, logger="crosslock")
+    lock, fenced = client.lock("mistake:wrapped"), client.fenced_lock("mistake:wrapped:f")
+    multi = crosslock.MultiLock([client.lock("mistake:wrapped:m1"), client.lock("mistake:wrapped:m2")])
+    assert await asyncio.wait_for(lock.acquire_async(), 10)
+    (token,) = await asyncio.gather(fenced.acquire_token_async())
+    assert token is not None
+    assert await asyncio.wait_for(multi.acquire_async(), 10)
+    await asyncio.sleep(0.2)  # the wrapping tasks have ended (their done-callbacks ran)
+    assert await lock.is_held_async() and await fenced.is_held_async()
+    for name in ("mistake:wrapped", "mistake:wrapped:f", "mistake:wrapped:m1"):
+        assert not await other.lock(name).acquire_async(blocking=False), f"{name}: not held any more"
+    await lock.release_async()
+    await fenced.release_async()
+    await multi.release_async()
+    assert not any("left held" in r.getMessage() or "ended" in r.getMessage() for r in caplog.records)
+
+
 # -- 3. conventions ----------------------------------------------------------------------------------
 
 def test_a_non_bool_blocking_is_refused_with_a_hint(client) -> None:

@@ -218,10 +218,22 @@ def _task_ended(task: asyncio.Task[Any]) -> None:
         holds.ended()
 
 
-def note_acquired(lock: Any, owner: int, renewed: bool) -> None:
+#: ``note_acquired``'s default: the record of whoever calls it.
+CALLER: Any = object()
+
+
+def holds_of(owner: int, create: bool = True) -> Optional[_Holds]:
+    """The hold record of the caller (as ``owner``), taken when an async acquire or release is
+    begun: the task that awaits it may be another (see ``_lockable._acquired_async``)."""
+    return _own_holds(owner, create)
+
+
+def note_acquired(lock: Any, owner: int, renewed: bool, holds: Any = CALLER) -> None:
     """``lock`` was acquired by the caller, as ``owner`` (one more hold); ``renewed``: without a
-    lease (the watchdog keeps it)."""
-    holds = _own_holds(owner)
+    lease (the watchdog keeps it). ``holds``: the record to note it in, when not the caller's
+    (:func:`holds_of` at the acquire's start)."""
+    if holds is CALLER:
+        holds = _own_holds(owner)
     if holds is None:
         return
     entry = holds.held.get(lock)
@@ -232,9 +244,11 @@ def note_acquired(lock: Any, owner: int, renewed: bool) -> None:
         entry[2] = entry[2] or renewed
 
 
-def note_released(lock: Any, owner: int, all_of_it: bool = False) -> None:
-    """One hold of ``lock`` by the caller (``owner``) was released (``all_of_it``: none is left)."""
-    holds = _own_holds(owner, create=False)
+def note_released(lock: Any, owner: int, all_of_it: bool = False, holds: Any = CALLER) -> None:
+    """One hold of ``lock`` by the caller (``owner``) was released (``all_of_it``: none is left);
+    ``holds`` as for :func:`note_acquired`."""
+    if holds is CALLER:
+        holds = _own_holds(owner, create=False)
     if holds is None:
         return
     entry = holds.held.get(lock)

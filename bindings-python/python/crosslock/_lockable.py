@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generic, Hashable, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Generic, Hashable, Optional, TypeVar, Union
 
 from . import _identity, _native
 from ._identity import current_owner
@@ -122,8 +122,24 @@ async def _claimed(pending: "asyncio.Future[_native.PendingHold]") -> Any:
     return outcome.claim()
 
 
-async def _acquired_async(
+def _acquired_async(
     lock: "_Lockable", wait: Optional[float], lease: Optional[float], raise_timeout: bool
+) -> Coroutine[Any, Any, Optional[int]]:
+    """Begins an acquire of ``lock`` by the caller: who holds it (the calling task) is decided now,
+    where the call is written, not in whatever task comes to await it — before Python 3.12
+    ``asyncio.wait_for`` awaits in a task of its own, and ``asyncio.gather`` always does: that task
+    would hold the lock, and end (and so give it back) at once. See :func:`_acquired_as`."""
+    owner = current_owner()
+    return _acquired_as(lock, owner, _identity.holds_of(owner), wait, lease, raise_timeout)
+
+
+async def _acquired_as(
+    lock: "_Lockable",
+    owner: int,
+    holds: Optional["_identity._Holds"],
+    wait: Optional[float],
+    lease: Optional[float],
+    raise_timeout: bool,
 ) -> Optional[int]:
     """Acquires ``lock`` for the calling task: awaits the native acquire and claims the hold it won
     (``None`` when not acquired, else the token, 0 without).
@@ -136,7 +152,6 @@ async def _acquired_async(
     sets its result, so that moment does not come today; this keeps it safe if it ever does.) One coroutine between the caller and the native
     future: every level of ``await`` is paid again on each resumption.
     """
-    owner = current_owner()
     pending = lock._native.acquire_async(owner, wait, lease, raise_timeout)
     try:
         outcome = await pending
@@ -145,8 +160,12 @@ async def _acquired_async(
         raise
     token: Optional[int] = outcome.claim()
     if token is not None:
-        lock._acquired_by(owner, lease)
+        lock._acquired_by(owner, lease, holds)
     return token
+
+
+async def _is_some(acquiring: Awaitable[Optional[int]]) -> bool:
+    return await acquiring is not None
 
 
 class Acquisition:
@@ -309,9 +328,9 @@ class _Lockable:
 
         return release
 
-    async def acquire_async(
+    def acquire_async(
         self, blocking: bool = True, timeout: Timeout = -1, *, lease: Optional[float] = None
-    ) -> bool:
+    ) -> Coroutine[Any, Any, bool]:
         """:meth:`acquire` for asyncio: the calling task is the holder. Cancelling it
         (``task.cancel()``, ``asyncio.timeout``) leaves nothing behind, even when the cancel
         races the acquire's success: a hold that never reached the caller is given back (in the
@@ -326,7 +345,9 @@ class _Lockable:
                     await lock.release_async()
         """
         wait = _wait_limit(blocking, timeout, self.name)
-        return await _acquired_async(self, wait, _lease(lease, self.name), False) is not None
+        # The holder is the task that calls, also when another task awaits (asyncio.wait_for
+        # before 3.12, asyncio.gather): the arguments are checked, and the holder decided, here.
+        return _is_some(_acquired_async(self, wait, _lease(lease, self.name), False))
 
     def _acquire(self, blocking: object, timeout: object, lease: Optional[float], form: str) -> Optional[int]:
         """One acquire by the caller: ``None`` when not acquired, else the token (0 without).
@@ -340,9 +361,9 @@ class _Lockable:
             self._acquired_by(owner, lease_s)
         return token
 
-    def _acquired_by(self, owner: int, lease: Optional[float]) -> None:
+    def _acquired_by(self, owner: int, lease: Optional[float], holds: Any = _identity.CALLER) -> None:
         self._forget_lost(owner)
-        _identity.note_acquired(self, owner, lease is None)
+        _identity.note_acquired(self, owner, lease is None, holds)
 
     def _acquire_async(self, blocking: object, timeout: object, lease: Optional[float]) -> Awaitable[Optional[int]]:
         """:meth:`_acquire` for asyncio: an awaitable (the arguments are checked at once)."""
@@ -396,19 +417,23 @@ class _Lockable:
             raise
         _identity.note_released(self, owner)
 
-    async def release_async(self) -> None:
-        """:meth:`release` for asyncio (the calling task's hold)."""
+    def release_async(self) -> Coroutine[Any, Any, None]:
+        """:meth:`release` for asyncio (the calling task's hold, also when another task awaits it:
+        ``asyncio.wait_for`` before 3.12, ``asyncio.gather``)."""
         owner = current_owner()
+        return self._release_as(owner, _identity.holds_of(owner, create=False))
+
+    async def _release_as(self, owner: int, holds: Any) -> None:
         try:
             await self._native.release_async(owner)
         except LockLostError:
             self._client._note_lost(self._route, owner)
-            _identity.note_released(self, owner, True)
+            _identity.note_released(self, owner, True, holds)
             raise
         except NotHeldError:
-            _identity.note_released(self, owner, True)
+            _identity.note_released(self, owner, True, holds)
             raise
-        _identity.note_released(self, owner)
+        _identity.note_released(self, owner, False, holds)
 
     def _release_leaked(self, owner: int, what: str, site: str, renewed: bool) -> None:
         """The thread or task ``owner`` ended holding this lock (see ``_identity``): warn, and
@@ -482,17 +507,17 @@ class _Lockable:
         """Whether the calling thread (or task) of this client holds the lock."""
         return self._native.is_held_by(current_owner())
 
-    async def is_held_async(self) -> bool:
-        """:meth:`is_held` for asyncio (the calling task)."""
-        return await self._native.is_held_by_async(current_owner())
+    def is_held_async(self) -> Awaitable[bool]:
+        """:meth:`is_held` for asyncio (the calling task, also when another task awaits it)."""
+        return self._native.is_held_by_async(current_owner())
 
     def hold_count(self) -> int:
         """How many times the calling thread (or task) holds the lock; 0 if it does not."""
         return self._native.hold_count_of(current_owner())
 
-    async def hold_count_async(self) -> int:
-        """:meth:`hold_count` for asyncio (the calling task)."""
-        return await self._native.hold_count_of_async(current_owner())
+    def hold_count_async(self) -> Awaitable[int]:
+        """:meth:`hold_count` for asyncio (the calling task, also when another task awaits it)."""
+        return self._native.hold_count_of_async(current_owner())
 
     def remaining_lease(self) -> Optional[float]:
         """Seconds before the lock expires: ``None`` when it is not locked, ``math.inf`` when its

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Awaitable, Optional
 
 from ._lockable import Timeout, _Acquired, _Lockable, _lease, _wait_limit
 
@@ -47,11 +47,12 @@ class FencedLock(_Lockable):
         limit passed."""
         return self._acquire(blocking, timeout, lease, "lock.acquire_token()")
 
-    async def acquire_token_async(
+    def acquire_token_async(
         self, blocking: bool = True, timeout: Timeout = -1, *, lease: Optional[float] = None
-    ) -> Optional[int]:
-        """:meth:`acquire_token` for asyncio (the calling task is the holder)."""
-        return await self._acquire_async(blocking, timeout, lease)
+    ) -> Awaitable[Optional[int]]:
+        """:meth:`acquire_token` for asyncio (the calling task is the holder, also when another
+        task awaits it: ``asyncio.wait_for`` before 3.12, ``asyncio.gather``)."""
+        return self._acquire_async(blocking, timeout, lease)
 
     def _entered(self, token: int) -> int:
         return token

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Iterable, Optional, Sequence
+from typing import Any, Awaitable, Coroutine, Iterable, Optional, Sequence
 
 from . import _native
 from ._identity import current_owner
@@ -75,11 +75,15 @@ class MultiLock:
         _refuse_in_loop(wait, "multi-lock", form, async_form, f"one of its parts {[p.name for p in self._parts]!r}")
         return self._took(self._native.acquire(current_owner(), wait, lease_s))
 
-    async def acquire_async(self, blocking: bool = True, timeout: Timeout = -1, *, lease: Optional[float] = None) -> bool:
-        """:meth:`acquire` for asyncio; cancelling it leaves nothing held."""
-        pending = self._native.acquire_async(current_owner(), _wait_limit(blocking, timeout, "multi-lock"), _lease(lease, "multi-lock"))
-        held: Optional[tuple[Optional[float], list[str]]] = await _claimed(pending)
-        return self._took(held)
+    def acquire_async(self, blocking: bool = True, timeout: Timeout = -1, *, lease: Optional[float] = None) -> Coroutine[Any, Any, bool]:
+        """:meth:`acquire` for asyncio; cancelling it leaves nothing held. The holder is the task
+        that calls it, also when another awaits it (``asyncio.wait_for`` before 3.12, ``gather``)."""
+        wait, lease_s = _wait_limit(blocking, timeout, "multi-lock"), _lease(lease, "multi-lock")
+        return self._acquire_as(current_owner(), wait, lease_s)
+
+    async def _acquire_as(self, owner: int, wait: Optional[float], lease: Optional[float]) -> bool:
+        held: Optional[tuple[Optional[float], list[str]]] = await _claimed(self._native.acquire_async(owner, wait, lease))
+        return self._took(held, owner)
 
     def release(self) -> None:
         """Releases every part the calling thread (or task) holds. Raises
@@ -88,9 +92,9 @@ class MultiLock:
         part is logged)."""
         self._native.release(current_owner())
 
-    async def release_async(self) -> None:
-        """:meth:`release` for asyncio."""
-        await self._native.release_async(current_owner())
+    def release_async(self) -> Awaitable[None]:
+        """:meth:`release` for asyncio (the calling task's hold, also when another task awaits it)."""
+        return self._native.release_async(current_owner())
 
     @property
     def lost(self) -> bool:
@@ -121,11 +125,11 @@ class MultiLock:
     def __repr__(self) -> str:
         return f"<crosslock.{type(self).__name__} {[p.name for p in self._parts]!r}>"
 
-    def _took(self, held: Optional[tuple[Optional[float], list[str]]]) -> bool:
+    def _took(self, held: Optional[tuple[Optional[float], list[str]]], owner: Optional[int] = None) -> bool:
         if held is None:
             return False
         with self._guard:
-            self._validity[current_owner()] = held[0]
+            self._validity[current_owner() if owner is None else owner] = held[0]
         return True
 
 
