@@ -354,6 +354,57 @@ describe('lock family conformance', { concurrency: true }, () => {
         assert.ok(mine)
         await mine.release()
       })
+
+      test(`${kind.kind}: extend keeps a hold past its first lease, in Redis and here`, async () => {
+        const name = unique(`${kind.cls}-extend`)
+        const held = await kind.make(env.client, name).acquire({ lease: 300 })
+        await held.extend(5000)
+        assert.ok(await env.raw.command('PTTL', name) > 3000, 'the hash kept its first lease')
+        if (kind.read) {
+          assert.ok(await env.raw.command('PTTL', readTimeoutKey(name, held.holder, 1)) > 3000, 'the timeout key kept its first lease')
+        }
+        await sleep(450) // past the first lease
+        assert.equal(await rival(other, name).tryAcquire(), null, 'another client took it')
+        assert.equal(held.lost, false)
+        await held.release()
+      })
+
+      test(`${kind.kind}: extend of a watchdog hold makes it a lease that runs out; lock.extend acts for an owner`, async () => {
+        const name = unique(`${kind.cls}-extend-dog`)
+        const lock = kind.make(third, name) // this kind's own client: watchedLocks() counts its holds only
+        const owner = newOwner()
+        const held = await lock.acquire({ owner })
+        assert.equal(third.watchedLocks(), 1)
+        await lock.extend(400, { owner })
+        assert.equal(third.watchedLocks(), 0, 'still renewed by the watchdog')
+        const aborted = once(held.signal, 'abort')
+        const pttl = await env.raw.command('PTTL', name)
+        assert.ok(pttl > 0 && pttl <= 400, `PTTL ${pttl}`)
+        await assert.rejects(lock.extend(400), crosslock.NotHeldError) // no owner named, none in scope
+        await within(aborted, 5000, 'held.signal to abort when the extended lease ran out')
+        await assert.rejects(lock.release({ owner }), LockLostError)
+      })
+
+      test(`${kind.kind}: extend is refused when not held and rejects LockLostError after a forceUnlock`, async () => {
+        const name = unique(`${kind.cls}-extend-refused`)
+        const lock = kind.make(env.client, name)
+        const err = await lock.extend(5000, { owner: newOwner() }).then(() => null, (e) => e)
+        assert.ok(err instanceof crosslock.NotHeldError, String(err))
+        assert.equal(err.code, 'NOT_HELD')
+        assert.match(err.message, /cannot extend/)
+        const held = await lock.acquire()
+        await assert.rejects(held.extend(0), crosslock.InvalidArgumentError)
+        await assert.rejects(held.extend('5000'), crosslock.InvalidArgumentError)
+        assert.equal(await kind.make(other, name).forceUnlock(), true)
+        const lost = await held.extend(5000).then(() => null, (e) => e)
+        assert.ok(lost instanceof LockLostError, String(lost))
+        assert.equal(lost.lockName, name)
+        assert.equal(held.lost, true)
+        assert.ok(held.signal.aborted)
+        assert.equal(await env.raw.command('EXISTS', name), 0, 'the extend wrote')
+        await assert.rejects(held.release(), LockLostError)
+        await assert.rejects(held.extend(5000), crosslock.NotHeldError)
+      })
     })
   }
 })

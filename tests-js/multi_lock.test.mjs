@@ -243,3 +243,23 @@ describe('a MultiLock of many parts', () => {
     await busy.release()
   })
 })
+
+describe('extend of a multi-lock', () => {
+  test('sets every part; a force-unlocked part makes the extend reject LockLostError naming it', async () => {
+    const base = unique('multi-extend')
+    const multi = new MultiLock([0, 1, 2].map((i) => clients[i].lock(partName(base, i))))
+    const held = await multi.acquire({ lease: 300 })
+    await held.extend(5000)
+    assert.ok(held.validity > 4000 && held.validity <= 5000, `validity ${held.validity}`)
+    for (const i of [0, 1, 2]) assert.ok((await raws[i].command('PTTL', partName(base, i))) > 3000)
+    await sleep(450) // past the first lease
+    assert.equal(held.lost, false)
+    assert.equal(await blockers[1].lock(partName(base, 1)).tryAcquire(), null)
+    assert.equal(await blockers[2].lock(partName(base, 2)).forceUnlock(), true)
+    const err = await held.extend(5000).then(() => null, (e) => e)
+    assert.ok(err instanceof crosslock.LockLostError, String(err))
+    assert.equal(err.lockName, partName(base, 2))
+    assert.equal(held.lost, true)
+    await assert.rejects(held.release(), crosslock.LockLostError)
+  })
+})

@@ -596,3 +596,167 @@ async def test_a_cancelled_asyncio_waiter_leaves_nothing(kind, client, other, ra
 
     assert await asyncio.create_task(take_and_give_back()) is True
     assert all_keys(raw) == kind.keys_left(name)
+
+
+# -- extend -------------------------------------------------------------------------------------
+
+
+def assert_not_taken(kind: Kind, other: crosslock.Client, name: str) -> None:
+    """Another client cannot take ``kind``'s hold on ``name`` (its rival tries once)."""
+    rival = kind.excludes.make(other, name)
+    assert rival.acquire(blocking=False) is False, "another client took it"
+
+
+@family
+def test_extend_keeps_a_hold_past_its_first_lease(kind, client, other, raw):
+    name = f"extend-{kind.id}"
+    lock = kind.make(client, name)
+    holder = client.holder()
+    assert lock.acquire(lease=0.3)
+    lock.extend(5)
+    assert raw.command("PTTL", name) > 3000
+    for key in kind.keys_held(name, holder, 1):
+        assert raw.command("PTTL", key) > 3000, "a read hold's timeout key kept its lease"
+    time.sleep(0.45)  # past the first lease
+    assert_not_taken(kind, other, name)
+    assert lock.is_held() and not lock.lost
+    lock.release()
+    assert all_keys(raw) == kind.keys_left(name)
+
+
+@family
+async def test_extend_async_keeps_a_hold_past_its_first_lease(kind, client, other, raw):
+    name = f"extend-async-{kind.id}"
+    lock = kind.make(client, name)
+    assert await in_this_task(lock.acquire_async(lease=0.3))
+    await in_this_task(lock.extend_async(5))
+    assert raw.command("PTTL", name) > 3000
+    await asyncio.sleep(0.45)
+    assert_not_taken(kind, other, name)
+    assert not lock.lost
+    await in_this_task(lock.release_async())
+
+
+@family
+def test_extend_of_a_watchdog_hold_becomes_a_lease_that_runs_out(kind, client, raw):
+    name = f"extend-dog-{kind.id}"
+    fired = threading.Event()
+    lock = kind.make(client, name, on_lost=lambda lk: fired.set())
+    assert lock.acquire()
+    lock.extend(0.4)
+    assert 0 < raw.command("PTTL", name) <= 400
+    assert fired.wait(10), "a watchdog hold extended was renewed past its new lease"
+    assert lock.lost
+    with pytest.raises(crosslock.LockLostError):
+        lock.release()
+
+
+@family
+def test_extend_is_refused_when_not_held_and_lost_when_force_unlocked(kind, client, other, raw):
+    name = f"extend-refused-{kind.id}"
+    lock = kind.make(client, name)
+    with pytest.raises(crosslock.NotHeldError) as info:
+        lock.extend(5)
+    assert info.value.code == "NOT_HELD" and "cannot extend" in str(info.value)
+    # Another thread's hold is not the caller's to extend.
+    taken, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        lock.acquire()
+        taken.set()
+        done.wait(10)
+        lock.release()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    assert taken.wait(10)
+    with pytest.raises(crosslock.NotHeldError):
+        lock.extend(5)
+    done.set()
+    t.join()
+
+    assert lock.acquire()
+    assert kind.make(other, name).force_unlock() is True
+    with pytest.raises(crosslock.LockLostError) as lost:
+        lock.extend(5)
+    assert lost.value.code == "LOCK_LOST" and lost.value.lock_name == name
+    assert lock.lost
+    assert raw.command("EXISTS", name) == 0, "the extend wrote"
+    with pytest.raises(crosslock.LockLostError):
+        lock.release()
+    with pytest.raises(crosslock.InvalidArgumentError):
+        lock.extend(0)
+    with pytest.raises(crosslock.InvalidArgumentError):
+        lock.extend("5")  # type: ignore[arg-type]
+
+
+# -- the decorator ------------------------------------------------------------------------------
+
+
+@family
+def test_a_lock_decorates_a_function_and_each_call_holds_it(kind, client, other):
+    name = f"decorated-{kind.id}"
+    lock = kind.make(client, name)
+    seen: list[bool] = []
+
+    @lock
+    def work(x: int) -> int:
+        """Doubles."""
+        seen.append(lock.is_held())
+        assert_not_taken(kind, other, name)
+        return 2 * x
+
+    assert work(21) == 42 and work.__doc__ == "Doubles." and work.__name__ == "work"
+    assert seen == [True] and not lock.locked()
+
+    @lock
+    def fails() -> None:
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError):
+        fails()
+    assert not lock.locked(), "a raising call kept the lock"
+    with lock:  # still a context manager
+        assert lock.is_held()
+
+
+@family
+async def test_a_lock_decorates_a_coroutine_function_per_task(kind, client, other):
+    name = f"decorated-async-{kind.id}"
+    lock = kind.make(client, name)
+    inside = 0
+    most = 0
+
+    @lock
+    async def work(x: int) -> int:
+        nonlocal inside, most
+        assert await lock.is_held_async()
+        inside += 1
+        most = max(most, inside)
+        await asyncio.sleep(0.02)
+        inside -= 1
+        return x
+
+    assert asyncio.iscoroutinefunction(work)
+    results = await asyncio.gather(*(work(i) for i in range(4)))
+    assert results == [0, 1, 2, 3]
+    if not kind.read:
+        assert most == 1, "two tasks ran the decorated function at once"
+    assert not await lock.locked_async()
+
+
+def test_acquired_decorates_with_a_wait_limit(client, other):
+    lock = client.lock("decorated-limit")
+
+    @lock.acquired(timeout=0.1, lease=5)
+    def work() -> float:
+        remaining = lock.remaining_lease()
+        assert remaining is not None
+        return remaining
+
+    assert 0 < work() <= 5
+    assert other.lock("decorated-limit").acquire()
+    with pytest.raises(crosslock.LockTimeoutError):
+        work()
+    with pytest.raises(crosslock.InvalidArgumentTypeError):
+        lock(42)  # type: ignore[arg-type]

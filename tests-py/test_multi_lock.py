@@ -267,3 +267,45 @@ def test_a_multi_lock_of_many_parts_takes_and_releases_them_all(deploy, how):
     assert count() == 1
     assert d.hash(0, f"bulk:{n - 1}") == {d.others[0].holder(): "1"}
     busy.release()
+
+
+def test_extend_sets_every_part_and_a_lost_part_makes_it_lost(deploy):
+    d = deploy(3)
+    multi = crosslock.MultiLock(parts(d))
+    assert multi.acquire(lease=0.3)
+    multi.extend(5)
+    for i in range(3):
+        with d.servers[i].raw() as r:
+            assert r.command("PTTL", f"account:{i}") > 3000
+    time.sleep(0.45)  # past the first lease
+    assert not multi.lost
+    assert d.others[1].lock("account:1").acquire(blocking=False) is False
+    assert d.others[2].lock("account:2").force_unlock()
+    with pytest.raises(crosslock.LockLostError) as info:
+        multi.extend(5)
+    assert info.value.lock_name == "account:2"
+    assert multi.lost
+    with pytest.raises(crosslock.LockLostError):
+        multi.release()
+    with pytest.raises(crosslock.NotHeldError):
+        multi.extend(5)
+
+
+async def test_a_red_lock_extends_async_and_decorates(deploy):
+    d = deploy(3)
+    red = crosslock.RedLock(parts(d))
+    assert await red.acquire_async(lease=0.3)
+    await red.extend_async(5)
+    validity = red.validity
+    assert validity is not None and 4 < validity <= 5
+    await red.release_async()
+
+    calls = []
+
+    @red
+    async def work() -> None:
+        calls.append(not red.lost)
+
+    await work()
+    assert calls == [True]
+    assert d.keys(0) == []

@@ -5,8 +5,18 @@
  * @module
  */
 import type { CrosslockError } from './errors'
-import { LockLostError, NotHeldError, fromNative, hasCode } from './errors'
+import { LockLostError, NotHeldError, fromNative, hasCode, invalidArgument } from './errors'
 import type { Lockable } from './lockable'
+
+/** @internal Checks the lease an extend sets (milliseconds; core checks the range). */
+export function checkExtendLease(lease: unknown, lockName: string): void {
+  if (typeof lease !== 'number') {
+    throw invalidArgument('type', `the lease an extend of lock '${lockName}' sets must be a number of milliseconds, got ${typeof lease}`, lockName)
+  }
+  if (!Number.isFinite(lease) || lease < 1) {
+    throw invalidArgument('range', `the lease an extend of lock '${lockName}' sets must be a finite number of milliseconds ≥ 1, got ${lease}`, lockName)
+  }
+}
 
 /**
  * One acquisition of a lock: what `acquire()` resolves to. Release it exactly once, with
@@ -170,6 +180,50 @@ export class HeldLock implements AsyncDisposable {
         // tracked so the caller can retry the release.
         this.#released = false
         this.lock.client._holds.track(this)
+      }
+      throw e
+    }
+  }
+
+  /**
+   * Sets the lease of this hold to `lease` milliseconds from now, shorter or longer than what was
+   * left: the lock expires then unless extended again or released. A hold kept by the watchdog
+   * becomes one with that lease (the watchdog stops renewing it, every re-entrant hold of its
+   * owner included), and `signal` aborts if it is still held when the lease runs out. A Redisson
+   * client sees the new lease.
+   *
+   * Rejects with `NotHeldError` when this hold was released, with `LockLostError` when it is lost
+   * (expired or force-unlocked: `lost` is then true and `signal` aborted), and with
+   * `InvalidArgumentError` for a lease that is not a finite number ≥ 1.
+   *
+   * @param lease - the new lease in milliseconds, from now
+   *
+   * @example
+   * ```js
+   * const held = await lock.acquire({ lease: 10_000 })
+   * try {
+   *   for (const batch of work) {
+   *     await process(batch)
+   *     await held.extend(10_000) // another 10 s from now
+   *   }
+   * } finally { await held.release() }
+   * ```
+   */
+  async extend(lease: number): Promise<void> {
+    checkExtendLease(lease, this.lock.name)
+    if (this.#released) {
+      throw new NotHeldError(
+        `cannot extend lock '${this.lock.name}': this hold by ${this.holder} was already released; acquire it again`,
+        { lockName: this.lock.name, holder: this.holder },
+      )
+    }
+    try {
+      await this.lock._extend(this.owner, lease)
+    } catch (raw) {
+      const e = fromNative(raw)
+      if (hasCode(e, 'LOCK_LOST')) {
+        this.lock.client._holds.lostAll(this.lock, this.owner, e as LockLostError)
+        this._lost(e as LockLostError)
       }
       throw e
     }

@@ -12,7 +12,7 @@ import type { BackoffOptions } from '../native'
 import type { Client } from './client'
 import { cancellable } from './abort'
 import { NotHeldError, fromNative, invalidArgument, viaNative } from './errors'
-import { HeldLock } from './held'
+import { HeldLock, checkExtendLease } from './held'
 import { acquiringOwner, checkOwner, currentOwner, inScope } from './identity'
 
 /**
@@ -399,6 +399,51 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
     const held = this.client._holds.latestOf(this, owner)
     if (held) return held.release()
     await viaNative(() => this._release(owner))
+  }
+
+  /**
+   * Sets the lease of an owner's hold to `lease` milliseconds from now, as
+   * {@link HeldLock.extend} does: the `owner` option's, else the enclosing owner scope's
+   * (`withLock`, `runAsOwner`). Outside a scope and without `owner`, extend the {@link HeldLock}
+   * instead (rejects with `NotHeldError` saying so, Redis unchanged).
+   *
+   * Rejects with `NotHeldError` when that owner does not hold the lock, with `LockLostError` when
+   * it held it but the hold is lost (expired or force-unlocked), and with `InvalidArgumentError`
+   * for a lease that is not a finite number ≥ 1.
+   *
+   * @param lease - the new lease in milliseconds, from now
+   * @param options - `owner`
+   *
+   * @example
+   * ```js
+   * await lock.withLock(async () => {
+   *   await step1()
+   *   await lock.extend(30_000) // the scope's hold: 30 s from now, no more watchdog
+   *   await step2()
+   * })
+   * ```
+   */
+  async extend(lease: number, options?: OwnerOptions): Promise<void> {
+    checkExtendLease(lease, this.name)
+    const owner = checkOwnerOption(options, this.name) ?? currentOwner()
+    if (owner === undefined) {
+      throw new NotHeldError(
+        `lock.extend() of lock '${this.name}' names no owner: it was called outside an owner scope ` +
+          `and without { owner }, where every acquire() is a holder of its own, so it cannot tell ` +
+          `whose hold to extend and extended none (Redis unchanged). Extend the HeldLock that ` +
+          `acquire() returned (held.extend(ms)), or call it inside lock.withLock() or runAsOwner(), ` +
+          `or with an explicit owner: lock.extend(ms, { owner })`,
+        { lockName: this.name },
+      )
+    }
+    const held = this.client._holds.latestOf(this, owner)
+    if (held) return held.extend(lease)
+    await viaNative(() => this._extend(owner, lease))
+  }
+
+  /** @internal Extends the hold of `owner` in Redis (the native promise as it is). */
+  _extend(owner: number, lease: number): Promise<void> {
+    return this.client._native.lockExtend(this._kind, this.name, owner, lease)
   }
 
   /**

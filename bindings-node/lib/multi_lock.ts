@@ -8,6 +8,7 @@ import native = require('../native')
 import { cancellable } from './abort'
 import { invalidArgument, viaNative } from './errors'
 import { acquiringOwner, inScope } from './identity'
+import { checkExtendLease } from './held'
 import { type AcquireOptions, checkAcquire, Lockable } from './lockable'
 
 /**
@@ -26,8 +27,7 @@ export class HeldMultiLock implements AsyncDisposable {
   readonly owner: number
   /** The names of the parts held (a red lock's majority). */
   readonly parts: string[]
-  /** With a lease: `lease − time to acquire − clock drift`, in ms; `undefined` without. */
-  readonly validity: number | undefined
+  #validity: number | undefined
   #released = false
 
   /** @internal */
@@ -35,7 +35,33 @@ export class HeldMultiLock implements AsyncDisposable {
     this.lock = lock
     this.owner = owner
     this.parts = held.parts
-    this.validity = held.validity ?? undefined
+    this.#validity = held.validity ?? undefined
+  }
+
+  /** With a lease: `lease − time to acquire − clock drift`, in ms (after `extend()`, from the
+   * extend); `undefined` without. */
+  get validity(): number | undefined {
+    return this.#validity
+  }
+
+  /**
+   * Sets the lease of every part held to `lease` milliseconds from now, as `HeldLock.extend`
+   * does (parts kept by the watchdog become parts with that lease); `validity` becomes
+   * `lease − time to extend − clock drift`. Resolves while every part (a RedLock: a majority) was
+   * extended; else rejects with `LockLostError` naming a lost part, or the first part's error.
+   *
+   * @param lease - the new lease in milliseconds, from now
+   *
+   * @example
+   * ```js
+   * const held = await both.acquire({ lease: 10_000 })
+   * await held.extend(60_000)
+   * await held.release()
+   * ```
+   */
+  async extend(lease: number): Promise<void> {
+    checkExtendLease(lease, 'multi-lock')
+    this.#validity = await this.lock._extend(this.owner, lease)
   }
 
   /**
@@ -176,6 +202,11 @@ export class MultiLock {
       () => viaNative(() => this.#native.release(owner)),
     )
     return held === null ? null : new HeldMultiLock(this, owner, held)
+  }
+
+  /** @internal */
+  _extend(owner: number, lease: number): Promise<number> {
+    return viaNative(() => this.#native.extend(owner, lease))
   }
 
   /** @internal */

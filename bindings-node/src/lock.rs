@@ -182,6 +182,24 @@ impl JsClient {
         runtime::promise(env, async move { lock.release_as(owner).await })
     }
 
+    /// Sets the lease of the hold of `owner` on the lock to `lease` ms from now. Rejects with
+    /// `NOT_HELD` (Redis unchanged), `LOCK_LOST` or `INVALID_ARGUMENT`.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn lock_extend<'env>(
+        &self,
+        env: &'env Env,
+        kind: u32,
+        name: String,
+        owner: f64,
+        lease: f64,
+    ) -> Result<Object<'env>> {
+        let owner = self::owner(owner)?;
+        let lock = self.lock_from(kind, &name, None)?;
+        let what = format!("the lease an extend of lock '{name}' sets");
+        let lease = ffi::duration(lease, 0.001, &what).map_err(|e| error::to_napi(&e))?;
+        runtime::promise(env, async move { lock.extend_as(owner, lease).await })
+    }
+
     /// Deletes the lock whoever holds it; resolves `true` if it was locked.
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn lock_force_unlock<'env>(

@@ -150,6 +150,23 @@ impl JsMultiLock {
         })
     }
 
+    /// Sets the lease of every part `owner` holds to `lease` ms from now; resolves the validity
+    /// (ms).
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn extend<'env>(&self, env: &'env Env, owner: f64, lease: f64) -> Result<Object<'env>> {
+        let owner = self::owner(owner)?;
+        let lease = ffi::duration(lease, 0.001, "the lease an extend of the multi-lock sets")
+            .map_err(|e| error::to_napi(&e))?;
+        let inner = self.inner.clone();
+        runtime::promise(env, async move {
+            let validity = match &inner {
+                Composite::Multi(m) => m.extend_as(owner, lease).await?,
+                Composite::Red(r) => r.extend_as(owner, lease).await?,
+            };
+            Ok(validity.as_secs_f64() * 1000.0)
+        })
+    }
+
     /// Whether the acquisition of `owner` may be lost.
     #[napi]
     pub fn is_lost(&self, owner: f64) -> Result<bool> {

@@ -61,6 +61,15 @@ impl PyLock {
         Ok(options)
     }
 
+    /// The lease an extend sets (core checks its range).
+    fn extend_lease(&self, lease: f64) -> crosslock::Result<Duration> {
+        ffi::duration(
+            lease,
+            1.0,
+            &format!("the lease an extend of lock '{}' sets", self.name()),
+        )
+    }
+
     fn err(&self, py: Python<'_>, e: crosslock::Error) -> PyErr {
         to_py_err(py, e, Some(self.name()))
     }
@@ -170,6 +179,28 @@ impl PyLock {
     fn release_async<'py>(&self, py: Python<'py>, owner: u64) -> PyResult<Bound<'py, PyAny>> {
         let lock = self.lock.clone();
         let future = async move { lock.release_as(Owner::new(owner)).await };
+        runtime::awaitable(py, future, Some(self.name()))
+    }
+
+    /// Sets the lease of the hold of `owner` to `lease` seconds from now. Raises `NotHeldError`
+    /// or `LockLostError`.
+    fn extend(&self, py: Python<'_>, owner: u64, lease: f64) -> PyResult<()> {
+        let lock = self.lock.clone();
+        let lease = self.extend_lease(lease).map_err(|e| self.err(py, e))?;
+        let future = async move { lock.extend_as(Owner::new(owner), lease).await };
+        runtime::wait(py, future, OnSignal::Detach, Some(self.name()))
+    }
+
+    /// As `extend`, as an awaitable.
+    fn extend_async<'py>(
+        &self,
+        py: Python<'py>,
+        owner: u64,
+        lease: f64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let lock = self.lock.clone();
+        let lease = self.extend_lease(lease).map_err(|e| self.err(py, e))?;
+        let future = async move { lock.extend_as(Owner::new(owner), lease).await };
         runtime::awaitable(py, future, Some(self.name()))
     }
 

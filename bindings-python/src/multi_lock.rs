@@ -34,6 +34,14 @@ impl Composite {
         }
     }
 
+    async fn extend_as(&self, owner: Owner, lease: std::time::Duration) -> crosslock::Result<f64> {
+        let validity = match self {
+            Composite::Multi(m) => m.extend_as(owner, lease).await?,
+            Composite::Red(r) => r.extend_as(owner, lease).await?,
+        };
+        Ok(validity.as_secs_f64())
+    }
+
     fn is_lost(&self, owner: Owner) -> bool {
         match self {
             Composite::Multi(m) => m.is_lost(owner),
@@ -199,6 +207,36 @@ impl PyMultiLock {
         runtime::awaitable(
             py,
             async move { inner.release_as(Owner::new(owner)).await },
+            None,
+        )
+    }
+
+    /// Sets the lease of every part `owner` holds to `lease` seconds from now; the validity (s).
+    fn extend(&self, py: Python<'_>, owner: u64, lease: f64) -> PyResult<f64> {
+        let inner = self.inner.clone();
+        let lease = ffi::duration(lease, 1.0, "the lease an extend of the multi-lock sets")
+            .map_err(|e| to_py_err(py, e, None))?;
+        runtime::wait(
+            py,
+            async move { inner.extend_as(Owner::new(owner), lease).await },
+            OnSignal::Detach,
+            None,
+        )
+    }
+
+    /// As `extend`, as an awaitable.
+    fn extend_async<'py>(
+        &self,
+        py: Python<'py>,
+        owner: u64,
+        lease: f64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let inner = self.inner.clone();
+        let lease = ffi::duration(lease, 1.0, "the lease an extend of the multi-lock sets")
+            .map_err(|e| to_py_err(py, e, None))?;
+        runtime::awaitable(
+            py,
+            async move { inner.extend_as(Owner::new(owner), lease).await },
             None,
         )
     }

@@ -701,3 +701,174 @@ async fn a_close_whose_caller_stops_waiting_still_releases_everything() {
     let e = locks[0].acquire().await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
 }
+
+/// Who competes with a hold of `kind` on `name`: the same kind, but a writer for a read lock.
+fn rival(kind: &str, c: &Client, name: &str) -> Arc<dyn AnyLock> {
+    if kind == "read_lock" {
+        return c.read_write_lock(name).unwrap().write().erased();
+    }
+    let (_, make) = ALL_KINDS.iter().find(|(k, _)| *k == kind).unwrap();
+    make(c, name)
+}
+
+fn pttl(server: &RedisServer, key: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(key)
+        .query(&mut server.raw())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_keeps_a_hold_past_its_first_lease_in_redis_and_here() {
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    let other = client(&server, ClientOptions::new()).await;
+    let lost = losses(&c);
+    let me = Owner::new(1);
+    for (kind, make) in ALL_KINDS {
+        let name = format!("extend:{kind}");
+        let lock = make(&c, &name);
+        let short = AcquireOptions::new().lease(Duration::from_millis(300));
+        assert!(lock.acquire_as(me, &short).await.unwrap().is_some());
+        lock.extend_as(me, Duration::from_secs(5)).await.unwrap();
+        assert!(
+            pttl(&server, &name) > 3000,
+            "{kind}: the hash kept its lease"
+        );
+        if *kind == "read_lock" {
+            let timeout = format!("{{{name}}}:{}:rwlock_timeout:1", c.holder(me));
+            assert!(
+                pttl(&server, &timeout) > 3000,
+                "{kind}: the reader's timeout key kept its lease"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(450)).await; // past the first lease
+        let rival = rival(kind, &other, &name);
+        let once = AcquireOptions::new().wait(Duration::ZERO);
+        assert!(
+            rival
+                .acquire_as(Owner::new(9), &once)
+                .await
+                .unwrap()
+                .is_none(),
+            "{kind}: another client took it after the first lease"
+        );
+        assert!(!lock.is_lost(me), "{kind}: told lost at the first lease");
+        assert!(lock.release_as(me).await.unwrap(), "{kind}");
+    }
+    assert_eq!(lost.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_of_a_watchdog_hold_makes_it_a_lease_hold_that_runs_out() {
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    let me = Owner::new(1);
+    for (kind, make) in ALL_KINDS {
+        let name = format!("extend-dog:{kind}");
+        let lock = make(&c, &name);
+        assert!(
+            lock.acquire_as(me, &AcquireOptions::new())
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(c.watched_locks(), 1, "{kind}");
+        lock.extend_as(me, Duration::from_millis(400))
+            .await
+            .unwrap();
+        assert_eq!(
+            c.watched_locks(),
+            0,
+            "{kind}: still renewed by the watchdog"
+        );
+        let left = pttl(&server, &name);
+        assert!((1..=400).contains(&left), "{kind}: PTTL {left}");
+        // Held past the new lease: told lost, and the release says so.
+        let token = lock.lost_token(me).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), token.cancelled())
+            .await
+            .unwrap_or_else(|_| panic!("{kind}: no lost signal"));
+        let err = lock.release_as(me).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::LockLost, "{kind}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_is_refused_when_not_held_and_lost_when_force_unlocked() {
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    let other = client(&server, ClientOptions::new()).await;
+    let me = Owner::new(1);
+    for (kind, make) in ALL_KINDS {
+        let name = format!("extend-refused:{kind}");
+        let lock = make(&c, &name);
+        let err = lock
+            .extend_as(me, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotHeld, "{kind}: {err}");
+        // Held by another owner of the same client: still not this owner's to extend.
+        assert!(
+            lock.acquire_as(Owner::new(2), &AcquireOptions::new())
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let err = lock
+            .extend_as(me, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotHeld, "{kind}: {err}");
+        assert!(err.to_string().contains("cannot extend"), "{kind}: {err}");
+        lock.release_as(Owner::new(2)).await.unwrap();
+
+        assert!(
+            lock.acquire_as(me, &AcquireOptions::new())
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let token = lock.lost_token(me).unwrap();
+        assert!(make(&other, &name).force_unlock().await.unwrap(), "{kind}");
+        let err = lock
+            .extend_as(me, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::LockLost, "{kind}: {err}");
+        assert!(token.is_cancelled(), "{kind}: no lost signal");
+        assert_eq!(pttl(&server, &name), -2, "{kind}: the extend wrote");
+        let err = lock.release_as(me).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::LockLost, "{kind}: {err}");
+        let err = lock.extend_as(me, Duration::ZERO).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{kind}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_extends_and_try_acquire_with_is_none_when_busy_at_the_deadline() {
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    let other = client(&server, ClientOptions::new()).await;
+    let lock = c.lock("guarded").unwrap();
+    let options = AcquireOptions::new().lease(Duration::from_millis(300));
+    let guard = lock.try_acquire_with(options).await.unwrap().unwrap();
+    guard.extend(Duration::from_secs(5)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let busy = other
+        .lock("guarded")
+        .unwrap()
+        .try_acquire_with(AcquireOptions::new().wait(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    assert!(busy.is_none(), "taken while held");
+    assert!(!guard.is_lost());
+    guard.release().await.unwrap();
+    let won = other
+        .lock("guarded")
+        .unwrap()
+        .try_acquire_with(AcquireOptions::new().wait(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    won.unwrap().release().await.unwrap();
+}

@@ -627,3 +627,47 @@ async fn a_red_lock_kept_from_its_majority_by_busy_parts_times_out_though_a_mino
         assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
     }
 }
+
+fn pttl_of(server: &RedisServer, key: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(key)
+        .query(&mut server.raw())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_sets_every_part_and_is_lost_when_a_part_is() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let cs = clients(&servers).await;
+    let multi = MultiLock::new(cs.iter().map(|c| c.lock("x").unwrap().erased()).collect()).unwrap();
+    let short = AcquireOptions::new().lease(Duration::from_millis(300));
+    let mut guard = multi.acquire_with(short.clone()).await.unwrap();
+    guard.extend(Duration::from_secs(5)).await.unwrap();
+    assert!(guard.validity().unwrap() > Duration::from_secs(4));
+    for s in &servers {
+        assert!(pttl_of(s, "x") > 3000);
+    }
+    // A force-unlocked part: the multi-lock's extend is lost, naming it.
+    assert!(cs[2].lock("x").unwrap().force_unlock().await.unwrap());
+    let err = guard.extend(Duration::from_secs(5)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
+    assert_eq!(err.lock_name(), Some("x"));
+    assert!(guard.lost().is_cancelled());
+    assert_eq!(
+        guard.release().await.unwrap_err().kind(),
+        ErrorKind::LockLost
+    );
+
+    // A red lock stands while a majority was extended; the type-level call acts for an owner.
+    let red = RedLock::new(cs.iter().map(|c| c.lock("r").unwrap().erased()).collect()).unwrap();
+    let me = Owner::new(5);
+    let err = red.extend_as(me, Duration::from_secs(5)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotHeld, "{err}");
+    assert!(red.acquire_as(me, &short).await.unwrap().is_some());
+    assert!(cs[0].lock("r").unwrap().force_unlock().await.unwrap());
+    let validity = red.extend_as(me, Duration::from_secs(5)).await.unwrap();
+    assert!(validity > Duration::from_secs(4));
+    assert!(pttl_of(&servers[1], "r") > 3000 && pttl_of(&servers[2], "r") > 3000);
+    assert!(!red.is_lost(me));
+    red.release_as(me).await.unwrap();
+}

@@ -189,3 +189,31 @@ test('a Java writer and our readers exclude each other', async () => {
   await java.ok(`unlock ${name}`)
   assert.equal(await raw.command('EXISTS', name), 0)
 })
+
+// Every kind (the plain lock and the read lock too): ours, the Java driver's, the Java kind that
+// must be refused while ours is held, how to make ours.
+const EXTEND_KINDS = [
+  ['lock', 'lock', 'lock', (c, n) => c.lock(n)],
+  ...KINDS.map(([kind, javaKind, make]) => [kind, javaKind, javaKind, make]),
+  ['readLock', 'read', 'write', (c, n) => c.readWriteLock(n).readLock()]
+]
+
+describe('extend, seen by Redisson', { concurrency: 1 }, () => {
+  for (const [kind, javaKind, javaRival, make] of EXTEND_KINDS) {
+    test(`${kind}: Redisson sees the lease our extend set, and cannot take it past the first lease`, async () => {
+      const { java } = env
+      const name = unique(`family-extended-${kind}`)
+      const held = await make(env.client, name).acquire({ lease: 300 })
+      await held.extend(5000)
+      await java.ok(`kind ${javaKind}`)
+      const ttl = Number(await java.ok(`ttl ${name}`))
+      assert.ok(ttl > 3000 && ttl <= 5000, `Redisson's remainTimeToLive is ${ttl} ms`)
+      await sleep(450) // past the first lease
+      await java.ok(`kind ${javaRival}`)
+      assert.equal(await java.ok(`tryLock ${name}`), 'false', 'Redisson took it after the first lease')
+      await held.release()
+      assert.equal(await java.ok(`tryLock ${name}`), 'true')
+      await java.ok(`unlock ${name}`)
+    })
+  }
+})

@@ -17,6 +17,9 @@ export async function usage (url: string): Promise<number> {
   const lost: boolean = held.lost
   const owner: number = held.owner
   const who: OwnerOptions = { owner }
+  const extended: Promise<void> = held.extend(5000)
+  await extended
+  await lock.extend(5000, who)
   await held.release()
   const maybe: HeldLock | null = await lock.tryAcquire()
   if (maybe) await maybe[Symbol.asyncDispose]()

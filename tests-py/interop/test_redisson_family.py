@@ -250,3 +250,31 @@ def test_our_writer_downgrading_lets_a_waiting_java_reader_in_at_once(java: Java
     java.ok(f"unlock {name}")
     rw.read_lock().release()
     assert raw.command("EXISTS", name) == 0
+
+
+# Every kind (the plain lock and the read lock too): ours, the Java driver's, the Java kind that
+# must be refused while ours is held, how to make ours.
+EXTEND_KINDS: list[tuple[str, str, str, Make]] = [
+    ("lock", "lock", "lock", lambda c, n: c.lock(n)),
+    *[(k, jk, jk, make) for k, jk, make, _, _ in KINDS],
+    ("read_lock", "read", "write", lambda c, n: c.read_write_lock(n).read_lock()),
+]
+
+
+@pytest.mark.parametrize(
+    "kind, java_kind, java_rival, make", EXTEND_KINDS, ids=[k[0] for k in EXTEND_KINDS]
+)
+def test_redisson_sees_the_lease_our_extend_set(java: JavaDriver, client, raw: Raw, kind, java_kind, java_rival, make):
+    name = f"family:extended:{kind}"
+    lock = make(client, name)
+    assert lock.acquire(lease=0.3)
+    lock.extend(5)
+    java.ok(f"kind {java_kind}")
+    ttl = int(java.ok(f"ttl {name}") or "0")
+    assert 3000 < ttl <= 5000, f"Redisson's remainTimeToLive is {ttl} ms"
+    time.sleep(0.45)  # past the first lease
+    java.ok(f"kind {java_rival}")
+    assert java.ok(f"tryLock {name}") == "false", "Redisson took it after the first lease"
+    lock.release()
+    assert java.ok(f"tryLock {name}") == "true"
+    java.ok(f"unlock {name}")

@@ -12,6 +12,8 @@ and callback, and the claim of an asyncio acquire that raced a cancellation are 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Generic, Hashable, Optional, TypeVar, Union
@@ -42,6 +44,32 @@ _log = logging.getLogger("crosslock")
 Timeout = Optional[float]
 _Entered = TypeVar("_Entered")
 _Self = TypeVar("_Self", bound="_Lockable")
+_Func = TypeVar("_Func", bound=Callable[..., Any])
+
+
+def _synchronized(scope: Any, func: _Func) -> _Func:
+    """``func`` run inside ``scope`` (a lock, or what ``acquired()`` returns): ``async with`` for a
+    coroutine function, ``with`` otherwise; each call is its own acquire by the calling thread or
+    task, released when the call returns or raises."""
+    if not callable(func):
+        raise InvalidArgumentTypeError(
+            f"a lock used as a decorator wraps a function, got {type(func).__name__} {func!r}"
+        )
+    if inspect.iscoroutinefunction(func):
+
+        @functools.wraps(func)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            async with scope:
+                return await func(*args, **kwargs)
+
+        return run_async  # type: ignore[return-value]
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with scope:
+            return func(*args, **kwargs)
+
+    return run  # type: ignore[return-value]
 
 
 def _seconds(value: object, what: str, lock_name: Optional[str] = None) -> float:
@@ -484,6 +512,46 @@ class _Lockable:
             event.set()
         return event
 
+    # -- extend -----------------------------------------------------------------------------
+
+    def extend(self, lease: float) -> None:
+        """Sets the lease of the calling thread's (or task's) hold to ``lease`` seconds from now,
+        shorter or longer than what was left: the lock expires then unless extended again or
+        released. A hold kept by the watchdog becomes one with that lease (the watchdog stops
+        renewing it, every re-entrant hold included), and :attr:`lost` turns true if it is still
+        held when the lease runs out. A Redisson client sees the new lease.
+
+        Raises:
+            NotHeldError: the caller does not hold the lock (Redis is unchanged).
+            LockLostError: the caller held it but the hold is lost (see :attr:`lost`): expired or
+                force-unlocked. :attr:`lost` is true and ``on_lost`` is scheduled.
+            InvalidArgumentError: a lease under 1 ms, negative, NaN or not a number.
+
+        Example::
+
+            with lock.acquired(lease=10.0):
+                for batch in work:
+                    process(batch)
+                    lock.extend(10.0)  # another 10 s from now
+        """
+        owner = current_owner()
+        try:
+            self._native.extend(owner, _seconds(lease, "lease", self.name))
+        except LockLostError:
+            self._client._note_lost(self._route, owner)
+            raise
+
+    def extend_async(self, lease: float) -> Coroutine[Any, Any, None]:
+        """:meth:`extend` for asyncio (the calling task's hold, also when another task awaits it)."""
+        return self._extend_as(current_owner(), _seconds(lease, "lease", self.name))
+
+    async def _extend_as(self, owner: int, lease: float) -> None:
+        try:
+            await self._native.extend_async(owner, lease)
+        except LockLostError:
+            self._client._note_lost(self._route, owner)
+            raise
+
     def force_unlock(self) -> bool:
         """Deletes the lock whoever holds it and wakes a waiter; ``True`` if it was locked. The
         former holder's watchdog then reports the lock lost."""
@@ -580,6 +648,26 @@ class _Lockable:
     ) -> None:
         await self.release_async()
 
+    def __call__(self, func: _Func) -> _Func:
+        """Used as a decorator (``@client.lock("x")``, pottery's ``@synchronize``): every call of
+        the decorated function (sync or ``async def``) runs holding the lock, acquired by the
+        calling thread or task as ``with lock:`` / ``async with lock:`` would (waiting as long as
+        it takes, watchdog lease) and released when the call returns or raises. For a wait limit
+        or a lease, decorate with :meth:`acquired` instead, which raises
+        :class:`~crosslock.LockTimeoutError` when the lock stays busy.
+
+        Example::
+
+            @client.lock("reports:nightly")
+            def nightly_report() -> None:
+                ...
+
+            @client.lock("orders").acquired(timeout=2.0, lease=30.0)
+            async def place_order(order: Order) -> None:
+                ...
+        """
+        return _synchronized(self, func)
+
     def __repr__(self) -> str:
         return f"<crosslock.{type(self).__name__} {self.name!r} client={self._client.id!r}>"
 
@@ -630,6 +718,11 @@ class _Acquired(Generic[_Entered]):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self._lock.release_async()
+
+    def __call__(self, func: _Func) -> _Func:
+        """Used as a decorator: each call of ``func`` (sync or ``async def``) runs inside this
+        scope (see :meth:`_Lockable.__call__`)."""
+        return _synchronized(self, func)
 
 
 def _nothing() -> None:

@@ -9,7 +9,7 @@ from typing import Any, Awaitable, Coroutine, Iterable, Optional, Sequence
 
 from . import _native
 from ._identity import current_owner
-from ._lockable import Acquisition, Timeout, _claimed, _Lockable, _lease, _refuse_in_loop, _wait_limit
+from ._lockable import Acquisition, Timeout, _claimed, _Func, _Lockable, _lease, _refuse_in_loop, _seconds, _synchronized, _wait_limit
 from .errors import InvalidArgumentTypeError
 
 __all__ = ["MultiLock", "RedLock"]
@@ -95,6 +95,33 @@ class MultiLock:
     def release_async(self) -> Awaitable[None]:
         """:meth:`release` for asyncio (the calling task's hold, also when another task awaits it)."""
         return self._native.release_async(current_owner())
+
+    def extend(self, lease: float) -> None:
+        """Sets the lease of every part the calling thread (or task) holds to ``lease`` seconds
+        from now, as :meth:`Lock.extend <crosslock.Lock.extend>` does (parts kept by the watchdog
+        become parts with that lease); a :class:`RedLock`'s :attr:`~RedLock.validity` becomes
+        ``lease − time to extend − clock drift``. Fine while every part (a :class:`RedLock`: a
+        majority) was extended; else raises :class:`~crosslock.LockLostError` naming a lost part,
+        or the first part's error (:class:`~crosslock.NotHeldError` when the caller holds none)."""
+        validity = self._native.extend(current_owner(), _seconds(lease, "lease", "multi-lock"))
+        self._extended(validity)
+
+    def extend_async(self, lease: float) -> Coroutine[Any, Any, None]:
+        """:meth:`extend` for asyncio (the calling task's acquisition, also when another task
+        awaits it)."""
+        return self._extend_as(current_owner(), _seconds(lease, "lease", "multi-lock"))
+
+    async def _extend_as(self, owner: int, lease: float) -> None:
+        self._extended(await self._native.extend_async(owner, lease), owner)
+
+    def _extended(self, validity: float, owner: Optional[int] = None) -> None:
+        with self._guard:
+            self._validity[current_owner() if owner is None else owner] = validity
+
+    def __call__(self, func: _Func) -> _Func:
+        """Used as a decorator: each call of ``func`` (sync or ``async def``) runs holding every
+        part, as ``with multi:`` / ``async with multi:``."""
+        return _synchronized(self, func)
 
     @property
     def lost(self) -> bool:

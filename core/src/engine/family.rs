@@ -21,7 +21,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
 use crate::runtime;
 
-use super::holds::{Acquired, HoldKey, LockKind, Releaser, RenewKind, Suffix};
+use super::holds::{Acquired, HoldKey, LockKind, LostReason, Releaser, RenewKind, Suffix};
 use super::wait::{self, Keeper, Outcome};
 use super::{MAX_DURATION, Protocol, Request};
 
@@ -172,6 +172,19 @@ impl AcquireOptions {
         }
         Ok(())
     }
+}
+
+/// Checks the lease an extend sets, naming the lock in the message.
+pub(crate) fn check_extend_lease(name: &str, lease: Duration) -> Result<()> {
+    if lease < Duration::from_millis(1) || lease > MAX_DURATION {
+        return Err(Error::invalid(format!(
+            "the lease an extend of lock '{name}' sets must be at least 1 ms and at most 2^53-1 ms \
+             (about 285,000 years), got {:.3e} s",
+            lease.as_secs_f64()
+        ))
+        .with_lock(name));
+    }
+    Ok(())
 }
 
 /// What a lock's Redis state says, for queries.
@@ -656,6 +669,81 @@ impl<P: Family> LockCore<P> {
         }
     }
 
+    /// Sets the lease of the hold of `owner` to `lease` from now (see the lock types' `extend_as`).
+    pub(crate) async fn extend_as(&self, owner: Owner, lease: Duration) -> Result<()> {
+        check_extend_lease(self.name(), lease)?;
+        let cx = self.cx().await?;
+        let key = self.key(owner);
+        let holder = cx.holder(owner, self.proto.suffix());
+        let lost = || {
+            Error::new(
+                ErrorKind::LockLost,
+                format!(
+                    "cannot extend lock '{}': it was lost before {holder} extended it (it expired,                      its lease having run out without a confirmed renewal, or was force-unlocked),                      so work done since may have overlapped another holder; acquire it again",
+                    self.name()
+                ),
+            )
+            .with_lock(self.name())
+            .with_holder(&*holder)
+        };
+        let Some(tenure) = cx.holds.tenure_of(&key) else {
+            let current = Box::pin(self.holders_in(&cx)).await.unwrap_or_default();
+            let held_by = if current.is_empty() {
+                "it is not locked".to_owned()
+            } else {
+                format!("it is held by {}", current.join(", "))
+            };
+            return Err(Error::new(
+                ErrorKind::NotHeld,
+                format!(
+                    "cannot extend lock '{}': {holder} does not hold it ({held_by}); extend only                      what this owner holds",
+                    self.name()
+                ),
+            )
+            .with_lock(self.name())
+            .with_holder(&*holder));
+        };
+        // Decided from the clock first: a hold whose deadline passed stays lost, whatever Redis
+        // says now (someone else may have held it in between).
+        if cx.holds.is_lost(&key) {
+            return Err(lost());
+        }
+        let sent = Instant::now();
+        let name = self.proto.name();
+        let reply: i64 = match P::renew_kind(name) {
+            RenewKind::Read { prefix } => {
+                cx.conn
+                    .eval(
+                        &crate::scripts::READ_EXTEND,
+                        &[name],
+                        &[&crate::objects::ms(lease), &&*holder, &&*prefix],
+                        Some(&**name),
+                    )
+                    .await
+            }
+            _ => {
+                cx.conn
+                    .eval(
+                        &crate::scripts::LOCK_EXTEND,
+                        &[name],
+                        &[&crate::objects::ms(lease), &&*holder],
+                        Some(&**name),
+                    )
+                    .await
+            }
+        }
+        .map_err(|e| e.with_lock(self.name()).with_holder(&*holder))?;
+        if reply == 1 && cx.holds.extended(&key, tenure, sent, lease) {
+            return Ok(());
+        }
+        if reply != 1
+            && let Some(event) = cx.holds.mark_lost(&key, tenure, LostReason::Gone)
+        {
+            cx.holds.report_later(event);
+        }
+        Err(lost())
+    }
+
     pub(crate) async fn force_unlock(&self) -> Result<bool> {
         let cx = self.cx().await?;
         self.proto.force_unlock(&cx).await
@@ -857,6 +945,9 @@ pub trait AnyLock: Send + Sync + fmt::Debug + sealed::Sealed {
     ) -> BoxFuture<'a, Result<Option<Acquisition>>>;
     /// Releases one hold of `owner`; `Ok(true)` when that fully released the lock.
     fn release_as(&self, owner: Owner) -> BoxFuture<'_, Result<bool>>;
+    /// Sets the lease of the hold of `owner` to `lease` from now (see
+    /// [`Lock::extend_as`](crate::Lock::extend_as)).
+    fn extend_as(&self, owner: Owner, lease: Duration) -> BoxFuture<'_, Result<()>>;
     /// Deletes the lock whoever holds it; `Ok(true)` if it was locked.
     fn force_unlock(&self) -> BoxFuture<'_, Result<bool>>;
     /// Whether anyone holds it.
@@ -940,6 +1031,10 @@ impl<P: Family> AnyLock for Erased<P> {
         Box::pin(LockCore::release_as(&self.0, owner))
     }
 
+    fn extend_as(&self, owner: Owner, lease: Duration) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.0.extend_as(owner, lease))
+    }
+
     fn force_unlock(&self) -> BoxFuture<'_, Result<bool>> {
         Box::pin(self.0.force_unlock())
     }
@@ -1006,6 +1101,7 @@ trait GuardLock: Send + Sync {
     /// super::holds::Holds::is_lost)), cancelling its token if it is.
     fn check_lost(&self, owner: Owner);
     fn release_as(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<bool>>;
+    fn extend_as(&self, owner: Owner, lease: Duration) -> BoxFuture<'_, Result<()>>;
     /// Counts a release left to the background (see [`Settling`](super::settling::Settling)).
     fn settling(&self) -> Option<super::settling::Running>;
 }
@@ -1021,6 +1117,10 @@ impl<P: Family> GuardLock for LockCore<P> {
 
     fn release_as(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<bool>> {
         Box::pin(async move { LockCore::release_as(&self, owner).await })
+    }
+
+    fn extend_as(&self, owner: Owner, lease: Duration) -> BoxFuture<'_, Result<()>> {
+        Box::pin(LockCore::extend_as(self, owner, lease))
     }
 
     fn settling(&self) -> Option<super::settling::Running> {
@@ -1089,6 +1189,35 @@ impl<W> LockGuard<W> {
     /// ```
     pub fn is_lost(&self) -> bool {
         self.lost().is_cancelled()
+    }
+
+    /// Sets the lease of this hold to `lease` from now, as
+    /// [`Lock::extend_as`](crate::Lock::extend_as) does for the guard's owner: a watchdog hold
+    /// becomes a hold with that lease.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::extend_as`](crate::Lock::extend_as): [`ErrorKind::LockLost`] when the hold is
+    /// lost, [`ErrorKind::NotHeld`] after a [`release_as`](crate::Lock::release_as) of its owner.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let options = crosslock::AcquireOptions::new().lease(Duration::from_secs(5));
+    /// let guard = client.lock("orders:42")?.acquire_with(options).await?;
+    /// // ... the work takes longer than planned ...
+    /// guard.extend(Duration::from_secs(30)).await?; // now expires 30 s from here
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn extend(&self, lease: Duration) -> Result<()> {
+        let lock = self
+            .lock
+            .as_ref()
+            .expect("a guard holds its lock until released");
+        lock.extend_as(self.owner, lease).await
     }
 
     /// Releases this hold.

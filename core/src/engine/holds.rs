@@ -322,6 +322,16 @@ impl Leases {
         *self = Leases::default();
     }
 
+    /// Makes every acquire of the hold one with `lease` (an extended hold is no watchdog hold).
+    fn set_all(&mut self, lease: Duration) {
+        if let Some(first) = self.first.as_mut() {
+            *first = Some(lease);
+        }
+        if let Some(more) = self.more.as_mut() {
+            more.iter_mut().for_each(|l| *l = Some(lease));
+        }
+    }
+
     /// The lease of the `i`th acquire, outermost first.
     fn get(&self, i: usize) -> Option<Option<Duration>> {
         match i {
@@ -556,6 +566,39 @@ impl Holds {
         }
     }
 
+    /// The tenure of the hold keyed `key`, if this client records it.
+    pub(crate) fn tenure_of(&self, key: &HoldKey) -> Option<u64> {
+        lock(&self.map).get(key).map(|h| h.tenure)
+    }
+
+    /// Notes that an extend sent at `sent` set the lease of the tenure `tenure` of `key` to
+    /// `lease`: every acquire of the hold becomes one with that lease (the watchdog stops
+    /// renewing it), and its deadline is `lease` from `sent`, earlier or later than before.
+    /// `false` when that tenure is not recorded any more, or was found lost meanwhile.
+    pub(crate) fn extended(
+        &self,
+        key: &HoldKey,
+        tenure: u64,
+        sent: Instant,
+        lease: Duration,
+    ) -> bool {
+        let sent = self.at(sent);
+        let mut map = lock(&self.map);
+        let Some(hold) = map.get_mut(key) else {
+            return false;
+        };
+        if hold.tenure != tenure || hold.lost {
+            return false;
+        }
+        hold.leases.set_all(lease);
+        hold.confirmed_sent = hold.confirmed_sent.max(sent);
+        hold.deadline = sent.saturating_add(nanos(lease.saturating_sub(clock_drift(lease))));
+        drop(map);
+        // The renewal loop may sleep until the old deadline, or count this hold as watched.
+        self.changed.notify_one();
+        true
+    }
+
     /// Notes that a release of `key` is in flight (see [`Hold::releasing`]); pair with
     /// [`end_release`](Self::end_release).
     pub(crate) fn begin_release(&self, key: &HoldKey) {
@@ -712,7 +755,7 @@ impl Holds {
 
     /// Tells the listener of `event` on a runtime thread (as the renewal loop does), never on the
     /// caller's: a caller reading `is_lost` may hold what the listener takes.
-    fn report_later(&self, event: LostLock) {
+    pub(crate) fn report_later(&self, event: LostLock) {
         let listener = self.listener.clone();
         drop(crate::runtime::spawn(async move {
             super::renewal::report(&listener, vec![event]);

@@ -344,6 +344,80 @@ macro_rules! lock_type {
                 Ok(Box::pin(self.core.acquire_as(owner, &options)).await?.map(|won| self.core.guard(owner, won)))
             }
 
+            /// Acquires with `options`, as [`acquire_with`](Self::acquire_with), but `Ok(None)` when
+            /// the wait limit passes with the lock still held by someone else (where `acquire_with`
+            /// fails with [`ErrorKind::Timeout`](crate::ErrorKind::Timeout)).
+            ///
+            /// # Errors
+            ///
+            #[doc = concat!("As [`acquire_with`](", stringify!($ty), "::acquire_with), but for the timeout.")]
+            /// An outage at the deadline is still [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable):
+            /// `None` means only that the lock was busy.
+            ///
+            /// # Cancel safety
+            ///
+            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// use std::time::Duration;
+            /// let options = crosslock::AcquireOptions::new().wait(Duration::from_secs(2));
+            /// match client.lock("orders:42")?.try_acquire_with(options).await? {
+            ///     Some(guard) => guard.release().await?,
+            ///     None => println!("still busy after 2 s"),
+            /// }
+            /// # Ok(()) }
+            /// ```
+            pub async fn try_acquire_with(&self, options: crate::AcquireOptions) -> crate::Result<Option<crate::LockGuard<$won>>> {
+                let owner = options.owner.unwrap_or_else(crate::Owner::current);
+                Ok(Box::pin(self.core.acquire_as(owner, &options)).await?.map(|won| self.core.guard(owner, won)))
+            }
+
+            /// Sets the lease of the hold of `owner` to `lease` from now: the lock now expires
+            /// `lease` after this call unless extended again or released, sooner or later than it
+            /// would have. A hold kept by the watchdog becomes a hold with that lease: the watchdog
+            /// stops renewing it (every re-entrant acquire of it included), and the lost-lock
+            /// signal fires if it is still held when that lease runs out. What is set in Redis is
+            /// what the watchdog's renewal touches (the lock's hash; for a read lock also this
+            /// holder's `rwlock_timeout` keys), so a Redisson client sees the new lease.
+            ///
+            /// # Errors
+            ///
+            /// [`ErrorKind::NotHeld`](crate::ErrorKind::NotHeld) when `owner` of this client does not
+            /// hold it (Redis is unchanged); [`ErrorKind::LockLost`](crate::ErrorKind::LockLost) when it
+            /// did but the hold is lost: its deadline passed, or Redis no longer has it (expired,
+            /// force-unlocked); the lost signal fires then. [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+            /// for a lease under 1 ms or over [`MAX_DURATION`](crate::MAX_DURATION);
+            /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable),
+            /// [`ErrorKind::WrongType`](crate::ErrorKind::WrongType), [`ErrorKind::Redis`](crate::ErrorKind::Redis)
+            /// (then the hold is kept as it was).
+            ///
+            /// # Cancel safety
+            ///
+            /// Dropping the future may or may not leave the lease set in Redis; the hold is then kept
+            /// as it was here (at worst it is told lost earlier than Redis would let it go).
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a Lock; every lock type has the same method
+            /// use std::time::Duration;
+            /// use crosslock::{AcquireOptions, Owner};
+            /// let lock = client.lock("orders:42")?;
+            /// let me = Owner::new(1);
+            /// lock.acquire_as(me, &AcquireOptions::new().lease(Duration::from_secs(5))).await?;
+            /// lock.extend_as(me, Duration::from_secs(30)).await?; // 30 s from now
+            /// lock.release_as(me).await?;
+            /// # Ok(()) }
+            /// ```
+            pub async fn extend_as(&self, owner: crate::Owner, lease: std::time::Duration) -> crate::Result<()> {
+                Box::pin(self.core.extend_as(owner, lease)).await
+            }
+
             /// Acquires for an explicit `owner` without a guard; `Ok(false)` when the wait limit
             /// passed.
             ///

@@ -446,6 +446,59 @@ fn release_outcome(
     }
 }
 
+/// Extends every part of `parts` held by `owner` to `lease` from now, all at once; the validity
+/// that leaves (`lease − time taken − clock drift`, as an acquire's). The outcome is a release's:
+/// fine while at least `quorum` parts were extended (a red lock's failed minority is logged);
+/// else [`ErrorKind::LockLost`] naming a lost part if one was lost, or the first part's error.
+async fn extend(
+    what: &str,
+    parts: &[Arc<dyn AnyLock>],
+    owner: Owner,
+    lease: Duration,
+    quorum: usize,
+) -> Result<Duration> {
+    if parts.is_empty() {
+        return Err(Error::new(
+            ErrorKind::NotHeld,
+            format!(
+                "cannot extend the {what}: this owner holds none of its parts; acquire it first"
+            ),
+        ));
+    }
+    let start = Instant::now();
+    let results =
+        futures_util::future::join_all(parts.iter().map(|p| p.extend_as(owner, lease))).await;
+    let failed: Vec<(String, Error)> = parts
+        .iter()
+        .zip(results)
+        .filter_map(|(p, r)| r.err().map(|e| (p.name().to_owned(), e)))
+        .collect();
+    let validity = lease
+        .saturating_sub(start.elapsed())
+        .saturating_sub(clock_drift(lease));
+    if parts.len() - failed.len() >= quorum {
+        for (part, e) in &failed {
+            tracing::warn!(
+                target: "crosslock",
+                "extending the {what}: part '{part}' was not extended ({e}), but {} of its {} \
+                 parts were (a majority)",
+                parts.len() - failed.len(),
+                parts.len()
+            );
+        }
+        return Ok(validity);
+    }
+    let (part, e) = failed
+        .iter()
+        .find(|(_, e)| e.kind() == ErrorKind::LockLost)
+        .unwrap_or(&failed[0]);
+    Err(Error::new(
+        e.kind(),
+        format!("extending the {what}: lock '{part}': {e}"),
+    )
+    .with_lock(part))
+}
+
 /// How many parts' releases are in flight at once: all pipelined on the multiplexed connection,
 /// each timed from when it is sent (tens of thousands at once went past the response timeout
 /// while still queued, and held their commands and replies in memory together).
@@ -665,6 +718,34 @@ impl MultiGuard {
             .flatten()
             .map(|l| l.name().to_owned())
             .collect()
+    }
+
+    /// Sets the lease of every part held to `lease` from now (see
+    /// [`Lock::extend_as`](crate::Lock::extend_as)): parts kept by the watchdog become parts with
+    /// that lease. [`validity`](Self::validity) becomes `lease − time to extend − clock drift`.
+    ///
+    /// # Errors
+    ///
+    /// As a release: fine while the quorum of parts was extended (all for a [`MultiLock`], a
+    /// majority for a [`RedLock`], whose failed minority is logged); else
+    /// [`ErrorKind::LockLost`] naming a lost part, or the first part's error.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+    /// let mut guard = both.acquire_with(crosslock::AcquireOptions::new().lease(Duration::from_secs(5))).await?;
+    /// guard.extend(Duration::from_secs(30)).await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn extend(&mut self, lease: Duration) -> Result<()> {
+        let parts = self.parts.as_deref().unwrap_or_default();
+        let validity = extend("multi-lock", parts, self.owner, lease, self.quorum).await?;
+        self.validity = Some(validity);
+        Ok(())
     }
 
     /// Releases every part held.
@@ -890,6 +971,31 @@ macro_rules! composite {
                 let taken: Vec<_> = self.parts.locks.iter().filter(|l| l.lost_token(owner).is_some()).cloned().collect();
                 let failed = release(&taken, owner).await;
                 release_outcome($what, taken.len(), self.parts.quorum, failed, true)
+            }
+
+            /// Sets the lease of every part `owner` holds to `lease` from now, as
+            /// [`MultiGuard::extend`] does; answers the validity that leaves.
+            ///
+            /// # Errors
+            ///
+            /// As [`MultiGuard::extend`]; [`ErrorKind::NotHeld`] when `owner` holds none of the parts.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            /// // shown with a MultiLock; a RedLock has the same method
+            /// use std::time::Duration;
+            /// use crosslock::{AcquireOptions, Owner};
+            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+            /// both.acquire_as(Owner::new(9), &AcquireOptions::new()).await?;
+            /// both.extend_as(Owner::new(9), Duration::from_secs(30)).await?;
+            /// both.release_as(Owner::new(9)).await?;
+            /// # Ok(()) }
+            /// ```
+            pub async fn extend_as(&self, owner: Owner, lease: Duration) -> Result<Duration> {
+                let taken: Vec<_> = self.parts.locks.iter().filter(|l| l.lost_token(owner).is_some()).cloned().collect();
+                extend($what, &taken, owner, lease, self.parts.quorum.min(taken.len().max(1))).await
             }
 
             /// Whether the acquisition of `owner` may be lost: fewer of the parts it took are still

@@ -189,6 +189,7 @@ script!(synced LOCK_ACQUIRE, "lock/acquire.lua");
 script!(LOCK_RELEASE, "lock/release.lua");
 script!(LOCK_FORCE_UNLOCK, "lock/force_unlock.lua");
 script!(LOCK_INFO, "lock/info.lua");
+script!(LOCK_EXTEND, "lock/extend.lua");
 
 // FencedLock
 script!(synced FENCED_ACQUIRE, "fenced_lock/acquire.lua");
@@ -211,6 +212,7 @@ script!(synced WRITE_ACQUIRE, "read_write_lock/write_acquire.lua");
 script!(WRITE_RELEASE, "read_write_lock/write_release.lua");
 script!(RW_FORCE_UNLOCK, "read_write_lock/force_unlock.lua");
 script!(RW_INFO, "read_write_lock/info.lua");
+script!(READ_EXTEND, "read_write_lock/read_extend.lua");
 
 // Renewal (the watchdog)
 script!(RENEW_HASH, "renewal/hash.lua");
@@ -259,7 +261,7 @@ mod tests {
             LOCK_ACQUIRE LOCK_RELEASE LOCK_FORCE_UNLOCK LOCK_INFO FENCED_ACQUIRE FENCED_SETTLE
             FENCED_TOKEN NON_REENTRANT_ACQUIRE FAIR_ACQUIRE FAIR_GIVE_UP FAIR_RELEASE
             FAIR_FORCE_UNLOCK READ_ACQUIRE READ_RELEASE WRITE_ACQUIRE WRITE_RELEASE RW_FORCE_UNLOCK
-            RW_INFO RENEW_HASH RENEW_READ RENEW_HASH_NODE RENEW_READ_NODE SEMAPHORE_ACQUIRE
+            RW_INFO LOCK_EXTEND READ_EXTEND RENEW_HASH RENEW_READ RENEW_HASH_NODE RENEW_READ_NODE SEMAPHORE_ACQUIRE
             SEMAPHORE_RELEASE SEMAPHORE_TRY_SET SEMAPHORE_ADD SEMAPHORE_DRAIN SEMAPHORE_AVAILABLE
             COUNTER_DELETE LATCH_TRY_SET LATCH_COUNT_DOWN LATCH_COUNT LATCH_DELETE PES_ACQUIRE
             PES_RELEASE PES_UPDATE_LEASE PES_INFO RENEW_PERMIT RENEW_PERMIT_NODE INSPECT
