@@ -604,7 +604,7 @@ async def test_a_cancelled_asyncio_waiter_leaves_nothing(kind, client, other, ra
 def assert_not_taken(kind: Kind, other: crosslock.Client, name: str) -> None:
     """Another client cannot take ``kind``'s hold on ``name`` (its rival tries once)."""
     rival = kind.excludes.make(other, name)
-    assert rival.acquire(blocking=False) is False, "another client took it"
+    assert not rival.acquire(blocking=False), "another client took it"
 
 
 @family

@@ -279,7 +279,7 @@ def test_extend_sets_every_part_and_a_lost_part_makes_it_lost(deploy):
             assert r.command("PTTL", f"account:{i}") > 3000
     time.sleep(0.45)  # past the first lease
     assert not multi.lost
-    assert d.others[1].lock("account:1").acquire(blocking=False) is False
+    assert not d.others[1].lock("account:1").acquire(blocking=False)
     assert d.others[2].lock("account:2").force_unlock()
     with pytest.raises(crosslock.LockLostError) as info:
         multi.extend(5)

@@ -84,5 +84,8 @@ async def test_an_asyncio_task_asking_again_gets_the_error(client, raw):
         assert info.value.lock_name == name
         assert await lock.hold_count_async() == 1
         # Another task is another holder: it waits (here: one try) instead of raising.
-        assert await asyncio.create_task(lock.acquire_async(blocking=False)) is False
+        async def another_task_tries() -> bool:
+            return await lock.acquire_async(blocking=False)
+
+        assert await asyncio.create_task(another_task_tries()) is False
     assert raw.command("EXISTS", name) == 0
