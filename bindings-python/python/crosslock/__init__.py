@@ -55,7 +55,7 @@ from .errors import (
     WrongTypeError,
 )
 from .count_down_latch import CountDownLatch
-from .fair_lock import FairLock
+from .fair_lock import FairLock, NonReentrantFairLock
 from .fenced_lock import FencedLock
 from .inspect import HolderInfo, Inspection, PermitInfo, QueuedWaiter, Watch, WatchEvent
 from .lock import Lock
@@ -82,6 +82,7 @@ __all__ = [
     "Backoff",
     "FencedLock",
     "NonReentrantLock",
+    "NonReentrantFairLock",
     "ReadWriteLock",
     "ReadLock",
     "WriteLock",
