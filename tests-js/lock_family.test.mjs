@@ -81,6 +81,15 @@ const LOCK_FAMILY = [
     hash: plainHash,
     channel: (name) => channelOf(name),
     nonReentrant: true
+  },
+  {
+    kind: 'NonReentrantFairLock',
+    cls: 'NonReentrantFairLock',
+    make: (c, name) => c.nonReentrantFairLock(name),
+    hash: plainHash,
+    channel: (name, holder) => `${channelOf(name)}:${holder}`,
+    fair: true,
+    nonReentrant: true
   }
 ]
 

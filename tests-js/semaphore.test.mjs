@@ -111,6 +111,20 @@ describe('waiting', () => {
     await waitUntil(async () => (await env.raw.numsub(scChannel(name))) === 0, 'the served waiter to unsubscribe', 5000)
   })
 
+  test('releaseIfExists leaves an absent semaphore absent, and into an existing one releases and wakes a waiter', async () => {
+    const name = unique('if-exists')
+    const sem = env.client.semaphore(name)
+    assert.equal(await sem.releaseIfExists(2), false)
+    assert.equal(await env.raw.command('EXISTS', name), 0, 'releaseIfExists created the semaphore')
+    await assert.rejects(sem.releaseIfExists(0), (e) => e.code === 'INVALID_ARGUMENT')
+    assert.equal(await sem.trySetPermits(0), true)
+    const waiting = clients[0].semaphore(name).acquire({ permits: 2 })
+    await waitUntil(async () => (await env.raw.numsub(scChannel(name))) === 1, 'the waiter to subscribe')
+    assert.equal(await sem.releaseIfExists(3), true)
+    await within(waiting, 5000, 'the waiter to be woken by releaseIfExists')
+    assert.equal(await env.raw.command('GET', name), '1')
+  })
+
   test('a waiter for 2 permits takes none until 2 are available', async () => {
     const name = unique('two')
     await env.client.semaphore(name).trySetPermits(0)

@@ -143,6 +143,15 @@ LOCK_FAMILY: list[Kind] = [
         lambda c, name, **kw: c.non_reentrant_lock(name, **kw),
         reentrant=False,
     ),
+    Kind(
+        "NonReentrantFairLock",
+        crosslock.NonReentrantFairLock,
+        lambda c, name, **kw: c.non_reentrant_fair_lock(name, **kw),
+        waiter_channel=fair_channel,
+        released=None,
+        fair=True,
+        reentrant=False,
+    ),
 ]
 
 family = pytest.mark.parametrize("kind", LOCK_FAMILY, ids=[k.id for k in LOCK_FAMILY])

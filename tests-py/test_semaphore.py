@@ -256,3 +256,32 @@ def test_permit_count_operations_and_layout(client, raw):
         sem.release(0)
     with pytest.raises(crosslock.InvalidArgumentTypeError):
         sem.acquire("1")  # type: ignore[arg-type]
+
+
+def test_release_if_exists_releases_only_into_an_existing_semaphore(client, other, raw):
+    name = "if-exists"
+    sem = client.semaphore(name)
+    assert sem.release_if_exists(2) is False
+    assert raw.command("EXISTS", name) == 0  # not created
+    with pytest.raises(crosslock.InvalidArgumentError):
+        sem.release_if_exists(0)
+    with pytest.raises(crosslock.InvalidArgumentTypeError):
+        sem.release_if_exists("1")  # type: ignore[arg-type]
+    assert sem.try_set_permits(0)
+    results: list[bool] = []
+    waiter = threading.Thread(target=lambda: results.append(other.semaphore(name).acquire(2, timeout=30)))
+    waiter.start()
+    wait_until(lambda: raw.numsub(sc_channel(name)) == 1, what="the waiter to subscribe")
+    assert sem.release_if_exists(3) is True
+    waiter.join(30)
+    assert results == [True]  # woken by it
+    assert raw.command("GET", name) == "1"
+
+
+async def test_release_if_exists_async(client, raw):
+    sem = client.semaphore("if-exists-async")
+    assert await sem.release_if_exists_async() is False
+    assert raw.command("KEYS", "*") == []
+    assert await sem.try_set_permits_async(1)
+    assert await sem.release_if_exists_async(2) is True
+    assert await sem.available_permits_async() == 3

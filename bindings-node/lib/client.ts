@@ -8,7 +8,7 @@ import { debuglog } from 'node:util'
 import native = require('../native')
 import type { Inspection } from '../native'
 import { invalidArgument, viaNative } from './errors'
-import { FairLock } from './fair_lock'
+import { FairLock, NonReentrantFairLock } from './fair_lock'
 import { FencedLock } from './fenced_lock'
 import { Holds } from './held'
 import { Lock } from './lock'
@@ -285,6 +285,23 @@ export class Client implements AsyncDisposable {
     checkName(name)
     viaNative(() => this.#native.checkLock(KIND.nonReentrant, name, null))
     return new NonReentrantLock(this, KIND.nonReentrant, name)
+  }
+
+  /**
+   * The {@link NonReentrantFairLock} named `name` (Redisson's `getNonReentrantFairLock`): a
+   * `FairLock` whose owner's second acquire rejects with `NonReentrantError`. Name rules as for
+   * {@link Client.lock}.
+   *
+   * @example
+   * ```js
+   * const lock = client.nonReentrantFairLock('printer')
+   * await lock.withLock(async () => print()) // served in the order of asking
+   * ```
+   */
+  nonReentrantFairLock(name: string): NonReentrantFairLock {
+    checkName(name)
+    viaNative(() => this.#native.checkLock(KIND.nonReentrantFair, name, null))
+    return new NonReentrantFairLock(this, KIND.nonReentrantFair, name)
   }
 
   /**

@@ -1,5 +1,5 @@
 /**
- * {@link FairLock}: Redisson's `RFairLock`.
+ * {@link FairLock}: Redisson's `RFairLock`, and {@link NonReentrantFairLock}, its non-reentrant variant.
  *
  * @module
  */
@@ -23,3 +23,21 @@ import { Lockable } from './lockable'
  * ```
  */
 export class FairLock extends Lockable {}
+
+/**
+ * A {@link FairLock} its holder cannot re-enter (Redisson 4.4's non-reentrant fair lock,
+ * `getNonReentrantFairLock`): a second acquire by the same owner (inside `withLock`, or with the
+ * same explicit `owner`) rejects at once with `NonReentrantError`, naming the lock, as a
+ * `NonReentrantLock` does. Stored exactly as a `FairLock` (the same hash, queue, deadlines and
+ * per-waiter channels), so it queues in one line with `FairLock` waiters of the same name, in any
+ * language and in Redisson.
+ *
+ * @example
+ * ```js
+ * const lock = client.nonReentrantFairLock('printer')
+ * await lock.withLock(async () => {
+ *   await lock.acquire() // rejects: NonReentrantError
+ * })
+ * ```
+ */
+export class NonReentrantFairLock extends Lockable {}

@@ -1,6 +1,6 @@
 /**
  * {@link Lockable}: what every lock of the RLock family does in Node — {@link Lock},
- * `FairLock`, `SpinLock`, `FencedLock`, `NonReentrantLock`, and the read and write locks of a
+ * `FairLock`, `SpinLock`, `FencedLock`, `NonReentrantLock`, `NonReentrantFairLock`, and the read and write locks of a
  * `ReadWriteLock` are short subclasses of it with their own docs and extras.
  *
  * One native lock type serves every kind; owner scopes, `AbortSignal`, `withLock`, the hold registry
@@ -84,7 +84,7 @@ export interface Checked {
  * @internal The kinds of the RLock family, as the native client numbers them (`src/lock.rs`):
  * every native `lock*` method takes a lock's kind and name.
  */
-export const KIND = { lock: 0, fair: 1, spin: 2, fenced: 3, nonReentrant: 4, read: 5, write: 6 } as const
+export const KIND = { lock: 0, fair: 1, spin: 2, fenced: 3, nonReentrant: 4, read: 5, write: 6, nonReentrantFair: 7 } as const
 
 /** Options people bring from other libraries, and what crosslock calls them. */
 const SPELLED_HERE: Readonly<Record<string, string>> = {

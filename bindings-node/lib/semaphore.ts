@@ -146,6 +146,20 @@ export class Semaphore {
   }
 
   /**
+   * Gives permits back (default 1) only if the semaphore exists (Redisson's `releaseIfExists`):
+   * resolves whether it did. An absent semaphore (never set up, or deleted) stays absent and
+   * nobody is woken; `release` would create it.
+   *
+   * @example
+   * ```js
+   * if (!(await sem.releaseIfExists(2))) console.log('the semaphore was deleted')
+   * ```
+   */
+  async releaseIfExists(permits = 1): Promise<boolean> {
+    return viaNative(() => this.#native.releaseIfExists(checkPermits(permits, this.name)))
+  }
+
+  /**
    * How many permits are available now (0 when never set).
    *
    * @example

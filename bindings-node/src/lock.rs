@@ -77,6 +77,7 @@ const FENCED_LOCK: u32 = 3;
 const NON_REENTRANT_LOCK: u32 = 4;
 const READ_LOCK: u32 = 5;
 const WRITE_LOCK: u32 = 6;
+const NON_REENTRANT_FAIR_LOCK: u32 = 7;
 
 impl JsClient {
     /// The core lock of kind `kind` named `name` (a spin lock with `backoff`, Redisson's by
@@ -100,6 +101,7 @@ impl JsClient {
             },
             FENCED_LOCK => client.fenced_lock(name).map(|l| l.erased()),
             NON_REENTRANT_LOCK => client.non_reentrant_lock(name).map(|l| l.erased()),
+            NON_REENTRANT_FAIR_LOCK => client.non_reentrant_fair_lock(name).map(|l| l.erased()),
             READ_LOCK => client.read_write_lock(name).map(|rw| rw.read().erased()),
             WRITE_LOCK => client.read_write_lock(name).map(|rw| rw.write().erased()),
             _ => {

@@ -97,6 +97,15 @@ impl JsSemaphore {
         runtime::promise(env, async move { sem.release(n).await })
     }
 
+    /// Gives `permits` back only if the semaphore exists (Redisson's `releaseIfExists`);
+    /// resolves whether it did.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn release_if_exists<'env>(&self, env: &'env Env, permits: f64) -> Result<Object<'env>> {
+        let n = self::permits(permits, self.inner.name())?;
+        let sem = self.inner.clone();
+        runtime::promise(env, async move { sem.release_if_exists(n).await })
+    }
+
     /// Sets the permits if none are set; resolves whether it did.
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn try_set_permits<'env>(&self, env: &'env Env, permits: f64) -> Result<Object<'env>> {

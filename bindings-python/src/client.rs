@@ -282,6 +282,17 @@ impl PyClient {
         )
     }
 
+    /// A `NonReentrantFairLock` (Redisson's non-reentrant fair lock) named `name`.
+    fn non_reentrant_fair_lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
+        self.erased(
+            py,
+            name,
+            self.client
+                .non_reentrant_fair_lock(name)
+                .map(|l| l.erased()),
+        )
+    }
+
     /// A `Semaphore` (Redisson `RSemaphore`) named `name`.
     fn semaphore(&self, py: Python<'_>, name: &str) -> PyResult<crate::semaphore::PySemaphore> {
         let sem = self

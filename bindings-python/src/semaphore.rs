@@ -150,6 +150,32 @@ impl PySemaphore {
         )
     }
 
+    /// Gives `permits` back only if the semaphore exists (Redisson's `releaseIfExists`);
+    /// whether it did.
+    fn release_if_exists(&self, py: Python<'_>, permits: u32) -> PyResult<bool> {
+        let sem = self.sem.clone();
+        runtime::wait(
+            py,
+            async move { sem.release_if_exists(permits).await },
+            OnSignal::Detach,
+            Some(self.name()),
+        )
+    }
+
+    /// As `release_if_exists`, as an awaitable.
+    fn release_if_exists_async<'py>(
+        &self,
+        py: Python<'py>,
+        permits: u32,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let sem = self.sem.clone();
+        runtime::awaitable(
+            py,
+            async move { sem.release_if_exists(permits).await },
+            Some(self.name()),
+        )
+    }
+
     /// Sets the permits if none are set; whether it did.
     fn try_set_permits(&self, py: Python<'_>, permits: u32) -> PyResult<bool> {
         let sem = self.sem.clone();

@@ -96,7 +96,7 @@ pub use engine::{Backoff, MAX_DURATION};
 pub use error::{Error, ErrorKind, Result};
 pub use inspect::{HolderInfo, Inspection, ObjectKind, PermitInfo, QueuedWaiter};
 pub use objects::count_down_latch::CountDownLatch;
-pub use objects::fair_lock::FairLock;
+pub use objects::fair_lock::{FairLock, NonReentrantFairLock};
 pub use objects::fenced_lock::FencedLock;
 pub use objects::lock::Lock;
 pub use objects::multi_lock::{MultiGuard, MultiLock, RedLock};

@@ -320,3 +320,70 @@ async fn an_owner_that_queues_again_right_after_a_won_wait_reuses_its_channel() 
     assert_eq!(server.calls("unsubscribe"), unsubscribes + 1);
     assert_eq!(client.subscribed_channels(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_reentrant_fair_lock_queues_with_fair_lock_waiters_and_refuses_its_holder() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let fair = client.fair_lock("nr-fifo").unwrap();
+    let strict = client.non_reentrant_fair_lock("nr-fifo").unwrap();
+    assert!(
+        strict
+            .acquire_as(Owner::new(1), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let err = strict
+        .acquire_as(Owner::new(1), &AcquireOptions::new())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), crosslock::ErrorKind::NonReentrant, "{err}");
+    assert!(
+        err.to_string()
+            .contains("non-reentrant fair lock 'nr-fifo'"),
+        "{err}"
+    );
+    let count: String = redis::cmd("HGET")
+        .arg("nr-fifo")
+        .arg(format!("{}:1", client.id()))
+        .query(&mut server.raw())
+        .unwrap();
+    assert_eq!(count, "1", "the refusal changed Redis");
+    // Waiters of both kinds share one queue, served in order.
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (i, owner) in [5u64, 9, 2, 7].into_iter().enumerate() {
+        let order = order.clone();
+        let (fair, mine) = (fair.clone(), strict.clone());
+        tasks.push(tokio::spawn(async move {
+            let me = Owner::new(owner);
+            let wait = AcquireOptions::new().wait(Duration::from_secs(30));
+            if i % 2 == 0 {
+                assert!(mine.acquire_as(me, &wait).await.unwrap());
+            } else {
+                assert!(fair.acquire_as(me, &wait).await.unwrap());
+            }
+            order.lock().unwrap().push(owner);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if i % 2 == 0 {
+                mine.release_as(me).await.unwrap();
+            } else {
+                fair.release_as(me).await.unwrap();
+            }
+        }));
+        until("the waiter to queue", async || {
+            strict.queue().await.unwrap().len() == i + 1
+        })
+        .await;
+    }
+    strict.release_as(Owner::new(1)).await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![5, 9, 2, 7]);
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut server.raw())
+        .unwrap();
+    assert!(keys.is_empty(), "left behind: {keys:?}");
+}

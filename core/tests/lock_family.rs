@@ -25,6 +25,9 @@ const KINDS: &[(&str, Factory)] = &[
     ("non_reentrant_lock", |c, n| {
         c.non_reentrant_lock(n).unwrap().erased()
     }),
+    ("non_reentrant_fair_lock", |c, n| {
+        c.non_reentrant_fair_lock(n).unwrap().erased()
+    }),
     ("write_lock", |c, n| {
         c.read_write_lock(n).unwrap().write().erased()
     }),
@@ -38,6 +41,9 @@ const ALL_KINDS: &[(&str, Factory)] = &[
     ("fenced_lock", |c, n| c.fenced_lock(n).unwrap().erased()),
     ("non_reentrant_lock", |c, n| {
         c.non_reentrant_lock(n).unwrap().erased()
+    }),
+    ("non_reentrant_fair_lock", |c, n| {
+        c.non_reentrant_fair_lock(n).unwrap().erased()
     }),
     ("write_lock", |c, n| {
         c.read_write_lock(n).unwrap().write().erased()
@@ -154,13 +160,10 @@ async fn reentrancy_or_its_refusal() {
         let again = lock
             .acquire_as(me, &AcquireOptions::new().wait(Duration::ZERO))
             .await;
-        if *kind == "non_reentrant_lock" {
+        if kind.starts_with("non_reentrant") {
             let err = again.unwrap_err();
             assert_eq!(err.kind(), ErrorKind::NonReentrant, "{kind}: {err}");
-            assert!(
-                err.to_string().contains("reent:non_reentrant_lock"),
-                "{err}"
-            );
+            assert!(err.to_string().contains(&format!("reent:{kind}'")), "{err}");
             assert_eq!(
                 lock.hold_count_of(me).await.unwrap(),
                 1,
@@ -342,7 +345,7 @@ async fn the_watchdog_keeps_a_hold_past_its_lease_and_a_force_unlock_is_reported
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holds_of_every_renewal_kind_in_more_batches_than_go_at_once_are_all_kept() {
-    // Batches of two: 21 locks of every kind and 3 permits make 13 renewal scripts per round,
+    // Batches of two: 24 locks of every kind and 3 permits make 15 renewal scripts per round,
     // more than are sent at once, and of three renewal kinds (hash, read lock, permit).
     let server = RedisServer::start();
     let c = client(
@@ -369,7 +372,7 @@ async fn holds_of_every_renewal_kind_in_more_batches_than_go_at_once_are_all_kep
     for _ in 0..3 {
         permits.push(slots.acquire().await.unwrap());
     }
-    assert_eq!(c.watched_locks(), 24);
+    assert_eq!(c.watched_locks(), 3 * ALL_KINDS.len() + 3);
     tokio::time::sleep(Duration::from_millis(1200)).await; // four leases
     for (kind, lock) in &locks {
         assert!(lock.is_locked().await.unwrap(), "{kind}: not kept");
@@ -589,7 +592,7 @@ async fn close_releases_every_hold_and_wakes_waiters() {
                 .unwrap()
                 .is_some()
         );
-        if *kind != "non_reentrant_lock" {
+        if !kind.starts_with("non_reentrant") {
             assert!(
                 lock.acquire_as(Owner::new(1), &AcquireOptions::new())
                     .await

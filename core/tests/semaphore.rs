@@ -201,3 +201,44 @@ async fn another_type_under_the_name_is_a_wrong_type() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_if_exists_releases_only_into_an_existing_semaphore() {
+    let server = RedisServer::start();
+    let a = Client::connect(&server.url()).await.unwrap();
+    let b = Client::connect(&server.url()).await.unwrap();
+    let sem = a.semaphore("maybe").unwrap();
+    assert!(!sem.release_if_exists(2).await.unwrap());
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("maybe")
+        .query(&mut server.raw())
+        .unwrap();
+    assert_eq!(exists, 0, "release_if_exists created the counter");
+    assert_eq!(
+        sem.release_if_exists(0).await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    // Present: released, and a waiter in another client is woken by it.
+    assert!(sem.try_set_permits(0).await.unwrap());
+    let waiter = {
+        let sem = b.semaphore("maybe").unwrap();
+        tokio::spawn(async move { sem.try_acquire(2, Duration::from_secs(20)).await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(sem.release_if_exists(3).await.unwrap());
+    assert!(waiter.await.unwrap(), "not woken by release_if_exists");
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+    // A name holding another type is a wrong type, and is left as it is.
+    let _: () = redis::cmd("SET")
+        .arg("text")
+        .arg("not a number")
+        .query(&mut server.raw())
+        .unwrap();
+    let err = a
+        .semaphore("text")
+        .unwrap()
+        .release_if_exists(1)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+}

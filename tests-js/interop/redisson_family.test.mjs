@@ -48,14 +48,16 @@ const KINDS = [
   ['spinLock', 'spin', (c, n) => c.spinLock(n), '', null],
   ['fencedLock', 'fenced', (c, n) => c.fencedLock(n), '', channelOf],
   ['nonReentrantLock', 'nonReentrant', (c, n) => c.nonReentrantLock(n), '', channelOf],
+  ['nonReentrantFairLock', 'nonReentrantFair', (c, n) => c.nonReentrantFairLock(n), '', null],
   ['writeLock', 'write', (c, n) => c.readWriteLock(n).writeLock(), ':write', rwChannel]
 ]
 
+const FAIR = new Set(['fairLock', 'nonReentrantFairLock'])
 
 /** Our waiter is verifiably waiting: subscribed, queued (fair), or no answer yet (spin). */
 async function blocked (kind, name, waiter, waitsOn) {
   const { raw } = env
-  if (kind === 'fairLock') await waitUntil(async () => (await raw.command('LLEN', queueOf(name))) === 1, 'our waiter to queue')
+  if (FAIR.has(kind)) await waitUntil(async () => (await raw.command('LLEN', queueOf(name))) === 1, 'our waiter to queue')
   else if (waitsOn) await waitUntil(async () => (await raw.numsub(waitsOn(name))) > 0, 'our waiter to subscribe')
   else await sleep(300)
   assert.equal(waiter.done, false, 'our waiter returned while Java held the lock')
@@ -92,7 +94,7 @@ for (const [kind, javaKind, make, suffix, waitsOn] of KINDS) {
       assert.equal((await raw.hgetall(name))[`${client.id}:${held.owner}${suffix}`], '1')
       assert.equal(await java.ok(`tryLock ${name}`), 'false')
       java.send(`tryLockWait ${name} 20000 -1`)
-      if (kind === 'fairLock') await waitUntil(async () => (await raw.command('LLEN', queueOf(name))) === 1, 'Java to queue')
+      if (FAIR.has(kind)) await waitUntil(async () => (await raw.command('LLEN', queueOf(name))) === 1, 'Java to queue')
       else if (waitsOn) await waitUntil(async () => (await raw.numsub(waitsOn(name))) > 0, 'Java to subscribe')
       assert.equal(java.hasReply(), false, 'Java returned while we held the lock')
       await held.release()
@@ -119,52 +121,56 @@ for (const [kind, javaKind, make, suffix, waitsOn] of KINDS) {
   })
 }
 
-test('a fair queue of Java and our waiters is served in order', async () => {
-  const { java, raw, client, javaHolder } = env
-  const name = unique('family-fair-order')
-  const holder = await client.fairLock(name).acquire({ lease: 60000 })
-  const first = background(client.fairLock(name), { wait: 60000 })
-  await waitUntil(async () => (await raw.command('LLEN', queueOf(name))) === 1, 'our first waiter to queue')
-  assert.equal(await java.ok('kind fair'), 'fair')
-  java.send(`tryLockWait ${name} 30000 -1`)
-  await waitUntil(async () => (await raw.command('LLEN', queueOf(name))) === 2, 'Java to queue')
-  const last = background(client.fairLock(name), { wait: 60000 })
-  await waitUntil(async () => (await raw.command('LLEN', queueOf(name))) === 3, 'our last waiter to queue')
-  assert.equal((await raw.command('LRANGE', queueOf(name), 0, -1))[1], javaHolder)
+for (const [kind, javaKind] of [['fairLock', 'fair'], ['nonReentrantFairLock', 'nonReentrantFair']]) {
+  test(`${kind}: a fair queue of Java and our waiters is served in order`, async () => {
+    const { java, raw, client, javaHolder } = env
+    const name = unique(`family-fair-order-${kind}`)
+    const holder = await client[kind](name).acquire({ lease: 60000 })
+    const first = background(client[kind](name), { wait: 60000 })
+    await waitUntil(async () => (await raw.command('LLEN', queueOf(name))) === 1, 'our first waiter to queue')
+    assert.equal(await java.ok(`kind ${javaKind}`), javaKind)
+    java.send(`tryLockWait ${name} 30000 -1`)
+    await waitUntil(async () => (await raw.command('LLEN', queueOf(name))) === 2, 'Java to queue')
+    const last = background(client[kind](name), { wait: 60000 })
+    await waitUntil(async () => (await raw.command('LLEN', queueOf(name))) === 3, 'our last waiter to queue')
+    assert.equal((await raw.command('LRANGE', queueOf(name), 0, -1))[1], javaHolder)
 
-  await holder.release()
-  await within(first.promise, WOKEN_WITHIN, 'our first waiter')
-  assert.equal(first.error, null)
-  assert.equal(java.hasReply(), false)
-  assert.equal(last.done, false)
-  await first.held.release()
-  assert.equal(java.expectOk(await java.reply(WOKEN_WITHIN)), 'true') // Java is next, not our last
-  await sleep(300)
-  assert.equal(last.done, false)
-  await java.ok(`unlock ${name}`)
-  await within(last.promise, WOKEN_WITHIN, 'our last waiter')
-  assert.equal(last.error, null)
-  await last.held.release()
-  assert.equal(await raw.command('EXISTS', name, queueOf(name), `redisson_lock_timeout:{${name}}`), 0)
-})
-
-test('a non-reentrant lock is refused to its own holder on both sides', async () => {
-  const { java, raw, client, javaHolder } = env
-  const name = unique('family-non-reentrant')
-  assert.equal(await java.ok('kind nonReentrant'), 'nonReentrant')
-  await java.ok(`lock ${name}`)
-  const again = await java.call(`tryLock ${name}`)
-  assert.equal(again.ok, false, again.line)
-  assert.equal(again.error, 'IllegalMonitorStateException')
-  assert.deepEqual(await raw.hgetall(name), { [javaHolder]: '1' })
-  await java.ok(`unlock ${name}`)
-
-  const lock = client.nonReentrantLock(name)
-  await lock.withLock(async () => {
-    await assert.rejects(lock.acquire({ wait: 1000 }), (e) => e instanceof NonReentrantError && e.lockName === name)
+    await holder.release()
+    await within(first.promise, WOKEN_WITHIN, 'our first waiter')
+    assert.equal(first.error, null)
+    assert.equal(java.hasReply(), false)
+    assert.equal(last.done, false)
+    await first.held.release()
+    assert.equal(java.expectOk(await java.reply(WOKEN_WITHIN)), 'true') // Java is next, not our last
+    await sleep(300)
+    assert.equal(last.done, false)
+    await java.ok(`unlock ${name}`)
+    await within(last.promise, WOKEN_WITHIN, 'our last waiter')
+    assert.equal(last.error, null)
+    await last.held.release()
+    assert.equal(await raw.command('EXISTS', name, queueOf(name), `redisson_lock_timeout:{${name}}`), 0)
   })
-  assert.equal(await raw.command('EXISTS', name), 0)
-})
+}
+
+for (const [kind, javaKind] of [['nonReentrantLock', 'nonReentrant'], ['nonReentrantFairLock', 'nonReentrantFair']]) {
+  test(`${kind} is refused to its own holder on both sides`, async () => {
+    const { java, raw, client, javaHolder } = env
+    const name = unique(`family-non-reentrant-${kind}`)
+    assert.equal(await java.ok(`kind ${javaKind}`), javaKind)
+    await java.ok(`lock ${name}`)
+    const again = await java.call(`tryLock ${name}`)
+    assert.equal(again.ok, false, again.line)
+    assert.equal(again.error, 'IllegalMonitorStateException')
+    assert.deepEqual(await raw.hgetall(name), { [javaHolder]: '1' })
+    await java.ok(`unlock ${name}`)
+
+    const lock = client[kind](name)
+    await lock.withLock(async () => {
+      await assert.rejects(lock.acquire({ wait: 1000 }), (e) => e instanceof NonReentrantError && e.lockName === name)
+    })
+    assert.equal(await raw.command('EXISTS', name, queueOf(name), `redisson_lock_timeout:{${name}}`), 0)
+  })
+}
 
 test('a Java writer and our readers exclude each other', async () => {
   const { java, raw, client, javaHolder } = env

@@ -69,6 +69,34 @@ test('semaphore permits are shared and a release wakes the other side', async ()
   assert.equal(await raw.command('GET', name), '5')
 })
 
+test('releaseIfExists agrees with Redisson: an absent semaphore stays absent, and a release into an existing one wakes the other side', async () => {
+  const { java, raw, client } = env
+  const name = unique('sync-sem-if-exists')
+  const sem = client.semaphore(name)
+  assert.equal(await java.ok(`semReleaseIfExists ${name} 2`), 'false')
+  assert.equal(await sem.releaseIfExists(2), false)
+  assert.equal(await raw.command('EXISTS', name), 0)
+  assert.equal(await java.ok(`semTrySet ${name} 0`), 'true')
+
+  java.send(`semAcquire ${name} 2 20000`) // Java waits for 2; our releaseIfExists wakes it
+  await waitUntil(async () => (await raw.numsub(semChannel(name))) > 0, 'Java to wait on the semaphore')
+  assert.equal(java.hasReply(), false)
+  assert.equal(await sem.releaseIfExists(2), true)
+  assert.equal(java.expectOk(await java.reply(WITHIN)), 'true')
+
+  const waiting = background(() => sem.acquire({ permits: 2, wait: 20000 })) // and the other way
+  await waitUntil(async () => (await raw.numsub(semChannel(name))) > 0, 'our acquire to wait')
+  await sleep(200)
+  assert.equal(waiting.done, false)
+  assert.equal(await java.ok(`semReleaseIfExists ${name} 3`), 'true')
+  await within(waiting.promise, WITHIN, 'our acquire to be woken by Java\'s releaseIfExists')
+  assert.equal(waiting.error, null)
+  assert.equal(await raw.command('GET', name), '1')
+  assert.equal(await sem.delete(), true)
+  assert.equal(await java.ok(`semReleaseIfExists ${name} 1`), 'false')
+  assert.equal(await raw.command('EXISTS', name), 0)
+})
+
 test('a permit id travels between Java and us, and a released id is refused on both sides', async () => {
   const { java, raw, client } = env
   const name = unique('sync-pes')

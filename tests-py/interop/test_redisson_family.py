@@ -1,5 +1,6 @@
 """Every other lock of the family against the real Redisson (4.7.0, in a JVM, see tests-java/):
-FairLock, SpinLock, FencedLock, NonReentrantLock and both halves of the ReadWriteLock.
+FairLock, SpinLock, FencedLock, NonReentrantLock, NonReentrantFairLock and both halves of the
+ReadWriteLock.
 
 For each exclusive kind, both directions: a Java holder blocks our waiter, whose wait is then ended
 by Java's unlock (a wake-up: every lease involved is 30 s or more), and ours blocks a Java waiter
@@ -36,6 +37,13 @@ KINDS: list[tuple[str, str, Make, str, Callable[[str, str], str] | None]] = [
     ("spin_lock", "spin", lambda c, n: c.spin_lock(n), "", None),
     ("fenced_lock", "fenced", lambda c, n: c.fenced_lock(n), "", lambda n, h: channel(n)),
     ("non_reentrant_lock", "nonReentrant", lambda c, n: c.non_reentrant_lock(n), "", lambda n, h: channel(n)),
+    (
+        "non_reentrant_fair_lock",
+        "nonReentrantFair",
+        lambda c, n: c.non_reentrant_fair_lock(n),
+        "",
+        lambda n, h: f"{channel(n)}:{h}",
+    ),
     ("write_lock", "write", lambda c, n: c.read_write_lock(n).write_lock(), ":write", lambda n, h: rw_channel(n)),
 ]
 IDS = [k[0] for k in KINDS]
@@ -85,7 +93,7 @@ def test_our_holder_wakes_a_java_waiter_on_release(java: JavaDriver, client, raw
     assert java.ok(f"tryLock {name}") == "false"
 
     java.send(f"tryLockWait {name} 20000 -1")
-    if kind == "fair_lock":  # Java's waiter is in the queue
+    if kind in ("fair_lock", "non_reentrant_fair_lock"):  # Java's waiter is in the queue
         wait_until(lambda: raw.command("LLEN", f"redisson_lock_queue:{{{name}}}") == 1, what="Java to queue")
     elif waits_on is not None:
         wait_until(lambda: raw.numsub(waits_on(name, "")) > 0, what="Java to subscribe")
@@ -118,19 +126,23 @@ def test_java_force_unlock_reaches_our_lost_signal(java: JavaDriver, fast_client
     assert raw.command("EXISTS", name) == 0
 
 
-def test_a_fair_queue_of_java_and_our_waiters_is_served_in_order(java: JavaDriver, client, other, raw: Raw):
-    name = "family:fair-order"
+FAIR_KINDS = [("fair_lock", "fair"), ("non_reentrant_fair_lock", "nonReentrantFair")]
+
+
+@pytest.mark.parametrize("kind, java_kind", FAIR_KINDS, ids=[k for k, _ in FAIR_KINDS])
+def test_a_fair_queue_of_java_and_our_waiters_is_served_in_order(java: JavaDriver, client, other, raw: Raw, kind, java_kind):
+    name = f"family:fair-order:{kind}"
     queue = f"redisson_lock_queue:{{{name}}}"
-    held = other.fair_lock(name)
+    held = getattr(other, kind)(name)
     assert held.acquire(lease=60)
-    first = Waiter(client, client.fair_lock(name), timeout=60)
+    first = Waiter(client, getattr(client, kind)(name), timeout=60)
     first.start()
     wait_until(lambda: raw.command("LLEN", queue) == 1, what="our first waiter to queue")
-    assert java.ok("kind fair") == "fair"
+    assert java.ok(f"kind {java_kind}") == java_kind
     java_holder = java.holder()  # asked first: the driver answers nothing while it waits
     java.send(f"tryLockWait {name} 30000 -1")
     wait_until(lambda: raw.command("LLEN", queue) == 2, what="Java to queue")
-    last = Waiter(client, client.fair_lock(name), timeout=60)
+    last = Waiter(client, getattr(client, kind)(name), timeout=60)
     last.start()
     wait_until(lambda: raw.command("LLEN", queue) == 3, what="our last waiter to queue")
     assert raw.command("LRANGE", queue, 0, -1) == [first.holder, java_holder, last.holder]
@@ -147,16 +159,20 @@ def test_a_fair_queue_of_java_and_our_waiters_is_served_in_order(java: JavaDrive
     assert raw.command("EXISTS", name, queue, f"redisson_lock_timeout:{{{name}}}") == 0
 
 
-def test_a_non_reentrant_lock_is_refused_to_its_own_holder_on_both_sides(java: JavaDriver, client, raw: Raw):
-    name = "family:non-reentrant"
-    assert java.ok("kind nonReentrant") == "nonReentrant"
+NON_REENTRANT_KINDS = [("non_reentrant_lock", "nonReentrant"), ("non_reentrant_fair_lock", "nonReentrantFair")]
+
+
+@pytest.mark.parametrize("kind, java_kind", NON_REENTRANT_KINDS, ids=[k for k, _ in NON_REENTRANT_KINDS])
+def test_a_non_reentrant_lock_is_refused_to_its_own_holder_on_both_sides(java: JavaDriver, client, raw: Raw, kind, java_kind):
+    name = f"family:non-reentrant:{kind}"
+    assert java.ok(f"kind {java_kind}") == java_kind
     java.ok(f"lock {name}")
     again = java.call(f"tryLock {name}")
     assert not again.ok and again.error == "IllegalMonitorStateException", again.line
     assert raw.hgetall(name) == {java.holder(): "1"}
     java.ok(f"unlock {name}")
 
-    lock = client.non_reentrant_lock(name)
+    lock = getattr(client, kind)(name)
     assert lock.acquire()
     with pytest.raises(crosslock.NonReentrantError) as info:
         lock.acquire(timeout=1)
@@ -164,6 +180,8 @@ def test_a_non_reentrant_lock_is_refused_to_its_own_holder_on_both_sides(java: J
     assert raw.hgetall(name) == {client.holder(): "1"}
     lock.release()
     assert raw.command("EXISTS", name) == 0
+    if kind == "non_reentrant_fair_lock":  # nothing queued by either side's refusal
+        assert raw.command("EXISTS", f"redisson_lock_queue:{{{name}}}", f"redisson_lock_timeout:{{{name}}}") == 0
 
 
 def test_a_java_writer_and_our_readers_exclude_each_other(java: JavaDriver, client, raw: Raw):

@@ -80,6 +80,34 @@ def test_semaphore_permits_are_shared_and_releases_wake_the_other_side(java: Jav
     assert raw.command("GET", name) == "5"
 
 
+def test_release_if_exists_agrees_with_redisson_and_wakes_the_other_side(java: JavaDriver, client, raw: Raw):
+    name = "sync:sem-if-exists"
+    sem = client.semaphore(name)
+    # Absent: neither side creates it.
+    assert java.ok(f"semReleaseIfExists {name} 2") == "false"
+    assert sem.release_if_exists(2) is False
+    assert raw.command("EXISTS", name) == 0
+    assert java.ok(f"semTrySet {name} 0") == "true"
+
+    # Java waits for 2; our release_if_exists wakes it.
+    java.send(f"semAcquire {name} 2 20000")
+    wait_until(lambda: raw.numsub(sem_channel(name)) > 0, what="Java to wait on the semaphore")
+    assert not java.has_reply()
+    assert sem.release_if_exists(2) is True
+    assert java.expect_ok(java.reply(WITHIN)) == "true"
+
+    # We wait for 2; Java's releaseIfExists wakes us.
+    waiting = Background(lambda: sem.acquire(2, timeout=20))
+    wait_until(lambda: raw.numsub(sem_channel(name)) > 0, what="our acquire to wait")
+    assert not waiting.done.wait(0.2)
+    assert java.ok(f"semReleaseIfExists {name} 3") == "true"
+    assert waiting.value() is True
+    assert raw.command("GET", name) == "1"
+    assert sem.delete() is True
+    assert java.ok(f"semReleaseIfExists {name} 1") == "false"
+    assert raw.command("EXISTS", name) == 0
+
+
 def test_a_permit_id_travels_between_java_and_us_and_a_released_id_is_refused_on_both_sides(
     java: JavaDriver, client, raw: Raw
 ):

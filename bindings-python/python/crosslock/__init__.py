@@ -56,7 +56,7 @@ from .errors import (
     WrongTypeError,
 )
 from .count_down_latch import CountDownLatch
-from .fair_lock import FairLock
+from .fair_lock import FairLock, NonReentrantFairLock
 from .fenced_lock import FencedLock
 from .inspect import HolderInfo, Inspection, PermitInfo, QueuedWaiter, Watch, WatchEvent
 from ._lockable import Acquisition
@@ -85,6 +85,7 @@ __all__ = [
     "Backoff",
     "FencedLock",
     "NonReentrantLock",
+    "NonReentrantFairLock",
     "ReadWriteLock",
     "ReadLock",
     "WriteLock",

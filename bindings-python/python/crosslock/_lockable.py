@@ -1,6 +1,7 @@
 """What every lock of the RLock family does in Python: :class:`_Lockable`, the base of
 :class:`~crosslock.Lock`, :class:`~crosslock.FairLock`, :class:`~crosslock.SpinLock`,
-:class:`~crosslock.FencedLock`, :class:`~crosslock.NonReentrantLock` and the read and write locks
+:class:`~crosslock.FencedLock`, :class:`~crosslock.NonReentrantLock`,
+:class:`~crosslock.NonReentrantFairLock` and the read and write locks
 of a :class:`~crosslock.ReadWriteLock`.
 
 One native class (``crosslock._native.Lock``) serves every kind; each public class is a short

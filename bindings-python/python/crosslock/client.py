@@ -15,7 +15,7 @@ from ._limits import _whole
 from ._lockable import _Lockable, _seconds
 from ._routes import Routes, lock_route
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
-from .fair_lock import FairLock
+from .fair_lock import FairLock, NonReentrantFairLock
 from .inspect import Inspection, Watch
 from .fenced_lock import FencedLock
 from .lock import Lock
@@ -330,6 +330,15 @@ class Client:
         :class:`NonReentrantError`. Arguments and errors as for :meth:`lock`."""
         name = self._checked(name, on_lost)
         return NonReentrantLock(self, self._native.non_reentrant_lock(name), on_lost)
+
+    def non_reentrant_fair_lock(
+        self, name: str, *, on_lost: Optional[Callable[[NonReentrantFairLock], object]] = None
+    ) -> NonReentrantFairLock:
+        """The :class:`NonReentrantFairLock` named ``name`` (Redisson's
+        ``getNonReentrantFairLock(name)``): a :class:`FairLock` whose holder's second acquire raises
+        :class:`NonReentrantError`. Arguments and errors as for :meth:`lock`."""
+        name = self._checked(name, on_lost)
+        return NonReentrantFairLock(self, self._native.non_reentrant_fair_lock(name), on_lost)
 
     def read_write_lock(
         self, name: str, *, on_lost: Optional[Callable[[Union[ReadLock, WriteLock]], object]] = None

@@ -1,10 +1,11 @@
-"""The first-come first-served :class:`FairLock`, Redisson's ``RFairLock`` twin."""
+"""The first-come first-served :class:`FairLock`, Redisson's ``RFairLock`` twin, and its
+non-reentrant variant :class:`NonReentrantFairLock`."""
 
 from __future__ import annotations
 
 from ._lockable import _Lockable
 
-__all__ = ["FairLock"]
+__all__ = ["FairLock", "NonReentrantFairLock"]
 
 
 class FairLock(_Lockable):
@@ -26,6 +27,26 @@ class FairLock(_Lockable):
         lock = client.fair_lock("printer")
         with lock:          # served in the order of asking
             ...
+    """
+
+    __slots__ = ()
+
+
+class NonReentrantFairLock(_Lockable):
+    """A :class:`FairLock` its holder cannot re-enter (Redisson 4.4's non-reentrant fair lock,
+    ``getNonReentrantFairLock``): a second acquire by the same thread or asyncio task raises
+    :class:`~crosslock.NonReentrantError` at once, naming the lock, as a
+    :class:`~crosslock.NonReentrantLock` does.
+
+    Get one with :meth:`crosslock.Client.non_reentrant_fair_lock`. Stored exactly as a
+    :class:`FairLock` (the same hash, queue, deadlines and per-waiter channels), so it queues in
+    one line with :class:`FairLock` waiters of the same name, in any language and in Redisson.
+
+    Example::
+
+        lock = client.non_reentrant_fair_lock("printer")
+        with lock:          # served in the order of asking
+            lock.acquire()  # NonReentrantError: release it first
     """
 
     __slots__ = ()

@@ -115,6 +115,16 @@ class Semaphore:
         """:meth:`release` for asyncio."""
         await self._native.release_async(_permits(permits, self.name))
 
+    def release_if_exists(self, permits: int = 1) -> bool:
+        """Gives ``permits`` back only if the semaphore exists (Redisson's ``releaseIfExists``):
+        whether it did. An absent semaphore (never set up, or deleted) stays absent and nobody is
+        woken; :meth:`release` would create it."""
+        return self._native.release_if_exists(_permits(permits, self.name))
+
+    async def release_if_exists_async(self, permits: int = 1) -> bool:
+        """:meth:`release_if_exists` for asyncio."""
+        return await self._native.release_if_exists_async(_permits(permits, self.name))
+
     def available_permits(self) -> int:
         """How many permits are available now (0 when never set)."""
         return self._native.available_permits()

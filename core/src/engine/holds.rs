@@ -48,6 +48,8 @@ pub enum LockKind {
     FencedLock,
     /// [`NonReentrantLock`](crate::NonReentrantLock) (Redisson's non-reentrant lock).
     NonReentrantLock,
+    /// [`NonReentrantFairLock`](crate::NonReentrantFairLock) (Redisson's non-reentrant fair lock).
+    NonReentrantFairLock,
     /// The read lock of a [`ReadWriteLock`](crate::ReadWriteLock).
     ReadLock,
     /// The write lock of a [`ReadWriteLock`](crate::ReadWriteLock).
@@ -72,6 +74,7 @@ impl LockKind {
             LockKind::SpinLock => "spin_lock",
             LockKind::FencedLock => "fenced_lock",
             LockKind::NonReentrantLock => "non_reentrant_lock",
+            LockKind::NonReentrantFairLock => "non_reentrant_fair_lock",
             LockKind::ReadLock => "read_lock",
             LockKind::WriteLock => "write_lock",
             LockKind::Permit => "permit",

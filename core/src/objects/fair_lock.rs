@@ -9,7 +9,10 @@ use crate::engine::family::{Family, Info, LockCore};
 use crate::engine::holds::LockKind;
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy, epoch_ms};
 use crate::error::Result;
+use crate::owner::Owner;
 use crate::scripts;
+
+use super::non_reentrant_lock::refuse_reentry;
 
 use super::{Hash, busy, check_name, lock_type, ms, prefix_name};
 
@@ -19,15 +22,17 @@ use super::{Hash, busy, check_name, lock_type, ms, prefix_name};
 const LINGER: Duration = Duration::from_millis(100);
 
 /// The fair-lock protocol: the RLock's hash, a FIFO queue of waiters with their deadlines, and a
-/// channel per waiter, on which only the queue's head is ever woken.
+/// channel per waiter, on which only the queue's head is ever woken. `REENTRANT` false is
+/// Redisson's non-reentrant fair lock: the same keys and scripts, a second acquire by the holder
+/// refused.
 #[derive(Debug)]
-pub(crate) struct Fair {
+pub(crate) struct Fair<const REENTRANT: bool> {
     hash: Hash,
     queue: String,
     timeouts: String,
 }
 
-impl Fair {
+impl<const REENTRANT: bool> Fair<REENTRANT> {
     /// How long a waiter may take to come back before it is considered dead: the caller's wait
     /// limit, else the client's `fair_lock_wait_timeout` (Redisson's rule).
     fn fair_wait(cx: &Ctx, request: &Request) -> Duration {
@@ -48,7 +53,7 @@ impl Fair {
     }
 }
 
-impl Protocol for Fair {
+impl<const REENTRANT: bool> Protocol for Fair<REENTRANT> {
     type Won = ();
 
     fn name(&self) -> &Arc<str> {
@@ -79,6 +84,7 @@ impl Protocol for Fair {
                     &ms(wait),
                     &epoch_ms(),
                     &single,
+                    &if REENTRANT { "0" } else { "1" },
                 ],
                 Some(&self.hash.name),
             )
@@ -132,7 +138,7 @@ impl Protocol for Fair {
     }
 }
 
-impl Fair {
+impl<const REENTRANT: bool> Fair<REENTRANT> {
     async fn unlock_n(
         &self,
         cx: &Ctx,
@@ -163,8 +169,12 @@ impl Fair {
     }
 }
 
-impl Family for Fair {
-    const KIND: LockKind = LockKind::FairLock;
+impl<const REENTRANT: bool> Family for Fair<REENTRANT> {
+    const KIND: LockKind = if REENTRANT {
+        LockKind::FairLock
+    } else {
+        LockKind::NonReentrantFairLock
+    };
 
     fn for_name(name: Arc<str>) -> Self {
         Fair {
@@ -172,6 +182,13 @@ impl Family for Fair {
             timeouts: prefix_name("redisson_lock_timeout", &name),
             hash: Hash::new(name),
         }
+    }
+
+    fn precheck(&self, cx: &Ctx, owner: Owner) -> Result<()> {
+        if REENTRANT {
+            return Ok(());
+        }
+        refuse_reentry(cx, &self.hash.name, owner, "non-reentrant fair lock")
     }
 
     async fn unlock(
@@ -242,7 +259,7 @@ lock_type! {
     /// guard.release().await?;              // wakes only the next in line
     /// # Ok(()) }
     /// ```
-    pub struct FairLock(Fair) -> ();
+    pub struct FairLock(Fair<true>) -> ();
     what = "fair lock";
 }
 
@@ -269,17 +286,68 @@ impl FairLock {
     /// # Ok(()) }
     /// ```
     pub async fn queue(&self) -> Result<Vec<String>> {
-        let cx = self.core.client.state().await?;
+        self.core.proto.queue_of(&self.core.client).await
+    }
+}
+
+impl<const REENTRANT: bool> Fair<REENTRANT> {
+    async fn queue_of(&self, client: &Client) -> Result<Vec<String>> {
+        let cx = client.state().await?;
         cx.conn
             .query(
-                redis::cmd("LRANGE")
-                    .arg(&self.core.proto.queue)
-                    .arg(0)
-                    .arg(-1),
-                Some(&self.core.proto.queue),
-                Some(self.name()),
+                redis::cmd("LRANGE").arg(&self.queue).arg(0).arg(-1),
+                Some(&self.queue),
+                Some(&*self.hash.name),
             )
             .await
+    }
+}
+
+lock_type! {
+    /// A [`FairLock`] its holder cannot re-enter (Redisson 4.4's non-reentrant fair lock,
+    /// `getNonReentrantFairLock`): a second acquire by the same owner fails at once with
+    /// [`ErrorKind::NonReentrant`](crate::ErrorKind::NonReentrant), naming the lock, instead of
+    /// waiting for itself forever, as a [`NonReentrantLock`](crate::NonReentrantLock) does.
+    /// Stored exactly as a `FairLock` (the same hash, queue, deadlines and per-waiter channels),
+    /// so it queues with `FairLock` waiters of the same name, in any language and in Redisson.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let lock = client.non_reentrant_fair_lock("printer")?;
+    /// let guard = lock.acquire().await?; // served in the order of asking
+    /// let again = lock.acquire().await.unwrap_err();
+    /// assert_eq!(again.kind(), crosslock::ErrorKind::NonReentrant);
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub struct NonReentrantFairLock(Fair<false>) -> ();
+    what = "non-reentrant fair lock";
+}
+
+impl NonReentrantFairLock {
+    /// The waiting holders in queue order (head first), as Redis has them now; as
+    /// [`FairLock::queue`].
+    ///
+    /// # Errors
+    ///
+    /// As [`FairLock::queue`].
+    ///
+    /// # Cancel safety
+    ///
+    /// A query: dropping the future changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let waiting = client.non_reentrant_fair_lock("printer")?.queue().await?;
+    /// println!("{} waiting", waiting.len());
+    /// # Ok(()) }
+    /// ```
+    pub async fn queue(&self) -> Result<Vec<String>> {
+        self.core.proto.queue_of(&self.core.client).await
     }
 }
 
@@ -301,7 +369,30 @@ impl Client {
     pub fn fair_lock(&self, name: &str) -> Result<FairLock> {
         let name = check_name(self, name, "lock")?;
         Ok(FairLock {
-            core: LockCore::new(self.clone(), Fair::for_name(name)),
+            core: LockCore::new(self.clone(), Fair::<true>::for_name(name)),
+        })
+    }
+
+    /// A [`NonReentrantFairLock`] (Redisson's non-reentrant fair lock) named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let lock = client.non_reentrant_fair_lock("printer")?;
+    /// let guard = lock.acquire().await?;
+    /// assert!(lock.try_acquire().await.is_err()); // a second acquire by its holder is refused
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn non_reentrant_fair_lock(&self, name: &str) -> Result<NonReentrantFairLock> {
+        let name = check_name(self, name, "lock")?;
+        Ok(NonReentrantFairLock {
+            core: LockCore::new(self.clone(), Fair::<false>::for_name(name)),
         })
     }
 }

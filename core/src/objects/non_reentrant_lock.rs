@@ -73,23 +73,7 @@ impl Family for NonReentrant {
     }
 
     fn precheck(&self, cx: &Ctx, owner: Owner) -> Result<()> {
-        let key = HoldKey {
-            name: self.hash.name.clone(),
-            owner,
-            suffix: Suffix::None,
-        };
-        if cx.holds.count(&key) > 0 && !cx.holds.is_lost(&key) {
-            return Err(Error::new(
-                ErrorKind::NonReentrant,
-                format!(
-                    "non-reentrant lock '{}' is already held by {}: acquiring it again would wait \
-                     for itself forever; release it first (Redis is unchanged)",
-                    self.hash.name,
-                    cx.holder(owner, Suffix::None)
-                ),
-            ));
-        }
-        Ok(())
+        refuse_reentry(cx, &self.hash.name, owner, "non-reentrant lock")
     }
 
     async fn unlock(
@@ -122,6 +106,28 @@ impl Family for NonReentrant {
     fn token(_won: &()) -> Option<u64> {
         None
     }
+}
+
+/// The refusal of a non-reentrant lock's second acquire by its holder (a [`NonReentrantLock`] or
+/// a [`NonReentrantFairLock`](crate::NonReentrantFairLock)), made from what this process records
+/// before anything is sent; `what` is the kind in the message.
+pub(crate) fn refuse_reentry(cx: &Ctx, name: &Arc<str>, owner: Owner, what: &str) -> Result<()> {
+    let key = HoldKey {
+        name: name.clone(),
+        owner,
+        suffix: Suffix::None,
+    };
+    if cx.holds.count(&key) > 0 && !cx.holds.is_lost(&key) {
+        return Err(Error::new(
+            ErrorKind::NonReentrant,
+            format!(
+                "{what} '{name}' is already held by {}: acquiring it again would wait for itself \
+                 forever; release it first (Redis is unchanged)",
+                cx.holder(owner, Suffix::None)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 lock_type! {

@@ -40,6 +40,23 @@ impl Counter {
             )
             .await
     }
+
+    /// As [`release`](Self::release), but an absent counter stays absent: `None` then.
+    pub(crate) async fn release_if_exists(
+        &self,
+        cx: &Ctx,
+        permits: u32,
+        kind: &'static str,
+    ) -> Result<Option<i64>> {
+        cx.conn
+            .eval(
+                &scripts::SEMAPHORE_RELEASE,
+                &[&self.name, &self.channel],
+                &[&permits, &cx.conn.publish_command(), &"if_exists"],
+                (kind, &*self.name),
+            )
+            .await
+    }
 }
 
 /// One acquire of `permits` permits (the protocol object lives as long as the call).
@@ -318,6 +335,43 @@ impl Semaphore {
         }
         let cx = self.cx().await?;
         self.counter.release(&cx, permits, KIND).await.map(|_| ())
+    }
+
+    /// Gives `permits` back only if the semaphore exists (Redisson's `releaseIfExists`): whether
+    /// it did. An absent counter (never set up, or deleted) is left absent, nothing is published,
+    /// and the answer is `false`; [`release`](Self::release) would create it.
+    ///
+    /// # Errors
+    ///
+    /// As [`release`](Self::release).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let pool = client.semaphore("pool")?;
+    /// assert!(!pool.release_if_exists(1).await?); // never set up: still absent
+    /// pool.try_set_permits(0).await?;
+    /// assert!(pool.release_if_exists(1).await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_if_exists(&self, permits: u32) -> Result<bool> {
+        if permits == 0 {
+            return Err(Error::invalid(format!(
+                "semaphore '{}': release at least 1 permit",
+                self.name()
+            ))
+            .with_lock(self.name()));
+        }
+        let cx = self.cx().await?;
+        self.counter
+            .release_if_exists(&cx, permits, KIND)
+            .await
+            .map(|available| available.is_some())
     }
 
     /// Waits until `permits` permits are taken (0 returns at once).

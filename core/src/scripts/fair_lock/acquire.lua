@@ -3,7 +3,8 @@
 -- "redisson_lock_timeout:{name}".
 -- ARGV[1] lease ms; ARGV[2] holder; ARGV[3] the fair wait ms (how long a waiter may take to come
 -- back before it is considered dead); ARGV[4] now (client epoch ms); ARGV[5] "1" for a single try
--- (never enqueue), "0" otherwise.
+-- (never enqueue), "0" otherwise; ARGV[6] "1" for the non-reentrant fair lock (Redisson 4.4): a
+-- second acquire by the holder is refused with the error NON_REENTRANT_REACQUIRE, as Redisson's.
 -- Returns nil when acquired or re-entered; otherwise how long (ms) to wait at most before trying
 -- again (a message on the caller's own channel may come sooner).
 --
@@ -37,6 +38,7 @@ else
     local held = redis.pcall('hexists', KEYS[1], ARGV[2])
     if type(held) == 'table' then return wrong_type(not_a_lock(KEYS[1]) or 'another type of value') end
     if held == 1 then
+        if ARGV[6] == '1' then return redis.error_reply('NON_REENTRANT_REACQUIRE ' .. ARGV[2]) end
         redis.call('hincrby', KEYS[1], ARGV[2], 1)
         redis.call('pexpire', KEYS[1], ARGV[1])
         return nil

@@ -30,7 +30,8 @@ final class Session {
     private String kind = "lock";
 
     static final java.util.List<String> KINDS =
-            java.util.List.of("lock", "fair", "spin", "fenced", "nonReentrant", "read", "write");
+            java.util.List.of(
+                    "lock", "fair", "spin", "fenced", "nonReentrant", "nonReentrantFair", "read", "write");
 
     /**
      * Runs one command. Returns the result token(s) printed after {@code OK}, or null for a bare
@@ -117,6 +118,9 @@ final class Session {
                 args(a, 2, 2);
                 semaphore(a[1]).release(Integer.parseInt(a[2]));
                 return null;
+            case "semReleaseIfExists":
+                args(a, 2, 2);
+                return Boolean.toString(semaphore(a[1]).releaseIfExists(Integer.parseInt(a[2])));
             case "semAdd":
                 args(a, 2, 2);
                 semaphore(a[1]).addPermits(Integer.parseInt(a[2]));
@@ -258,6 +262,8 @@ final class Session {
                 return client().getFencedLock(name);
             case "nonReentrant":
                 return client().getNonReentrantLock(name);
+            case "nonReentrantFair":
+                return client().getNonReentrantFairLock(name);
             case "read":
                 return client().getReadWriteLock(name).readLock();
             case "write":
