@@ -73,7 +73,7 @@ def test_semaphore_permits_are_shared_and_releases_wake_the_other_side(java: Jav
     wait_until(lambda: raw.numsub(sem_channel(name)) > 0, what="our acquire to wait")
     assert not waiting.done.wait(0.2)
     java.ok(f"semRelease {name} 3")
-    assert waiting.value() is True
+    assert waiting.value()
     assert java.ok(f"semAvailable {name}") == "2"
     sem.release(3)
     assert java.ok(f"semAvailable {name}") == "5"
@@ -101,7 +101,7 @@ def test_release_if_exists_agrees_with_redisson_and_wakes_the_other_side(java: J
     wait_until(lambda: raw.numsub(sem_channel(name)) > 0, what="our acquire to wait")
     assert not waiting.done.wait(0.2)
     assert java.ok(f"semReleaseIfExists {name} 3") == "true"
-    assert waiting.value() is True
+    assert waiting.value()
     assert raw.command("GET", name) == "1"
     assert sem.delete() is True
     assert java.ok(f"semReleaseIfExists {name} 1") == "false"
@@ -177,7 +177,7 @@ def test_a_latch_counted_down_by_one_side_opens_the_other_sides_waiters(java: Ja
     java.ok(f"latchCountDown {name}")
     assert not waiting.done.wait(0.2)
     java.ok(f"latchCountDown {name}")
-    assert waiting.value() is True
+    assert waiting.value()
     assert latch.count() == 0 and java.ok(f"latchCount {name}") == "0"
 
 
