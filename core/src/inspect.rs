@@ -109,6 +109,10 @@ pub struct HolderInfo {
     /// For a reader of a read-write lock: the remaining lease of each of its read holds (a hold
     /// whose lease key is gone is left out).
     pub read_leases: Vec<Duration>,
+    /// The process behind the holder, when it is a crosslock client connected to the node that
+    /// has the key (found by its connection name in `CLIENT LIST`, see [`crate::naming`]);
+    /// `None` for a Redisson holder, a client gone, or a server that refuses `CLIENT LIST`.
+    pub process: Option<crate::ProcessInfo>,
 }
 
 /// A waiter queued on a fair lock.
@@ -130,6 +134,8 @@ pub struct QueuedWaiter {
     /// The deadline (epoch milliseconds) past which it is skipped as dead unless it tries again;
     /// `None` if the queue entry has no deadline.
     pub deadline_ms: Option<i64>,
+    /// The process behind it, as [`HolderInfo::process`].
+    pub process: Option<crate::ProcessInfo>,
 }
 
 /// A permit out of a permit-expirable semaphore.
@@ -189,7 +195,31 @@ pub struct Inspection {
 /// Permits stored without expiry carry this score (Redisson's).
 const NO_EXPIRY: i64 = 922_337_203_685_477;
 
+/// The client part of a holder string (`<client-uuid>:<n>`, or a read-write lock's
+/// `<client-uuid>:<n>:write`).
+fn client_part(holder: &str) -> &str {
+    holder.split(':').next().unwrap_or(holder)
+}
+
 impl Inspection {
+    /// Fills in each holder's and waiter's process from a `CLIENT LIST` reply.
+    fn name_processes(&mut self, client_list: &str) {
+        let found = crate::naming::processes(client_list);
+        let find = |holder: &str| {
+            let id = crate::naming::id_prefix(client_part(holder));
+            found
+                .iter()
+                .find(|(prefix, _)| *prefix == id)
+                .map(|(_, p)| p.clone())
+        };
+        for h in &mut self.holders {
+            h.process = find(&h.holder);
+        }
+        for w in &mut self.queue {
+            w.process = find(&w.holder);
+        }
+    }
+
     /// Whether a lock held under a watchdog of `watchdog_timeout` was renewed within the last
     /// renewal period (a third of it): its TTL is then above two thirds of the timeout, less a
     /// second of slack. `None` when nothing is held. `Some(false)` means the holder is dead,
@@ -282,6 +312,9 @@ impl Inspection {
                     "holder"
                 };
                 let mut line = format!("  {what} {} × {}", h.holder, h.holds);
+                if let Some(p) = &h.process {
+                    line.push_str(&format!(" — {p}"));
+                }
                 if !h.read_leases.is_empty() {
                     let each: Vec<String> = h.read_leases.iter().map(|l| secs(Some(*l))).collect();
                     line.push_str(&format!("; read holds expire in {}", each.join(", ")));
@@ -299,9 +332,13 @@ impl Inspection {
         }
         for (i, w) in self.queue.iter().enumerate() {
             lines.push(format!(
-                "  waiting #{}: {} (skipped as dead {} unless it tries again)",
+                "  waiting #{}: {}{} (skipped as dead {} unless it tries again)",
                 i + 1,
                 w.holder,
+                w.process
+                    .as_ref()
+                    .map(|p| format!(" — {p}"))
+                    .unwrap_or_default(),
                 from_now(w.deadline_ms)
             ));
         }
@@ -342,7 +379,10 @@ impl Inspection {
             let who: Vec<String> = self
                 .holders
                 .iter()
-                .map(|h| format!("{}×{}", h.holder, h.holds))
+                .map(|h| match &h.process {
+                    Some(p) => format!("{}×{} ({} at {})", h.holder, h.holds, p.name, p.address),
+                    None => format!("{}×{}", h.holder, h.holds),
+                })
                 .collect();
             format!("held by {}, {} left", who.join(", "), secs(self.ttl))
         } else if let Some(count) = self.count {
@@ -453,6 +493,7 @@ fn parse(name: &str, reply: &[Value]) -> Result<Inspection> {
             holds: holds.unwrap_or(0),
             write,
             read_leases,
+            process: None,
         });
     }
     let scores: Vec<(String, Option<i64>)> = deadlines
@@ -468,6 +509,7 @@ fn parse(name: &str, reply: &[Value]) -> Result<Inspection> {
                 .find(|(h, _)| *h == holder)
                 .and_then(|(_, s)| *s),
             holder,
+            process: None,
         })
         .collect::<Vec<_>>();
     let permits = permits_raw
@@ -598,7 +640,19 @@ impl Client {
                 Some(&name),
             )
             .await?;
-        parse(&name, &reply)
+        let mut seen = parse(&name, &reply)?;
+        if !seen.holders.is_empty() || !seen.queue.is_empty() {
+            // A second round trip, only when someone holds or waits; a server that refuses
+            // CLIENT LIST (an ACL without it) leaves the processes unknown.
+            match cx.conn.client_list(&name).await {
+                Ok(list) => seen.name_processes(&list),
+                Err(e) => tracing::debug!(
+                    target: "crosslock",
+                    "inspecting '{name}': CLIENT LIST failed, holders' processes unknown: {e}"
+                ),
+            }
+        }
+        Ok(seen)
     }
 
     /// Deletes the lock at `name` whoever holds it, whatever its kind (a lock, fenced, fair or
