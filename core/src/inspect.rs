@@ -46,8 +46,13 @@ pub enum ObjectKind {
     FairLock,
     /// A read-write lock hash (it has a `mode` field).
     ReadWriteLock,
-    /// A counter: a `Semaphore`'s permits or a `CountDownLatch`'s count (Redis cannot tell which).
+    /// A counter: a `Semaphore`'s permits or a `CountDownLatch`'s count, with nobody waiting on
+    /// it (Redis then cannot tell which, nor tell it from an application's counter).
     Counter,
+    /// A `Semaphore`'s permits: a number that waiters are subscribed to as a semaphore's.
+    Semaphore,
+    /// A `CountDownLatch`'s count: a number that waiters are subscribed to as a latch's.
+    CountDownLatch,
     /// A `PermitExpirableSemaphore`: permits available, and the permits out with their deadlines.
     PermitExpirableSemaphore,
     /// Some other Redis value (its `TYPE`), not a crosslock object (a hash whose fields are not
@@ -57,7 +62,8 @@ pub enum ObjectKind {
 
 impl ObjectKind {
     /// A short name: `absent`, `lock`, `fenced_lock`, `fair_lock`, `read_write_lock`, `counter`,
-    /// `permit_expirable_semaphore`, or the Redis type of anything else.
+    /// `semaphore`, `count_down_latch`, `permit_expirable_semaphore`, or the Redis type of
+    /// anything else.
     ///
     /// # Examples
     ///
@@ -72,6 +78,8 @@ impl ObjectKind {
             ObjectKind::FairLock => "fair_lock",
             ObjectKind::ReadWriteLock => "read_write_lock",
             ObjectKind::Counter => "counter",
+            ObjectKind::Semaphore => "semaphore",
+            ObjectKind::CountDownLatch => "count_down_latch",
             ObjectKind::PermitExpirableSemaphore => "permit_expirable_semaphore",
             ObjectKind::Other(t) => t,
         }
@@ -346,10 +354,10 @@ impl Inspection {
             lines.push(format!("  last fencing token: {token}"));
         }
         if let Some(count) = self.count {
-            let label = if self.kind == ObjectKind::PermitExpirableSemaphore {
-                "permits available"
-            } else {
-                "count (semaphore permits or latch count)"
+            let label = match self.kind {
+                ObjectKind::PermitExpirableSemaphore | ObjectKind::Semaphore => "permits available",
+                ObjectKind::CountDownLatch => "count",
+                _ => "count (semaphore permits or latch count)",
             };
             lines.push(format!("  {label}: {count}"));
         }
@@ -641,6 +649,33 @@ impl Client {
             )
             .await?;
         let mut seen = parse(&name, &reply)?;
+        if seen.kind == ObjectKind::Counter {
+            // A semaphore and a latch are both a number; their waiters' channels tell them
+            // apart (one more round trip, only for a number).
+            let channels = [
+                prefix_name("redisson_sc", &name),
+                format!("redisson_countdownlatch__channel__{{{name}}}"),
+            ];
+            let mut cmd = redis::cmd("PUBSUB");
+            cmd.arg(if cx.conn.publish_command() == "spublish" {
+                "SHARDNUMSUB"
+            } else {
+                "NUMSUB"
+            });
+            cmd.arg(&channels[0]).arg(&channels[1]);
+            if let Ok(counts) = cx
+                .conn
+                .query::<Vec<(String, i64)>>(&cmd, None, What::Connection)
+                .await
+            {
+                let waiting = |c: &str| counts.iter().any(|(channel, n)| channel == c && *n > 0);
+                if waiting(&channels[0]) {
+                    seen.kind = ObjectKind::Semaphore;
+                } else if waiting(&channels[1]) {
+                    seen.kind = ObjectKind::CountDownLatch;
+                }
+            }
+        }
         if !seen.holders.is_empty() || !seen.queue.is_empty() {
             // A second round trip, only when someone holds or waits; a server that refuses
             // CLIENT LIST (an ACL without it) leaves the processes unknown.

@@ -388,3 +388,55 @@ async fn the_inspector_names_the_holders_process_behind_sentinel_and_on_a_cluste
     client.close().await;
     other.close().await;
 }
+
+/// A number at `name` with a waiter of `waiting` on it is told apart as that kind.
+async fn assert_waited_counter_told_apart(url: &str) {
+    let client = Client::connect(url).await.unwrap();
+    let semaphore = client.semaphore("slots").unwrap();
+    semaphore.try_set_permits(0).await.unwrap();
+    let latch = client.count_down_latch("batch").unwrap();
+    latch.try_set_count(2).await.unwrap();
+    assert_eq!(
+        client.inspect("slots").await.unwrap().kind,
+        ObjectKind::Counter
+    );
+    let waiter = {
+        let s = client.semaphore("slots").unwrap();
+        tokio::spawn(async move { s.acquire(1).await })
+    };
+    let latch_waiter = {
+        let l = client.count_down_latch("batch").unwrap();
+        tokio::spawn(async move { l.wait().await })
+    };
+    support::until("the semaphore told apart", async || {
+        client.inspect("slots").await.unwrap().kind == ObjectKind::Semaphore
+    })
+    .await;
+    support::until("the latch told apart", async || {
+        client.inspect("batch").await.unwrap().kind == ObjectKind::CountDownLatch
+    })
+    .await;
+    let text = client
+        .inspect("slots")
+        .await
+        .unwrap()
+        .describe(Duration::from_secs(30));
+    assert!(
+        text.contains("semaphore") && text.contains("permits available: 0"),
+        "{text}"
+    );
+    semaphore.release(1).await.unwrap();
+    latch.count_down().await.unwrap();
+    latch.count_down().await.unwrap();
+    waiter.await.unwrap().unwrap();
+    latch_waiter.await.unwrap().unwrap();
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_and_a_latch_with_waiters_are_told_apart() {
+    let server = RedisServer::start();
+    assert_waited_counter_told_apart(&server.url()).await;
+    let cluster = support::Cluster::start();
+    assert_waited_counter_told_apart(&cluster.url()).await;
+}
