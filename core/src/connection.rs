@@ -93,11 +93,9 @@ impl Endpoint {
             .any(|s| url.starts_with(s));
         if !scheme_ok {
             return Err(Error::invalid(format!(
-                "'{}' is not a Redis URL; write redis://[user:password@]host:port/db (or rediss:// \
-                 for TLS, {} for Sentinel, or {} for Cluster)",
+                "'{}' is not a Redis URL: write redis://host:port/db (rediss:// for TLS, \
+                 redis+sentinel://host:port/<master>, redis+cluster://host:port)",
                 redact_url(url),
-                crate::sentinel::FORM,
-                crate::cluster::FORM
             )));
         }
         let info = url.into_connection_info().map_err(|e| {
@@ -2081,6 +2079,15 @@ where
     let e = match tokio::time::timeout(timeouts.connect, connecting).await {
         Ok(Ok(manager)) => return Ok(manager),
         Ok(Err(e)) => e,
+        // A server without TLS reads a TLS greeting as the start of a command and never
+        // answers it.
+        Err(_) if matches!(node.info.addr(), ConnectionAddr::TcpTls { .. }) => {
+            return Err(unreachable(
+                "no answer to the TLS handshake: is TLS enabled on the server? (a server \
+                 without TLS needs redis://, not rediss://)"
+                    .to_owned(),
+            ));
+        }
         Err(_) => return Err(unreachable("no answer".to_owned())),
     };
     let text = e.to_string();
@@ -2109,6 +2116,21 @@ where
                  clients (maxclients); close idle clients or raise maxclients, then retry"
             ),
         )
+    } else if matches!(node.info.addr(), ConnectionAddr::TcpTls { .. })
+        && [
+            "corrupt message",
+            "InvalidContentType",
+            "wrong version number",
+            "eof",
+            "EOF",
+        ]
+        .iter()
+        .any(|sign| text.contains(sign))
+    {
+        unreachable(format!(
+            "{text}; the TLS handshake failed: is TLS enabled on the server? A server without \
+             TLS on this port needs redis:// instead of rediss://"
+        ))
     } else {
         unreachable(text)
     };
@@ -2200,5 +2222,7 @@ mod tests {
             .unwrap();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
         assert!(err.to_string().contains("redis://"));
+        // Short: the expected forms, not their every option.
+        assert!(err.to_string().len() < 200, "{err}");
     }
 }

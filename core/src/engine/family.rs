@@ -524,6 +524,7 @@ impl<P: Family> LockCore<P> {
         let holder = cx.holder(key.owner, self.proto.suffix());
         let before = cx.holds.count(&key).max(1);
         let lease_after = cx.holds.lease_after_release(&key);
+        let on_watchdog = cx.holds.on_watchdog(&key);
         // The clean-up is registered before the hold is forgotten: this client's next acquire of
         // the lock waits for it, so the unlock below cannot meet a fresh hold of the same owner.
         let running = cx.settling.begin(self.name());
@@ -551,18 +552,25 @@ impl<P: Family> LockCore<P> {
                 () = cx.stop.cancelled() => {}
             }
         });
-        self.lost_error(&holder)
+        self.lost_error(&holder, on_watchdog)
     }
 
-    /// The [`ErrorKind::LockLost`] error of a release by `holder` of a hold that was lost.
-    fn lost_error(&self, holder: &str) -> Error {
+    /// The [`ErrorKind::LockLost`] error of a release by `holder` of a hold that was lost;
+    /// `on_watchdog`: the hold was renewed by the watchdog (a longer lease would not help).
+    fn lost_error(&self, holder: &str, on_watchdog: bool) -> Error {
+        let advice = if on_watchdog {
+            "The watchdog was renewing it, so it was force-unlocked or deleted, or no renewal \
+             reached Redis for a whole watchdog timeout (a partition, a paused process): find \
+             who force-unlocks it, and watch the lost-lock signal"
+        } else {
+            "Use a longer lease, or the watchdog, and watch the lost-lock signal"
+        };
         Error::new(
             ErrorKind::LockLost,
             format!(
                 "lock '{}' was lost before {holder} released it: it expired (its lease ran \
                  out without a confirmed renewal) or was force-unlocked, so work done since \
-                 may have overlapped another holder. Use a longer lease, or the watchdog, \
-                 and watch the lost-lock signal",
+                 may have overlapped another holder. {advice}",
                 self.name()
             ),
         )
@@ -587,6 +595,7 @@ impl<P: Family> LockCore<P> {
         };
         let holder = cx.holder(key.owner, self.proto.suffix());
         let was_lost = cx.holds.is_lost(key);
+        let on_watchdog = cx.holds.on_watchdog(key);
         let lease_after = cx.holds.lease_after_release(key);
         let mut sent = Instant::now();
         let mut reply = self.proto.unlock(cx, &holder, lease_after, retry_of).await;
@@ -633,7 +642,7 @@ impl<P: Family> LockCore<P> {
             }
             Some(_) | None if was_lost || cx.holds.forget_lost(key) => {
                 cx.holds.forget_lost(key);
-                Err(self.lost_error(&holder))
+                Err(self.lost_error(&holder, on_watchdog))
             }
             _ => {
                 let current = Box::pin(self.holders_in(cx)).await.unwrap_or_default();
