@@ -57,7 +57,7 @@ from .errors import (
 from .count_down_latch import CountDownLatch
 from .fair_lock import FairLock
 from .fenced_lock import FencedLock
-from .inspect import HolderInfo, Inspection, PermitInfo, QueuedWaiter, Watch, WatchEvent
+from .inspect import HolderInfo, Inspection, PermitInfo, ProcessInfo, QueuedWaiter, Watch, WatchEvent
 from .lock import Lock
 from .multi_lock import MultiLock, RedLock
 from .non_reentrant_lock import NonReentrantLock
@@ -92,6 +92,7 @@ __all__ = [
     "CountDownLatch",
     "Inspection",
     "HolderInfo",
+    "ProcessInfo",
     "QueuedWaiter",
     "PermitInfo",
     "Watch",
