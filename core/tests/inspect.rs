@@ -440,3 +440,43 @@ async fn a_semaphore_and_a_latch_with_waiters_are_told_apart() {
     let cluster = support::Cluster::start();
     assert_waited_counter_told_apart(&cluster.url()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_text_marks_a_holder_of_this_very_client_without_asking_for_processes() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    let lock = client.lock("t:busy").unwrap();
+    assert!(
+        lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let wait = AcquireOptions::new().wait(Duration::from_millis(50));
+    let mine = lock.acquire_as(Owner::new(2), &wait).await.unwrap();
+    assert!(!mine);
+    let e = lock
+        .timeout_error(Owner::new(2), Duration::from_millis(50))
+        .await;
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!(
+            "{}:1 (this client, pid {})",
+            client.id(),
+            std::process::id()
+        )),
+        "{text}"
+    );
+    // Another client's holder is shown as stored (its process is inspect's to find).
+    let theirs = other.lock("t:busy").unwrap();
+    let e = theirs
+        .timeout_error(Owner::new(3), Duration::from_millis(50))
+        .await;
+    assert!(
+        e.to_string()
+            .contains(&format!("held by {}:1;", client.id())),
+        "{e}"
+    );
+    client.close().await;
+    other.close().await;
+}

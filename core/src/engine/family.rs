@@ -649,7 +649,7 @@ impl<P: Family> LockCore<P> {
                 let held_by = if current.is_empty() {
                     "it is not locked".to_owned()
                 } else {
-                    format!("it is held by {}", current.join(", "))
+                    format!("it is held by {}", self.holders_shown(&current))
                 };
                 Err(Error::new(
                     ErrorKind::NotHeld,
@@ -718,12 +718,30 @@ impl<P: Family> LockCore<P> {
             .is_some_and(|cx| cx.holds.is_lost(&self.key(owner)))
     }
 
+    /// Holder strings for an error text: a holder of this very client is marked so (known
+    /// without asking Redis); the process behind another one is `inspect`'s to find (it costs
+    /// a `CLIENT LIST`, which an error path does not wait for).
+    fn holders_shown(&self, holders: &[String]) -> String {
+        let own = self.client.id();
+        holders
+            .iter()
+            .map(|h| {
+                if h.split(':').next() == Some(own.as_str()) {
+                    format!("{h} (this client, pid {})", crate::runtime::pid())
+                } else {
+                    h.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     pub(crate) async fn timeout_error(&self, owner: Owner, waited: Duration) -> Error {
         let holder = format!("{}{}", self.client.holder(owner), self.proto.suffix());
         // Best effort and bounded: Redis may be the reason we timed out.
         let held_by =
             match tokio::time::timeout(Duration::from_millis(200), self.holders_now()).await {
-                Ok(Ok(h)) if !h.is_empty() => format!(", held by {}", h.join(", ")),
+                Ok(Ok(h)) if !h.is_empty() => format!(", held by {}", self.holders_shown(&h)),
                 _ => String::new(),
             };
         Error::new(
