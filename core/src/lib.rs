@@ -116,3 +116,9 @@ pub use watch::{Watch, WatchEvent, WatchEventKind};
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+/// docs/api.md's Rust blocks, compiled as doctests too (tests-py/test_readme.py checks that
+/// every other block of both files is run by a test or says why not).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/api.md")]
+struct ApiDoctests;
