@@ -71,8 +71,9 @@ pub struct PermitInfo {
 pub struct Inspection {
     /// The name inspected.
     pub name: String,
-    /// `absent`, `lock`, `fenced_lock`, `fair_lock`, `read_write_lock`, `counter`,
-    /// `permit_expirable_semaphore`, or the Redis type of anything else.
+    /// `absent`, `lock`, `fenced_lock`, `fair_lock`, `read_write_lock`, `semaphore` or
+    /// `count_down_latch` (a number with waiters subscribed as that kind's), `counter` (a number
+    /// nobody waits on), `permit_expirable_semaphore`, or the Redis type of anything else.
     pub kind: String,
     /// Ms the main key has left (a lock's lease); null without a key or an expiry.
     pub ttl: Option<f64>,

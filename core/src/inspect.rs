@@ -628,6 +628,12 @@ impl Client {
     ///
     /// Cancel-safe: it only reads (one script that changes nothing).
     pub async fn inspect(&self, name: &str) -> Result<Inspection> {
+        self.inspect_with(name, true).await
+    }
+
+    /// [`inspect`](Self::inspect); without `processes` only the script's snapshot (what a
+    /// watch takes every interval: no `CLIENT LIST`, no `PUBSUB NUMSUB` each time).
+    pub(crate) async fn inspect_with(&self, name: &str, processes: bool) -> Result<Inspection> {
         let name = check_name(self, name, "object")?;
         let cx = self.state().await?;
         let queue = prefix_name("redisson_lock_queue", &name);
@@ -649,6 +655,9 @@ impl Client {
             )
             .await?;
         let mut seen = parse(&name, &reply)?;
+        if !processes {
+            return Ok(seen);
+        }
         if seen.kind == ObjectKind::Counter {
             // A semaphore and a latch are both a number; their waiters' channels tell them
             // apart (one more round trip, only for a number).

@@ -66,9 +66,10 @@ class Inspection(TypedDict):
 
     name: str
     kind: str
-    """``absent``, ``lock``, ``fenced_lock``, ``fair_lock``, ``read_write_lock``, ``counter`` (a
-    semaphore's permits or a latch's count), ``permit_expirable_semaphore``, or the Redis type of
-    anything else."""
+    """``absent``, ``lock``, ``fenced_lock``, ``fair_lock``, ``read_write_lock``, ``semaphore`` or
+    ``count_down_latch`` (a number with waiters subscribed as that kind's), ``counter`` (a number
+    nobody waits on: a semaphore's permits, a latch's count, or any application's counter),
+    ``permit_expirable_semaphore``, or the Redis type of anything else."""
     ttl: Optional[float]
     """Seconds the main key has left (a lock's lease); ``None`` without a key or an expiry."""
     holders: List[HolderInfo]
