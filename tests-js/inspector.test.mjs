@@ -8,6 +8,8 @@ import { fileURLToPath } from 'node:url'
 import path from 'node:path'
 
 import { startRedis } from './helpers/redis-server.mjs'
+import { startCluster } from './helpers/cluster.mjs'
+import { startSentinelGroup } from './helpers/sentinel.mjs'
 import { RawRedis } from './helpers/resp.mjs'
 import { crosslock, waitUntil } from './helpers/util.mjs'
 
@@ -51,6 +53,9 @@ test('inspect, scan and the command line see Node and Python holders', async (t)
   const seen = await client.inspect('insp:orders')
   assert.equal(seen.kind, 'lock')
   assert.deepEqual(seen.holders.map((h) => [h.holder, h.clientId, h.holds, h.write]), [[`${client.id}:7`, client.id, 2, false]])
+  const me = seen.holders[0].process
+  assert.deepEqual([me.language, me.pid, me.host, me.name], ['js', process.pid, '127.0.0.1', `crosslock-js-${process.pid}-${client.id.replace(/-/g, '').slice(0, 8)}`])
+  assert.ok(me.address.startsWith('127.0.0.1:'), me.address)
   assert.ok(seen.ttl > 20000 && seen.ttl <= 30000, String(seen.ttl))
   const ledger = await client.inspect('insp:ledger')
   assert.deepEqual([ledger.kind, ledger.token, ledger.holders.length], ['fenced_lock', 1, 0])
@@ -58,6 +63,8 @@ test('inspect, scan and the command line see Node and Python holders', async (t)
   assert.equal(catalog.mode, 'write')
   assert.equal(catalog.holders[0].clientId, pythonId)
   assert.equal(catalog.holders[0].write, true)
+  assert.equal(catalog.holders[0].process.language, 'py')
+  assert.ok(catalog.holders[0].process.name.endsWith(pythonId.replace(/-/g, '').slice(0, 8)))
   assert.equal((await client.inspect('insp:nothing')).kind, 'absent')
   assert.deepEqual(await client.scan('insp:*'), ['insp:catalog', 'insp:ledger', 'insp:orders'])
   await assert.rejects(client.scan(''), (e) => e.code === 'INVALID_ARGUMENT')
@@ -67,12 +74,22 @@ test('inspect, scan and the command line see Node and Python holders', async (t)
   assert.equal(run.status, 0, run.stderr)
   assert.match(run.stdout, /read write lock, write mode/)
   assert.ok(run.stdout.includes(`writer ${pythonId}`), run.stdout)
+  assert.ok(run.stdout.includes(`Python pid ${catalog.holders[0].process.pid} on 127.0.0.1`), run.stdout)
+  // The Python CLI's grammar too: options before the command.
+  run = spawnSync(process.execPath, [CLI, '--json', 'inspect', 'insp:orders', '--url', env.server.url], { encoding: 'utf8', timeout: 60000 })
+  assert.equal(JSON.parse(run.stdout).holders[0].process.language, 'js')
   run = cli('inspect', 'insp:orders', '--json')
   assert.equal(JSON.parse(run.stdout).holders[0].holds, 2)
   assert.equal(cli('inspect', 'insp:nothing').status, 1)
+  // Only what is recognisably ours by default; --all shows an app's keys too.
+  await raw.command('SET', 'insp:app-counter', '7')
   run = cli('list', 'insp:*')
   assert.deepEqual(run.stdout.trim().split('\n').map((l) => l.split('\t').slice(0, 2)),
     [['insp:catalog', 'read_write_lock'], ['insp:ledger', 'fenced_lock'], ['insp:orders', 'lock']])
+  run = cli('list', 'insp:*', '--all')
+  assert.deepEqual(run.stdout.trim().split('\n').map((l) => l.split('\t').slice(0, 2)),
+    [['insp:app-counter', 'counter'], ['insp:catalog', 'read_write_lock'], ['insp:ledger', 'fenced_lock'], ['insp:orders', 'lock']])
+  await raw.command('DEL', 'insp:app-counter')
   run = cli('force-unlock', 'insp:catalog', '--yes')
   assert.equal(run.status, 0, run.stderr)
   assert.ok(run.stdout.includes(pythonId), run.stdout)
@@ -178,3 +195,42 @@ test('client.watch is an async iterator that ends when closed', async () => {
   setTimeout(() => idle.close(), 100)
   assert.equal(await loop, 'ended')
 })
+
+test('clientName names every connection; a bad one is refused', async () => {
+  const named = await crosslock.connect(env.server.url, { clientName: 'orders-api' })
+  try {
+    const name = `orders-api-js-${process.pid}-${named.id.replace(/-/g, '').slice(0, 8)}`
+    const held = await named.lock('insp:named').acquire()
+    await waitUntil(async () => String(await env.raw.command('CLIENT', 'LIST')).includes(name), 'the connection named')
+    assert.equal((await env.client.inspect('insp:named')).holders[0].process.name, name)
+    await held.release()
+  } finally {
+    await named.close()
+  }
+  for (const bad of ['two words', '', 'x'.repeat(65)]) {
+    await assert.rejects(crosslock.connect(env.server.url, { clientName: bad }), (e) => e.code === 'INVALID_ARGUMENT' && /client_name/.test(e.message))
+  }
+  await assert.rejects(crosslock.connect(env.server.url, { clientName: 7 }), (e) => e.code === 'INVALID_ARGUMENT')
+})
+
+for (const [topology, start] of [['Sentinel', startSentinelGroup], ['Cluster', startCluster]]) {
+  test(`the holder's process is named behind ${topology}`, async () => {
+    const deployment = await start()
+    const holder = await crosslock.connect(deployment.url, { connectTimeout: 8000 })
+    const other = await crosslock.connect(deployment.url, { connectTimeout: 8000 })
+    try {
+      for (const name of ['insp:a', 'insp:b', 'insp:c', 'insp:d']) {
+        const held = await holder.lock(name).acquire()
+        const p = (await other.inspect(name)).holders[0].process
+        assert.ok(p, `no process for ${name}`)
+        assert.deepEqual([p.language, p.pid], ['js', process.pid])
+        assert.ok(p.name.endsWith(holder.id.replace(/-/g, '').slice(0, 8)), p.name)
+        await held.release()
+      }
+    } finally {
+      await holder.close()
+      await other.close()
+      await deployment.stop()
+    }
+  })
+}

@@ -106,6 +106,11 @@ describe('one sentinel group', () => {
     const client = await run(crosslock.connect)
     clients.push(client)
     assert.match(client.address, /^master 'crosslock' via sentinels/)
+    // The waitForReplicas line, with this group as its `url`.
+    const [replicas] = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]).filter((b) => b.includes('waitForReplicas'))
+    const synced = await new AsyncFunction('connect', 'url', `${replicas}\nreturn client`)(crosslock.connect, group.url)
+    clients.push(synced)
+    await (await synced.lock('js:sentinel:readme-synced').acquire()).release()
   })
 
   test('waitForReplicas: an acquisition returns once the replica has it, or is given back', async () => {

@@ -192,6 +192,10 @@ def test_a_fair_lock_release_on_a_read_write_lock_and_a_permit_release_on_a_lock
     before = {k: raw.command("DUMP", k) for k in raw.command("KEYS", "*")}
     with pytest.raises(crosslock.WrongTypeError, match="read-write lock"):
         client.fair_lock("mix:rw").release()
-    with pytest.raises(crosslock.WrongTypeError):
+    with pytest.raises(crosslock.WrongTypeError) as e:
         client.permit_expirable_semaphore("mix:lock").release("0123456789abcdef0123456789abcdef")
+    assert "script:" not in str(e.value) and "user_script" not in str(e.value), str(e.value)
+    with pytest.raises(crosslock.WrongTypeError) as e:
+        client.semaphore("mix:lock").release()
+    assert "user_script" not in str(e.value) and "holds a hash" in str(e.value), str(e.value)
     assert {k: raw.command("DUMP", k) for k in raw.command("KEYS", "*")} == before

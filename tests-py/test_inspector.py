@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -63,17 +64,24 @@ def test_inspect_list_and_force_unlock_see_python_node_and_java_holders(url, cli
     assert client.semaphore("insp:slots").try_set_permits(3)
 
     seen = client.inspect("insp:orders")
+    me = {"language": "py", "pid": os.getpid(), "host": "127.0.0.1", "name": f"crosslock-py-{os.getpid()}-{client.id.replace('-', '')[:8]}"}
     assert seen["kind"] == "lock" and seen["holders"] == [
-        {"holder": client.holder(), "client_id": client.id, "holds": 2, "write": False, "read_leases": []}
+        {"holder": client.holder(), "client_id": client.id, "holds": 2, "write": False, "read_leases": [],
+         "process": {**me, "address": seen["holders"][0]["process"]["address"]}}
     ]
+    assert seen["holders"][0]["process"]["address"].startswith("127.0.0.1:")
     assert 20 < seen["ttl"] <= 30
     seen = client.inspect("insp:printer")
     assert seen["kind"] == "fair_lock"
     assert [h["holder"] for h in seen["holders"]] == [java_holder]
+    assert seen["holders"][0]["process"] is None, "a Redisson holder is shown as it is"
     assert len(seen["queue"]) == 1 and seen["queue"][0]["deadline"] is not None
+    assert seen["queue"][0]["process"]["name"] == me["name"]
     seen = client.inspect("insp:catalog")
     assert seen["kind"] == "read_write_lock" and seen["mode"] == "read"
     assert seen["holders"][0]["client_id"] == node_id and len(seen["holders"][0]["read_leases"]) == 1
+    node_process = seen["holders"][0]["process"]
+    assert node_process["language"] == "js" and node_process["name"].endswith(node_id.replace("-", "")[:8])
     assert client.inspect("insp:slots")["count"] == 3
     assert client.inspect("insp:nothing")["kind"] == "absent"
     assert client.scan("insp:*") == ["insp:catalog", "insp:orders", "insp:printer", "insp:slots"]
@@ -90,10 +98,27 @@ def test_inspect_list_and_force_unlock_see_python_node_and_java_holders(url, cli
     # A holder whose lease is below two thirds of the watchdog timeout was not renewed lately.
     assert "not renewed" not in cli(url, "inspect", "insp:orders").stdout
     assert "not renewed within the last 100 s" in cli(url, "--watchdog-timeout", "300", "inspect", "insp:orders").stdout
+    out = cli(url, "inspect", "insp:orders")
+    assert f"Python pid {os.getpid()} on 127.0.0.1" in out.stdout and me["name"] in out.stdout, out.stdout
+    assert f"Node.js pid {node_process['pid']}" in cli(url, "inspect", "insp:catalog").stdout
+    # The Python CLI takes the Node CLI's grammar: options after the command and its NAME.
+    out = subprocess.run([sys.executable, "-m", "crosslock", "inspect", "insp:orders", "--url", url, "--json"],
+                         capture_output=True, text=True, env=python_env(), timeout=60)
+    assert out.returncode == 0 and json.loads(out.stdout)["holders"][0]["holds"] == 2, out.stderr
+    # A list shows only what is recognisably ours (an idle semaphore is a number like any app's
+    # key); --all shows everything.
+    raw.command("SET", "insp:app-counter", "7")
+    raw.command("HSET", "insp:app-hash", "field", "x")
     out = cli(url, "list", "insp:*")
     assert [line.split("\t")[:2] for line in out.stdout.splitlines()] == [
-        ["insp:catalog", "read_write_lock"], ["insp:orders", "lock"], ["insp:printer", "fair_lock"], ["insp:slots", "counter"],
+        ["insp:catalog", "read_write_lock"], ["insp:orders", "lock"], ["insp:printer", "fair_lock"],
     ]
+    out = cli(url, "list", "insp:*", "--all")
+    assert [line.split("\t")[:2] for line in out.stdout.splitlines()] == [
+        ["insp:app-counter", "counter"], ["insp:app-hash", "hash"], ["insp:catalog", "read_write_lock"],
+        ["insp:orders", "lock"], ["insp:printer", "fair_lock"], ["insp:slots", "counter"],
+    ]
+    raw.command("DEL", "insp:app-counter", "insp:app-hash")
 
     # force-unlock asks first; "n" leaves the lock alone, --yes deletes it and the queue moves on.
     out = cli(url, "force-unlock", "insp:printer", stdin="n\n")
@@ -245,3 +270,42 @@ def test_watch_from_the_library_sync_and_asyncio(url, client):
             await aclient.aclose()
 
     assert asyncio.run(asyncio.wait_for(follow(), 10)) == ["1 → 2"]
+
+
+def test_help_is_plain_text_and_options_go_anywhere():
+    out = subprocess.run([sys.executable, "-m", "crosslock", "--help"], capture_output=True, text=True,
+                         env=python_env(), timeout=60)
+    assert out.returncode == 0
+    assert "``" not in out.stdout and ":class:" not in out.stdout, out.stdout
+    assert "crosslock inspect orders:42 --url" in out.stdout
+
+
+def test_connection_names_and_a_bad_client_name(url, raw: Raw):
+    with crosslock.connect(url, client_name="orders-api") as named:
+        name = f"orders-api-py-{os.getpid()}-{named.id.replace('-', '')[:8]}"
+        with named.lock("insp:named"):
+            wait_until(lambda: name in raw.command("CLIENT", "LIST"), what="the connection named")
+            with crosslock.connect(url) as other:
+                assert other.inspect("insp:named")["holders"][0]["process"]["name"] == name
+    for bad in ("two words", "", "x" * 65):
+        with pytest.raises(crosslock.InvalidArgumentError, match="client_name"):
+            crosslock.connect(url, client_name=bad)
+    with pytest.raises(crosslock.InvalidArgumentTypeError):
+        crosslock.connect(url, client_name=7)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("topology", ["sentinel", "cluster"])
+def test_the_holders_process_is_named_behind_sentinel_and_on_a_cluster(topology):
+    from support import Cluster, SentinelGroup
+
+    deployment = SentinelGroup() if topology == "sentinel" else Cluster()
+    try:
+        with crosslock.connect(deployment.url, connect_timeout=8.0) as holder, \
+                crosslock.connect(deployment.url, connect_timeout=8.0) as other:
+            for name in ["insp:a", "insp:b", "insp:c", "insp:d"]:
+                with holder.lock(name):
+                    process = other.inspect(name)["holders"][0]["process"]
+                    assert process is not None and process["pid"] == os.getpid() and process["language"] == "py"
+                    assert process["name"].endswith(holder.id.replace("-", "")[:8])
+    finally:
+        deployment.stop()

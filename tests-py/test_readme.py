@@ -78,3 +78,56 @@ def test_readme_python_asyncio_example_runs(url, raw):
     with crosslock.connect(url) as client:
         exec(compile(blocks[5], "README.md (asyncio)", "exec"), {"client": client, "crosslock": crosslock})
     assert raw.command("EXISTS", "orders:42") == 0
+
+
+DOCS = [README, README.parent / "docs" / "api.md"]
+ROOT = README.parent
+LIB_RS = ROOT / "core" / "src" / "lib.rs"
+_MARK = re.compile(r"^<!-- (run by: (?P<by>\S+)|not run: (?P<why>.+?)) -->$")
+
+
+def code_blocks(path: Path) -> list[tuple[int, str, str, str]]:
+    """Every fenced block of `path`: (line, info string, section heading, the line above)."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    blocks, section, i = [], "", 0
+    while i < len(lines):
+        if lines[i].startswith("## "):
+            section = lines[i][3:].strip()
+        m = re.match(r"^```(\S*)", lines[i])
+        if m:
+            blocks.append((i + 1, m.group(1), section, lines[i - 1] if i else ""))
+            i += 1
+            while not lines[i].startswith("```"):
+                i += 1
+        i += 1
+    return blocks
+
+
+def test_every_code_block_of_the_docs_is_run_or_says_why_not():
+    """Each block of README.md and docs/api.md (a block added later included) is either Rust,
+    compiled by rustdoc through core/src/lib.rs, or marked on the line above with
+    ``<!-- run by: <test file> -->`` (a test file that reads that document's section) or
+    ``<!-- not run: <why> -->``."""
+    lib = LIB_RS.read_text(encoding="utf-8")
+    problems = []
+    for path in DOCS:
+        name = path.relative_to(ROOT).as_posix()
+        assert f'include_str!("../../{name}")' in lib, f"{name} is not compiled by rustdoc (core/src/lib.rs)"
+        for line, info, section, above in code_blocks(path):
+            where = f"{name}:{line} ({info or 'no language'}, section {section!r})"
+            if info.split(",")[0] == "rust":
+                continue  # a doctest of core (`rust,no_run` is compiled too)
+            mark = _MARK.match(above.strip())
+            if not mark:
+                problems.append(f"{where}: no <!-- run by: … --> or <!-- not run: … --> above it")
+            elif mark.group("by"):
+                test = ROOT / mark.group("by")
+                if not test.is_file():
+                    problems.append(f"{where}: {mark.group('by')} does not exist")
+                else:
+                    text = test.read_text(encoding="utf-8")
+                    if path.name not in text or f"## {section}" not in text:
+                        problems.append(f"{where}: {mark.group('by')} does not read {path.name}'s '## {section}'")
+            elif len(mark.group("why").split()) < 3:
+                problems.append(f"{where}: say why it is not run")
+    assert not problems, "\n".join(problems)

@@ -244,3 +244,10 @@ def test_the_readme_deployments_example_runs(group, capsys):
     exec(compile(block.replace(url, group.url), "README.md (deployments)", "exec"), namespace)
     assert namespace["client"].closed
     assert capsys.readouterr().out.startswith("held on master 'crosslock' via sentinels 127.0.0.1:")
+    # The wait_for_replicas line, with this group as its `url`.
+    (replicas,) = [b for b in re.findall(r"```python\n(.*?)```", section, flags=re.S) if "wait_for_replicas" in b]
+    namespace = {"crosslock": crosslock, "url": group.url}
+    exec(compile(replicas, "README.md (wait_for_replicas)", "exec"), namespace)
+    with namespace["client"] as client:
+        with client.lock("py:sentinel:readme-synced"):
+            pass

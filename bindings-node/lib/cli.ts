@@ -4,7 +4,8 @@
  * Python, Rust or Java's Redisson. The twin of Python's `python -m crosslock`, same output.
  *
  *     crosslock inspect NAME [--url URL] [--json]       who holds NAME, for how long, who waits
- *     crosslock list [PATTERN] [--url URL] [--json]     the objects whose names match (SCAN, never KEYS)
+ *     crosslock list [PATTERN] [--url URL] [--json]     the crosslock/Redisson objects whose names match
+ *                   [--all]                             (SCAN, never KEYS); --all: every key
  *     crosslock watch NAME [--url URL] [--json]         follow NAME live until Ctrl-C: acquire, release,
  *                                                       expiry, force-unlock, queue and count changes
  *     crosslock force-unlock NAME [--url URL] [--yes]   delete a lock whoever holds it (asks first)
@@ -25,20 +26,27 @@ function checked(name: string | undefined): string {
   return name
 }
 
-const USAGE = `usage: crosslock [--url URL] [--watchdog-timeout SECONDS] inspect NAME [--json]
-       crosslock [--url URL] list [PATTERN] [--limit N] [--json]
-       crosslock [--url URL] watch NAME [--interval SECONDS] [--json]
-       crosslock [--url URL] [--watchdog-timeout SECONDS] force-unlock NAME [--yes] [--json]`
+const USAGE = `usage: crosslock inspect NAME [--url URL] [--watchdog-timeout SECONDS] [--json]
+       crosslock list [PATTERN] [--url URL] [--limit N] [--all] [--json]
+       crosslock watch NAME [--url URL] [--interval SECONDS] [--json]
+       crosslock force-unlock NAME [--url URL] [--watchdog-timeout SECONDS] [--yes] [--json]
+Options go before or after the command and its NAME. The server is --url, else $CROSSLOCK_URL,
+else redis://127.0.0.1:6379/0. list shows what is recognisably crosslock's or Redisson's; --all
+shows every key (an idle semaphore or latch is a string holding a number, like any app counter).`
 
-interface Args { url: string, command: string, rest: string[], json: boolean, yes: boolean, limit: number, watchdogMs: number, intervalMs: number }
+/** What a list shows by default: what only crosslock or Redisson leave. */
+const OURS = new Set(['lock', 'fenced_lock', 'fair_lock', 'read_write_lock', 'permit_expirable_semaphore', 'semaphore', 'count_down_latch'])
+
+interface Args { url: string, command: string, rest: string[], json: boolean, yes: boolean, all: boolean, limit: number, watchdogMs: number, intervalMs: number }
 
 function parse(argv: string[]): Args | string {
-  const args: Args = { url: process.env.CROSSLOCK_URL || 'redis://127.0.0.1:6379/0', command: '', rest: [], json: false, yes: false, limit: 1000, watchdogMs: 30000, intervalMs: 100 }
+  const args: Args = { url: process.env.CROSSLOCK_URL || 'redis://127.0.0.1:6379/0', command: '', rest: [], json: false, yes: false, all: false, limit: 1000, watchdogMs: 30000, intervalMs: 100 }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string
     if (a === '--url') args.url = argv[++i] ?? ''
     else if (a === '--json') args.json = true
     else if (a === '--yes') args.yes = true
+    else if (a === '--all') args.all = true
     else if (a === '--limit') args.limit = Number(argv[++i])
     else if (a === '--watchdog-timeout') args.watchdogMs = Number(argv[++i]) * 1000
     else if (a === '--interval') args.intervalMs = Number(argv[++i]) * 1000
@@ -80,7 +88,7 @@ export async function main(argv: string[], out: (line: string) => void = console
     if (args.command === 'list') {
       for (const name of await client.scan(args.rest[0] ?? '*', { limit: args.limit })) {
         const { inspection, line } = await viaNative(() => native.describe(name, args.watchdogMs))
-        out(args.json ? JSON.stringify(inspection) : line)
+        if (args.all || OURS.has(inspection.kind)) out(args.json ? JSON.stringify(inspection) : line)
       }
       return 0
     }

@@ -65,6 +65,13 @@ export interface ConnectOptions {
   waitForReplicas?: number | undefined
   /** How long to wait for those replicas, in milliseconds (default 1000). */
   replicaWaitTimeout?: number | undefined
+  /**
+   * What this process is called in `CLIENT LIST`: every connection is named
+   * `<clientName>-js-<pid>-<first 8 hex digits of the client id>` (default `crosslock`), so
+   * `crosslock inspect` can name the process behind a holder. 1 to 64 printable ASCII
+   * characters without spaces (else `InvalidArgumentError`).
+   */
+  clientName?: string | undefined
 }
 
 /** The keys of {@link ConnectOptions}. */
@@ -77,6 +84,7 @@ const CONNECT_KEYS = [
   'tlsCaCert',
   'waitForReplicas',
   'replicaWaitTimeout',
+  'clientName',
 ] as const
 
 function checkConnectOptions(options: unknown): native.ConnectOptions {
@@ -96,6 +104,11 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
   const replicas = o.waitForReplicas
   if (replicas !== undefined && replicas !== null) {
     out.waitForReplicas = checkWhole(replicas, 'replicas', 'waitForReplicas (leave it out not to wait)')
+  }
+  const clientName = o.clientName
+  if (clientName !== undefined && clientName !== null) {
+    if (typeof clientName !== 'string') throw invalidArgument('type', `clientName must be a string, got ${typeof clientName}`)
+    out.clientName = clientName
   }
   const ca = o.tlsCaCert
   if (ca !== undefined && ca !== null) {

@@ -29,7 +29,7 @@
 import { Client, type ConnectOptions } from './client'
 
 export { Client, type ConnectOptions } from './client'
-export type { Inspection, HolderInfo, QueuedWaiter, PermitInfo, WatchEvent } from '../native'
+export type { Inspection, HolderInfo, ProcessInfo, QueuedWaiter, PermitInfo, WatchEvent } from '../native'
 export { Watch } from './watch'
 export { Lockable, type AcquireOptions, type OwnerOptions } from './lockable'
 export { HeldLock } from './held'

@@ -28,6 +28,9 @@ pub struct ConnectOptions {
     pub wait_for_replicas: Option<u32>,
     /// How long to wait for those replicas (default 1000).
     pub replica_wait_timeout: Option<f64>,
+    /// What this process's connections are called in `CLIENT LIST` (`<clientName>-js-<pid>-<id8>`;
+    /// default `crosslock`).
+    pub client_name: Option<String>,
 }
 
 /// A lock of this client that a renewal found gone.
@@ -57,6 +60,7 @@ pub struct BackoffOptions {
 
 fn options(options: Option<ConnectOptions>) -> crosslock::Result<crosslock::ClientOptions> {
     let duration_from_millis = |ms: f64, what: &str| crosslock::ffi::duration(ms, 0.001, what);
+    crosslock::ffi::set_language("js");
     let mut out = crosslock::ClientOptions::new();
     let Some(o) = options else { return Ok(out) };
     if let Some(ms) = o.connect_timeout {
@@ -83,6 +87,9 @@ fn options(options: Option<ConnectOptions>) -> crosslock::Result<crosslock::Clie
             None => std::time::Duration::from_secs(1),
         };
         out = out.wait_for_replicas(replicas, wait);
+    }
+    if let Some(name) = o.client_name {
+        out = out.client_name(name);
     }
     Ok(out)
 }

@@ -3,6 +3,31 @@
 
 use napi_derive::napi;
 
+/// The process behind a holder: a crosslock client connected to the node that has the key.
+#[napi(object)]
+pub struct ProcessInfo {
+    /// `rs`, `py` or `js`.
+    pub language: String,
+    /// Its process id (on its own host).
+    pub pid: u32,
+    /// The host it connects from, as the server sees it.
+    pub host: String,
+    /// Its connection's `host:port`, as the server sees it.
+    pub address: String,
+    /// Its connection name, `<clientName>-<language>-<pid>-<id8>`.
+    pub name: String,
+}
+
+fn process(p: Option<crosslock::ProcessInfo>) -> Option<ProcessInfo> {
+    p.map(|p| ProcessInfo {
+        language: p.language,
+        pid: p.pid,
+        host: p.host,
+        address: p.address,
+        name: p.name,
+    })
+}
+
 /// One holder of a lock.
 #[napi(object)]
 pub struct HolderInfo {
@@ -16,6 +41,9 @@ pub struct HolderInfo {
     pub write: bool,
     /// For a reader: the ms left on each of its read holds.
     pub read_leases: Vec<f64>,
+    /// The process behind it, when it is a crosslock client that can be found; null otherwise
+    /// (a Redisson holder, a client gone).
+    pub process: Option<ProcessInfo>,
 }
 
 /// A waiter queued on a fair lock.
@@ -25,6 +53,8 @@ pub struct QueuedWaiter {
     pub holder: String,
     /// Epoch ms past which it is skipped as dead unless it tries again.
     pub deadline: Option<f64>,
+    /// The process behind it, as a holder's.
+    pub process: Option<ProcessInfo>,
 }
 
 /// A permit out of a permit-expirable semaphore.
@@ -41,8 +71,9 @@ pub struct PermitInfo {
 pub struct Inspection {
     /// The name inspected.
     pub name: String,
-    /// `absent`, `lock`, `fenced_lock`, `fair_lock`, `read_write_lock`, `counter`,
-    /// `permit_expirable_semaphore`, or the Redis type of anything else.
+    /// `absent`, `lock`, `fenced_lock`, `fair_lock`, `read_write_lock`, `semaphore` or
+    /// `count_down_latch` (a number with waiters subscribed as that kind's), `counter` (a number
+    /// nobody waits on), `permit_expirable_semaphore`, or the Redis type of anything else.
     pub kind: String,
     /// Ms the main key has left (a lock's lease); null without a key or an expiry.
     pub ttl: Option<f64>,
@@ -74,6 +105,7 @@ impl From<crosslock::Inspection> for Inspection {
                     holds: h.holds as f64,
                     write: h.write,
                     read_leases: h.read_leases.iter().map(|d| d.as_millis() as f64).collect(),
+                    process: process(h.process),
                 })
                 .collect(),
             mode: i.mode,
@@ -83,6 +115,7 @@ impl From<crosslock::Inspection> for Inspection {
                 .map(|w| QueuedWaiter {
                     holder: w.holder,
                     deadline: w.deadline_ms.map(|d| d as f64),
+                    process: process(w.process),
                 })
                 .collect(),
             token: i.token.map(|t| t as f64),

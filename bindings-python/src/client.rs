@@ -35,6 +35,7 @@ pub(crate) struct PyClient {
     client: Client,
 }
 
+#[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
 fn options(
     connect_timeout: f64,
     response_timeout: f64,
@@ -43,6 +44,7 @@ fn options(
     tls_ca_cert: Option<Vec<u8>>,
     wait_for_replicas: Option<u32>,
     replica_wait_timeout: f64,
+    client_name: Option<String>,
 ) -> crosslock::Result<ClientOptions> {
     let secs = |value: f64, what: &str| ffi::duration(value, 1.0, what);
     let mut options = ClientOptions::new()
@@ -59,6 +61,9 @@ fn options(
             secs(replica_wait_timeout, "replica_wait_timeout")?,
         );
     }
+    if let Some(name) = client_name {
+        options = options.client_name(name);
+    }
     Ok(options)
 }
 
@@ -67,7 +72,7 @@ impl PyClient {
     /// Connects (blocking, GIL released). Raises `RedisUnavailableError` naming `host:port` when
     /// the server cannot be reached within `connect_timeout` seconds.
     #[staticmethod]
-    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0))]
+    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0, client_name = None))]
     #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
     fn connect(
         py: Python<'_>,
@@ -79,6 +84,7 @@ impl PyClient {
         tls_ca_cert: Option<Vec<u8>>,
         wait_for_replicas: Option<u32>,
         replica_wait_timeout: f64,
+        client_name: Option<String>,
     ) -> PyResult<PyClient> {
         let options = options(
             connect_timeout,
@@ -88,6 +94,7 @@ impl PyClient {
             tls_ca_cert,
             wait_for_replicas,
             replica_wait_timeout,
+            client_name,
         )
         .map_err(|e| to_py_err(py, e, None))?;
         let client = runtime::wait(
@@ -101,7 +108,7 @@ impl PyClient {
 
     /// As `connect`, as an awaitable.
     #[staticmethod]
-    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0))]
+    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0, client_name = None))]
     #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
     fn connect_async(
         py: Python<'_>,
@@ -113,6 +120,7 @@ impl PyClient {
         tls_ca_cert: Option<Vec<u8>>,
         wait_for_replicas: Option<u32>,
         replica_wait_timeout: f64,
+        client_name: Option<String>,
     ) -> PyResult<Bound<'_, PyAny>> {
         let options = options(
             connect_timeout,
@@ -122,6 +130,7 @@ impl PyClient {
             tls_ca_cert,
             wait_for_replicas,
             replica_wait_timeout,
+            client_name,
         )
         .map_err(|e| to_py_err(py, e, None))?;
         runtime::awaitable(

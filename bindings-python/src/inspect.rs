@@ -9,6 +9,21 @@ use pyo3::types::{PyDict, PyList};
 /// An inspection on its way to Python.
 pub(crate) struct PyInspection(pub(crate) Inspection);
 
+/// The process behind a holder, as a dict (`None` when not found).
+fn process<'py>(
+    py: Python<'py>,
+    p: &Option<crosslock::ProcessInfo>,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let Some(p) = p else { return Ok(None) };
+    let d = PyDict::new(py);
+    d.set_item("language", &p.language)?;
+    d.set_item("pid", p.pid)?;
+    d.set_item("host", &p.host)?;
+    d.set_item("address", &p.address)?;
+    d.set_item("name", &p.name)?;
+    Ok(Some(d))
+}
+
 fn secs(ms: i64) -> f64 {
     ms as f64 / 1000.0
 }
@@ -33,6 +48,7 @@ impl<'py> IntoPyObject<'py> for PyInspection {
             d.set_item("write", h.write)?;
             let leases: Vec<f64> = h.read_leases.iter().map(|l| l.as_secs_f64()).collect();
             d.set_item("read_leases", leases)?;
+            d.set_item("process", process(py, &h.process)?)?;
             holders.append(d)?;
         }
         out.set_item("holders", holders)?;
@@ -42,6 +58,7 @@ impl<'py> IntoPyObject<'py> for PyInspection {
             let d = PyDict::new(py);
             d.set_item("holder", &w.holder)?;
             d.set_item("deadline", w.deadline_ms.map(secs))?;
+            d.set_item("process", process(py, &w.process)?)?;
             queue.append(d)?;
         }
         out.set_item("queue", queue)?;

@@ -49,6 +49,7 @@ fn _write_unraisable(exc: Bound<'_, PyAny>, obj: Option<Bound<'_, PyAny>>) {
 
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    crosslock::ffi::set_language("py");
     m.add_class::<client::PyClient>()?;
     m.add_class::<lock::PyLock>()?;
     m.add_class::<lock::PyPendingHold>()?;

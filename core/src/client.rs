@@ -60,6 +60,11 @@ pub struct ClientOptions {
     /// Wait for replicas after each acquisition (Redis `WAIT`); off by default. See
     /// [`wait_for_replicas`](Self::wait_for_replicas).
     pub replica_sync: Option<ReplicaSync>,
+    /// What this process is called in `CLIENT LIST`: every connection of the client is named
+    /// `<client_name>-<language>-<pid>-<id8>` (`CLIENT SETNAME`; `id8` is the start of
+    /// [`Client::id`]), so the inspector can name the process behind a holder. Default `None`:
+    /// `crosslock`. 1 to 64 printable ASCII characters, no spaces. See [`crate::naming`].
+    pub client_name: Option<String>,
 }
 
 /// How many replicas must have an acquisition, and how long to wait for them: see
@@ -92,6 +97,7 @@ impl Default for ClientOptions {
             fair_lock_wait_timeout: Duration::from_secs(300),
             tls_ca_cert: None,
             replica_sync: None,
+            client_name: None,
         }
     }
 }
@@ -107,6 +113,19 @@ impl ClientOptions {
     /// ```
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets [`client_name`](Self::client_name).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let options = crosslock::ClientOptions::new().client_name("orders-api");
+    /// assert_eq!(options.client_name.as_deref(), Some("orders-api"));
+    /// ```
+    pub fn client_name(mut self, name: impl Into<String>) -> Self {
+        self.client_name = Some(name.into());
+        self
     }
 
     /// Sets [`connect_timeout`](Self::connect_timeout).
@@ -256,6 +275,9 @@ impl ClientOptions {
         }
         crate::limits::WATCHDOG_BATCH
             .check(self.watchdog_batch_size as u64, "watchdog_batch_size")?;
+        if let Some(name) = &self.client_name {
+            crate::naming::check_name(name)?;
+        }
         if let Some(sync) = self.replica_sync {
             crate::limits::REPLICAS.check(
                 sync.replicas,
@@ -658,7 +680,12 @@ impl Client {
         // nothing open: what opened so far is kept alive by its tasks (the keepalive, the
         // Sentinel followers) until `stop`, so an error (or a dropped future) cancels it.
         let undo = stop.clone().drop_guard();
-        let route = Route::open(&self.inner.endpoint, timeouts, stop.clone()).await?;
+        let name = crate::naming::connection_name(
+            options.client_name.as_deref(),
+            generation.pid,
+            &generation.id,
+        );
+        let route = Route::open(&self.inner.endpoint, timeouts, stop.clone(), name).await?;
         let (conn, pubsub) = tokio::try_join!(
             Conn::connect(&route, timeouts, stop.clone()),
             PubSub::connect(&route, timeouts, stop.clone()),

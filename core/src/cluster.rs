@@ -193,6 +193,8 @@ pub(crate) struct NodeLanes {
     reading: AtomicBool,
     /// The pools of the masters in the map at hand, by address.
     pools: Mutex<HashMap<(String, u16), Arc<Lanes>>>,
+    /// The connections' name (see [`crate::naming`]).
+    name: Arc<str>,
 }
 
 impl NodeLanes {
@@ -201,9 +203,11 @@ impl NodeLanes {
         spec: &ClusterSpec,
         connect_timeout: Duration,
         response_timeout: Duration,
+        name: Arc<str>,
     ) -> Option<Self> {
         (!spec.tls).then(|| NodeLanes {
             node: spec.node.clone(),
+            name,
             connect_timeout,
             response_timeout,
             map: ArcSwapOption::empty(),
@@ -278,7 +282,13 @@ impl NodeLanes {
             .into_connection_info()
             .ok()?
             .set_redis_settings(self.node.clone());
-        Lanes::new(&info, self.connect_timeout, self.response_timeout).map(Arc::new)
+        Lanes::new(
+            &info,
+            self.connect_timeout,
+            self.response_timeout,
+            self.name.clone(),
+        )
+        .map(Arc::new)
     }
 
     /// Forgets the map: a lane's reply said a slot is served elsewhere.
@@ -435,7 +445,7 @@ mod tests {
     fn a_slot_finds_the_pool_of_its_master_in_the_map() {
         let spec = ClusterSpec::parse("redis+cluster://127.0.0.1:7000", "s").unwrap();
         let second = Duration::from_secs(1);
-        let nodes = NodeLanes::new(&spec, second, second).unwrap();
+        let nodes = NodeLanes::new(&spec, second, second, "t".into()).unwrap();
         assert!(matches!(nodes.for_slot(0), (None, true)), "no map yet");
         let a = ("127.0.0.1".to_owned(), 7000);
         let b = ("127.0.0.1".to_owned(), 7001);
@@ -474,7 +484,7 @@ mod tests {
     fn a_command_waits_for_the_overdue_replies_of_its_own_master_only() {
         let spec = ClusterSpec::parse("redis+cluster://127.0.0.1:7000", "s").unwrap();
         let second = Duration::from_secs(1);
-        let nodes = NodeLanes::new(&spec, second, second).unwrap();
+        let nodes = NodeLanes::new(&spec, second, second, "t".into()).unwrap();
         let a = ("127.0.0.1".to_owned(), 7000);
         let b = ("127.0.0.1".to_owned(), 7001);
         let c = ("127.0.0.1".to_owned(), 7002);

@@ -93,11 +93,9 @@ impl Endpoint {
             .any(|s| url.starts_with(s));
         if !scheme_ok {
             return Err(Error::invalid(format!(
-                "'{}' is not a Redis URL; write redis://[user:password@]host:port/db (or rediss:// \
-                 for TLS, {} for Sentinel, or {} for Cluster)",
+                "'{}' is not a Redis URL: write redis://host:port/db (rediss:// for TLS, \
+                 redis+sentinel://host:port/<master>, redis+cluster://host:port)",
                 redact_url(url),
-                crate::sentinel::FORM,
-                crate::cluster::FORM
             )));
         }
         let info = url.into_connection_info().map_err(|e| {
@@ -140,7 +138,12 @@ impl Endpoint {
     }
 
     fn client(&self, node: &Node, protocol: ProtocolVersion) -> Result<redis::Client> {
-        let settings = node.info.redis_settings().clone().set_protocol(protocol);
+        let settings = node
+            .info
+            .redis_settings()
+            .clone()
+            .set_protocol(protocol)
+            .set_lib_name(crate::naming::LIB_NAME, crate::naming::LIB_VER);
         let info = node.info.clone().set_redis_settings(settings);
         let client = match &self.tls_ca {
             Some(pem) => redis::Client::build_with_tls(
@@ -171,6 +174,8 @@ pub(crate) struct Route {
     sentinels: Option<(Sentinels, Arc<tokio::sync::Notify>)>,
     /// Set for Cluster: the cluster, and whether waiters use sharded pub/sub there.
     cluster: Option<(Arc<ClusterSpec>, bool)>,
+    /// What every connection of the client is named (`CLIENT SETNAME`, see [`crate::naming`]).
+    pub(crate) name: Arc<str>,
 }
 
 impl Route {
@@ -180,7 +185,9 @@ impl Route {
         endpoint: &Endpoint,
         timeouts: Timeouts,
         stop: CancellationToken,
+        name: String,
     ) -> Result<Arc<Route>> {
+        let name: Arc<str> = name.into();
         match &endpoint.target {
             Target::Node(info) => {
                 let node = Node {
@@ -192,6 +199,7 @@ impl Route {
                     current: tokio::sync::watch::Sender::new(node),
                     sentinels: None,
                     cluster: None,
+                    name,
                 }))
             }
             Target::Cluster(spec) => {
@@ -244,6 +252,7 @@ impl Route {
                     current: tokio::sync::watch::Sender::new(node),
                     sentinels: None,
                     cluster: Some((spec.clone(), sharded)),
+                    name,
                 }))
             }
             Target::Sentinel(spec) => {
@@ -265,6 +274,7 @@ impl Route {
                     current: tokio::sync::watch::Sender::new(node),
                     sentinels: Some((sentinels, kick.clone())),
                     cluster: None,
+                    name,
                 });
                 crate::runtime::spawn(follow_sentinels(
                     Arc::downgrade(&route),
@@ -414,11 +424,23 @@ struct Link {
 }
 
 impl Link {
-    fn new(manager: Handle, node: Node, timeouts: Timeouts, role: &'static str) -> Self {
+    /// Names the connection (`CLIENT SETNAME name`, sent without waiting for it: the next
+    /// commands are pipelined behind it).
+    fn new(
+        manager: Handle,
+        node: Node,
+        timeouts: Timeouts,
+        role: &'static str,
+        name: &Arc<str>,
+    ) -> Self {
+        name_connection(manager.clone(), name.clone(), timeouts.response);
         let lanes = match (&manager, role) {
-            (Handle::Node(_), "command") => {
-                crate::lane::Lanes::new(&node.info, timeouts.connect, timeouts.response)
-            }
+            (Handle::Node(_), "command") => crate::lane::Lanes::new(
+                &node.info,
+                timeouts.connect,
+                timeouts.response,
+                name.clone(),
+            ),
             _ => None,
         };
         Link {
@@ -634,6 +656,24 @@ impl Conn {
         pushes: Pushes,
         subscriber: bool,
     ) -> Result<Self> {
+        // A manager reconnects by itself after a disconnection, on a connection without a
+        // name: the notice names the connection again.
+        let named: Arc<std::sync::OnceLock<std::sync::Weak<Inner>>> = Arc::default();
+        let pushes = {
+            let (named, pushes) = (named.clone(), pushes);
+            Pushes::new(move |push| {
+                if push.kind == redis::PushKind::Disconnection
+                    && let Some(inner) = named.get().and_then(std::sync::Weak::upgrade)
+                {
+                    name_connection(
+                        inner.link.load().manager.clone(),
+                        inner.route.name.clone(),
+                        inner.timeouts.response,
+                    );
+                }
+                pushes.push(push);
+            })
+        };
         let node = route.current();
         let manager = match &route.cluster {
             Some((spec, _)) => Handle::Cluster(
@@ -645,7 +685,7 @@ impl Conn {
         };
         let conn = Conn {
             inner: Arc::new(Inner {
-                link: ArcSwap::from_pointee(Link::new(manager, node, timeouts, role)),
+                link: ArcSwap::from_pointee(Link::new(manager, node, timeouts, role, &route.name)),
                 route: route.clone(),
                 response_timeout: timeouts.response,
                 last_used: AtomicU64::new(0),
@@ -658,9 +698,12 @@ impl Conn {
                 timeouts,
                 sync: std::sync::OnceLock::new(),
                 node_lanes: match &route.cluster {
-                    Some((spec, _)) if role == "command" => {
-                        crate::cluster::NodeLanes::new(spec, timeouts.connect, timeouts.response)
-                    }
+                    Some((spec, _)) if role == "command" => crate::cluster::NodeLanes::new(
+                        spec,
+                        timeouts.connect,
+                        timeouts.response,
+                        route.name.clone(),
+                    ),
                     _ => None,
                 },
                 routing_checked: AtomicU64::new(0),
@@ -668,6 +711,7 @@ impl Conn {
                 routing_seen: Default::default(),
             }),
         };
+        let _ = named.set(Arc::downgrade(&conn.inner));
         if route.sentinels.is_some() {
             crate::runtime::spawn(follow_master(
                 Arc::downgrade(&conn.inner),
@@ -1159,13 +1203,24 @@ impl Conn {
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeouts.connect))
             .set_response_timeout(Some(timeouts.response));
-        connect_within(
+        let link = connect_within(
             &node,
             timeouts,
             client.get_multiplexed_async_connection_with_config(&config),
             None,
         )
-        .await
+        .await?;
+        let (mut named, name) = (link.clone(), self.inner.route.name.clone());
+        crate::runtime::spawn(async move {
+            let mut cmd = redis::cmd("CLIENT");
+            cmd.arg("SETNAME").arg(&*name);
+            let _ = tokio::time::timeout(
+                timeouts.response,
+                cmd.query_async::<redis::Value>(&mut named),
+            )
+            .await;
+        });
+        Ok(link)
     }
 
     /// On a cluster: which master serves each slot, from `CLUSTER SLOTS` asked of every node
@@ -1371,6 +1426,7 @@ impl Conn {
             node,
             self.inner.timeouts,
             self.inner.health.role,
+            &self.inner.route.name,
         )));
         *lock(&self.inner.routing_seen) = Some(ranges);
         tracing::info!(
@@ -1399,6 +1455,36 @@ impl Conn {
         let reply =
             tokio::time::timeout(self.inner.response_timeout, cmd.query_async(&mut manager)).await;
         self.settle(reply.ok(), subject)
+    }
+
+    /// `CLIENT LIST` of the node that holds `key` (on a cluster, the master of its slot; behind
+    /// Sentinel, the master): for the inspector to name the processes behind holders.
+    pub(crate) async fn client_list(&self, key: &str) -> Result<String> {
+        let mut cmd = redis::cmd("CLIENT");
+        cmd.arg("LIST");
+        self.touch();
+        let reply = match self.manager() {
+            Handle::Cluster(mut cluster) => {
+                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+                let slot = crate::cluster::slot(key.as_bytes());
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                    Route::new(slot, SlotAddr::Master),
+                ));
+                let ask = async {
+                    cluster
+                        .route_command(cmd, routing)
+                        .await
+                        .and_then(redis::Value::extract_error)
+                        .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
+                };
+                tokio::time::timeout(self.inner.response_timeout, ask).await
+            }
+            mut manager => {
+                tokio::time::timeout(self.inner.response_timeout, cmd.query_async(&mut manager))
+                    .await
+            }
+        };
+        self.settle(reply.ok(), What::Connection)
     }
 
     /// Subscribes to `channel`: SUBSCRIBE on the current master and on every later one; on a
@@ -1522,6 +1608,7 @@ impl Conn {
             self.inner.link.load().node.clone(),
             self.inner.timeouts,
             self.inner.health.role,
+            &self.inner.route.name,
         )));
         // Subscribe the fresh connection to everything (a (un)subscription made meanwhile went
         // to the fresh one already, or is repeated here from the set).
@@ -1725,6 +1812,43 @@ async fn open_manager(
     .await
 }
 
+/// Sends `CLIENT SETNAME name` on `manager` (to every node, on a cluster) without waiting for
+/// it; a failure is only logged (the name is for operators and the inspector).
+fn name_connection(manager: Handle, name: Arc<str>, response: Duration) {
+    crate::runtime::spawn(async move {
+        let mut manager = manager;
+        let mut cmds = vec![redis::cmd("CLIENT")];
+        cmds[0].arg("SETNAME").arg(&*name);
+        if let Handle::Cluster(_) = manager {
+            // redis-rs's handshake of a cluster node's connection says `redis-rs`: ours is
+            // said here (an older server refuses SETINFO; that is ignored).
+            for (field, value) in [
+                ("LIB-NAME", crate::naming::LIB_NAME),
+                ("LIB-VER", crate::naming::LIB_VER),
+            ] {
+                let mut cmd = redis::cmd("CLIENT");
+                cmd.arg("SETINFO").arg(field).arg(value);
+                cmds.push(cmd);
+            }
+        }
+        for (i, cmd) in cmds.iter().enumerate() {
+            match tokio::time::timeout(response, cmd.query_async::<redis::Value>(&mut manager))
+                .await
+            {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) if i == 0 => {
+                    tracing::debug!(target: "crosslock", "naming a connection '{name}' failed: {e}")
+                }
+                Ok(Err(_)) => {}
+                Err(_) => {
+                    tracing::debug!(target: "crosslock", "naming a connection '{name}': no answer");
+                    return;
+                }
+            }
+        }
+    });
+}
+
 /// Connects to a Redis Cluster through its seed nodes (RESP3; pushes, disconnections included,
 /// go to `pushes`).
 async fn open_cluster(
@@ -1793,6 +1917,7 @@ async fn follow_master(
                         node.clone(),
                         timeouts,
                         inner.health.role,
+                        &inner.route.name,
                     )));
                     let conn = Conn { inner };
                     conn.forget_scripts();
@@ -1965,6 +2090,17 @@ where
     let e = match tokio::time::timeout(timeouts.connect, connecting).await {
         Ok(Ok(manager)) => return Ok(manager),
         Ok(Err(e)) => e,
+        // A server without TLS reads a TLS greeting as the start of a command and never
+        // answers it.
+        Err(_) if matches!(node.info.addr(), ConnectionAddr::TcpTls { .. }) => {
+            return Err(unreachable(
+                node,
+                timeouts,
+                "no answer to the TLS handshake: is TLS enabled on the server? (a server \
+                 without TLS needs redis://, not rediss://)"
+                    .to_owned(),
+            ));
+        }
         Err(_) => {
             let refused = match probe {
                 Some(client) => {
@@ -2027,6 +2163,25 @@ async fn connect_failed(node: &Node, timeouts: Timeouts, e: redis::RedisError) -
             format!(
                 "Redis at {address} refused the connection: it has reached its maximum number of \
                  clients (maxclients); close idle clients or raise maxclients, then retry"
+            ),
+        )
+    } else if matches!(node.info.addr(), ConnectionAddr::TcpTls { .. })
+        && [
+            "corrupt message",
+            "InvalidContentType",
+            "wrong version number",
+            "eof",
+            "EOF",
+        ]
+        .iter()
+        .any(|sign| text.contains(sign))
+    {
+        unreachable(
+            node,
+            timeouts,
+            format!(
+                "{text}; the TLS handshake failed: is TLS enabled on the server? A server \
+                 without TLS on this port needs redis:// instead of rediss://"
             ),
         )
     } else {
@@ -2120,5 +2275,7 @@ mod tests {
             .unwrap();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
         assert!(err.to_string().contains("redis://"));
+        // Short: the expected forms, not their every option.
+        assert!(err.to_string().len() < 200, "{err}");
     }
 }

@@ -269,7 +269,7 @@ impl Error {
         let subject = subject.into();
         let what = subject.phrase();
         let kind = subject.kind();
-        let detail = err.detail().unwrap_or("").trim().to_owned();
+        let detail = without_script_noise(err.detail().unwrap_or(""));
         let detail = if detail.starts_with("Operation against") {
             String::new()
         } else {
@@ -643,4 +643,15 @@ impl std::error::Error for Error {
             .as_deref()
             .map(|e| e as &(dyn std::error::Error + 'static))
     }
+}
+
+/// An error reply's detail without what Redis appends to an error raised in a script
+/// (`script: <sha1>, on @user_script:15.`): that says where in crosslock's Lua, not what went
+/// wrong.
+fn without_script_noise(detail: &str) -> String {
+    let detail = match detail.find("script: ") {
+        Some(at) => &detail[..at],
+        None => detail,
+    };
+    detail.trim().trim_end_matches([',', '.']).trim().to_owned()
 }

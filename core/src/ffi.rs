@@ -116,6 +116,12 @@ pub fn event_text(event: &tracing::Event<'_>) -> String {
     text.0
 }
 
+/// Sets the language part of this process's connection names (`py`, `js`): see
+/// [`naming`](crate::naming). Called once by a binding when it loads.
+pub fn set_language(language: &'static str) {
+    crate::naming::set_language(language);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

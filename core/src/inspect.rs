@@ -46,8 +46,13 @@ pub enum ObjectKind {
     FairLock,
     /// A read-write lock hash (it has a `mode` field).
     ReadWriteLock,
-    /// A counter: a `Semaphore`'s permits or a `CountDownLatch`'s count (Redis cannot tell which).
+    /// A counter: a `Semaphore`'s permits or a `CountDownLatch`'s count, with nobody waiting on
+    /// it (Redis then cannot tell which, nor tell it from an application's counter).
     Counter,
+    /// A `Semaphore`'s permits: a number that waiters are subscribed to as a semaphore's.
+    Semaphore,
+    /// A `CountDownLatch`'s count: a number that waiters are subscribed to as a latch's.
+    CountDownLatch,
     /// A `PermitExpirableSemaphore`: permits available, and the permits out with their deadlines.
     PermitExpirableSemaphore,
     /// Some other Redis value (its `TYPE`), not a crosslock object (a hash whose fields are not
@@ -57,7 +62,8 @@ pub enum ObjectKind {
 
 impl ObjectKind {
     /// A short name: `absent`, `lock`, `fenced_lock`, `fair_lock`, `read_write_lock`, `counter`,
-    /// `permit_expirable_semaphore`, or the Redis type of anything else.
+    /// `semaphore`, `count_down_latch`, `permit_expirable_semaphore`, or the Redis type of
+    /// anything else.
     ///
     /// # Examples
     ///
@@ -72,6 +78,8 @@ impl ObjectKind {
             ObjectKind::FairLock => "fair_lock",
             ObjectKind::ReadWriteLock => "read_write_lock",
             ObjectKind::Counter => "counter",
+            ObjectKind::Semaphore => "semaphore",
+            ObjectKind::CountDownLatch => "count_down_latch",
             ObjectKind::PermitExpirableSemaphore => "permit_expirable_semaphore",
             ObjectKind::Other(t) => t,
         }
@@ -109,6 +117,10 @@ pub struct HolderInfo {
     /// For a reader of a read-write lock: the remaining lease of each of its read holds (a hold
     /// whose lease key is gone is left out).
     pub read_leases: Vec<Duration>,
+    /// The process behind the holder, when it is a crosslock client connected to the node that
+    /// has the key (found by its connection name in `CLIENT LIST`, see [`crate::naming`]);
+    /// `None` for a Redisson holder, a client gone, or a server that refuses `CLIENT LIST`.
+    pub process: Option<crate::ProcessInfo>,
 }
 
 /// A waiter queued on a fair lock.
@@ -130,6 +142,8 @@ pub struct QueuedWaiter {
     /// The deadline (epoch milliseconds) past which it is skipped as dead unless it tries again;
     /// `None` if the queue entry has no deadline.
     pub deadline_ms: Option<i64>,
+    /// The process behind it, as [`HolderInfo::process`].
+    pub process: Option<crate::ProcessInfo>,
 }
 
 /// A permit out of a permit-expirable semaphore.
@@ -189,7 +203,31 @@ pub struct Inspection {
 /// Permits stored without expiry carry this score (Redisson's).
 const NO_EXPIRY: i64 = 922_337_203_685_477;
 
+/// The client part of a holder string (`<client-uuid>:<n>`, or a read-write lock's
+/// `<client-uuid>:<n>:write`).
+fn client_part(holder: &str) -> &str {
+    holder.split(':').next().unwrap_or(holder)
+}
+
 impl Inspection {
+    /// Fills in each holder's and waiter's process from a `CLIENT LIST` reply.
+    fn name_processes(&mut self, client_list: &str) {
+        let found = crate::naming::processes(client_list);
+        let find = |holder: &str| {
+            let id = crate::naming::id_prefix(client_part(holder));
+            found
+                .iter()
+                .find(|(prefix, _)| *prefix == id)
+                .map(|(_, p)| p.clone())
+        };
+        for h in &mut self.holders {
+            h.process = find(&h.holder);
+        }
+        for w in &mut self.queue {
+            w.process = find(&w.holder);
+        }
+    }
+
     /// Whether a lock held under a watchdog of `watchdog_timeout` was renewed within the last
     /// renewal period (a third of it): its TTL is then above two thirds of the timeout, less a
     /// second of slack. `None` when nothing is held. `Some(false)` means the holder is dead,
@@ -282,6 +320,9 @@ impl Inspection {
                     "holder"
                 };
                 let mut line = format!("  {what} {} × {}", h.holder, h.holds);
+                if let Some(p) = &h.process {
+                    line.push_str(&format!(" — {p}"));
+                }
                 if !h.read_leases.is_empty() {
                     let each: Vec<String> = h.read_leases.iter().map(|l| secs(Some(*l))).collect();
                     line.push_str(&format!("; read holds expire in {}", each.join(", ")));
@@ -299,9 +340,13 @@ impl Inspection {
         }
         for (i, w) in self.queue.iter().enumerate() {
             lines.push(format!(
-                "  waiting #{}: {} (skipped as dead {} unless it tries again)",
+                "  waiting #{}: {}{} (skipped as dead {} unless it tries again)",
                 i + 1,
                 w.holder,
+                w.process
+                    .as_ref()
+                    .map(|p| format!(" — {p}"))
+                    .unwrap_or_default(),
                 from_now(w.deadline_ms)
             ));
         }
@@ -309,10 +354,10 @@ impl Inspection {
             lines.push(format!("  last fencing token: {token}"));
         }
         if let Some(count) = self.count {
-            let label = if self.kind == ObjectKind::PermitExpirableSemaphore {
-                "permits available"
-            } else {
-                "count (semaphore permits or latch count)"
+            let label = match self.kind {
+                ObjectKind::PermitExpirableSemaphore | ObjectKind::Semaphore => "permits available",
+                ObjectKind::CountDownLatch => "count",
+                _ => "count (semaphore permits or latch count)",
             };
             lines.push(format!("  {label}: {count}"));
         }
@@ -342,7 +387,10 @@ impl Inspection {
             let who: Vec<String> = self
                 .holders
                 .iter()
-                .map(|h| format!("{}×{}", h.holder, h.holds))
+                .map(|h| match &h.process {
+                    Some(p) => format!("{}×{} ({} at {})", h.holder, h.holds, p.name, p.address),
+                    None => format!("{}×{}", h.holder, h.holds),
+                })
                 .collect();
             format!("held by {}, {} left", who.join(", "), secs(self.ttl))
         } else if let Some(count) = self.count {
@@ -453,6 +501,7 @@ fn parse(name: &str, reply: &[Value]) -> Result<Inspection> {
             holds: holds.unwrap_or(0),
             write,
             read_leases,
+            process: None,
         });
     }
     let scores: Vec<(String, Option<i64>)> = deadlines
@@ -468,6 +517,7 @@ fn parse(name: &str, reply: &[Value]) -> Result<Inspection> {
                 .find(|(h, _)| *h == holder)
                 .and_then(|(_, s)| *s),
             holder,
+            process: None,
         })
         .collect::<Vec<_>>();
     let permits = permits_raw
@@ -578,6 +628,12 @@ impl Client {
     ///
     /// Cancel-safe: it only reads (one script that changes nothing).
     pub async fn inspect(&self, name: &str) -> Result<Inspection> {
+        self.inspect_with(name, true).await
+    }
+
+    /// [`inspect`](Self::inspect); without `processes` only the script's snapshot (what a
+    /// watch takes every interval: no `CLIENT LIST`, no `PUBSUB NUMSUB` each time).
+    pub(crate) async fn inspect_with(&self, name: &str, processes: bool) -> Result<Inspection> {
         let name = check_name(self, name, "object")?;
         let cx = self.state().await?;
         let queue = prefix_name("redisson_lock_queue", &name);
@@ -598,7 +654,49 @@ impl Client {
                 Some(&name),
             )
             .await?;
-        parse(&name, &reply)
+        let mut seen = parse(&name, &reply)?;
+        if !processes {
+            return Ok(seen);
+        }
+        if seen.kind == ObjectKind::Counter {
+            // A semaphore and a latch are both a number; their waiters' channels tell them
+            // apart (one more round trip, only for a number).
+            let channels = [
+                prefix_name("redisson_sc", &name),
+                format!("redisson_countdownlatch__channel__{{{name}}}"),
+            ];
+            let mut cmd = redis::cmd("PUBSUB");
+            cmd.arg(if cx.conn.publish_command() == "spublish" {
+                "SHARDNUMSUB"
+            } else {
+                "NUMSUB"
+            });
+            cmd.arg(&channels[0]).arg(&channels[1]);
+            if let Ok(counts) = cx
+                .conn
+                .query::<Vec<(String, i64)>>(&cmd, None, What::Connection)
+                .await
+            {
+                let waiting = |c: &str| counts.iter().any(|(channel, n)| channel == c && *n > 0);
+                if waiting(&channels[0]) {
+                    seen.kind = ObjectKind::Semaphore;
+                } else if waiting(&channels[1]) {
+                    seen.kind = ObjectKind::CountDownLatch;
+                }
+            }
+        }
+        if !seen.holders.is_empty() || !seen.queue.is_empty() {
+            // A second round trip, only when someone holds or waits; a server that refuses
+            // CLIENT LIST (an ACL without it) leaves the processes unknown.
+            match cx.conn.client_list(&name).await {
+                Ok(list) => seen.name_processes(&list),
+                Err(e) => tracing::debug!(
+                    target: "crosslock",
+                    "inspecting '{name}': CLIENT LIST failed, holders' processes unknown: {e}"
+                ),
+            }
+        }
+        Ok(seen)
     }
 
     /// Deletes the lock at `name` whoever holds it, whatever its kind (a lock, fenced, fair or

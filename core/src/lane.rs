@@ -153,6 +153,8 @@ impl<F: Future> Future for Off<F> {
 /// One node's pool of lanes.
 pub(crate) struct Lanes {
     info: ConnectionInfo,
+    /// The connections' name (see [`crate::naming`]).
+    name: Arc<str>,
     connect_timeout: Duration,
     response_timeout: Duration,
     idle: Arc<Mutex<Vec<Lane>>>,
@@ -264,10 +266,12 @@ impl Lanes {
         info: &ConnectionInfo,
         connect_timeout: Duration,
         response_timeout: Duration,
+        name: Arc<str>,
     ) -> Option<Self> {
         match info.addr() {
             ConnectionAddr::Tcp(..) | ConnectionAddr::Unix(_) => Some(Lanes {
                 info: info.clone(),
+                name,
                 connect_timeout,
                 response_timeout,
                 idle: Arc::default(),
@@ -461,8 +465,9 @@ impl Lanes {
             self.opening.store(false, Ordering::Release);
             return;
         }
-        let (info, connect, response) = (
+        let (info, name, connect, response) = (
             self.info.clone(),
+            self.name.clone(),
             self.connect_timeout,
             self.response_timeout,
         );
@@ -470,7 +475,7 @@ impl Lanes {
         crate::runtime::spawn_blocking(move || {
             let opened = Socket::connect(&info, connect, response)
                 .map_err(redis::RedisError::from)
-                .and_then(|socket| Lane::handshake_on(socket, &info));
+                .and_then(|socket| Lane::handshake_on(socket, &info, &name));
             match opened {
                 Ok(lane) => deliver(lane),
                 Err(e) => {
@@ -740,7 +745,7 @@ struct Lane {
 
 impl Lane {
     /// Says hello on a fresh `socket` (RESP3, the URL's credentials and database).
-    fn handshake_on(socket: Socket, info: &ConnectionInfo) -> RedisResult<Lane> {
+    fn handshake_on(socket: Socket, info: &ConnectionInfo, name: &str) -> RedisResult<Lane> {
         let mut lane = Lane {
             socket,
             inbuf: Vec::with_capacity(256),
@@ -756,7 +761,25 @@ impl Lane {
                 .arg(settings.username().unwrap_or("default"))
                 .arg(password);
         }
-        lane.handshake(&hello)?;
+        hello.arg("SETNAME").arg(name);
+        // One round trip: HELLO (which names the connection) and the library's name and
+        // version, whose refusal by a server before Redis 7.2 is ignored.
+        lane.out.clear();
+        hello.write_packed_command(&mut lane.out);
+        for (field, value) in [
+            ("LIB-NAME", crate::naming::LIB_NAME),
+            ("LIB-VER", crate::naming::LIB_VER),
+        ] {
+            redis::cmd("CLIENT")
+                .arg("SETINFO")
+                .arg(field)
+                .arg(value)
+                .write_packed_command(&mut lane.out);
+        }
+        write_all(&mut lane.socket, &lane.out)?;
+        lane.read_reply()?.extract_error()?;
+        lane.read_reply()?;
+        lane.read_reply()?;
         if settings.db() != 0 {
             lane.handshake(redis::cmd("SELECT").arg(settings.db()))?;
         }

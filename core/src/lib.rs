@@ -79,6 +79,7 @@ pub mod inspect;
 mod lane;
 pub mod limits;
 mod loop_lane;
+pub mod naming;
 mod objects;
 mod owner;
 mod pubsub;
@@ -95,6 +96,7 @@ pub use engine::holds::{LockKind, LostListener, LostLock, LostReason};
 pub use engine::{Backoff, MAX_DURATION};
 pub use error::{Error, ErrorKind, Result};
 pub use inspect::{HolderInfo, Inspection, ObjectKind, PermitInfo, QueuedWaiter};
+pub use naming::ProcessInfo;
 pub use objects::count_down_latch::CountDownLatch;
 pub use objects::fair_lock::{FairLock, NonReentrantFairLock};
 pub use objects::fenced_lock::FencedLock;
@@ -114,3 +116,9 @@ pub use watch::{Watch, WatchEvent, WatchEventKind};
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+/// docs/api.md's Rust blocks, compiled as doctests too (tests-py/test_readme.py checks that
+/// every other block of both files is run by a test or says why not).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/api.md")]
+struct ApiDoctests;

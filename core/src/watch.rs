@@ -277,7 +277,7 @@ impl Client {
         }
         subscriber.psubscribe(&fair_waiter_pattern(&name)).await?;
         // The first snapshot is taken after subscribing: a release from here on is not missed.
-        let last = self.inspect(&name).await?;
+        let last = self.inspect_with(&name, false).await?;
         Ok(Watch {
             client: self.clone(),
             name,
@@ -351,7 +351,7 @@ impl Watch {
             while let Ok(p) = self.pushes.try_recv() {
                 released |= is_message(&p);
             }
-            let mut seen = self.client.inspect(&self.name).await?;
+            let mut seen = self.client.inspect_with(&self.name, false).await?;
             if !released && holder_left(&self.last, &seen) {
                 // A hold left with no message seen yet. The message of a release (or
                 // force-unlock) made before this snapshot was written to the subscription before
@@ -365,7 +365,7 @@ impl Watch {
                     while let Ok(p) = self.pushes.try_recv() {
                         released |= is_message(&p);
                     }
-                    seen = self.client.inspect(&self.name).await?;
+                    seen = self.client.inspect_with(&self.name, false).await?;
                 }
             }
             let at = SystemTime::now();

@@ -239,8 +239,9 @@ async fn describe_summary_and_force_unlock_any_follow_the_kind() {
             .contains("not renewed within the last 100 s")
     );
     assert!(
-        seen.summary()
-            .starts_with(&format!("doc\tread_write_lock\theld by {id}:3:write×1, ")),
+        seen.summary().starts_with(&format!(
+            "doc\tread_write_lock\theld by {id}:3:write×1 (crosslock-rs-"
+        )),
         "{}",
         seen.summary()
     );
@@ -263,4 +264,219 @@ async fn describe_summary_and_force_unlock_any_follow_the_kind() {
     let err = client.force_unlock_any("slots").await.unwrap_err();
     assert_eq!(err.kind(), crosslock::ErrorKind::WrongType, "{err}");
     assert_eq!(sem.available_permits().await.unwrap(), 2);
+}
+
+/// The connection names in `CLIENT LIST` of `server`.
+fn names_on_server(server: &RedisServer) -> Vec<String> {
+    let text = match server.command(&["CLIENT", "LIST"]) {
+        redis::Value::VerbatimString { text, .. } | redis::Value::SimpleString(text) => text,
+        v => redis::from_redis_value(v).unwrap(),
+    };
+    names_in(&text)
+}
+
+fn names_in(list: &str) -> Vec<String> {
+    list.lines()
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("name=")))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Checks the process the inspector names behind `client`'s hold of `name`, as seen by `other`.
+async fn assert_process_named(client: &Client, other: &Client, name: &str, base: &str) {
+    let guard = client.lock(name).unwrap().acquire().await.unwrap();
+    let seen = other.inspect(name).await.unwrap();
+    let h = &seen.holders[0];
+    let p = h.process.as_ref().expect("the holder's process is found");
+    let id8: String = client.id().replace('-', "")[..8].to_owned();
+    assert_eq!(p.name, format!("{base}-rs-{}-{id8}", std::process::id()));
+    assert_eq!((p.language.as_str(), p.pid), ("rs", std::process::id()));
+    assert_eq!(p.host, "127.0.0.1");
+    assert!(p.address.starts_with("127.0.0.1:"), "{}", p.address);
+    let text = seen.describe(Duration::from_secs(30));
+    assert!(
+        text.contains(&format!("Rust pid {}", std::process::id())),
+        "{text}"
+    );
+    assert!(seen.summary().contains(&p.name), "{}", seen.summary());
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_connection_is_named_and_the_inspector_names_the_holders_process() {
+    let server = RedisServer::start();
+    let options = crosslock::ClientOptions::new().client_name("orders-api");
+    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    let pid = std::process::id();
+    let mine = format!("orders-api-rs-{pid}-{}", &client.id().replace('-', "")[..8]);
+    let theirs = format!("crosslock-rs-{pid}-{}", &other.id().replace('-', "")[..8]);
+    assert_process_named(&client, &other, "orders:42", "orders-api").await;
+    assert_process_named(&other, &client, "orders:43", "crosslock").await;
+    // Every connection but the test's own raw one carries one of the two names: command,
+    // subscription and the caller's lanes alike.
+    let named = |names: Vec<String>| {
+        names
+            .iter()
+            .filter(|n| !n.is_empty())
+            .all(|n| *n == mine || *n == theirs)
+            && names.iter().filter(|n| n.is_empty()).count() <= 1
+            && names.contains(&mine)
+            && names.contains(&theirs)
+    };
+    support::until("every connection named", async || {
+        named(names_on_server(&server))
+    })
+    .await;
+
+    // A connection the server closed comes back named.
+    server.command(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]);
+    server.command(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    assert_process_named(&client, &other, "orders:44", "orders-api").await;
+    support::until("every reconnected connection named", async || {
+        named(names_on_server(&server))
+    })
+    .await;
+
+    // A Redisson holder (no crosslock connection behind it) is shown as it is.
+    server.command(&[
+        "HSET",
+        "orders:45",
+        "6f1e8a52-0000-4000-8000-000000000000:1",
+        "1",
+    ]);
+    let seen = client.inspect("orders:45").await.unwrap();
+    assert_eq!(seen.holders[0].process, None);
+    assert!(!seen.describe(Duration::from_secs(30)).contains(" — "));
+    client.close().await;
+    other.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_name_is_checked_before_connecting() {
+    for bad in ["", "two words", "new\nline", &"x".repeat(65)] {
+        let options = crosslock::ClientOptions::new().client_name(bad);
+        let e = Client::connect_with("redis://127.0.0.1:1", options)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.kind(),
+            crosslock::ErrorKind::InvalidArgument,
+            "{bad:?}: {e}"
+        );
+        assert!(e.to_string().contains("client_name"), "{e}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_names_the_holders_process_behind_sentinel_and_on_a_cluster() {
+    let group = support::SentinelGroup::start();
+    let client = Client::connect(&group.url()).await.unwrap();
+    let other = Client::connect(&group.url()).await.unwrap();
+    assert_process_named(&client, &other, "orders:42", "crosslock").await;
+    client.close().await;
+    other.close().await;
+    drop(group);
+
+    let cluster = support::Cluster::start();
+    let client = Client::connect(&cluster.url()).await.unwrap();
+    let other = Client::connect(&cluster.url()).await.unwrap();
+    // Names on different masters: the one that holds each key is asked.
+    for name in ["orders:42", "orders:43", "a", "b", "c"] {
+        assert_process_named(&client, &other, name, "crosslock").await;
+    }
+    client.close().await;
+    other.close().await;
+}
+
+/// A number at `name` with a waiter of `waiting` on it is told apart as that kind.
+async fn assert_waited_counter_told_apart(url: &str) {
+    let client = Client::connect(url).await.unwrap();
+    let semaphore = client.semaphore("slots").unwrap();
+    semaphore.try_set_permits(0).await.unwrap();
+    let latch = client.count_down_latch("batch").unwrap();
+    latch.try_set_count(2).await.unwrap();
+    assert_eq!(
+        client.inspect("slots").await.unwrap().kind,
+        ObjectKind::Counter
+    );
+    let waiter = {
+        let s = client.semaphore("slots").unwrap();
+        tokio::spawn(async move { s.acquire(1).await })
+    };
+    let latch_waiter = {
+        let l = client.count_down_latch("batch").unwrap();
+        tokio::spawn(async move { l.wait().await })
+    };
+    support::until("the semaphore told apart", async || {
+        client.inspect("slots").await.unwrap().kind == ObjectKind::Semaphore
+    })
+    .await;
+    support::until("the latch told apart", async || {
+        client.inspect("batch").await.unwrap().kind == ObjectKind::CountDownLatch
+    })
+    .await;
+    let text = client
+        .inspect("slots")
+        .await
+        .unwrap()
+        .describe(Duration::from_secs(30));
+    assert!(
+        text.contains("semaphore") && text.contains("permits available: 0"),
+        "{text}"
+    );
+    semaphore.release(1).await.unwrap();
+    latch.count_down().await.unwrap();
+    latch.count_down().await.unwrap();
+    waiter.await.unwrap().unwrap();
+    latch_waiter.await.unwrap().unwrap();
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_and_a_latch_with_waiters_are_told_apart() {
+    let server = RedisServer::start();
+    assert_waited_counter_told_apart(&server.url()).await;
+    let cluster = support::Cluster::start();
+    assert_waited_counter_told_apart(&cluster.url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_text_marks_a_holder_of_this_very_client_without_asking_for_processes() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    let lock = client.lock("t:busy").unwrap();
+    assert!(
+        lock.acquire_as(Owner::new(1), &AcquireOptions::new())
+            .await
+            .unwrap()
+    );
+    let wait = AcquireOptions::new().wait(Duration::from_millis(50));
+    let mine = lock.acquire_as(Owner::new(2), &wait).await.unwrap();
+    assert!(!mine);
+    let e = lock
+        .timeout_error(Owner::new(2), Duration::from_millis(50))
+        .await;
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!(
+            "{}:1 (this client, pid {})",
+            client.id(),
+            std::process::id()
+        )),
+        "{text}"
+    );
+    // Another client's holder is shown as stored (its process is inspect's to find).
+    let theirs = other.lock("t:busy").unwrap();
+    let e = theirs
+        .timeout_error(Owner::new(3), Duration::from_millis(50))
+        .await;
+    assert!(
+        e.to_string()
+            .contains(&format!("held by {}:1;", client.id())),
+        "{e}"
+    );
+    client.close().await;
+    other.close().await;
 }

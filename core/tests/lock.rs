@@ -356,6 +356,9 @@ async fn watchdog_keeps_lock_past_its_lease_and_reports_loss() {
     assert_eq!(lost.load(Ordering::SeqCst), 1);
     let err = guard.release().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::LockLost);
+    // The watchdog was renewing it: a longer lease is no advice here.
+    assert!(!err.to_string().contains("longer lease"), "{err}");
+    assert!(err.to_string().contains("force-unlocks it"), "{err}");
 }
 
 /// The renewal loop is woken only by a hold that needs it earlier than it planned to wake: a

@@ -243,6 +243,19 @@ async fn plain_redis_url_against_a_tls_port_fails_clearly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_url_against_a_plain_server_asks_whether_tls_is_enabled() {
+    let server = support::RedisServer::start();
+    let url = server.url().replacen("redis://", "rediss://", 1);
+    let options = crosslock::ClientOptions::new().connect_timeout(Duration::from_millis(800));
+    let err = Client::connect_with(&url, options).await.unwrap_err();
+    assert_eq!(err.kind(), crosslock::ErrorKind::Unavailable, "{err}");
+    assert!(
+        err.to_string().contains("is TLS enabled on the server?"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn untrusted_certificate_is_refused() {
     let server = TlsRedis::start();
     // Without the CA, the built-in web roots do not trust the private CA's certificate.

@@ -58,7 +58,7 @@ from .errors import (
 from .count_down_latch import CountDownLatch
 from .fair_lock import FairLock, NonReentrantFairLock
 from .fenced_lock import FencedLock
-from .inspect import HolderInfo, Inspection, PermitInfo, QueuedWaiter, Watch, WatchEvent
+from .inspect import HolderInfo, Inspection, PermitInfo, ProcessInfo, QueuedWaiter, Watch, WatchEvent
 from ._lockable import Acquisition
 from .lock import Lock
 from .multi_lock import MultiLock, RedLock
@@ -96,6 +96,7 @@ __all__ = [
     "CountDownLatch",
     "Inspection",
     "HolderInfo",
+    "ProcessInfo",
     "QueuedWaiter",
     "PermitInfo",
     "Watch",

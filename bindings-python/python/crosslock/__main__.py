@@ -1,8 +1,10 @@
 """``python -m crosslock`` (also the ``crosslock`` command): look at locks and synchronizers in a
 Redis server, whoever took them — Python, Node, Rust or Java's Redisson.
 
-    crosslock inspect NAME [--url URL] [--json]       who holds NAME, for how long, who waits
-    crosslock list [PATTERN] [--url URL] [--json]     the objects whose names match (SCAN, never KEYS)
+    crosslock inspect NAME [--url URL] [--json]       who holds NAME (and which process), for how
+                                                      long, who waits
+    crosslock list [PATTERN] [--url URL] [--json]     the crosslock/Redisson objects whose names match
+                  [--all]                             (SCAN, never KEYS); --all: every key
     crosslock watch NAME [--url URL] [--json]         follow NAME live until Ctrl-C: acquire, release,
                                                       expiry, force-unlock, queue and count changes
     crosslock force-unlock NAME [--url URL] [--yes]   delete a lock whoever holds it (asks first)
@@ -22,8 +24,19 @@ from typing import Callable, Optional, Sequence, TextIO
 from . import connect
 from .client import Client
 from .client import _check_name
+from .inspect import Inspection
 from .errors import CrosslockError
 
+DESCRIPTION = """Look at locks and synchronizers in a Redis server, whoever took them: Python,
+Node, Rust or Java's Redisson. Options go before or after the command and its NAME."""
+EPILOG = """examples:
+  crosslock inspect orders:42 --url redis://127.0.0.1:6379/0
+  crosslock list 'orders:*' --json
+  crosslock watch orders:42
+  crosslock force-unlock orders:42 --yes
+
+The server is --url, else $CROSSLOCK_URL, else redis://127.0.0.1:6379/0.
+Exit status: 0 done, 1 nothing there / refused, 2 bad usage or the server unreachable."""
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 # Whether a watchdog holder looks alive is judged against this (Redisson's and our default).
 WATCHDOG_S = 30.0
@@ -33,28 +46,38 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, ask
     """Runs the command line ``argv`` (default ``sys.argv[1:]``), printing to ``out`` (default
     stdout); returns the exit status."""
     out = out if out is not None else sys.stdout
-    parser = argparse.ArgumentParser(prog="crosslock", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default=os.environ.get("CROSSLOCK_URL", DEFAULT_URL),
-                        help="the Redis server (default: $CROSSLOCK_URL or %(default)s)")
-    parser.add_argument("--watchdog-timeout", type=float, default=WATCHDOG_S, metavar="SECONDS",
-                        help="the holders' watchdog timeout, to tell whether one looks alive (default %(default)s)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("inspect", help="who holds NAME, for how long, who waits")
+    # One grammar with the Node CLI: the common options go before or after the command and its
+    # positionals (a subcommand's copy is SUPPRESSed, so it only counts when given there).
+    def common(p: argparse.ArgumentParser, top: bool) -> None:
+        dflt = (lambda v: v) if top else (lambda v: argparse.SUPPRESS)
+        p.add_argument("--url", default=dflt(os.environ.get("CROSSLOCK_URL", DEFAULT_URL)),
+                       help="the Redis server (default: $CROSSLOCK_URL or redis://127.0.0.1:6379/0)")
+        p.add_argument("--watchdog-timeout", type=float, default=dflt(WATCHDOG_S), metavar="SECONDS",
+                       help="the holders' watchdog timeout, to tell whether one looks alive (default 30)")
+        p.add_argument("--json", action="store_true", default=dflt(False), help="print JSON")
+
+    parser = argparse.ArgumentParser(prog="crosslock", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    common(parser, True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("inspect", help="who holds NAME (and which process), for how long, who waits")
     p.add_argument("name")
-    p.add_argument("--json", action="store_true", help="print the inspection as JSON")
-    p = sub.add_parser("list", help="the objects whose names match PATTERN (SCAN, never KEYS)")
+    common(p, False)
+    p = sub.add_parser("list", help="the crosslock/Redisson objects whose names match PATTERN (SCAN, never KEYS)")
     p.add_argument("pattern", nargs="?", default="*")
     p.add_argument("--limit", type=int, default=1000)
-    p.add_argument("--json", action="store_true", help="one JSON inspection per line")
+    p.add_argument("--all", action="store_true",
+                   help="also list keys that are not recognisably crosslock's or Redisson's (any string or other value)")
+    common(p, False)
     p = sub.add_parser("watch", help="follow NAME live until Ctrl-C")
     p.add_argument("name")
     p.add_argument("--interval", type=float, default=0.1, metavar="SECONDS",
                    help="longest time between two snapshots (default %(default)s; releases are seen at once)")
-    p.add_argument("--json", action="store_true", help="one JSON event per line")
+    common(p, False)
     p = sub.add_parser("force-unlock", help="delete a lock whoever holds it")
     p.add_argument("name")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    p.add_argument("--json", action="store_true", help="print what was removed as JSON")
+    common(p, False)
     args = parser.parse_args(argv)
 
     try:
@@ -71,7 +94,8 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, ask
         if args.command == "list":
             for name in client.scan(args.pattern, args.limit):
                 seen, _, line = native.describe(name, args.watchdog_timeout)
-                print(json.dumps(seen) if args.json else line, file=out)
+                if args.all or _recognised(seen):
+                    print(json.dumps(seen) if args.json else line, file=out)
             return 0
         if args.command == "watch":
             return _watch(client, args, out)
@@ -96,6 +120,15 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, ask
         return 1 if e.code not in ("UNAVAILABLE", "AUTH") else 2
     finally:
         client.close()
+
+
+# What a list shows by default: what only crosslock or Redisson leave (a counter is any string
+# holding a number: an idle semaphore or latch cannot be told from an application's key).
+_OURS = {"lock", "fenced_lock", "fair_lock", "read_write_lock", "permit_expirable_semaphore", "semaphore", "count_down_latch"}
+
+
+def _recognised(seen: Inspection) -> bool:
+    return seen["kind"] in _OURS
 
 
 def _watch(client: Client, args: argparse.Namespace, out: TextIO) -> int:

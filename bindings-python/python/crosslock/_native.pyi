@@ -43,6 +43,7 @@ class Client:
         tls_ca_cert: bytes | None = None,
         wait_for_replicas: int | None = None,
         replica_wait_timeout: float = 1.0,
+        client_name: str | None = None,
     ) -> Client: ...
     @staticmethod
     def connect_async(
@@ -54,6 +55,7 @@ class Client:
         tls_ca_cert: bytes | None = None,
         wait_for_replicas: int | None = None,
         replica_wait_timeout: float = 1.0,
+        client_name: str | None = None,
     ) -> Awaitable[Client]: ...
     @property
     def id(self) -> str: ...

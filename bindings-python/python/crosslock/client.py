@@ -49,7 +49,10 @@ def _options(
     tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None],
     wait_for_replicas: Optional[int],
     replica_wait_timeout: float,
-) -> tuple[float, float, float, float, Optional[bytes], Optional[int], float]:
+    client_name: Optional[str],
+) -> tuple[float, float, float, float, Optional[bytes], Optional[int], float, Optional[str]]:
+    if client_name is not None and not isinstance(client_name, str):
+        raise InvalidArgumentTypeError(f"client_name must be a str, got {type(client_name).__name__}")
     return (
         _seconds(connect_timeout, "connect_timeout"),
         _seconds(response_timeout, "response_timeout"),
@@ -58,6 +61,7 @@ def _options(
         _pem(tls_ca_cert),
         _replicas(wait_for_replicas),
         _seconds(replica_wait_timeout, "replica_wait_timeout"),
+        client_name,
     )
 
 
@@ -109,6 +113,7 @@ def connect(
     tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None] = None,
     wait_for_replicas: Optional[int] = None,
     replica_wait_timeout: float = 1.0,
+    client_name: Optional[str] = None,
 ) -> Client:
     """Connects to Redis and returns a :class:`Client` (one per process is the usual shape).
 
@@ -137,6 +142,10 @@ def connect(
             acquisition survive a failover to a replica that had it; renewals and releases are
             not waited for.
         replica_wait_timeout: seconds to wait for those replicas (default 1.0).
+        client_name: what this process is called in ``CLIENT LIST``: every connection is named
+            ``<client_name>-py-<pid>-<first 8 hex digits of the client id>`` (default
+            ``crosslock``), so ``crosslock inspect`` can name the process behind a holder. 1 to
+            64 printable ASCII characters without spaces (else :class:`InvalidArgumentError`).
 
     Raises:
         RedisUnavailableError: the server cannot be reached within ``connect_timeout`` (the
@@ -165,6 +174,7 @@ def connect(
             tls_ca_cert,
             wait_for_replicas,
             replica_wait_timeout,
+            client_name,
         ),
     )
     return Client(native)
@@ -180,6 +190,7 @@ async def connect_async(
     tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None] = None,
     wait_for_replicas: Optional[int] = None,
     replica_wait_timeout: float = 1.0,
+    client_name: Optional[str] = None,
 ) -> Client:
     """:func:`connect` for asyncio.
 
@@ -200,6 +211,7 @@ async def connect_async(
             tls_ca_cert,
             wait_for_replicas,
             replica_wait_timeout,
+            client_name,
         ),
     )
     return Client(native)

@@ -5,7 +5,23 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator, Iterator, List, Optional, TypedDict
 
-__all__ = ["Inspection", "HolderInfo", "QueuedWaiter", "PermitInfo", "Watch", "WatchEvent"]
+__all__ = ["Inspection", "HolderInfo", "ProcessInfo", "QueuedWaiter", "PermitInfo", "Watch", "WatchEvent"]
+
+
+class ProcessInfo(TypedDict):
+    """The process behind a holder: a crosslock client connected to the node that has the key,
+    found by its connection name (``<client_name>-<language>-<pid>-<id8>``) in ``CLIENT LIST``."""
+
+    language: str
+    """``rs``, ``py`` or ``js``."""
+    pid: int
+    """Its process id (on its own host)."""
+    host: str
+    """The host it connects from, as the server sees it."""
+    address: str
+    """Its connection's ``host:port``, as the server sees it."""
+    name: str
+    """Its connection name."""
 
 
 class HolderInfo(TypedDict):
@@ -21,6 +37,9 @@ class HolderInfo(TypedDict):
     """Whether this is a read-write lock's write hold (the field ends with ``:write``)."""
     read_leases: List[float]
     """For a reader: the seconds left on each of its read holds."""
+    process: Optional[ProcessInfo]
+    """The process behind it, when it is a crosslock client that can be found (``None`` for a
+    Redisson holder, a client gone, or a server that refuses ``CLIENT LIST``)."""
 
 
 class QueuedWaiter(TypedDict):
@@ -29,6 +48,8 @@ class QueuedWaiter(TypedDict):
     holder: str
     deadline: Optional[float]
     """Epoch seconds past which it is skipped as dead unless it tries again."""
+    process: Optional[ProcessInfo]
+    """The process behind it, as a holder's."""
 
 
 class PermitInfo(TypedDict):
@@ -45,9 +66,10 @@ class Inspection(TypedDict):
 
     name: str
     kind: str
-    """``absent``, ``lock``, ``fenced_lock``, ``fair_lock``, ``read_write_lock``, ``counter`` (a
-    semaphore's permits or a latch's count), ``permit_expirable_semaphore``, or the Redis type of
-    anything else."""
+    """``absent``, ``lock``, ``fenced_lock``, ``fair_lock``, ``read_write_lock``, ``semaphore`` or
+    ``count_down_latch`` (a number with waiters subscribed as that kind's), ``counter`` (a number
+    nobody waits on: a semaphore's permits, a latch's count, or any application's counter),
+    ``permit_expirable_semaphore``, or the Redis type of anything else."""
     ttl: Optional[float]
     """Seconds the main key has left (a lock's lease); ``None`` without a key or an expiry."""
     holders: List[HolderInfo]

@@ -537,6 +537,7 @@ impl<P: Family> LockCore<P> {
         let holder = cx.holder(key.owner, self.proto.suffix());
         let before = cx.holds.count(&key).max(1);
         let lease_after = cx.holds.lease_after_release(&key);
+        let on_watchdog = cx.holds.on_watchdog(&key);
         // The clean-up is registered before the hold is forgotten: this client's next acquire of
         // the lock waits for it, so the unlock below cannot meet a fresh hold of the same owner.
         let running = cx.settling.begin(self.name());
@@ -564,18 +565,25 @@ impl<P: Family> LockCore<P> {
                 () = cx.stop.cancelled() => {}
             }
         });
-        self.lost_error(&holder)
+        self.lost_error(&holder, on_watchdog)
     }
 
-    /// The [`ErrorKind::LockLost`] error of a release by `holder` of a hold that was lost.
-    fn lost_error(&self, holder: &str) -> Error {
+    /// The [`ErrorKind::LockLost`] error of a release by `holder` of a hold that was lost;
+    /// `on_watchdog`: the hold was renewed by the watchdog (a longer lease would not help).
+    fn lost_error(&self, holder: &str, on_watchdog: bool) -> Error {
+        let advice = if on_watchdog {
+            "The watchdog was renewing it, so it was force-unlocked or deleted, or no renewal \
+             reached Redis for a whole watchdog timeout (a partition, a paused process): find \
+             who force-unlocks it, and watch the lost-lock signal"
+        } else {
+            "Use a longer lease, or the watchdog, and watch the lost-lock signal"
+        };
         Error::new(
             ErrorKind::LockLost,
             format!(
                 "lock '{}' was lost before {holder} released it: it expired (its lease ran \
                  out without a confirmed renewal) or was force-unlocked, so work done since \
-                 may have overlapped another holder. Use a longer lease, or the watchdog, \
-                 and watch the lost-lock signal",
+                 may have overlapped another holder. {advice}",
                 self.name()
             ),
         )
@@ -600,6 +608,7 @@ impl<P: Family> LockCore<P> {
         };
         let holder = cx.holder(key.owner, self.proto.suffix());
         let was_lost = cx.holds.is_lost(key);
+        let on_watchdog = cx.holds.on_watchdog(key);
         let lease_after = cx.holds.lease_after_release(key);
         let mut sent = Instant::now();
         let mut reply = self.proto.unlock(cx, &holder, lease_after, retry_of).await;
@@ -646,14 +655,14 @@ impl<P: Family> LockCore<P> {
             }
             Some(_) | None if was_lost || cx.holds.forget_lost(key) => {
                 cx.holds.forget_lost(key);
-                Err(self.lost_error(&holder))
+                Err(self.lost_error(&holder, on_watchdog))
             }
             _ => {
                 let current = Box::pin(self.holders_in(cx)).await.unwrap_or_default();
                 let held_by = if current.is_empty() {
                     "it is not locked".to_owned()
                 } else {
-                    format!("it is held by {}", current.join(", "))
+                    format!("it is held by {}", self.holders_shown(&current))
                 };
                 Err(Error::new(
                     ErrorKind::NotHeld,
@@ -797,12 +806,30 @@ impl<P: Family> LockCore<P> {
             .is_some_and(|cx| cx.holds.is_lost(&self.key(owner)))
     }
 
+    /// Holder strings for an error text: a holder of this very client is marked so (known
+    /// without asking Redis); the process behind another one is `inspect`'s to find (it costs
+    /// a `CLIENT LIST`, which an error path does not wait for).
+    fn holders_shown(&self, holders: &[String]) -> String {
+        let own = self.client.id();
+        holders
+            .iter()
+            .map(|h| {
+                if h.split(':').next() == Some(own.as_str()) {
+                    format!("{h} (this client, pid {})", crate::runtime::pid())
+                } else {
+                    h.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     pub(crate) async fn timeout_error(&self, owner: Owner, waited: Duration) -> Error {
         let holder = format!("{}{}", self.client.holder(owner), self.proto.suffix());
         // Best effort and bounded: Redis may be the reason we timed out.
         let held_by =
             match tokio::time::timeout(Duration::from_millis(200), self.holders_now()).await {
-                Ok(Ok(h)) if !h.is_empty() => format!(", held by {}", h.join(", ")),
+                Ok(Ok(h)) if !h.is_empty() => format!(", held by {}", self.holders_shown(&h)),
                 _ => String::new(),
             };
         Error::new(

@@ -622,6 +622,15 @@ impl Holds {
         lock(&self.map).get(key).map_or(0, |h| h.leases.len())
     }
 
+    /// Whether the innermost hold of `key` is renewed by the watchdog (taken without a lease);
+    /// `false` when not held here.
+    pub(crate) fn on_watchdog(&self, key: &HoldKey) -> bool {
+        lock(&self.map)
+            .get(key)
+            .and_then(|h| h.leases.last())
+            .is_some_and(|lease| lease.is_none())
+    }
+
     /// The lease the lock should have now: that of the innermost hold, else the watchdog's.
     pub(crate) fn current_lease(&self, key: &HoldKey) -> Duration {
         lock(&self.map)
