@@ -28,6 +28,21 @@ const KINDS = {
 /** What excludes a holder of each kind (readers share: a writer excludes them). */
 const RIVAL = (kind) => (kind === 'ReadLock' ? 'WriteLock' : kind)
 
+/** How many scripts the server at `port` has run (EVAL, EVALSHA, FCALL). */
+async function scriptCalls (port) {
+  const info = String(await ask(port, 'INFO', 'commandstats'))
+  let calls = 0
+  for (const m of info.matchAll(/^cmdstat_(?:eval|evalsha|fcall):calls=(\d+)/gm)) calls += Number(m[1])
+  return calls
+}
+
+/** Whether the server at `port` ran no script for `ms`. */
+async function quiet (port, ms) {
+  const before = await scriptCalls(port)
+  await new Promise((resolve) => setTimeout(resolve, ms))
+  return (await scriptCalls(port)) === before
+}
+
 /** How `promise` settled, and how long that took. */
 async function timed (promise) {
   const started = Date.now()
@@ -60,15 +75,22 @@ for (const persistence of ['none', 'aof']) {
       assert.ok(await waiter.permitExpirableSemaphore('r:pes').trySetPermits(0))
       assert.ok(await waiter.countDownLatch('r:latch').trySetCount(1))
 
+      // The spin lock (it polls) starts last, once the others are idle.
       const waits = {}
-      for (const [kind, make] of Object.entries(KINDS)) waits[kind] = timed(make(waiter, `r:${kind}`).acquire())
+      for (const [kind, make] of Object.entries(KINDS)) {
+        if (kind !== 'SpinLock') waits[kind] = timed(make(waiter, `r:${kind}`).acquire())
+      }
       waits.Semaphore = timed(waiter.semaphore('r:sem').acquire())
       waits.PermitExpirableSemaphore = timed(waiter.permitExpirableSemaphore('r:pes').acquire())
       waits.CountDownLatch = timed(waiter.countDownLatch('r:latch').wait())
       waits.MultiLock = timed(new MultiLock([waiter.lock('r:m1'), waiter.lock('r:m2')]).acquire())
-      // Every waiter is waiting now: subscribed, each to its own channel (a spin lock polls).
-      const subscribed = Object.keys(waits).length - ('SpinLock' in KINDS ? 1 : 0)
+      // Every waiter is waiting now: subscribed, each to its own channel, and idle, its attempt
+      // after subscribing answered (a plain semaphore's attempt cut off in flight has an unknown
+      // outcome, and fails by design: README, "What a plain Semaphore cannot know").
+      const subscribed = Object.keys(waits).length
       await waitUntil(async () => (await ask(server.port, 'PUBSUB', 'CHANNELS', '*'))?.length >= subscribed, 'every waiter subscribed')
+      await waitUntil(() => quiet(server.port, 100), 'every waiter idle')
+      if ('SpinLock' in KINDS) waits.SpinLock = timed(KINDS.SpinLock(waiter, 'r:SpinLock').acquire())
       await server.restart(1000)
 
       const helper = await crosslock.connect(server.url)

@@ -18,6 +18,15 @@ pub(crate) const LIB_NAME: &str = "crosslock";
 /// What `CLIENT SETINFO LIB-VER` says.
 pub(crate) const LIB_VER: &str = env!("CARGO_PKG_VERSION");
 /// The longest `client_name` accepted.
+///
+/// # Examples
+///
+/// ```
+/// let name = "billing-worker";
+/// assert!(name.len() <= crosslock::naming::MAX_NAME);
+/// let options = crosslock::ClientOptions::new().client_name(name);
+/// # drop(options);
+/// ```
 pub const MAX_NAME: usize = 64;
 
 static LANGUAGE: OnceLock<&'static str> = OnceLock::new();

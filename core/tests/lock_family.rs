@@ -797,6 +797,35 @@ async fn extend_of_a_watchdog_hold_makes_it_a_lease_hold_that_runs_out() {
     }
 }
 
+/// An extend to a shorter lease whose answer never comes (the caller stopped waiting while Redis
+/// held writes back, then ran it) must not leave the hold believed for its old, longer lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extend_given_up_on_counts_as_set_until_known() {
+    let server = RedisServer::start();
+    let c = client(&server, ClientOptions::new()).await;
+    let me = Owner::new(1);
+    let name = "extend-given-up";
+    let lock = c.lock(name).unwrap();
+    assert!(lock.acquire_as(me, &AcquireOptions::new()).await.unwrap());
+    server.command(&["CLIENT", "PAUSE", "300", "WRITE"]);
+    let extend = lock.extend_as(me, Duration::from_millis(300));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), extend)
+            .await
+            .is_err(),
+        "the extend was answered during the pause"
+    );
+    // The paused script runs when the pause ends, and the lock expires 300 ms later.
+    support::until("the lock expired in Redis", async || {
+        pttl(&server, name) == -2
+    })
+    .await;
+    assert!(
+        lock.is_lost(me),
+        "Redis let the lock go, and this process still believes it holds it"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extend_is_refused_when_not_held_and_lost_when_force_unlocked() {
     let server = RedisServer::start();

@@ -37,7 +37,7 @@ def test_a_java_rlock_on_one_part_blocks_our_multi_lock_until_java_releases(java
     assert t.is_alive() and "acquired" not in result
     java.ok(f"unlock {names[1]}")
     wait_until(lambda: "holder" in result, timeout=WITHIN, what="our multi-lock to be woken")
-    assert result["acquired"] is True
+    assert result["acquired"]
     for n in names:
         assert raw.hgetall(n) == {result["holder"]: "1"}
         assert java.ok(f"tryLock {n}") == "false", f"Java took {n} while our multi-lock held it"

@@ -688,7 +688,10 @@ impl<P: Family> LockCore<P> {
             Error::new(
                 ErrorKind::LockLost,
                 format!(
-                    "cannot extend lock '{}': it was lost before {holder} extended it (it expired,                      its lease having run out without a confirmed renewal, or was force-unlocked),                      so work done since may have overlapped another holder; acquire it again",
+                    "cannot extend lock '{}': it was lost before {holder} extended it (it expired, \
+                     its lease having run out without a confirmed renewal, or was \
+                     force-unlocked), so work done since may have overlapped another holder; \
+                     acquire it again",
                     self.name()
                 ),
             )
@@ -705,7 +708,8 @@ impl<P: Family> LockCore<P> {
             return Err(Error::new(
                 ErrorKind::NotHeld,
                 format!(
-                    "cannot extend lock '{}': {holder} does not hold it ({held_by}); extend only                      what this owner holds",
+                    "cannot extend lock '{}': {holder} does not hold it ({held_by}); extend only \
+                     what this owner holds",
                     self.name()
                 ),
             )
@@ -718,6 +722,7 @@ impl<P: Family> LockCore<P> {
             return Err(lost());
         }
         let sent = Instant::now();
+        cx.holds.extending(&key, tenure, sent, lease);
         let name = self.proto.name();
         let reply: i64 = match P::renew_kind(name) {
             RenewKind::Read { prefix } => {
@@ -1228,6 +1233,11 @@ impl<W> LockGuard<W> {
     ///
     /// As [`Lock::extend_as`](crate::Lock::extend_as): [`ErrorKind::LockLost`] when the hold is
     /// lost, [`ErrorKind::NotHeld`] after a [`release_as`](crate::Lock::release_as) of its owner.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::extend_as`](crate::Lock::extend_as): the hold counts as ending no later than
+    /// the new lease until an answer says otherwise.
     ///
     /// # Examples
     ///

@@ -574,6 +574,31 @@ impl Holds {
         lock(&self.map).get(key).map(|h| h.tenure)
     }
 
+    /// Notes that an extend of the tenure `tenure` of `key` to `lease` is sent at `sent`. Until
+    /// its answer is known the hold's deadline is no later than that lease's end (Redis may have
+    /// set it, also when the answer never comes or the caller stops waiting for it: a shorter
+    /// lease must not leave this process believing in the longer one), and no renewal sent
+    /// before it moves the deadline back.
+    pub(crate) fn extending(&self, key: &HoldKey, tenure: u64, sent: Instant, lease: Duration) {
+        let sent = self.at(sent);
+        let mut map = lock(&self.map);
+        let Some(hold) = map.get_mut(key) else {
+            return;
+        };
+        if hold.tenure != tenure || hold.lost {
+            return;
+        }
+        hold.confirmed_sent = hold.confirmed_sent.max(sent);
+        let end = sent.saturating_add(nanos(lease.saturating_sub(clock_drift(lease))));
+        let sooner = end < hold.deadline;
+        hold.deadline = hold.deadline.min(end);
+        drop(map);
+        if sooner {
+            // The renewal loop may sleep past the new deadline.
+            self.changed.notify_one();
+        }
+    }
+
     /// Notes that an extend sent at `sent` set the lease of the tenure `tenure` of `key` to
     /// `lease`: every acquire of the hold becomes one with that lease (the watchdog stops
     /// renewing it), and its deadline is `lease` from `sent`, earlier or later than before.

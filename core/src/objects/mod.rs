@@ -397,8 +397,10 @@ macro_rules! lock_type {
             ///
             /// # Cancel safety
             ///
-            /// Dropping the future may or may not leave the lease set in Redis; the hold is then kept
-            /// as it was here (at worst it is told lost earlier than Redis would let it go).
+            /// Dropping the future may or may not leave the lease set in Redis. Until an answer
+            /// says otherwise the hold counts as ending no later than the new lease would end it
+            /// (so a shorter lease Redis may have set is never outlived here); at worst it is told
+            /// lost earlier than Redis lets it go.
             ///
             /// # Examples
             ///

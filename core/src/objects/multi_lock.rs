@@ -730,6 +730,12 @@ impl MultiGuard {
     /// majority for a [`RedLock`], whose failed minority is logged); else
     /// [`ErrorKind::LockLost`] naming a lost part, or the first part's error.
     ///
+    /// # Cancel safety
+    ///
+    /// As each part's extend: dropping the future may leave some parts extended in Redis and
+    /// not others; each part counts as ending no later than the new lease until its answer is
+    /// known.
+    ///
     /// # Examples
     ///
     /// ```no_run
@@ -979,6 +985,10 @@ macro_rules! composite {
             /// # Errors
             ///
             /// As [`MultiGuard::extend`]; [`ErrorKind::NotHeld`] when `owner` holds none of the parts.
+            ///
+            /// # Cancel safety
+            ///
+            /// As [`MultiGuard::extend`].
             ///
             /// # Examples
             ///
