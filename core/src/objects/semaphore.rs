@@ -326,13 +326,7 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn release(&self, permits: u32) -> Result<()> {
-        if permits == 0 {
-            return Err(Error::invalid(format!(
-                "semaphore '{}': release at least 1 permit",
-                self.name()
-            ))
-            .with_lock(self.name()));
-        }
+        self.check_release(permits)?;
         let cx = self.cx().await?;
         self.counter.release(&cx, permits, KIND).await.map(|_| ())
     }
@@ -360,18 +354,24 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn release_if_exists(&self, permits: u32) -> Result<bool> {
-        if permits == 0 {
-            return Err(Error::invalid(format!(
-                "semaphore '{}': release at least 1 permit",
-                self.name()
-            ))
-            .with_lock(self.name()));
-        }
+        self.check_release(permits)?;
         let cx = self.cx().await?;
         self.counter
             .release_if_exists(&cx, permits, KIND)
             .await
             .map(|available| available.is_some())
+    }
+
+    /// A release gives back at least one permit.
+    fn check_release(&self, permits: u32) -> Result<()> {
+        if permits == 0 {
+            return Err(Error::invalid(format!(
+                "semaphore '{}': release at least 1 permit (got 0)",
+                self.name()
+            ))
+            .with_lock(self.name()));
+        }
+        Ok(())
     }
 
     /// Waits until `permits` permits are taken (0 returns at once).
