@@ -35,6 +35,7 @@ LOCK_KINDS: list[tuple[str, Callable[[crosslock.Client, str], Any]]] = [
     ("spin_lock", lambda c, n: c.spin_lock(n)),
     ("fenced_lock", lambda c, n: c.fenced_lock(n)),
     ("non_reentrant_lock", lambda c, n: c.non_reentrant_lock(n)),
+    ("non_reentrant_fair_lock", lambda c, n: c.non_reentrant_fair_lock(n)),
     ("write_lock", lambda c, n: c.read_write_lock(n).write_lock()),
     ("read_lock", lambda c, n: c.read_write_lock(n).read_lock()),
 ]
@@ -53,8 +54,11 @@ def make(client: crosslock.Client, kind: str, name: str, on_lost: Callable[[Any]
 #: The kind that excludes a holder of ``kind`` (a read lock is shared by readers: a writer waits).
 RIVAL = {k: ("write_lock" if k == "read_lock" else k) for k in KIND_IDS}
 
-#: Every kind that counts re-entries (the non-reentrant lock refuses them).
-REENTRANT = [k for k in KIND_IDS if k != "non_reentrant_lock"]
+#: Every kind that counts re-entries (the non-reentrant locks refuse them).
+REENTRANT = [k for k in KIND_IDS if not k.startswith("non_reentrant")]
+
+#: The kinds that queue their waiters (a fair lock's queue outlives a killed waiter for a while).
+FAIR = ["fair_lock", "non_reentrant_fair_lock"]
 
 # -- redis-server -------------------------------------------------------------------------------
 

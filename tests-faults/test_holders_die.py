@@ -15,7 +15,7 @@ import time
 import pytest
 
 import crosslock
-from harness import FACTORY, KIND_IDS, RIVAL, Server, Worker, make, no_leaks, wait_until
+from harness import FACTORY, FAIR, KIND_IDS, RIVAL, Server, Worker, make, no_leaks, wait_until
 
 SOAK_KINDS = [k for k in KIND_IDS if k != "read_lock"]  # readers share by design
 SOAK_SECONDS = 6.0
@@ -85,11 +85,11 @@ def test_g9_no_double_holding_through_kills_connection_storms_and_a_restart_with
         assert incs + dead_incs > 0, "nobody ever got the lock"
         # each killed holder may have written its increment and died before saying so
         assert incs + dead_incs <= counter <= incs + dead_incs + kills, (incs, dead_incs, counter, kills)
-        if kind == "fair_lock":
+        if kind in FAIR:
             # Waiters killed while queued stay in the queue until the next acquire finds their
             # deadline passed (as with Redisson: nobody else is left to clean up after them).
             client = crosslock.connect(server.url, fair_lock_wait_timeout=1)
-            lock = client.fair_lock(name)
+            lock = FACTORY[kind](client, name)
 
             def purged() -> bool:
                 if lock.acquire(timeout=2):

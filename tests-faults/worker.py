@@ -40,6 +40,7 @@ FACTORIES = {
     "spin_lock": lambda c, n: c.spin_lock(n, on_lost=on_lost),
     "fenced_lock": lambda c, n: c.fenced_lock(n, on_lost=on_lost),
     "non_reentrant_lock": lambda c, n: c.non_reentrant_lock(n, on_lost=on_lost),
+    "non_reentrant_fair_lock": lambda c, n: c.non_reentrant_fair_lock(n, on_lost=on_lost),
     "write_lock": lambda c, n: c.read_write_lock(n, on_lost=on_lost).write_lock(),
     "read_lock": lambda c, n: c.read_write_lock(n, on_lost=on_lost).read_lock(),
 }
