@@ -256,7 +256,8 @@ impl Route {
                 }))
             }
             Target::Sentinel(spec) => {
-                let sentinels = Sentinels::new((**spec).clone(), endpoint.tls_ca.clone());
+                let sentinels =
+                    Sentinels::new((**spec).clone(), endpoint.tls_ca.clone(), name.clone());
                 let found = sentinels.locate(timeouts.connect).await?;
                 let node = Node {
                     info: spec.node_info(&found.host, found.port)?,
@@ -268,6 +269,8 @@ impl Route {
                     spec.master,
                     node.address
                 );
+                let listener =
+                    Sentinels::new((**spec).clone(), endpoint.tls_ca.clone(), name.clone());
                 let kick = Arc::new(tokio::sync::Notify::new());
                 let route = Arc::new(Route {
                     endpoint: endpoint.clone(),
@@ -281,7 +284,7 @@ impl Route {
                     timeouts,
                     stop.clone(),
                 ));
-                let listener = Sentinels::new((**spec).clone(), endpoint.tls_ca.clone());
+
                 crate::runtime::spawn(async move {
                     listener
                         .listen(timeouts.connect, &stop, &|| kick.notify_one())

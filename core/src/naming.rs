@@ -2,6 +2,8 @@
 //! `CLIENT LIST` tells which process it is, and the inspector can name the process behind a
 //! holder string.
 //!
+//! A client behind Sentinel names its connections to the sentinels alike.
+//!
 //! A name is `<base>-<language>-<pid>-<id8>`: `base` is the client's
 //! [`client_name`](crate::ClientOptions::client_name) (`crosslock` by default), `language` is
 //! `rs`, `py` or `js`, `pid` the process id and `id8` the first 8 hex digits of the client id

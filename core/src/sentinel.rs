@@ -7,7 +7,13 @@
 //! the client listens on one sentinel at a time) or a command suggests the master moved (a
 //! `READONLY` reply, a lost connection, no answer), and every [`POLL`] (Redisson's
 //! `scanInterval`) in case an announcement was missed.
+//!
+//! Its connections to the sentinels carry the client's connection name (`CLIENT SETNAME`, see
+//! [`crate::naming`]) and `CLIENT SETINFO LIB-NAME`/`LIB-VER` where the sentinel takes them
+//! (Redis ≥ 7.2; an older sentinel's refusal is ignored), so that `CLIENT LIST` on a sentinel
+//! names the process too.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -162,7 +168,13 @@ impl SentinelSpec {
         Ok(info.set_redis_settings(self.node.clone()))
     }
 
-    fn sentinel_info(&self, host: &str, port: u16) -> Result<ConnectionInfo> {
+    /// The connection info of the sentinel at `host:port`, speaking `protocol`.
+    fn sentinel_info(
+        &self,
+        host: &str,
+        port: u16,
+        protocol: redis::ProtocolVersion,
+    ) -> Result<ConnectionInfo> {
         let scheme = if self.tls { "rediss" } else { "redis" };
         let info = format!("{scheme}://{}/", host_port(host, port))
             .into_connection_info()
@@ -170,8 +182,10 @@ impl SentinelSpec {
         Ok(info.set_redis_settings(
             self.sentinel_auth
                 .clone()
-                .set_protocol(redis::ProtocolVersion::RESP2)
-                .set_skip_set_lib_name(),
+                .set_protocol(protocol)
+                // In the handshake, whose SETINFO replies are ignored: a sentinel before 7.2
+                // refuses SETINFO and is still connected to.
+                .set_lib_name(crate::naming::LIB_NAME, crate::naming::LIB_VER),
         ))
     }
 }
@@ -280,11 +294,13 @@ enum Miss {
 pub(crate) struct Sentinels {
     spec: SentinelSpec,
     tls_ca: Option<Vec<u8>>,
+    /// The client's connection name (`CLIENT SETNAME`), given to each connection.
+    name: Arc<str>,
     links: Vec<tokio::sync::Mutex<Option<MultiplexedConnection>>>,
 }
 
 impl Sentinels {
-    pub(crate) fn new(spec: SentinelSpec, tls_ca: Option<Vec<u8>>) -> Self {
+    pub(crate) fn new(spec: SentinelSpec, tls_ca: Option<Vec<u8>>, name: Arc<str>) -> Self {
         let links = spec
             .sentinels
             .iter()
@@ -293,6 +309,7 @@ impl Sentinels {
         Sentinels {
             spec,
             tls_ca,
+            name,
             links,
         }
     }
@@ -400,33 +417,56 @@ impl Sentinels {
     /// Listens for `+switch-master` on one sentinel after another, calling `switched` on each
     /// announcement: the failover is followed the moment a sentinel announces it, not at the
     /// next poll. Runs until `stop` is cancelled.
+    ///
+    /// A RESP3 connection (a sentinel takes `HELLO 3` since Redis 6.0), so that it can be named
+    /// before it subscribes; its messages and its end arrive as pushes.
     pub(crate) async fn listen(
         &self,
         timeout: Duration,
         stop: &tokio_util::sync::CancellationToken,
         switched: &(dyn Fn() + Sync),
     ) {
-        use futures_util::StreamExt;
         let mut next = 0;
         loop {
             let (host, port) = &self.spec.sentinels[next % self.spec.sentinels.len()];
             next += 1;
             let listening = async {
-                let info = self.spec.sentinel_info(host, *port).ok()?;
+                let info = self
+                    .spec
+                    .sentinel_info(host, *port, redis::ProtocolVersion::RESP3)
+                    .ok()?;
                 let client = self.client(info).ok()?;
-                let mut pubsub = tokio::time::timeout(timeout, client.get_async_pubsub())
+                let (pushes, mut received) = tokio::sync::mpsc::unbounded_channel();
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout))
+                    .set_push_sender(pushes);
+                let mut conn = tokio::time::timeout(
+                    timeout,
+                    client.get_multiplexed_async_connection_with_config(&config),
+                )
+                .await
+                .ok()?
+                .ok()?;
+                self.name_link(&mut conn, host, *port, timeout).await;
+                tokio::time::timeout(timeout, conn.subscribe("+switch-master"))
                     .await
                     .ok()?
                     .ok()?;
-                tokio::time::timeout(timeout, pubsub.subscribe("+switch-master"))
-                    .await
-                    .ok()?
-                    .ok()?;
-                let mut messages = pubsub.into_on_message();
-                while let Some(message) = messages.next().await {
-                    let text: String = message.get_payload().unwrap_or_default();
-                    if text.split(' ').next() == Some(self.spec.master.as_str()) {
-                        switched();
+                while let Some(push) = received.recv().await {
+                    match push.kind {
+                        redis::PushKind::Message => {
+                            let text: String = push
+                                .data
+                                .get(1)
+                                .and_then(|v| redis::from_redis_value(v.clone()).ok())
+                                .unwrap_or_default();
+                            if text.split(' ').next() == Some(self.spec.master.as_str()) {
+                                switched();
+                            }
+                        }
+                        redis::PushKind::Disconnection => break,
+                        _ => {}
                     }
                 }
                 Some(())
@@ -464,16 +504,44 @@ impl Sentinels {
         let (host, port) = &self.spec.sentinels[i];
         let info = self
             .spec
-            .sentinel_info(host, *port)
+            .sentinel_info(host, *port, redis::ProtocolVersion::RESP2)
             .map_err(|e| Miss::Down(e.to_string()))?;
         let client = self.client(info).map_err(|e| Miss::Down(e.to_string()))?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout));
-        client
+        let mut conn = client
             .get_multiplexed_async_connection_with_config(&config)
             .await
-            .map_err(refusal)
+            .map_err(refusal)?;
+        self.name_link(&mut conn, host, *port, timeout).await;
+        Ok(conn)
+    }
+
+    /// Names a connection to the sentinel at `host:port` (`CLIENT SETNAME`); a refusal is only
+    /// logged (the name is for operators, the connection works without it).
+    async fn name_link(
+        &self,
+        conn: &mut MultiplexedConnection,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) {
+        let mut cmd = redis::cmd("CLIENT");
+        cmd.arg("SETNAME").arg(&*self.name);
+        match tokio::time::timeout(timeout, cmd.query_async::<redis::Value>(conn)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::debug!(
+                target: "crosslock",
+                "naming the connection to sentinel {}: {e}",
+                host_port(host, port)
+            ),
+            Err(_) => tracing::debug!(
+                target: "crosslock",
+                "naming the connection to sentinel {}: no answer within {timeout:?}",
+                host_port(host, port)
+            ),
+        }
     }
 }
 

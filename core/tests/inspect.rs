@@ -352,6 +352,71 @@ async fn every_connection_is_named_and_the_inspector_names_the_holders_process()
     other.close().await;
 }
 
+/// Where the server has `CLIENT SETINFO` (Redis ≥ 7.2, Valkey) every connection of a client says
+/// `lib-name=crosslock lib-ver=<version>` in `CLIENT LIST`: the command connection, the
+/// subscription and the caller's lanes. An older server refuses SETINFO, and the same connections
+/// work and are named all the same. (Run with `CROSSLOCK_REDIS_BIN=<dir of a redis-server>` for
+/// the other path.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_connection_says_lib_name_and_version_where_the_server_takes_setinfo() {
+    let server = RedisServer::start();
+    let has_setinfo = support::server_version(server.port) >= (7, 2);
+    let client = Client::connect(&server.url()).await.unwrap();
+    let id8: String = client.id().replace('-', "")[..8].to_owned();
+    let mine = format!("crosslock-rs-{}-{id8}", std::process::id());
+    // A hold and a waiter subscribed for it: every kind of connection is open.
+    let guard = client.lock("lib:x").unwrap().acquire().await.unwrap();
+    let lock = client.lock("lib:x").unwrap();
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            lock.acquire_as(
+                Owner::new(7),
+                &AcquireOptions::new().wait(Duration::from_secs(30)),
+            )
+            .await
+        })
+    };
+    support::until("the waiter subscribed", async || {
+        server.subscribers("redisson_lock__channel:{lib:x}") == 1
+    })
+    .await;
+    let lines: Vec<String> = support::client_list(server.port)
+        .into_iter()
+        .filter(|l| support::client_field(l, "name") == Some(&mine))
+        .collect();
+    assert!(
+        lines.len() >= 2,
+        "a command and a subscription connection named {mine}: {lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| support::client_field(l, "sub") == Some("1")),
+        "{lines:#?}"
+    );
+    for line in &lines {
+        let (lib, ver) = (
+            support::client_field(line, "lib-name"),
+            support::client_field(line, "lib-ver"),
+        );
+        if has_setinfo {
+            assert_eq!(lib, Some("crosslock"), "{line}");
+            assert_eq!(ver, Some(env!("CARGO_PKG_VERSION")), "{line}");
+        } else {
+            assert_eq!(
+                (lib, ver),
+                (None, None),
+                "no SETINFO before Redis 7.2: {line}"
+            );
+        }
+    }
+    guard.release().await.unwrap();
+    assert!(waiter.await.unwrap().unwrap());
+    assert!(lock.release_as(Owner::new(7)).await.unwrap());
+    client.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_name_is_checked_before_connecting() {
     for bad in ["", "two words", "new\nline", &"x".repeat(65)] {

@@ -312,3 +312,65 @@ fn support_raw(port: u16) -> redis::Connection {
         .get_connection()
         .unwrap()
 }
+
+/// The client's connections to the sentinels are named as its connections to the data nodes
+/// (`<client_name>-rs-<pid>-<id8>`): the query link on every sentinel, and the `+switch-master`
+/// subscription on one. Where a sentinel takes `CLIENT SETINFO` (Redis ≥ 7.2) they also say
+/// `lib-name=crosslock lib-ver=<version>`; an older sentinel refuses it and is used all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_to_the_sentinels_are_named() {
+    let group = shared();
+    let options = ClientOptions::new()
+        .client_name("sentinel-app")
+        .connect_timeout(Duration::from_secs(8));
+    let client = Client::connect_with(&group.url(), options).await.unwrap();
+    let id8: String = client.id().replace('-', "")[..8].to_owned();
+    let mine = format!("sentinel-app-rs-{}-{id8}", std::process::id());
+    let ports = group.sentinel_ports();
+    let mine_on = |port: u16| -> Vec<String> {
+        support::client_list(port)
+            .into_iter()
+            .filter(|l| support::client_field(l, "name") == Some(mine.as_str()))
+            .collect()
+    };
+    support::until(
+        "a named link on every sentinel and a named subscription",
+        async || {
+            ports.iter().all(|p| !mine_on(*p).is_empty())
+                && ports.iter().any(|p| {
+                    mine_on(*p)
+                        .iter()
+                        .any(|l| support::client_field(l, "sub") == Some("1"))
+                })
+        },
+    )
+    .await;
+    for port in &ports {
+        let has_setinfo = support::server_version(*port) >= (7, 2);
+        for line in mine_on(*port) {
+            let (lib, ver) = (
+                support::client_field(&line, "lib-name"),
+                support::client_field(&line, "lib-ver"),
+            );
+            if has_setinfo {
+                assert_eq!(lib, Some("crosslock"), "{line}");
+                assert_eq!(ver, Some(env!("CARGO_PKG_VERSION")), "{line}");
+            } else {
+                assert_eq!(
+                    (lib, ver),
+                    (None, None),
+                    "no SETINFO before Redis 7.2: {line}"
+                );
+            }
+        }
+    }
+    // Named connections are working ones: the master is found and written through them.
+    let guard = client
+        .lock("sentinel:named")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+    client.close().await;
+}

@@ -10,6 +10,51 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The `redis-server` the fixtures start: `$CROSSLOCK_REDIS_BIN/redis-server` when that names a
+/// directory of a server build (to run a test against another version), else the one on `PATH`.
+pub fn redis_server_bin() -> std::path::PathBuf {
+    match std::env::var_os("CROSSLOCK_REDIS_BIN") {
+        Some(dir) if !dir.is_empty() => std::path::Path::new(&dir).join("redis-server"),
+        _ => "redis-server".into(),
+    }
+}
+
+/// The `(major, minor)` of `redis_version` in `INFO server` of the server (or sentinel) at `port`
+/// (Valkey says the Redis version it is compatible with).
+pub fn server_version(port: u16) -> (u32, u32) {
+    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
+    let version = info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .expect("INFO server says redis_version")
+        .trim()
+        .to_owned();
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap());
+    (parts.next().unwrap(), parts.next().unwrap())
+}
+
+/// The lines of `CLIENT LIST` on the server (or sentinel) at `port`.
+pub fn client_list(port: u16) -> Vec<String> {
+    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
+    list.lines().map(str::to_owned).collect()
+}
+
+/// The value of `field` (`name`, `lib-name`, …) in a `CLIENT LIST` line ("" when it is empty,
+/// `None` when the server shows no such field).
+pub fn client_field<'a>(line: &'a str, field: &str) -> Option<&'a str> {
+    let prefix = format!("{field}=");
+    line.split(' ')
+        .find_map(|f| f.strip_prefix(prefix.as_str()))
+}
+
 /// Whether a master's `INFO replication` lists `count` replicas online that have acknowledged
 /// an offset: after a full sync, a master sends a replica nothing (nor counts it in `WAIT`) until
 /// the replica's first acknowledgement, which comes within a second.
@@ -234,7 +279,7 @@ impl RedisServer {
         let dir =
             std::env::temp_dir().join(format!("crosslock-test-{}-{port}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let child = Command::new("redis-server")
+        let child = Command::new(redis_server_bin())
             .args([
                 "--port",
                 &port.to_string(),
@@ -728,7 +773,7 @@ fn start_sentinel(dir: &std::path::Path, name: &str, master_port: u16) -> (u16, 
             ),
         )
         .unwrap();
-        let mut child = Command::new("redis-server")
+        let mut child = Command::new(redis_server_bin())
             .arg(&conf)
             .arg("--sentinel")
             .stdout(Stdio::null())
