@@ -2,8 +2,19 @@
  * {@link HeldLock}, the proof of one acquisition, and the registry of a client's live holds that
  * routes lost-lock signals to them.
  *
+ * A hold whose owner only its `HeldLock` knows (an `acquire()` outside an owner scope without an
+ * `owner` option, or `withLock`'s own hold made so) can only be released through that object. If
+ * it is garbage-collected while still held, nobody can release the lock any more: a
+ * `FinalizationRegistry` notices it, a warning names the lock, the holder and where it was
+ * acquired (on the debug log, `NODE_DEBUG=crosslock`), and a hold the watchdog keeps (renewed for
+ * ever otherwise) is released; one taken with a lease is left to expire. Holds acquired in an
+ * owner scope or as an explicit owner can still be released by owner, and are left alone. The
+ * registry holds its holds weakly, so that a dropped `HeldLock` can be collected at all.
+ *
  * @module
  */
+import { debuglog } from 'node:util'
+
 import type { CrosslockError } from './errors'
 import { LockLostError, NotHeldError, fromNative, hasCode, invalidArgument } from './errors'
 import type { Lockable } from './lockable'
@@ -15,6 +26,76 @@ export function checkExtendLease(lease: unknown, lockName: string): void {
   }
   if (!Number.isFinite(lease) || lease < 1) {
     throw invalidArgument('range', `the lease an extend of lock '${lockName}' sets must be a finite number of milliseconds ≥ 1, got ${lease}`, lockName)
+  }
+}
+
+const debug = debuglog('crosslock')
+
+/** @internal Writes a warning on the debug log (`NODE_DEBUG=crosslock`), in its format. */
+export function warn(message: string): void {
+  if (debug.enabled) process.stderr.write(`CROSSLOCK ${process.pid}: warn: ${message}\n`)
+}
+
+/**
+ * @internal Where the application called an acquire (`file:line:column`, the first frame outside
+ * crosslock's own files), formatted at once so that it keeps no object alive; only when the debug
+ * log is on, the one place a leaked-hold warning is written (it costs ~10 µs per acquire, a sixth
+ * of an uncontended acquire and release).
+ */
+export function acquireSite(): string | undefined {
+  if (!debug.enabled) return undefined
+  for (const line of (new Error().stack ?? '').split('\n').slice(1)) {
+    if (line.includes(__dirname) || /[( ]node:/.test(line)) continue
+    const frame = line.trim().replace(/^at /, '')
+    const place = /\((.*)\)$/.exec(frame)
+    return place ? place[1] : frame
+  }
+  return undefined
+}
+
+/**
+ * @internal What a hold's finalizer knows about it: never the `HeldLock` itself (a finalizer's
+ * held value is kept strongly), so that the `HeldLock` can be collected.
+ */
+export interface Tracked {
+  readonly lock: Lockable
+  readonly owner: number
+  /** The registry's reference to the hold. */
+  readonly ref: WeakRef<HeldLock>
+  /**
+   * For a hold that only its `HeldLock` can release: whether the watchdog keeps it, and where it
+   * was acquired (`undefined` unless the debug log is on). `undefined` for any other hold.
+   */
+  readonly leak: { watchdog: boolean; site: string | undefined } | undefined
+}
+
+/** A hold collected: forgotten by the registry and, when only it could release the lock, reported. */
+const collected = new FinalizationRegistry<Tracked>((t) => {
+  t.lock.client._holds.forget(t.lock, t.ref)
+  if (t.leak !== undefined) void releaseLeaked(t.lock, t.owner, t.leak.watchdog, t.leak.site)
+})
+
+/**
+ * `lock`'s hold by `owner` was left by a `HeldLock` collected while held: warn, and release every
+ * hold of that owner when the watchdog keeps it; a hold with a lease is left to expire.
+ */
+async function releaseLeaked(lock: Lockable, owner: number, watchdog: boolean, site: string | undefined): Promise<void> {
+  const native = lock.client._native
+  const holder = `${lock.client.id}:${owner}${lock._write ? ':write' : ''}`
+  try {
+    const count = await native.lockHoldCountOf(lock._kind, lock.name, owner)
+    if (count <= 0) return // released meanwhile (as its owner, by number), expired, or closed
+    warn(
+      `lock '${lock.name}' was still held (${count} time(s), as ${holder}) when its HeldLock was ` +
+        `garbage-collected; it was acquired at ${site ?? '<unknown>'}. ` +
+        `${watchdog ? 'Releasing it' : 'Leaving it to expire after its lease'}: release every hold ` +
+        `before dropping it (held.release(), lock.withLock() or await using)`,
+    )
+    if (!watchdog) return
+    for (let i = 0; i < count; i++) if (!(await native.lockRelease(lock._kind, lock.name, owner))) break
+  } catch (raw) {
+    // A closed client, Redis out of reach, the lock lost: nothing more to release from here.
+    warn(`could not release lock '${lock.name}' left held by a garbage-collected HeldLock (${holder}): ${String((fromNative(raw) as Error)?.message ?? raw)}`)
   }
 }
 
@@ -53,12 +134,18 @@ export class HeldLock implements AsyncDisposable {
   /** Why the hold may be lost, once it may be. */
   #lostReason: CrosslockError | undefined
   #released = false
+  /** @internal What the registry and the finalizer know of this hold. */
+  readonly _tracked: Tracked
 
-  /** @internal HeldLocks come from `lock.acquire()`. */
-  constructor(lock: Lockable, owner: number, token?: bigint) {
+  /**
+   * @internal HeldLocks come from `lock.acquire()`. `leak`: the hold can only be released through
+   * this object (see the module docs): whether the watchdog keeps it, and where it was acquired.
+   */
+  constructor(lock: Lockable, owner: number, token?: bigint, leak?: { watchdog: boolean; site: string | undefined }) {
     this.lock = lock
     this.owner = owner
     this.token = token
+    this._tracked = { lock, owner, ref: new WeakRef(this), leak }
   }
 
   /**
@@ -219,6 +306,8 @@ export class HeldLock implements AsyncDisposable {
     }
     try {
       await this.lock._extend(this.owner, lease)
+      // Its lease ends it now, if left behind.
+      if (this._tracked.leak !== undefined) this._tracked.leak.watchdog = false
     } catch (raw) {
       const e = fromNative(raw)
       if (hasCode(e, 'LOCK_LOST')) {
@@ -254,6 +343,7 @@ export class HeldLock implements AsyncDisposable {
   /** @internal The client closed, which released every hold. */
   _closed(): void {
     this.#released = true
+    collected.unregister(this)
   }
 }
 
@@ -274,28 +364,37 @@ function route(lock: Lockable): string {
 
 /**
  * The live holds of one client, oldest first per lock: for lost-lock signals, for
- * `lock.release()` by owner, and for `client.close()`. A route held once (the common case, and
- * every route of a process holding many locks) maps to its hold itself; an array only when it has
- * several. @internal
+ * `lock.release()` by owner, and for `client.close()`. Held weakly (a `HeldLock` dropped while held
+ * must be collectable, see the module docs); each is forgotten when released or collected. A route
+ * held once (the common case, and every route of a process holding many locks) maps to its hold's
+ * reference itself; an array only when it has several. @internal
  */
 export class Holds {
-  readonly #byRoute = new Map<string, HeldLock | HeldLock[]>()
+  readonly #byRoute = new Map<string, WeakRef<HeldLock> | WeakRef<HeldLock>[]>()
 
   track(held: HeldLock): void {
+    const ref = held._tracked.ref
+    collected.register(held, held._tracked, held)
     const key = route(held.lock)
     const known = this.#byRoute.get(key)
-    if (known === undefined) this.#byRoute.set(key, held)
-    else if (Array.isArray(known)) known.push(held)
-    else this.#byRoute.set(key, [known, held])
+    if (known === undefined) this.#byRoute.set(key, ref)
+    else if (Array.isArray(known)) known.push(ref)
+    else this.#byRoute.set(key, [known, ref])
   }
 
   untrack(held: HeldLock): void {
-    const key = route(held.lock)
+    collected.unregister(held)
+    this.forget(held.lock, held._tracked.ref)
+  }
+
+  /** Forgets the hold of `lock` that `ref` refers to (released, or collected). */
+  forget(lock: Lockable, ref: WeakRef<HeldLock>): void {
+    const key = route(lock)
     const known = this.#byRoute.get(key)
-    if (known === held) {
+    if (known === ref) {
       this.#byRoute.delete(key)
     } else if (Array.isArray(known)) {
-      const i = known.lastIndexOf(held)
+      const i = known.lastIndexOf(ref)
       if (i >= 0) known.splice(i, 1)
       if (known.length === 1) this.#byRoute.set(key, known[0]!)
       else if (known.length === 0) this.#byRoute.delete(key)
@@ -303,10 +402,19 @@ export class Holds {
   }
 
   /** The live holds of a route, oldest first. */
-  #of(key: string): readonly HeldLock[] {
+  #of(key: string): HeldLock[] {
     const known = this.#byRoute.get(key)
     if (known === undefined) return []
-    return Array.isArray(known) ? known : [known]
+    if (!Array.isArray(known)) {
+      const held = known.deref()
+      return held === undefined ? [] : [held]
+    }
+    const live: HeldLock[] = []
+    for (const ref of known) {
+      const held = ref.deref()
+      if (held !== undefined) live.push(held)
+    }
+    return live
   }
 
   /** The latest live hold of `lock` by `owner`. */
@@ -335,6 +443,6 @@ export class Holds {
   closeAll(): void {
     const all = [...this.#byRoute.values()].flat()
     this.#byRoute.clear()
-    for (const held of all) held._closed()
+    for (const ref of all) ref.deref()?._closed()
   }
 }

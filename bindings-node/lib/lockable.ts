@@ -12,7 +12,7 @@ import type { BackoffOptions } from '../native'
 import type { Client } from './client'
 import { cancellable } from './abort'
 import { NotHeldError, fromNative, invalidArgument, viaNative } from './errors'
-import { HeldLock, checkExtendLease } from './held'
+import { HeldLock, acquireSite, checkExtendLease } from './held'
 import { acquiringOwner, checkOwner, currentOwner, inScope } from './identity'
 
 /**
@@ -334,8 +334,12 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
     defaultWait: number | null,
     failOnTimeout: boolean,
     checked?: Checked,
+    fresh?: boolean,
   ): Promise<H | null> {
     const o = checked ?? checkAcquire(options, `lock '${this.name}'`, this.name, defaultWait)
+    // An owner made for this acquire alone: only the HeldLock can release the hold.
+    const only = fresh ?? (o.owner === undefined && currentOwner() === undefined)
+    const site = only ? acquireSite() : undefined
     const owner = acquiringOwner(o.owner)
     let acquired: bigint | null
     if (o.signal === undefined) {
@@ -355,7 +359,8 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
       )
     }
     if (acquired === null) return null
-    const held = new HeldLock(this, owner, this._token(acquired)) as H
+    const leak = only ? { watchdog: o.lease === null, site } : undefined
+    const held = new HeldLock(this, owner, this._token(acquired), leak) as H
     this.client._holds.track(held)
     return held
   }
@@ -472,9 +477,10 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
       throw invalidArgument('type', `withLock(fn): fn must be a function, got ${typeof fn} (lock '${this.name}')`, this.name)
     }
     const o = checkAcquire(options, `lock '${this.name}'`, this.name, null)
+    const fresh = o.owner === undefined && currentOwner() === undefined
     const owner = acquiringOwner(o.owner)
     return inScope(owner, async () => {
-      const held = (await this.#acquire(undefined, null, true, { ...o, owner })) as H
+      const held = (await this.#acquire(undefined, null, true, { ...o, owner }, fresh)) as H
       let result: T
       try {
         result = await fn(held)
