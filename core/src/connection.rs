@@ -284,7 +284,6 @@ impl Route {
                     timeouts,
                     stop.clone(),
                 ));
-
                 crate::runtime::spawn(async move {
                     listener
                         .listen(timeouts.connect, &stop, &|| kick.notify_one())
