@@ -359,8 +359,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
       )
     }
     if (acquired === null) return null
-    const leak = only ? { watchdog: o.lease === null, site } : undefined
-    const held = new HeldLock(this, owner, this._token(acquired), leak) as H
+    const held = new HeldLock(this, owner, this._token(acquired), only, o.lease === null, site) as H
     this.client._holds.track(held)
     return held
   }
