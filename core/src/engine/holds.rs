@@ -57,6 +57,8 @@ pub enum LockKind {
     /// A permit of a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) (the holder
     /// is the permit id).
     Permit,
+    /// [`GroupLock`](crate::GroupLock) (Redisson's `getMultiLock(group, values)`).
+    GroupLock,
 }
 
 impl LockKind {
@@ -78,6 +80,7 @@ impl LockKind {
             LockKind::ReadLock => "read_lock",
             LockKind::WriteLock => "write_lock",
             LockKind::Permit => "permit",
+            LockKind::GroupLock => "group_lock",
         }
     }
 }
@@ -170,6 +173,9 @@ pub(crate) enum RenewKind {
     Read { prefix: Arc<str> },
     /// A permit's expiry in the semaphore's `timeouts` sorted set (the holder is the permit id).
     Permit { timeouts: Arc<str> },
+    /// A group lock's fields in the group's hash: `key` is the hash, `fields` the hold's fields,
+    /// comma-separated (Base64 has no comma).
+    Group { key: Arc<str>, fields: Arc<str> },
 }
 
 impl RenewKind {
@@ -179,6 +185,7 @@ impl RenewKind {
             RenewKind::Hash => 0,
             RenewKind::Read { .. } => 1,
             RenewKind::Permit { .. } => 2,
+            RenewKind::Group { .. } => 3,
         }
     }
 }
