@@ -179,7 +179,10 @@ pub(crate) enum RenewKind {
 }
 
 impl RenewKind {
-    /// A small number per variant (the renewal groups holds by it).
+    /// How many variants [`index`](Self::index) numbers.
+    pub(crate) const COUNT: usize = 4;
+
+    /// A small number per variant (the renewal groups holds by it), below [`COUNT`](Self::COUNT).
     pub(crate) fn index(&self) -> usize {
         match self {
             RenewKind::Hash => 0,
@@ -908,7 +911,7 @@ impl Holds {
         let mut used = 0;
         let mut taken = 0;
         // The chunk being filled, per renewal kind.
-        let mut open: [Option<usize>; 3] = [None; 3];
+        let mut open: [Option<usize>; RenewKind::COUNT] = [None; RenewKind::COUNT];
         for (k, h) in map.iter_mut() {
             if taken == max {
                 break;

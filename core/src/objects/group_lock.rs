@@ -168,9 +168,16 @@ impl FasterMultiLock {
         }
     }
 
-    fn field_args<'a>(&'a self, head: &[&'a dyn crate::connection::ToArg]) -> Vec<&'a dyn crate::connection::ToArg> {
+    fn field_args<'a>(
+        &'a self,
+        head: &[&'a dyn crate::connection::ToArg],
+    ) -> Vec<&'a dyn crate::connection::ToArg> {
         let mut args: Vec<&dyn crate::connection::ToArg> = head.to_vec();
-        args.extend(self.fields.iter().map(|f| f as &dyn crate::connection::ToArg));
+        args.extend(
+            self.fields
+                .iter()
+                .map(|f| f as &dyn crate::connection::ToArg),
+        );
         args
     }
 
@@ -259,7 +266,11 @@ impl Family for FasterMultiLock {
 
     fn for_name(name: Arc<str>) -> Self {
         let (group, fields) = name.rsplit_once(HOLD_SEPARATOR).unwrap_or((&name, ""));
-        let fields = fields.split(',').filter(|f| !f.is_empty()).map(str::to_owned).collect();
+        let fields = fields
+            .split(',')
+            .filter(|f| !f.is_empty())
+            .map(str::to_owned)
+            .collect();
         FasterMultiLock::new(Arc::from(group), fields)
     }
 
@@ -431,7 +442,12 @@ impl Client {
     /// guard.release().await?;
     /// # Ok(()) }
     /// ```
-    pub fn group_lock_with<I, V>(&self, group: &str, values: I, codec: GroupCodec) -> Result<GroupLock>
+    pub fn group_lock_with<I, V>(
+        &self,
+        group: &str,
+        values: I,
+        codec: GroupCodec,
+    ) -> Result<GroupLock>
     where
         I: IntoIterator<Item = V>,
         V: AsRef<str>,
@@ -468,12 +484,42 @@ mod tests {
     /// Bytes and fields Redisson 4.7.0 wrote for these values (`Kryo5Codec` and `StringCodec`
     /// value encoders, `Hash.hash128toBase64`), from the tests-java driver's `groupField`.
     const REDISSON: &[(&str, &str, &str, &str)] = &[
-        ("", "0381", "8kZ0F42HzoQfW3jDxQ6f4g", "t6rZwibGo2uy1OSmNVe8pg"),
-        ("a", "038261", "Jon6GCcO+0QSJkhre5wXYA", "qwvAS12pR0CgRitaypEjUw"),
-        ("abc", "036162e3", "FY3OcS+uaYbOl/mDs7Pp4A", "BhA5LsZVetaLy1jDRVlHJg"),
-        ("héllo", "038668c3a96c6c6f", "HQvB+8Qy7DfRFKzQpsKmrA", "C21sdzlNA76/qU3dH4L30Q"),
-        ("日本語", "0384e697a5e69cace8aa9e", "vUBKyryx/0Di4fMPuWRWMA", "4PLJx8KOCYUcHV8bTDfq4g"),
-        ("😀", "0383eda0bdedb880", "x8RNEAwQ8KZSMhraJs6dXA", "BFYDo74PGvb6OkPcvcLRhw"),
+        (
+            "",
+            "0381",
+            "8kZ0F42HzoQfW3jDxQ6f4g",
+            "t6rZwibGo2uy1OSmNVe8pg",
+        ),
+        (
+            "a",
+            "038261",
+            "Jon6GCcO+0QSJkhre5wXYA",
+            "qwvAS12pR0CgRitaypEjUw",
+        ),
+        (
+            "abc",
+            "036162e3",
+            "FY3OcS+uaYbOl/mDs7Pp4A",
+            "BhA5LsZVetaLy1jDRVlHJg",
+        ),
+        (
+            "héllo",
+            "038668c3a96c6c6f",
+            "HQvB+8Qy7DfRFKzQpsKmrA",
+            "C21sdzlNA76/qU3dH4L30Q",
+        ),
+        (
+            "日本語",
+            "0384e697a5e69cace8aa9e",
+            "vUBKyryx/0Di4fMPuWRWMA",
+            "4PLJx8KOCYUcHV8bTDfq4g",
+        ),
+        (
+            "😀",
+            "0383eda0bdedb880",
+            "x8RNEAwQ8KZSMhraJs6dXA",
+            "BFYDo74PGvb6OkPcvcLRhw",
+        ),
     ];
 
     fn hex(bytes: &[u8]) -> String {
@@ -484,8 +530,16 @@ mod tests {
     fn values_hash_to_redissons_fields() {
         for &(value, kryo, kryo_field, string_field) in REDISSON {
             assert_eq!(hex(&kryo5_string(value)), kryo, "{value:?}");
-            assert_eq!(group_field(value, GroupCodec::Kryo5), kryo_field, "{value:?}");
-            assert_eq!(group_field(value, GroupCodec::String), string_field, "{value:?}");
+            assert_eq!(
+                group_field(value, GroupCodec::Kryo5),
+                kryo_field,
+                "{value:?}"
+            );
+            assert_eq!(
+                group_field(value, GroupCodec::String),
+                string_field,
+                "{value:?}"
+            );
         }
     }
 
@@ -505,10 +559,16 @@ mod tests {
         let lock = FasterMultiLock::new(Arc::from("a#b"), vec!["y".into(), "x".into()]);
         assert_eq!(&*lock.hold_name, "a#b#x,y");
         let back = FasterMultiLock::for_name(lock.hold_name.clone());
-        assert_eq!((&*back.group, back.fields.clone()), ("a#b", vec!["x".to_owned(), "y".to_owned()]));
+        assert_eq!(
+            (&*back.group, back.fields.clone()),
+            ("a#b", vec!["x".to_owned(), "y".to_owned()])
+        );
         assert_eq!(
             FasterMultiLock::renew_kind(&lock.hold_name),
-            RenewKind::Group { key: Arc::from("a#b"), fields: Arc::from("x,y") }
+            RenewKind::Group {
+                key: Arc::from("a#b"),
+                fields: Arc::from("x,y")
+            }
         );
     }
 }
