@@ -40,6 +40,31 @@ pub enum GroupCodec {
 }
 
 impl GroupCodec {
+    /// The codec named `name`: `"kryo5"` (Redisson's `Kryo5Codec`) or `"string"` (`StringCodec`),
+    /// as the bindings take it.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for any other name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use crosslock::GroupCodec;
+    /// assert_eq!(GroupCodec::from_name("string").unwrap(), GroupCodec::String);
+    /// assert!(GroupCodec::from_name("json").is_err());
+    /// ```
+    pub fn from_name(name: &str) -> Result<GroupCodec> {
+        match name {
+            "kryo5" => Ok(GroupCodec::Kryo5),
+            "string" => Ok(GroupCodec::String),
+            _ => Err(Error::invalid(format!(
+                "a group lock's codec is \"kryo5\" (Redisson's default Kryo5Codec) or \"string\" \
+                 (StringCodec), the codec the Java side is configured with; got {name:?}"
+            ))),
+        }
+    }
+
     /// The bytes the Java codec writes for the string `value`.
     fn encode(self, value: &str) -> Vec<u8> {
         match self {
@@ -473,6 +498,60 @@ impl Client {
         }
         Ok(GroupLock {
             core: LockCore::new(self.clone(), FasterMultiLock::new(group, fields)),
+        })
+    }
+}
+
+impl Client {
+    /// A [`GroupLock`] on the hash fields `fields` of `group` (as [`group_field`] names values):
+    /// for code that has the fields rather than the values (the Node binding, which keeps a lock
+    /// as its group and fields).
+    ///
+    /// # Errors
+    ///
+    /// As [`group_lock`](Client::group_lock), and for a field that is not 22 Base64 characters.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let lock = client.group_lock_by_fields("orders", ["Jon6GCcO+0QSJkhre5wXYA"])?;
+    /// assert_eq!(lock.fields(), client.group_lock("orders", ["a"])?.fields());
+    /// # Ok(()) }
+    /// ```
+    pub fn group_lock_by_fields<I, V>(&self, group: &str, fields: I) -> Result<GroupLock>
+    where
+        I: IntoIterator<Item = V>,
+        V: AsRef<str>,
+    {
+        let group = check_name(self, group, "group lock")?;
+        let mut listed: Vec<String> = Vec::new();
+        for field in fields {
+            let field = field.as_ref();
+            let base64 = |c: char| c.is_ascii_alphanumeric() || c == '+' || c == '/';
+            if field.len() != 22 || !field.chars().all(base64) {
+                return Err(Error::invalid(format!(
+                    "group lock '{group}': {field:?} is not a value's field (22 Base64 \
+                     characters, as crosslock::group_field makes them)"
+                ))
+                .with_lock(&*group));
+            }
+            if listed.iter().any(|f| f == field) {
+                return Err(Error::invalid(format!(
+                    "group lock '{group}': the field {field:?} is given twice; give each once"
+                ))
+                .with_lock(&*group));
+            }
+            listed.push(field.to_owned());
+        }
+        if listed.is_empty() {
+            return Err(Error::invalid(format!(
+                "group lock '{group}' needs at least one value to lock, got none"
+            ))
+            .with_lock(&*group));
+        }
+        Ok(GroupLock {
+            core: LockCore::new(self.clone(), FasterMultiLock::new(group, listed)),
         })
     }
 }
