@@ -45,7 +45,8 @@ describe('GroupLock', () => {
       await lock.withLock(async () => {
         assert.equal(await lock.holdCount(), 2)
       })
-      waiter.state = background(env.client.groupLock(group, ['x', 'y']), { wait: 20_000 })
+      // Another owner (inside withLock this chain is the holder, and would re-enter).
+      waiter.state = background(env.client.groupLock(group, ['x', 'y']), { wait: 20_000, owner: newOwner() })
       await waitUntil(async () => (await env.raw.command('PUBSUB', 'NUMSUB', channelOf(group)))[1] >= 1, 'the waiter to subscribe')
       assert.equal(waiter.state.done, false)
     })
