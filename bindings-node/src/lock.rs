@@ -130,7 +130,12 @@ impl JsClient {
     /// The hash fields, sorted, of a group lock on `values` of `group` whose values the Java side
     /// encodes with `codec` (`"kryo5"` or `"string"`): the factory's check and the lock's key.
     #[napi]
-    pub fn group_fields(&self, group: String, values: Vec<String>, codec: String) -> Result<Vec<String>> {
+    pub fn group_fields(
+        &self,
+        group: String,
+        values: Vec<String>,
+        codec: String,
+    ) -> Result<Vec<String>> {
         crosslock::GroupCodec::from_name(&codec)
             .and_then(|codec| self.core().group_lock_with(&group, &values, codec))
             .map(|lock| lock.fields().to_vec())

@@ -314,7 +314,10 @@ impl PyClient {
     ) -> PyResult<(PyLock, Vec<String>)> {
         let lock = crosslock::GroupCodec::from_name(codec)
             .and_then(|codec| self.client.group_lock_with(group, &values, codec));
-        let fields = lock.as_ref().map(|l| l.fields().to_vec()).unwrap_or_default();
+        let fields = lock
+            .as_ref()
+            .map(|l| l.fields().to_vec())
+            .unwrap_or_default();
         Ok((self.erased(py, group, lock.map(|l| l.erased()))?, fields))
     }
 

@@ -103,10 +103,7 @@ async fn overlapping_sets_exclude_and_disjoint_sets_do_not() {
         "a refused release changes nothing"
     );
     assert!(ab.release_as(a).await.unwrap());
-    assert!(
-        bc.acquire_as(a, &once()).await.unwrap() == false,
-        "c is still b's"
-    );
+    assert!(!bc.acquire_as(a, &once()).await.unwrap(), "c is still b's");
     assert!(cd.release_as(b).await.unwrap());
     assert!(bc.acquire_as(a, &once()).await.unwrap());
     assert!(bc.release_as(a).await.unwrap());

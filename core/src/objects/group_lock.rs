@@ -486,7 +486,7 @@ impl Client {
                 return Err(Error::invalid(format!(
                     "group lock '{group}': the value {value:?} is given twice; give each value once"
                 ))
-                .with_lock(&*group));
+                .with_lock(&group));
             }
             fields.push(group_field(value, codec));
         }
@@ -494,7 +494,7 @@ impl Client {
             return Err(Error::invalid(format!(
                 "group lock '{group}' needs at least one value to lock, got none"
             ))
-            .with_lock(&*group));
+            .with_lock(&group));
         }
         Ok(GroupLock {
             core: LockCore::new(self.clone(), FasterMultiLock::new(group, fields)),
@@ -534,13 +534,13 @@ impl Client {
                     "group lock '{group}': {field:?} is not a value's field (22 Base64 \
                      characters, as crosslock::group_field makes them)"
                 ))
-                .with_lock(&*group));
+                .with_lock(&group));
             }
             if listed.iter().any(|f| f == field) {
                 return Err(Error::invalid(format!(
                     "group lock '{group}': the field {field:?} is given twice; give each once"
                 ))
-                .with_lock(&*group));
+                .with_lock(&group));
             }
             listed.push(field.to_owned());
         }
@@ -548,7 +548,7 @@ impl Client {
             return Err(Error::invalid(format!(
                 "group lock '{group}' needs at least one value to lock, got none"
             ))
-            .with_lock(&*group));
+            .with_lock(&group));
         }
         Ok(GroupLock {
             core: LockCore::new(self.clone(), FasterMultiLock::new(group, listed)),
