@@ -27,6 +27,8 @@ use super::{busy, check_name, lock_type, ms, parse_info, prefix_name};
 /// use crosslock::GroupCodec;
 /// // A Java service configured with `config.setCodec(StringCodec.INSTANCE)`:
 /// let lock = client.group_lock_with("orders", ["42", "43"], GroupCodec::String)?;
+/// let guard = lock.acquire().await?;
+/// guard.release().await?;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
