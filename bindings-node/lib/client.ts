@@ -15,12 +15,19 @@ import { Lock } from './lock'
 import { KIND, optionsObject } from './lockable'
 import { checkWhole } from './limits'
 import { NonReentrantLock } from './non_reentrant_lock'
+import { GroupLock } from './group_lock'
 import { ReadLock, ReadWriteLock, WriteLock } from './read_write_lock'
 import { CountDownLatch } from './count_down_latch'
 import { PermitExpirableSemaphore, Permits } from './permit_expirable_semaphore'
 import { Semaphore } from './semaphore'
 import { SpinLock, type SpinLockOptions } from './spin_lock'
 import { Watch } from './watch'
+
+/** Options of {@link Client.groupLock}. */
+export interface GroupLockOptions {
+  /** How the Java side encodes values: `'kryo5'` (Redisson's default) or `'string'` (`StringCodec`). */
+  codec?: 'kryo5' | 'string'
+}
 
 /**
  * Client settings. Durations are milliseconds. A key it does not name is refused with
@@ -283,6 +290,47 @@ export class Client implements AsyncDisposable {
     checkName(name)
     viaNative(() => this.#native.checkLock(KIND.fenced, name, null))
     return new FencedLock(this, KIND.fenced, name)
+  }
+
+  /**
+   * The {@link GroupLock} on `values` of `group` (Redisson's `getMultiLock(group, values)`): all the
+   * values or none. Values are strings (as the Java side passes `String`s); at least one, each once.
+   * `options.codec` is how the Java side encodes values: `'kryo5'` (Redisson's default
+   * `Kryo5Codec`) or `'string'` (`StringCodec`). Throws `InvalidArgumentError` for no values, a
+   * value given twice, a non-string value or an unknown codec; group name rules as for
+   * {@link Client.lock}.
+   *
+   * @example
+   * ```js
+   * const lock = client.groupLock('orders', ['42', '43'])
+   * ```
+   */
+  groupLock(group: string, values: readonly string[], options?: GroupLockOptions): GroupLock {
+    checkName(group)
+    if (!Array.isArray(values)) {
+      throw invalidArgument(
+        'type',
+        `values of group lock '${group}' must be an array of strings, got ${typeof values}` +
+          (typeof values === 'string' ? `; write ['${values}'] to lock one value` : ''),
+        group,
+      )
+    }
+    for (const value of values) {
+      if (typeof value !== 'string') {
+        throw invalidArgument(
+          'type',
+          `values of group lock '${group}' must be strings (as the Java side passes String values), ` +
+            `got ${typeof value} ${String(value)}; convert it with String()`,
+          group,
+        )
+      }
+    }
+    const codec = options?.codec ?? 'kryo5'
+    if (typeof codec !== 'string') {
+      throw invalidArgument('type', `codec of group lock '${group}' must be 'kryo5' or 'string', got ${typeof codec}`, group)
+    }
+    const fields = viaNative(() => this.#native.groupFields(group, [...values], codec))
+    return new GroupLock(this, group, fields)
   }
 
   /**

@@ -371,7 +371,7 @@ export function lostError(lockName: string, holder: string): LockLostError {
 
 /** The route of a hold's lost-lock events: its lock's name, and whether it is a write hold. */
 function route(lock: Lockable): string {
-  return lock._write ? `${lock.name}\u0000w` : lock.name
+  return lock._write ? `${lock._key}\u0000w` : lock._key
 }
 
 /**
@@ -451,7 +451,7 @@ export class Holds {
     const holds = this.#of(write ? `${name}\u0000w` : name).filter((h) => h.owner === owner)
     // Skip a stale report about an earlier tenure that was released since.
     if (holds.length === 0 || !holds[0]!.lock._isLost(owner)) return
-    const reason = lostError(name, `${clientId}:${owner}${write ? ':write' : ''}`)
+    const reason = lostError(holds[0]!.lock.name, `${clientId}:${owner}${write ? ':write' : ''}`)
     for (const held of holds) held._lost(reason)
   }
 

@@ -28,7 +28,7 @@
  */
 import { Client, type ConnectOptions } from './client'
 
-export { Client, type ConnectOptions } from './client'
+export { Client, type ConnectOptions, type GroupLockOptions } from './client'
 export type { Inspection, HolderInfo, ProcessInfo, QueuedWaiter, PermitInfo, WatchEvent } from '../native'
 export { Watch } from './watch'
 export { Lockable, type AcquireOptions, type OwnerOptions } from './lockable'
@@ -38,6 +38,7 @@ export { FairLock, NonReentrantFairLock } from './fair_lock'
 export { SpinLock, type Backoff, type SpinLockOptions } from './spin_lock'
 export { FencedLock, type FencedHeldLock } from './fenced_lock'
 export { NonReentrantLock } from './non_reentrant_lock'
+export { GroupLock } from './group_lock'
 export { ReadWriteLock, ReadLock, WriteLock } from './read_write_lock'
 export { MultiLock, RedLock, HeldMultiLock } from './multi_lock'
 export { Semaphore, type PermitOptions } from './semaphore'

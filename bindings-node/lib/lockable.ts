@@ -84,7 +84,7 @@ export interface Checked {
  * @internal The kinds of the RLock family, as the native client numbers them (`src/lock.rs`):
  * every native `lock*` method takes a lock's kind and name.
  */
-export const KIND = { lock: 0, fair: 1, spin: 2, fenced: 3, nonReentrant: 4, read: 5, write: 6, nonReentrantFair: 7 } as const
+export const KIND = { lock: 0, fair: 1, spin: 2, fenced: 3, nonReentrant: 4, read: 5, write: 6, nonReentrantFair: 7, group: 8 } as const
 
 /** Options people bring from other libraries, and what crosslock calls them. */
 const SPELLED_HERE: Readonly<Record<string, string>> = {
@@ -261,12 +261,18 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * held lock's own state, in a process that may make tens of thousands.
    */
   readonly _kind: number
+  /**
+   * @internal What the native client makes the lock from, and its holds' name: the name, but for
+   * a group lock, whose holds are one per set of values (`<group>#<field>,<field>…`).
+   */
+  readonly _key: string
 
   /** @internal Locks come from the client's factories (`client.lock(name)`, …). */
-  constructor(client: Client, kind: number, name: string) {
+  constructor(client: Client, kind: number, name: string, key: string = name) {
     this.client = client
     this._kind = kind
     this.name = name
+    this._key = key
   }
 
   /** @internal Whether its holder strings end in `:write` (the route of lost-lock events). */
@@ -346,14 +352,14 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
       // Nothing to abort: the native promise awaited right here, without the promises that
       // honouring a signal takes (most acquires have none).
       try {
-        acquired = await this.client._native.lockAcquire(this._kind, this.name, this._backoff, owner, o.wait, o.lease, null, failOnTimeout)
+        acquired = await this.client._native.lockAcquire(this._kind, this._key, this._backoff, owner, o.wait, o.lease, null, failOnTimeout)
       } catch (e) {
         throw fromNative(e)
       }
     } else {
       acquired = await cancellable(
         o.signal,
-        (token) => this.client._native.lockAcquire(this._kind, this.name, this._backoff, owner, o.wait, o.lease, token, failOnTimeout),
+        (token) => this.client._native.lockAcquire(this._kind, this._key, this._backoff, owner, o.wait, o.lease, token, failOnTimeout),
         (won) => won !== null,
         () => viaNative(() => this._release(owner)),
       )
@@ -447,7 +453,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
 
   /** @internal Extends the hold of `owner` in Redis (the native promise as it is). */
   _extend(owner: number, lease: number): Promise<void> {
-    return this.client._native.lockExtend(this._kind, this.name, owner, lease)
+    return this.client._native.lockExtend(this._kind, this._key, owner, lease)
   }
 
   /**
@@ -501,7 +507,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * ```
    */
   async isLocked(): Promise<boolean> {
-    return viaNative(() => this.client._native.lockIsLocked(this._kind, this.name))
+    return viaNative(() => this.client._native.lockIsLocked(this._kind, this._key))
   }
 
   /**
@@ -526,7 +532,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   async isHeld(options?: OwnerOptions): Promise<boolean> {
     const owner = this.#queryOwner(options)
     if (owner === undefined) return false
-    return viaNative(() => this.client._native.lockIsHeldBy(this._kind, this.name, owner))
+    return viaNative(() => this.client._native.lockIsHeldBy(this._kind, this._key, owner))
   }
 
   /**
@@ -549,7 +555,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   async holdCount(options?: OwnerOptions): Promise<number> {
     const owner = this.#queryOwner(options)
     if (owner === undefined) return 0
-    return viaNative(() => this.client._native.lockHoldCountOf(this._kind, this.name, owner))
+    return viaNative(() => this.client._native.lockHoldCountOf(this._kind, this._key, owner))
   }
 
   /**
@@ -563,7 +569,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * ```
    */
   async remainingLease(): Promise<number | null> {
-    return viaNative(() => this.client._native.lockRemainingLease(this._kind, this.name))
+    return viaNative(() => this.client._native.lockRemainingLease(this._kind, this._key))
   }
 
   /**
@@ -576,7 +582,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * ```
    */
   async forceUnlock(): Promise<boolean> {
-    return viaNative(() => this.client._native.lockForceUnlock(this._kind, this.name))
+    return viaNative(() => this.client._native.lockForceUnlock(this._kind, this._key))
   }
 
   /** The owner a query is about: the `owner` option, else the scope's, else none. */
@@ -604,12 +610,12 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
 
   /** @internal Releases one hold of `owner` in Redis (the native promise as it is). */
   _release(owner: number): Promise<boolean> {
-    return this.client._native.lockRelease(this._kind, this.name, owner)
+    return this.client._native.lockRelease(this._kind, this._key, owner)
   }
 
   /** @internal Whether core recorded the hold of `owner` as lost. */
   _isLost(owner: number): boolean {
-    return viaNative(() => this.client._native.lockIsLost(this._kind, this.name, owner))
+    return viaNative(() => this.client._native.lockIsLost(this._kind, this._key, owner))
   }
 
   /** @internal The token a hold keeps from what the native acquire resolved (none by default). */
@@ -626,7 +632,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
    * ```
    */
   async holders(): Promise<string[]> {
-    return viaNative(() => this.client._native.lockHolders(this._kind, this.name))
+    return viaNative(() => this.client._native.lockHolders(this._kind, this._key))
   }
 }
 

@@ -78,6 +78,8 @@ const NON_REENTRANT_LOCK: u32 = 4;
 const READ_LOCK: u32 = 5;
 const WRITE_LOCK: u32 = 6;
 const NON_REENTRANT_FAIR_LOCK: u32 = 7;
+/// A group lock, named `<group>#<field>,<field>…` (its fields from `groupFields`).
+const GROUP_LOCK: u32 = 8;
 
 impl JsClient {
     /// The core lock of kind `kind` named `name` (a spin lock with `backoff`, Redisson's by
@@ -104,6 +106,12 @@ impl JsClient {
             NON_REENTRANT_FAIR_LOCK => client.non_reentrant_fair_lock(name).map(|l| l.erased()),
             READ_LOCK => client.read_write_lock(name).map(|rw| rw.read().erased()),
             WRITE_LOCK => client.read_write_lock(name).map(|rw| rw.write().erased()),
+            GROUP_LOCK => {
+                let (group, fields) = name.rsplit_once('#').unwrap_or((name, ""));
+                client
+                    .group_lock_by_fields(group, fields.split(',').filter(|f| !f.is_empty()))
+                    .map(|l| l.erased())
+            }
             _ => {
                 return Err(error::invalid_argument(format!(
                     "no lock kind numbered {kind}: lock objects come from the client's factories \
@@ -119,6 +127,21 @@ impl JsClient {
 impl JsClient {
     /// Checks that a lock of kind `kind` named `name` (with `backoff`, for a spin lock) can be
     /// made: the factories' early error for a bad name or back-off.
+    /// The hash fields, sorted, of a group lock on `values` of `group` whose values the Java side
+    /// encodes with `codec` (`"kryo5"` or `"string"`): the factory's check and the lock's key.
+    #[napi]
+    pub fn group_fields(
+        &self,
+        group: String,
+        values: Vec<String>,
+        codec: String,
+    ) -> Result<Vec<String>> {
+        crosslock::GroupCodec::from_name(&codec)
+            .and_then(|codec| self.core().group_lock_with(&group, &values, codec))
+            .map(|lock| lock.fields().to_vec())
+            .map_err(|e| error::to_napi(&e))
+    }
+
     #[napi]
     pub fn check_lock(
         &self,

@@ -302,6 +302,25 @@ impl PyClient {
         )
     }
 
+    /// A `GroupLock` (Redisson's `getMultiLock(group, values)`) on `values` of `group`, their
+    /// fields hashed from the `codec` ("kryo5" or "string") encoding; with the values' fields,
+    /// sorted (the lost-event route of its holds is `group#field,field…`).
+    fn group_lock(
+        &self,
+        py: Python<'_>,
+        group: &str,
+        values: Vec<String>,
+        codec: &str,
+    ) -> PyResult<(PyLock, Vec<String>)> {
+        let lock = crosslock::GroupCodec::from_name(codec)
+            .and_then(|codec| self.client.group_lock_with(group, &values, codec));
+        let fields = lock
+            .as_ref()
+            .map(|l| l.fields().to_vec())
+            .unwrap_or_default();
+        Ok((self.erased(py, group, lock.map(|l| l.erased()))?, fields))
+    }
+
     /// A `Semaphore` (Redisson `RSemaphore`) named `name`.
     fn semaphore(&self, py: Python<'_>, name: &str) -> PyResult<crate::semaphore::PySemaphore> {
         let sem = self

@@ -100,6 +100,7 @@ pub use naming::ProcessInfo;
 pub use objects::count_down_latch::CountDownLatch;
 pub use objects::fair_lock::{FairLock, NonReentrantFairLock};
 pub use objects::fenced_lock::FencedLock;
+pub use objects::group_lock::{GroupCodec, GroupLock, group_field};
 pub use objects::lock::Lock;
 pub use objects::multi_lock::{MultiGuard, MultiLock, RedLock};
 pub use objects::non_reentrant_lock::NonReentrantLock;

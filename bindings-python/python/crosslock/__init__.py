@@ -63,6 +63,7 @@ from ._lockable import Acquisition
 from .lock import Lock
 from .multi_lock import MultiLock, RedLock
 from .non_reentrant_lock import NonReentrantLock
+from .group_lock import GroupLock
 from .permit_expirable_semaphore import PermitExpirableSemaphore
 from .read_write_lock import ReadLock, ReadWriteLock, WriteLock
 from .semaphore import Semaphore
@@ -85,6 +86,7 @@ __all__ = [
     "Backoff",
     "FencedLock",
     "NonReentrantLock",
+    "GroupLock",
     "NonReentrantFairLock",
     "ReadWriteLock",
     "ReadLock",

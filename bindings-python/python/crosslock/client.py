@@ -7,7 +7,7 @@ import os
 import threading
 import weakref
 from types import TracebackType
-from typing import Any, Callable, Hashable, Optional, Union
+from typing import Any, Callable, Hashable, Iterable, Optional, Union
 
 from . import _native
 from ._identity import current_owner
@@ -20,6 +20,7 @@ from .inspect import Inspection, Watch
 from .fenced_lock import FencedLock
 from .lock import Lock
 from .non_reentrant_lock import NonReentrantLock
+from .group_lock import GroupLock
 from .read_write_lock import ReadLock, ReadWriteLock, WriteLock
 from .count_down_latch import CountDownLatch
 from .permit_expirable_semaphore import PermitExpirableSemaphore, PermitLostCallback
@@ -351,6 +352,59 @@ class Client:
         :class:`NonReentrantError`. Arguments and errors as for :meth:`lock`."""
         name = self._checked(name, on_lost)
         return NonReentrantFairLock(self, self._native.non_reentrant_fair_lock(name), on_lost)
+
+    def group_lock(
+        self,
+        group: str,
+        values: Iterable[str],
+        *,
+        codec: str = "kryo5",
+        on_lost: Optional[Callable[[GroupLock], object]] = None,
+    ) -> GroupLock:
+        """The :class:`GroupLock` on ``values`` of ``group`` (Redisson's
+        ``getMultiLock(group, values)``): all the values or none.
+
+        Args:
+            group: the group's name, its hash in Redis.
+            values: the values to lock, strings (as the Java side passes ``String``s); at least
+                one, each once.
+            codec: how the Java side encodes values: ``"kryo5"`` (Redisson's default
+                ``Kryo5Codec``) or ``"string"`` (``StringCodec``).
+            on_lost: as for :meth:`lock`.
+
+        Raises:
+            InvalidArgumentError: no values, a value given twice, an unknown codec, or an empty
+                group name.
+            InvalidArgumentTypeError: ``values`` is a single string or holds a non-string.
+        """
+        group = self._checked(group, on_lost)
+        if isinstance(values, (str, bytes)):
+            raise InvalidArgumentTypeError(
+                f"values of group lock {group!r} must be a list of strings, got a single "
+                f"{type(values).__name__}; write [{values!r}] to lock one value",
+                lock_name=group,
+            )
+        try:
+            listed = list(values)
+        except TypeError:
+            raise InvalidArgumentTypeError(
+                f"values of group lock {group!r} must be a list of strings, got {type(values).__name__}",
+                lock_name=group,
+            ) from None
+        for value in listed:
+            if not isinstance(value, str):
+                raise InvalidArgumentTypeError(
+                    f"values of group lock {group!r} must be strings (as the Java side passes "
+                    f"String values), got {type(value).__name__} {value!r}; convert it with str()",
+                    lock_name=group,
+                )
+        if not isinstance(codec, str):
+            raise InvalidArgumentTypeError(
+                f"codec of group lock {group!r} must be \"kryo5\" or \"string\", got {type(codec).__name__}",
+                lock_name=group,
+            )
+        native, fields = self._native.group_lock(group, listed, codec)
+        return GroupLock(self, native, fields, on_lost)
 
     def read_write_lock(
         self, name: str, *, on_lost: Optional[Callable[[Union[ReadLock, WriteLock]], object]] = None

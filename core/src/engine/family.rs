@@ -212,6 +212,13 @@ pub(crate) trait Family: Protocol {
     where
         Self: Sized;
 
+    /// The lock's name as its users know it, in messages and `name()`: the [`Protocol::name`]
+    /// its holds are recorded under, except for a group lock (whose holds are one per set of
+    /// values, so recorded under the group and the values' fields).
+    fn shown_name(&self) -> &str {
+        self.name()
+    }
+
     /// The holder-string suffix (`":write"` for the write lock).
     fn suffix(&self) -> Suffix {
         Suffix::None
@@ -344,7 +351,7 @@ impl<P: Family> LockCore<P> {
     }
 
     pub(crate) fn name(&self) -> &str {
-        self.proto.name()
+        self.proto.shown_name()
     }
 
     async fn cx(&self) -> Result<Arc<Ctx>> {
@@ -725,6 +732,21 @@ impl<P: Family> LockCore<P> {
         cx.holds.extending(&key, tenure, sent, lease);
         let name = self.proto.name();
         let reply: i64 = match P::renew_kind(name) {
+            RenewKind::Group { key, fields } => {
+                cx.conn
+                    .eval(
+                        &crate::scripts::GROUP_EXTEND,
+                        &[&*key],
+                        &[
+                            &crate::objects::ms(lease),
+                            &super::epoch_ms(),
+                            &&*holder,
+                            &&*fields,
+                        ],
+                        Some(&*key),
+                    )
+                    .await
+            }
             RenewKind::Read { prefix } => {
                 cx.conn
                     .eval(
@@ -876,6 +898,7 @@ pub(crate) fn kind_phrase(kind: LockKind) -> &'static str {
         LockKind::ReadLock => "the read lock of",
         LockKind::WriteLock => "the write lock of",
         LockKind::Permit => "a permit of",
+        LockKind::GroupLock => "group lock",
     }
 }
 
@@ -1021,6 +1044,7 @@ fn kind_type_name(kind: LockKind) -> &'static str {
         LockKind::ReadLock => "ReadLock",
         LockKind::WriteLock => "WriteLock",
         LockKind::Permit => "Permit",
+        LockKind::GroupLock => "GroupLock",
     }
 }
 

@@ -57,6 +57,8 @@ pub enum LockKind {
     /// A permit of a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) (the holder
     /// is the permit id).
     Permit,
+    /// [`GroupLock`](crate::GroupLock) (Redisson's `getMultiLock(group, values)`).
+    GroupLock,
 }
 
 impl LockKind {
@@ -78,6 +80,7 @@ impl LockKind {
             LockKind::ReadLock => "read_lock",
             LockKind::WriteLock => "write_lock",
             LockKind::Permit => "permit",
+            LockKind::GroupLock => "group_lock",
         }
     }
 }
@@ -170,15 +173,22 @@ pub(crate) enum RenewKind {
     Read { prefix: Arc<str> },
     /// A permit's expiry in the semaphore's `timeouts` sorted set (the holder is the permit id).
     Permit { timeouts: Arc<str> },
+    /// A group lock's fields in the group's hash: `key` is the hash, `fields` the hold's fields,
+    /// comma-separated (Base64 has no comma).
+    Group { key: Arc<str>, fields: Arc<str> },
 }
 
 impl RenewKind {
-    /// A small number per variant (the renewal groups holds by it).
+    /// How many variants [`index`](Self::index) numbers.
+    pub(crate) const COUNT: usize = 4;
+
+    /// A small number per variant (the renewal groups holds by it), below [`COUNT`](Self::COUNT).
     pub(crate) fn index(&self) -> usize {
         match self {
             RenewKind::Hash => 0,
             RenewKind::Read { .. } => 1,
             RenewKind::Permit { .. } => 2,
+            RenewKind::Group { .. } => 3,
         }
     }
 }
@@ -901,7 +911,7 @@ impl Holds {
         let mut used = 0;
         let mut taken = 0;
         // The chunk being filled, per renewal kind.
-        let mut open: [Option<usize>; 3] = [None; 3];
+        let mut open: [Option<usize>; RenewKind::COUNT] = [None; RenewKind::COUNT];
         for (k, h) in map.iter_mut() {
             if taken == max {
                 break;

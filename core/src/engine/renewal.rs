@@ -177,6 +177,7 @@ fn scripts_of(kind: &RenewKind) -> (&'static scripts::Lua, &'static scripts::Lua
         RenewKind::Hash => (&scripts::RENEW_HASH, &scripts::RENEW_HASH_NODE),
         RenewKind::Read { .. } => (&scripts::RENEW_READ, &scripts::RENEW_READ_NODE),
         RenewKind::Permit { .. } => (&scripts::RENEW_PERMIT, &scripts::RENEW_PERMIT_NODE),
+        RenewKind::Group { .. } => (&scripts::RENEW_GROUP, &scripts::RENEW_GROUP_NODE),
     }
 }
 
@@ -418,6 +419,7 @@ async fn renew_batch<'a>(
         .iter()
         .map(|w| match &w.renew {
             RenewKind::Read { prefix } => Some(&**prefix),
+            RenewKind::Group { fields, .. } => Some(&**fields),
             _ => None,
         })
         .collect();
@@ -447,7 +449,10 @@ async fn renew_batch<'a>(
         }
     }
     args.push(&lease_ms);
-    if matches!(batch.holds[0].renew, RenewKind::Permit { .. }) {
+    if matches!(
+        batch.holds[0].renew,
+        RenewKind::Permit { .. } | RenewKind::Group { .. }
+    ) {
         args.push(&now_ms);
     }
     for (holder, prefix) in holders.iter().zip(&prefixes) {
@@ -663,6 +668,7 @@ fn tell_failure(count: usize, node: &Node, e: &crate::Error) {
 fn renewed_key(w: &Watched) -> &str {
     match &w.renew {
         RenewKind::Permit { timeouts } => timeouts,
+        RenewKind::Group { key, .. } => key,
         _ => &w.key.name,
     }
 }

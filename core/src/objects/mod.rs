@@ -4,6 +4,7 @@
 pub(crate) mod count_down_latch;
 pub(crate) mod fair_lock;
 pub(crate) mod fenced_lock;
+pub(crate) mod group_lock;
 pub(crate) mod lock;
 pub(crate) mod multi_lock;
 pub(crate) mod non_reentrant_lock;

@@ -246,6 +246,15 @@ script!(PES_INFO, "permit_expirable_semaphore/info.lua");
 script!(RENEW_PERMIT, "renewal/permit.lua");
 node_script!(RENEW_PERMIT_NODE, "renewal/permit.lua");
 
+// GroupLock (Redisson's getMultiLock(group, values))
+script!(synced GROUP_ACQUIRE, "group_lock/acquire.lua");
+script!(GROUP_RELEASE, "group_lock/release.lua");
+script!(GROUP_EXTEND, "group_lock/extend.lua");
+script!(GROUP_INFO, "group_lock/info.lua");
+script!(GROUP_FORCE_UNLOCK, "group_lock/force_unlock.lua");
+script!(RENEW_GROUP, "renewal/group.lua");
+node_script!(RENEW_GROUP_NODE, "renewal/group.lua");
+
 // The inspector (read-only)
 script!(INSPECT, "inspect/inspect.lua");
 
@@ -264,7 +273,8 @@ mod tests {
             RW_INFO LOCK_EXTEND READ_EXTEND RENEW_HASH RENEW_READ RENEW_HASH_NODE RENEW_READ_NODE SEMAPHORE_ACQUIRE
             SEMAPHORE_RELEASE SEMAPHORE_TRY_SET SEMAPHORE_ADD SEMAPHORE_DRAIN SEMAPHORE_AVAILABLE
             COUNTER_DELETE LATCH_TRY_SET LATCH_COUNT_DOWN LATCH_COUNT LATCH_DELETE PES_ACQUIRE
-            PES_RELEASE PES_UPDATE_LEASE PES_INFO RENEW_PERMIT RENEW_PERMIT_NODE INSPECT
+            PES_RELEASE PES_UPDATE_LEASE PES_INFO RENEW_PERMIT RENEW_PERMIT_NODE INSPECT GROUP_ACQUIRE
+            GROUP_RELEASE GROUP_EXTEND GROUP_INFO GROUP_FORCE_UNLOCK RENEW_GROUP RENEW_GROUP_NODE
         )
     }
 

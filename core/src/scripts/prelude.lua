@@ -143,3 +143,21 @@ local function reclaim(counter, timeouts, channel, now, publish, limit)
     local available = redis.call('incrby', counter, #expired)
     if available > 0 then redis.call(publish, channel, available) end
 end
+
+-- What the key holds when it is not a group lock's hash (Redisson's getMultiLock(group, values):
+-- fields named by a value's hash, 22 Base64 characters, plus "<field>:<holder>:expire_time" and
+-- "<field>:<holder>:lock_count"), or nil when it is one (or absent). One field is looked at.
+local function not_a_group_lock(key)
+    local kind = redis.call('type', key)['ok']
+    if kind == 'none' then return nil end
+    if kind ~= 'hash' then return 'a ' .. kind end
+    local field = redis.call('hrandfield', key)
+    if not field then return nil end
+    if #field == 22 and string.find(field, '^[%w+/]+$') then return nil end
+    if string.find(field, '^[%w+/]+:.+:expire_time$') or string.find(field, '^[%w+/]+:.+:lock_count$') then
+        return nil
+    end
+    if field == 'mode' then return 'a read-write lock' end
+    if holder_shaped(field) then return 'a lock of another kind (not a group lock)' end
+    return 'a hash that is not a group lock (field "' .. field .. '")'
+end

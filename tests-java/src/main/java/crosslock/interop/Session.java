@@ -31,7 +31,8 @@ final class Session {
 
     static final java.util.List<String> KINDS =
             java.util.List.of(
-                    "lock", "fair", "spin", "fenced", "nonReentrant", "nonReentrantFair", "read", "write");
+                    "lock", "fair", "spin", "fenced", "nonReentrant", "nonReentrantFair", "read", "write",
+                    "group");
 
     /**
      * Runs one command. Returns the result token(s) printed after {@code OK}, or null for a bare
@@ -40,9 +41,12 @@ final class Session {
     String execute(String[] a) throws Exception {
         switch (a[0]) {
             case "connect": {
-                args(a, 1, 2);
-                return connect(a[1], a.length > 2 ? Long.parseLong(a[2]) : -1);
+                args(a, 1, 3);
+                return connect(a[1], a.length > 2 ? Long.parseLong(a[2]) : -1, a.length > 3 ? a[3] : "kryo5");
             }
+            case "groupField":
+                args(a, 0, 1);
+                return groupField(a.length > 1 ? decode(a[1]) : "");
             case "clientid":
                 args(a, 0, 0);
                 return client().getId();
@@ -170,8 +174,17 @@ final class Session {
         }
     }
 
-    private String connect(String url, long watchdogTimeoutMs) {
+    private String connect(String url, long watchdogTimeoutMs, String codec) {
         Config config = new Config();
+        switch (codec) {
+            case "kryo5":
+                break; // Redisson's default codec, Kryo5Codec
+            case "string":
+                config.setCodec(StringCodec.INSTANCE);
+                break;
+            default:
+                throw new IllegalArgumentException("unknown codec " + codec + " (kryo5 or string)");
+        }
         if (url.startsWith("redis+sentinel://")) {
             // redis+sentinel://host:port[,host:port…]/<master name>[/db]: Redisson in sentinel
             // mode, reading from the master too (its default reads from replicas).
@@ -268,9 +281,36 @@ final class Session {
                 return client().getReadWriteLock(name).readLock();
             case "write":
                 return client().getReadWriteLock(name).writeLock();
+            case "group": {
+                // <group>/<value>,<value>…, each value URL-encoded (UTF-8): getMultiLock(group, values)
+                int slash = name.lastIndexOf('/');
+                if (slash < 0) {
+                    throw new IllegalArgumentException("a group lock is named <group>/<value>,<value>..., got " + name);
+                }
+                java.util.List<Object> values = new java.util.ArrayList<>();
+                for (String v : name.substring(slash + 1).split(",", -1)) {
+                    values.add(decode(v));
+                }
+                return client().getMultiLock(name.substring(0, slash), values);
+            }
             default:
                 return client().getLock(name);
         }
+    }
+
+    /** The hash field Redisson names {@code value} by in a group lock, with the client's codec. */
+    private String groupField(String value) throws java.io.IOException {
+        io.netty.buffer.ByteBuf encoded = client().getConfig().getCodec().getValueEncoder().encode(value);
+        try {
+            return org.redisson.misc.Hash.hash128toBase64(encoded);
+        } finally {
+            encoded.release();
+        }
+    }
+
+    /** A URL-encoded (UTF-8) word: {@code %20} for a space, {@code %2C} for a comma, "" as is. */
+    private static String decode(String word) {
+        return java.net.URLDecoder.decode(word, java.nio.charset.StandardCharsets.UTF_8);
     }
 
     private RFencedLock fenced(String name) {
