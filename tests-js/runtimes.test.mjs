@@ -6,27 +6,25 @@
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { promisify } from 'node:util'
 
-import { unique, useRedis } from './helpers/util.mjs'
+import { native, runScript, unique, useRedis } from './helpers/util.mjs'
 
-const native = createRequire(import.meta.url)('../bindings-node/native.js')
 const env = useRedis()
 
 /** The runtime's libuv is Node's own (Bun's and Deno's are stand-ins whose `uv_poll` fails). */
 const realLibuv = !globalThis.Bun && !globalThis.Deno
 
-/** Runs `source` as an ES module on this runtime (Deno: with every permission), with `extra` env. */
+/** Runs `source` as an ES module on this runtime, with `extra` added to its environment. */
 async function runHere (source, extra) {
   const dir = await mkdtemp(join(tmpdir(), 'crosslock-runtime-'))
   const file = join(dir, 'child.mjs')
   await writeFile(file, source)
   try {
-    const args = globalThis.Deno ? ['run', '-A', file] : [file]
+    const args = [...runScript, file]
     const { stdout } = await promisify(execFile)(process.execPath, args, {
       env: { ...process.env, ...extra },
       timeout: 60_000
@@ -58,10 +56,7 @@ describe('runtimes', () => {
 
   test('CROSSLOCK_NODE_WATCHER=thread picks the runtime thread, and calls work on it', async () => {
     const source = `
-      import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+      import { createRequire } from 'node:module'
       const require = createRequire(${JSON.stringify(import.meta.url)})
       const native = require('../bindings-node/native.js')
       const { connect } = require('../')

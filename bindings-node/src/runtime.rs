@@ -15,6 +15,11 @@
 //! first one starts and unreferenced when the last one settles), like any pending I/O; the lane
 //! handles never do.
 //!
+//! Where the runtime's libuv is a stand-in (Bun, Deno: `uv.rs` tells, once per process), the
+//! lanes are watched by a task on crosslock's runtime per socket instead ([`ThreadWatcher`]):
+//! when one is readable it queues one completion that reads the replies and runs what they wake
+//! on the JavaScript thread, in one drain, so a batch of replies costs JavaScript one wake-up.
+//!
 //! Every environment (the main thread and each `worker_thread`) keeps a registry of the clients it
 //! connected. Its clean-up hook, run when the environment exits, closes them all: core's `close()`
 //! cancels their pending acquires and releases the locks they hold, so terminating a worker

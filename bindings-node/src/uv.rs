@@ -90,10 +90,10 @@ fn symbol(name: &CStr) -> Option<*mut c_void> {
 }
 
 macro_rules! resolve {
-    ($name:literal) => {
+    ($name:literal, $kind:ty) => {
         // SAFETY: the symbol is libuv's function of that name, whose C signature the field's
         // type spells (uv.h).
-        unsafe { std::mem::transmute::<*mut c_void, _>(symbol($name)?) }
+        unsafe { std::mem::transmute::<*mut c_void, $kind>(symbol($name)?) }
     };
 }
 
@@ -102,17 +102,26 @@ fn probe() -> Option<Uv> {
         return None;
     }
     let uv = Uv {
-        handle_size: resolve!(c"uv_handle_size"),
-        poll_init_socket: resolve!(c"uv_poll_init_socket"),
-        poll_start: resolve!(c"uv_poll_start"),
-        poll_stop: resolve!(c"uv_poll_stop"),
-        close: resolve!(c"uv_close"),
-        unref: resolve!(c"uv_unref"),
+        handle_size: resolve!(c"uv_handle_size", unsafe extern "C" fn(c_int) -> usize),
+        poll_init_socket: resolve!(
+            c"uv_poll_init_socket",
+            unsafe extern "C" fn(*mut sys::uv_loop_s, *mut c_void, c_int) -> c_int
+        ),
+        poll_start: resolve!(
+            c"uv_poll_start",
+            unsafe extern "C" fn(*mut c_void, c_int, PollCallback) -> c_int
+        ),
+        poll_stop: resolve!(c"uv_poll_stop", unsafe extern "C" fn(*mut c_void) -> c_int),
+        close: resolve!(
+            c"uv_close",
+            unsafe extern "C" fn(*mut c_void, CloseCallback)
+        ),
+        unref: resolve!(c"uv_unref", unsafe extern "C" fn(*mut c_void)),
     };
     let private = LoopFns {
-        loop_size: resolve!(c"uv_loop_size"),
-        loop_init: resolve!(c"uv_loop_init"),
-        run: resolve!(c"uv_run"),
+        loop_size: resolve!(c"uv_loop_size", unsafe extern "C" fn() -> usize),
+        loop_init: resolve!(c"uv_loop_init", unsafe extern "C" fn(*mut c_void) -> c_int),
+        run: resolve!(c"uv_run", unsafe extern "C" fn(*mut c_void, c_int) -> c_int),
     };
     polls_level_triggered(&uv, &private).then_some(uv)
 }
