@@ -10,7 +10,7 @@ import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 
 import { Subscriber } from './helpers/resp.mjs'
-import { channelOf, crosslock, unique, useRedis, waitUntil, within } from './helpers/util.mjs'
+import { channelOf, crosslock, native, runScript, unique, useRedis, waitUntil, within } from './helpers/util.mjs'
 
 const { LockTimeoutError, LockLostError, NotHeldError, RedisUnavailableError, runAsOwner } = crosslock
 
@@ -21,8 +21,10 @@ async function connectionIds () {
   return new Set((await env.raw.clients()).keys())
 }
 
-/** V8's `gc()`, exposed for tests that check what a collection frees. */
+/** A full garbage collection (V8's `gc()`, exposed; Bun's own), for tests that check what it frees. */
 function exposedGc () {
+  // Bun's JavaScriptCore takes no V8 flags; its own call collects at once.
+  if (globalThis.Bun) return () => globalThis.Bun.gc(true)
   setFlagsFromString('--expose-gc')
   return runInNewContext('gc')
 }
@@ -239,7 +241,12 @@ describe('watchdog', () => {
     await collected(refs, 0, 'the released lock object to be collected')
   })
 
-  test('re-taking a lock as one owner in a tight loop never reports it lost (300 ms watchdog, batches of 1)', async () => {
+  // Not yet true on the runtime-thread lane watcher (Bun, Deno, CROSSLOCK_NODE_WATCHER=thread):
+  // there a filler is now and then reported lost (issue 54), so it is listed as a todo, unrun.
+  const onThread = native.laneWatcher() === 'thread'
+  test('re-taking a lock as one owner in a tight loop never reports it lost (300 ms watchdog, batches of 1)', {
+    todo: onThread && 'on the runtime-thread lane watcher a filler is now and then reported lost (issue 54)'
+  }, async () => {
     const client = await env.connect({ watchdogTimeout: 300, watchdogBatchSize: 1 })
     // Every lost-lock report core makes, including ones the binding would drop as stale: none is
     // due, since nobody else touches these locks.
@@ -287,7 +294,7 @@ describe('watchdog', () => {
   test('kill -9 of a holding process frees the lock after its lease', async () => {
     const name = unique('kill9')
     const script = fileURLToPath(new URL('./workers/hold-process.mjs', import.meta.url))
-    const child = spawn(process.execPath, [script, env.url, name, '1000'], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn(process.execPath, [...runScript, script, env.url, name, '1000'], { stdio: ['ignore', 'pipe', 'inherit'] })
     try {
       const [line] = await within(once(child.stdout, 'data'), 15_000, 'the child to hold the lock')
       const holder = String(line).trim().replace(/^held /, '')
@@ -585,12 +592,19 @@ describe('release and disposal', () => {
   test('a process that ends without close() releases its locks on the way out', async () => {
     const name = unique('exit')
     const script = fileURLToPath(new URL('./workers/hold-process.mjs', import.meta.url))
-    const child = spawn(process.execPath, [script, env.url, name, '30000', 'exit'], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn(process.execPath, [...runScript, script, env.url, name, '30000', 'exit'], { stdio: ['ignore', 'pipe', 'inherit'] })
     let out = ''
     child.stdout.on('data', (d) => { out += d })
     const [code] = await within(once(child, 'exit'), 15_000, 'the child to exit')
     assert.equal(code, 0)
     assert.match(out, /^held /)
+    if (globalThis.Deno) {
+      // Deno runs no Node-API clean-up hook when a process ends (README, Bun and Deno): the lock
+      // is left to its lease, as after kill -9.
+      const pttl = await env.raw.command('PTTL', name)
+      assert.ok(pttl > 0 && pttl <= 30_000, `left with its lease: PTTL ${pttl}`)
+      return
+    }
     assert.equal(await env.raw.command('EXISTS', name), 0, 'released at exit, not left for its 30 s lease')
   })
 
@@ -598,7 +612,7 @@ describe('release and disposal', () => {
     const name = unique('alive')
     const held = await env.client.lock(name).acquire()
     const script = fileURLToPath(new URL('./workers/hold-process.mjs', import.meta.url))
-    const child = spawn(process.execPath, [script, env.url, name, '30000', 'exit'], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn(process.execPath, [...runScript, script, env.url, name, '30000', 'exit'], { stdio: ['ignore', 'pipe', 'inherit'] })
     let out = ''
     child.stdout.on('data', (d) => { out += d })
     const exited = once(child, 'exit')

@@ -1,7 +1,8 @@
 """The packages install like any other and work outside the checkout: the wheel (`maturin build`,
 abi3, manylinux) into a fresh venv with no Rust and no index, the sdist (`maturin sdist`) into a
 fresh venv that builds it with Rust, and the npm tarball (`npm pack`) into
-a fresh Node project with no network; each then runs a short program against a real server,
+a fresh Node project with no network (run by Node, Bun and Deno, which imports it from
+node_modules and as `npm:crosslock`); each then runs a short program against a real server,
 through `import`, `require` and the `crosslock` command. (`cargo package -p crosslock` is checked
 by ./dev test.)"""
 
@@ -88,6 +89,15 @@ def test_the_npm_tarball_installs_into_a_fresh_project_offline_and_works(url, ra
     (project / "program.cjs").write_text(CJS_PROGRAM)
     assert run(["node", "program.mjs", url], project).split() == ["held", "1"]
     assert run(["node", "program.cjs", url], project).split() == ["held"]
+    # Bun and Deno (the checkout's dev dependencies) run the installed package as it is; Deno also
+    # as `npm:crosslock`, resolved from the project's node_modules (its package.json lists it).
+    bun, deno = ROOT / "node_modules" / ".bin" / "bun", ROOT / "node_modules" / ".bin" / "deno"
+    quiet = {**os.environ, "DENO_NO_UPDATE_CHECK": "1"}
+    assert run([str(bun), "program.mjs", url], project).split() == ["held", "1"]
+    assert run([str(bun), "program.cjs", url], project).split() == ["held"]
+    assert run([str(deno), "run", "-A", "program.mjs", url], project, env=quiet).split() == ["held", "1"]
+    (project / "program-npm.mjs").write_text(MJS_PROGRAM.replace("from 'crosslock'", "from 'npm:crosslock'"))
+    assert run([str(deno), "run", "-A", "program-npm.mjs", url], project, env=quiet).split() == ["held", "1"]
     listed = run([str(project / "node_modules" / ".bin" / "crosslock"), "--url", url, "list"], project)
     assert listed == ""
     assert raw.command("KEYS", "*") == []

@@ -18,6 +18,7 @@ mod lock;
 mod multi_lock;
 mod runtime;
 mod semaphore;
+mod uv;
 mod watch;
 
 use napi_derive::napi;
@@ -55,4 +56,13 @@ pub fn limits() -> Vec<Limit> {
             shown: l.shown.to_owned(),
         })
         .collect()
+}
+
+/// How this process watches its lanes' sockets: `"libuv"` (a `uv_poll` on each environment's
+/// loop, where the runtime's libuv is real: Node) or `"thread"` (a thread of crosslock's runtime
+/// that wakes JavaScript once per batch of replies: Bun, Deno). Decided once, the first time it
+/// is needed.
+#[napi]
+pub fn lane_watcher() -> &'static str {
+    uv::watcher().name()
 }

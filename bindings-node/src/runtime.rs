@@ -15,6 +15,11 @@
 //! first one starts and unreferenced when the last one settles), like any pending I/O; the lane
 //! handles never do.
 //!
+//! Where the runtime's libuv is a stand-in (Bun, Deno: `uv.rs` tells, once per process), the
+//! lanes are watched by a task on crosslock's runtime per socket instead ([`ThreadWatcher`]):
+//! when one is readable it queues one completion that reads the replies and runs what they wake
+//! on the JavaScript thread, in one drain, so a batch of replies costs JavaScript one wake-up.
+//!
 //! Every environment (the main thread and each `worker_thread`) keeps a registry of the clients it
 //! connected. Its clean-up hook, run when the environment exits, closes them all: core's `close()`
 //! cancels their pending acquires and releases the locks they hold, so terminating a worker
@@ -38,6 +43,7 @@ use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{Env, JsValue, sys};
 
 use crate::error;
+use crate::uv::{UV_POLL, UV_READABLE, Uv};
 
 /// Work for the JavaScript thread: poll a woken task (the common case, with no allocation of
 /// its own), or run anything else (settle a promise, let go of a lane's handle).
@@ -369,29 +375,6 @@ impl JsTask {
     }
 }
 
-/// libuv's handle type number for `uv_poll_t` (`UV_POLL` in `uv.h`).
-const UV_POLL: c_int = 8;
-/// `UV_READABLE` in `uv.h`.
-const UV_READABLE: c_int = 1;
-
-// libuv, as the Node binary exports it (resolved when the addon is loaded, like Node-API itself).
-unsafe extern "C" {
-    fn uv_handle_size(kind: c_int) -> usize;
-    fn uv_poll_init_socket(
-        uv_loop: *mut sys::uv_loop_s,
-        handle: *mut c_void,
-        socket: c_int,
-    ) -> c_int;
-    fn uv_poll_start(
-        handle: *mut c_void,
-        events: c_int,
-        cb: unsafe extern "C" fn(*mut c_void, c_int, c_int),
-    ) -> c_int;
-    fn uv_poll_stop(handle: *mut c_void) -> c_int;
-    fn uv_close(handle: *mut c_void, cb: unsafe extern "C" fn(*mut c_void));
-    fn uv_unref(handle: *mut c_void);
-}
-
 /// One watched lane socket: its `uv_poll_t` (the first field of which, `data`, points here) and
 /// what to call when it is readable.
 struct Poller {
@@ -418,6 +401,7 @@ unsafe impl Sync for Scope {}
 /// How core watches its lane sockets on an environment's libuv loop: a `uv_poll_t` per socket,
 /// unreferenced (an idle lane never keeps the process alive; a pending promise does).
 struct UvWatcher {
+    uv: &'static Uv,
     uv_loop: UvLoop,
     queue: Arc<Queue>,
     scope: Scope,
@@ -439,6 +423,8 @@ unsafe extern "C" fn close_pollers(arg: *mut c_void) {
         .drain()
         .map(|(_, poller)| poller)
         .collect();
+    // Pollers are only made where the runtime's libuv is real.
+    let Some(uv) = crate::uv::libuv() else { return };
     for poller in all {
         // SAFETY: live `Poller`s from `watch` (removed from the map, so closed once); freed by
         // `poll_closed`.
@@ -447,8 +433,8 @@ unsafe extern "C" fn close_pollers(arg: *mut c_void) {
                 .handle
                 .as_mut_ptr()
                 .cast::<c_void>();
-            uv_poll_stop(handle);
-            uv_close(handle, poll_closed);
+            (uv.poll_stop)(handle);
+            (uv.close)(handle, poll_closed);
         }
     }
 }
@@ -542,23 +528,24 @@ impl crosslock::runtime::Watcher for UvWatcher {
         // SAFETY: on the JavaScript thread (inside a poll); the handle memory lives in the
         // `Poller` until `poll_closed` frees it.
         unsafe {
-            let words = uv_handle_size(UV_POLL).div_ceil(8);
+            let uv = self.uv;
+            let words = (uv.handle_size)(UV_POLL).div_ceil(8);
             let poller = Box::into_raw(Box::new(Poller {
                 handle: vec![0u64; words].into_boxed_slice(),
                 ready,
                 scope: self.scope.clone(),
             }));
             let handle = (*poller).handle.as_mut_ptr().cast::<c_void>();
-            if uv_poll_init_socket(self.uv_loop.0, handle, fd) != 0 {
+            if (uv.poll_init_socket)(self.uv_loop.0, handle, fd) != 0 {
                 drop(Box::from_raw(poller));
                 return false;
             }
             *handle.cast::<*mut Poller>() = poller;
-            if uv_poll_start(handle, UV_READABLE, poll_ready) != 0 {
-                uv_close(handle, poll_closed);
+            if (uv.poll_start)(handle, UV_READABLE, poll_ready) != 0 {
+                (uv.close)(handle, poll_closed);
                 return false;
             }
-            uv_unref(handle);
+            (uv.unref)(handle);
             self.pollers
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -569,6 +556,7 @@ impl crosslock::runtime::Watcher for UvWatcher {
 
     fn unwatch(&self, fd: RawFd, done: Box<dyn FnOnce() + Send>) {
         let pollers = self.pollers.clone();
+        let uv = self.uv;
         // On the JavaScript thread; dropped unrun (the environment is gone) it closes `fd` all
         // the same.
         self.queue.send(Completion::Run(Box::new(move |_| {
@@ -584,14 +572,192 @@ impl crosslock::runtime::Watcher for UvWatcher {
                         .handle
                         .as_mut_ptr()
                         .cast::<c_void>();
-                    uv_poll_stop(handle);
+                    (uv.poll_stop)(handle);
                     done();
-                    uv_close(handle, poll_closed);
+                    (uv.close)(handle, poll_closed);
                 },
                 None => done(),
             }
         })));
     }
+}
+
+/// How core watches its lane sockets where the runtime's libuv cannot (Bun, Deno; see
+/// `uv.rs`): a task on crosslock's runtime per socket waits for it to be readable, then wakes
+/// JavaScript once through the completion queue, where the lane's replies are read and what they
+/// wake runs in one drain, as [`poll_ready`] does under libuv. The task waits for that drain
+/// before it looks at the socket again, so a batch of replies costs JavaScript one wake-up.
+struct ThreadWatcher {
+    scope: Scope,
+    /// The sockets watched, each with its task's [`Stop`], until the task ends.
+    watching: Watching,
+}
+
+type Watching = Arc<Mutex<HashMap<RawFd, Arc<Stop>>>>;
+
+/// How [`ThreadWatcher::unwatch`] (or the environment's exit) stops a socket's task, and what
+/// runs once the task has let go of the socket.
+#[derive(Default)]
+struct Stop {
+    notify: tokio::sync::Notify,
+    state: Mutex<StopState>,
+}
+
+#[derive(Default)]
+struct StopState {
+    /// What closes the socket, once the task has let go of it.
+    done: Option<Box<dyn FnOnce() + Send>>,
+    /// The task has let go of the socket.
+    finished: bool,
+}
+
+impl Stop {
+    /// The task let go of the socket: runs what closes it, if that is already asked for.
+    fn finished(&self) {
+        let done = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.finished = true;
+            state.done.take()
+        };
+        if let Some(done) = done {
+            done();
+        }
+    }
+
+    /// Asks the task to stop and runs `done` once it has let go of the socket.
+    fn stop(&self, done: Box<dyn FnOnce() + Send>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.finished {
+            drop(state);
+            return done();
+        }
+        state.done = Some(done);
+        drop(state);
+        self.notify.notify_one();
+    }
+}
+
+/// Watches one lane socket (a duplicate of its descriptor, so the registration never outlives
+/// what it names) until stopped, or until the environment is gone (its drain is dropped unrun).
+async fn watch_on_runtime(
+    socket: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+    ready: Arc<crosslock::runtime::Readable>,
+    scope: Scope,
+    stop: Arc<Stop>,
+) {
+    loop {
+        let guard = tokio::select! {
+            biased;
+            () = stop.notify.notified() => break,
+            readable = socket.readable() => match readable {
+                Ok(guard) => guard,
+                Err(_) => break,
+            },
+        };
+        let (drained, read) = tokio::sync::oneshot::channel::<()>();
+        let (ready, scope_js) = (ready.clone(), scope.clone());
+        scope.queue.send(Completion::Run(Box::new(move |_| {
+            drain(&scope_js, || ready.ready());
+            let _ = drained.send(());
+        })));
+        tokio::select! {
+            biased;
+            () = stop.notify.notified() => break,
+            read = read => if read.is_err() { break },
+        }
+        // The reactor is edge-triggered; the guard clears only the readiness it reported, so
+        // data that arrived while JavaScript read is seen again (as `uv_poll` would).
+        let mut guard = guard;
+        guard.clear_ready();
+    }
+    drop(socket);
+    stop.finished();
+}
+
+impl crosslock::runtime::Watcher for ThreadWatcher {
+    fn watch(&self, fd: RawFd, ready: crosslock::runtime::Readable) -> bool {
+        // SAFETY: `fd` is the lane's socket, open for the length of this call.
+        let Ok(own) = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()
+        else {
+            return false;
+        };
+        let handle = crosslock::runtime::handle();
+        let registered = {
+            let _entered = handle.enter();
+            // Deprecated for descriptors the `AsyncFd` does not own; this one owns it.
+            #[allow(deprecated)]
+            tokio::io::unix::AsyncFd::with_interest(own, tokio::io::Interest::READABLE)
+        };
+        let Ok(socket) = registered else { return false };
+        let stop = Arc::new(Stop::default());
+        self.watching
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(fd, stop.clone());
+        drop(handle.spawn(watch_on_runtime(
+            socket,
+            Arc::new(ready),
+            self.scope.clone(),
+            stop,
+        )));
+        true
+    }
+
+    fn unwatch(&self, fd: RawFd, done: Box<dyn FnOnce() + Send>) {
+        let stop = self
+            .watching
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&fd);
+        match stop {
+            Some(stop) => stop.stop(done),
+            None => done(),
+        }
+    }
+}
+
+/// The environment's clean-up hook for the lanes' tasks: each is stopped (its socket, a
+/// duplicate, closed with it), so a terminated worker leaves no connection open.
+unsafe extern "C" fn stop_watching(arg: *mut c_void) {
+    // SAFETY: the strong count `thread_event_loop` leaked for this hook, taken back once.
+    let watching = unsafe { Arc::from_raw(arg.cast::<Mutex<HashMap<RawFd, Arc<Stop>>>>()) };
+    let all: Vec<Arc<Stop>> = watching
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain()
+        .map(|(_, stop)| stop)
+        .collect();
+    for stop in all {
+        stop.stop(Box::new(|| {}));
+    }
+}
+
+/// Core's view of an environment whose runtime has no real libuv: its lanes watched by tasks
+/// on crosslock's runtime ([`ThreadWatcher`]).
+fn thread_event_loop(
+    raw_env: sys::napi_env,
+    queue: &Arc<Queue>,
+) -> napi::Result<crosslock::runtime::EventLoop> {
+    let watching: Watching = Arc::default();
+    let hook_arg = Arc::into_raw(watching.clone()).cast_mut().cast::<c_void>();
+    // SAFETY: `stop_watching` takes back the count leaked into `hook_arg`.
+    let status = unsafe { sys::napi_add_env_cleanup_hook(raw_env, Some(stop_watching), hook_arg) };
+    if status != sys::Status::napi_ok {
+        // SAFETY: the hook was not added: take the count back now.
+        drop(unsafe { Arc::from_raw(hook_arg.cast::<Mutex<HashMap<RawFd, Arc<Stop>>>>()) });
+        return Err(napi::Error::new(
+            napi::Status::from(status),
+            "crosslock: cannot register its clean-up hook",
+        ));
+    }
+    Ok(crosslock::runtime::EventLoop::new(ThreadWatcher {
+        scope: Scope {
+            env: raw_env,
+            context: ptr::null_mut(),
+            queue: queue.clone(),
+        },
+        watching,
+    }))
 }
 
 /// The clients one environment connected, closed by its clean-up hook.
@@ -676,6 +842,33 @@ fn env_state(env: &Env) -> napi::Result<&'static mut EnvState> {
         ));
     }
     let clients: Clients = Arc::default();
+    let event_loop = Arc::new(match crate::uv::libuv() {
+        Some(uv) => uv_event_loop(env, &name, &queue, uv)?,
+        None => thread_event_loop(raw_env, &queue)?,
+    });
+    env.set_instance_data(
+        EnvState {
+            clients: clients.clone(),
+            queue,
+            event_loop,
+            pending: 0,
+        },
+        (),
+        |_| {},
+    )?;
+    env.add_env_cleanup_hook(clients, close_all)?;
+    env.get_instance_data::<EnvState>()?
+        .ok_or_else(|| error::internal("crosslock: its per-environment state is missing"))
+}
+
+/// Core's view of the environment's libuv loop: its lanes watched by `uv_poll`s ([`UvWatcher`]).
+fn uv_event_loop(
+    env: &Env,
+    name: &napi::JsString,
+    queue: &Arc<Queue>,
+    uv: &'static Uv,
+) -> napi::Result<crosslock::runtime::EventLoop> {
+    let raw_env = env.raw();
     let mut uv_loop = ptr::null_mut();
     // SAFETY: on the JavaScript thread, with an out-pointer to a local.
     let status = unsafe { sys::napi_get_uv_event_loop(raw_env, &mut uv_loop) };
@@ -722,7 +915,8 @@ fn env_state(env: &Env) -> napi::Result<&'static mut EnvState> {
             "crosslock: cannot register its clean-up hook",
         ));
     }
-    let event_loop = Arc::new(crosslock::runtime::EventLoop::new(UvWatcher {
+    Ok(crosslock::runtime::EventLoop::new(UvWatcher {
+        uv,
         uv_loop: UvLoop(uv_loop),
         queue: queue.clone(),
         scope: Scope {
@@ -731,20 +925,7 @@ fn env_state(env: &Env) -> napi::Result<&'static mut EnvState> {
             queue: queue.clone(),
         },
         pollers,
-    }));
-    env.set_instance_data(
-        EnvState {
-            clients: clients.clone(),
-            queue,
-            event_loop,
-            pending: 0,
-        },
-        (),
-        |_| {},
-    )?;
-    env.add_env_cleanup_hook(clients, close_all)?;
-    env.get_instance_data::<EnvState>()?
-        .ok_or_else(|| error::internal("crosslock: its per-environment state is missing"))
+    }))
 }
 
 /// The environment's clean-up hook for the lanes' async context.

@@ -139,7 +139,8 @@ async function startOnce (extraArgs) {
     ;({ child, exited } = await spawnOn(port, dir, extraArgs))
   }
   /** Sends `sig` to the server (`SIGSTOP`, `SIGCONT`: it stops answering, then resumes). */
-  const signal = (sig) => child.kill(sig)
+  // By pid: Deno's ChildProcess.kill sends nothing after its first signal (a SIGSTOP).
+  const signal = (sig) => process.kill(child.pid, sig)
   return { host: '127.0.0.1', port, url: `redis://127.0.0.1:${port}/0`, dir, stop, kill, restart, signal }
 }
 

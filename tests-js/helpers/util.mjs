@@ -10,6 +10,15 @@ import { RawRedis } from './resp.mjs'
 /** The built package at the repo root (`npm run build` first). */
 export const crosslock = createRequire(import.meta.url)('../../')
 
+/**
+ * What goes before a script's path to run it on this runtime (`process.execPath`): nothing for
+ * Node and Bun, `run -A` for Deno (which otherwise asks for each permission).
+ */
+export const runScript = globalThis.Deno ? ['run', '-A'] : []
+
+/** The package's native half (`laneWatcher()`: how this runtime's lanes are watched). */
+export const native = createRequire(import.meta.url)('../../bindings-node/native.js')
+
 /** The channel Redisson (and crosslock) publishes a lock's releases on. */
 export const channelOf = (name) => `redisson_lock__channel:{${name}}`
 

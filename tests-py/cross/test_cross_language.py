@@ -7,6 +7,8 @@ must be *woken* by the other language's release: the holder keeps the lock with 
 
 from __future__ import annotations
 
+import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -19,6 +21,10 @@ from support import Raw, RedisServer, channel, python_env, wait_until
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+# The JavaScript runtime the "node" workers run on: `node` unless the test setting names another
+# command (`./dev test` runs a case with `node_modules/.bin/bun` and with `node_modules/.bin/deno
+# run -A`).
+JS_RUNTIME = shlex.split(os.environ.get("CROSSLOCK_TEST_JS_RUNTIME", "node"))
 
 
 class Worker:
@@ -29,7 +35,7 @@ class Worker:
         if lang == "python":
             cmd = [sys.executable, str(HERE / "py_worker.py"), *args]
         else:
-            cmd = ["node", str(HERE / "node_worker.mjs"), *args]
+            cmd = [*JS_RUNTIME, str(HERE / "node_worker.mjs"), *args]
         self.lang = lang
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
