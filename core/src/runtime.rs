@@ -241,6 +241,15 @@ pub struct KeepAlive {
 
 impl KeepAlive {
     /// Builds the runtime if there is none, and keeps it running until dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let keep = crosslock::runtime::KeepAlive::new();
+    /// let task = crosslock::runtime::spawn(async { 6 * 7 });
+    /// assert_eq!(crosslock::runtime::block_on(task).unwrap(), 42);
+    /// drop(keep);
+    /// ```
     pub fn new() -> KeepAlive {
         let pid = pid();
         built(pid).users += 1;
@@ -288,6 +297,18 @@ pub fn settle() {
     if let Some(stopping) = stopping {
         let _ = stopping.join();
     }
+}
+
+/// Whether the process runtime is running now: built, and not shut down since.
+///
+/// # Examples
+///
+/// ```
+/// let keep = crosslock::runtime::KeepAlive::new();
+/// assert!(crosslock::runtime::is_running());
+/// ```
+pub fn is_running() -> bool {
+    lock(pid()).runtime.is_some()
 }
 
 /// A handle to the process-wide runtime, building it if needed.
@@ -530,7 +551,8 @@ where
     }
 }
 
-/// Runs `future` to completion on the process-wide runtime, blocking the calling thread.
+/// Runs `future` to completion on the process-wide runtime, blocking the calling thread. The
+/// runtime runs until it returns, even if `future` closes the last client half-way.
 ///
 /// # Panics
 ///
@@ -543,6 +565,8 @@ where
 /// assert_eq!(crosslock::runtime::block_on(async { 1 + 1 }), 2);
 /// ```
 pub fn block_on<F: Future>(future: F) -> F::Output {
+    // Kept running to the end of `future`, which may close the last client and go on.
+    let _keep = KeepAlive::new();
     with_handle(|handle| handle.block_on(future))
 }
 

@@ -67,7 +67,9 @@ fn the_runtime_threads_end_after_the_last_close_and_come_back_on_the_next_connec
         (first, second)
     });
     assert!(
-        crosslock_threads().iter().any(|name| name == "crosslock-rt"),
+        crosslock_threads()
+            .iter()
+            .any(|name| name == "crosslock-rt"),
         "a connected client runs on crosslock's runtime: {:?}",
         crosslock_threads()
     );
@@ -87,8 +89,12 @@ fn the_runtime_threads_end_after_the_last_close_and_come_back_on_the_next_connec
         use_a_lock(&third, "lifecycle:third").await;
         third
     });
-    let closed = crosslock::runtime::spawn(async move { third.close().await });
-    crosslock::runtime::block_on(closed).unwrap();
+    let closing = third.clone();
+    let closed = crosslock::runtime::spawn(async move { closing.close().await });
+    // The task's end and the runtime's shutdown race: it may come back as cancelled.
+    let _ = crosslock::runtime::block_on(closed);
+    assert!(third.is_closed());
+    drop(third);
     crosslock::runtime::settle();
     wait_for_no_crosslock_thread("after the last close from a runtime task");
 
@@ -109,6 +115,17 @@ fn the_runtime_threads_end_after_the_last_close_and_come_back_on_the_next_connec
     });
     crosslock::runtime::settle();
     wait_for_no_crosslock_thread("after the last client was dropped unclosed");
+
+    // `block_on` keeps the runtime running to the end of its future, past a last close.
+    let answer = crosslock::runtime::block_on(async {
+        let client = connect(&server).await;
+        client.close().await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        42
+    });
+    assert_eq!(answer, 42);
+    crosslock::runtime::settle();
+    wait_for_no_crosslock_thread("after block_on returned");
 
     // A Rust program's own keep-alive keeps a handle usable with no client open.
     let keep = crosslock::runtime::KeepAlive::new();
