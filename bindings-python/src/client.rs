@@ -33,6 +33,36 @@ fn backoff_of(name: &str, kind: &str, a: f64, b: Option<f64>) -> crosslock::Resu
 #[pyclass(module = "crosslock._native", name = "Client", frozen)]
 pub(crate) struct PyClient {
     client: Client,
+    /// The lost-lock dispatcher thread and the process that started it, joined by `close` (core
+    /// drops the listener, and with it the thread's channel, when the client closes).
+    dispatcher: std::sync::Mutex<Option<(u32, std::thread::JoinHandle<()>)>>,
+}
+
+impl PyClient {
+    fn new(client: Client) -> Self {
+        PyClient {
+            client,
+            dispatcher: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The dispatcher thread, if it is this process's: a forked child's copy of the parent's
+    /// handle names a thread that does not exist here, and is never joined nor detached.
+    fn take_dispatcher(&self) -> Option<std::thread::JoinHandle<()>> {
+        let taken = self
+            .dispatcher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        match taken {
+            Some((pid, thread)) if pid == std::process::id() => Some(thread),
+            Some(foreign) => {
+                std::mem::forget(foreign);
+                None
+            }
+            None => None,
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
@@ -103,7 +133,7 @@ impl PyClient {
             OnSignal::Detach,
             None,
         )?;
-        Ok(PyClient { client })
+        Ok(PyClient::new(client))
     }
 
     /// As `connect`, as an awaitable.
@@ -135,11 +165,7 @@ impl PyClient {
         .map_err(|e| to_py_err(py, e, None))?;
         runtime::awaitable(
             py,
-            async move {
-                Client::connect_with(&url, options)
-                    .await
-                    .map(|client| PyClient { client })
-            },
+            async move { Client::connect_with(&url, options).await.map(PyClient::new) },
             None,
         )
     }
@@ -369,6 +395,10 @@ impl PyClient {
     }
 
     /// Closes: pending acquires fail, held locks are released, renewal stops. Idempotent.
+    ///
+    /// After the last client's close (once its calls in flight have ended) core's runtime shuts
+    /// down; this waits, with the GIL released, until its threads and this client's lost-lock
+    /// dispatcher are joined, so that a `fork()` right after finds none of them.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let client = self.client.clone();
         runtime::wait(
@@ -379,7 +409,26 @@ impl PyClient {
             },
             OnSignal::Detach,
             None,
-        )
+        )?;
+        let dispatcher = self.take_dispatcher();
+        // Not when `close` runs on that thread (a lost-lock callback): it ends once it returns.
+        let dispatcher =
+            dispatcher.filter(|thread| thread.thread().id() != std::thread::current().id());
+        py.detach(move || {
+            crosslock::runtime::settle();
+            if let Some(dispatcher) = dispatcher {
+                let _ = dispatcher.join();
+            }
+            // No client left in the process: the log bridge's thread goes too (the next event
+            // starts it again).
+            if !crosslock::runtime::is_running()
+                && let Some(bridge) = crate::logging::stop_dispatcher()
+                && bridge.thread().id() != std::thread::current().id()
+            {
+                let _ = bridge.join();
+            }
+        });
+        Ok(())
     }
 
     /// As `close`, as an awaitable.
@@ -402,7 +451,7 @@ impl PyClient {
         // Core calls the listener on a runtime thread, which must never wait for the GIL: events
         // go through a channel to one dispatcher thread per client, which calls Python.
         let (sender, receiver) = mpsc::channel::<LostLock>();
-        std::thread::Builder::new()
+        let dispatcher = std::thread::Builder::new()
             .name("crosslock-lost".into())
             .spawn(move || {
                 // Ends when the client (and with it the sender) is dropped or replaced.
@@ -430,6 +479,10 @@ impl PyClient {
                     "crosslock: cannot start the lost-lock dispatcher thread: {e}"
                 ))
             })?;
+        // The one it replaces (if any) ends by itself once core drops its listener below.
+        drop(self.take_dispatcher());
+        *self.dispatcher.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((std::process::id(), dispatcher));
         let sender = std::sync::Mutex::new(sender);
         self.client.on_lock_lost(move |lost: LostLock| {
             let _ = sender.lock().unwrap_or_else(|e| e.into_inner()).send(lost);

@@ -27,9 +27,37 @@ static THRESHOLD: AtomicU8 = AtomicU8::new(WARNING);
 /// A record on its way to Python: its level and message.
 type Record = (u8, String);
 
-/// The dispatcher of this process and the pid it was started in (re-created in a forked child,
-/// whose threads are gone).
-static DISPATCHER: Mutex<Option<(u32, Sender<Record>)>> = Mutex::new(None);
+/// The dispatcher thread of this process and the pid it was started in (re-created in a forked
+/// child, whose threads are gone), with the sender of its records.
+static DISPATCHER: Mutex<Option<Dispatcher>> = Mutex::new(None);
+
+struct Dispatcher {
+    pid: u32,
+    records: Sender<Record>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// Takes this process's dispatcher (a forked child's copy of the parent's is forgotten: its
+/// thread does not exist here).
+fn take(slot: &mut Option<Dispatcher>) -> Option<Dispatcher> {
+    match slot.take() {
+        Some(dispatcher) if dispatcher.pid == std::process::id() => Some(dispatcher),
+        Some(foreign) => {
+            std::mem::forget(foreign);
+            None
+        }
+        None => None,
+    }
+}
+
+/// Ends the dispatcher thread once it has delivered what it was given; the next event starts a
+/// new one. Returns the thread, for the caller to join (with the GIL released: it needs the GIL
+/// to deliver the last records).
+pub(crate) fn stop_dispatcher() -> Option<std::thread::JoinHandle<()>> {
+    let dispatcher = take(&mut DISPATCHER.lock().unwrap_or_else(|e| e.into_inner()))?;
+    drop(dispatcher.records);
+    Some(dispatcher.thread)
+}
 
 fn python_level(level: &Level) -> u8 {
     match *level {
@@ -69,7 +97,8 @@ impl<S: Subscriber> Layer<S> for ToPython {
 fn send(level: u8, message: String) {
     let mut dispatcher = DISPATCHER.lock().unwrap_or_else(|e| e.into_inner());
     let pid = std::process::id();
-    if !matches!(&*dispatcher, Some((owner, _)) if *owner == pid) {
+    if !matches!(&*dispatcher, Some(current) if current.pid == pid) {
+        drop(take(&mut dispatcher));
         let (tx, rx) = channel::<Record>();
         let spawned = std::thread::Builder::new()
             .name("crosslock-log".into())
@@ -79,13 +108,17 @@ fn send(level: u8, message: String) {
                     let _ = Python::try_attach(|py| deliver(py, level, &message));
                 }
             });
-        if spawned.is_err() {
+        let Ok(thread) = spawned else {
             return;
-        }
-        *dispatcher = Some((pid, tx));
+        };
+        *dispatcher = Some(Dispatcher {
+            pid,
+            records: tx,
+            thread,
+        });
     }
-    if let Some((_, tx)) = &*dispatcher {
-        let _ = tx.send((level, message));
+    if let Some(current) = &*dispatcher {
+        let _ = current.records.send((level, message));
     }
 }
 

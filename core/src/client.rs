@@ -421,6 +421,9 @@ impl Client {
             }),
         };
         let connecting = client.clone();
+        // The runtime must not shut down (another process-wide last client closing) before the
+        // connected state keeps it running.
+        let _keep = crate::runtime::KeepAlive::new();
         // Connect on the runtime, so the connections' driver tasks live there whoever calls.
         crate::runtime::spawn(async move { connecting.state().await.map(|_| ()) })
             .await
@@ -539,6 +542,9 @@ impl Client {
             return;
         }
         self.inner.closed.cancel();
+        // Running to its end even if this is the last client (its state lets go of the runtime
+        // inside the task below).
+        let _keep = crate::runtime::KeepAlive::new();
         // A task of its own, so that a caller who stops waiting (a dropped future, a cancelled
         // asyncio task) does not stop the releases half-way, leaving the holds not yet released
         // to their leases, with renewal stopped and the connections open.
@@ -587,6 +593,9 @@ impl Client {
             state: tokio::sync::OnceCell::new(),
         });
         self.inner.generation.compare_and_swap(&generation, closed);
+        // No hold is left to be lost: let go of the listener (and whatever it keeps, such as a
+        // binding's dispatcher thread).
+        self.inner.listener.store(None);
     }
 
     /// The number of locks the watchdog currently renews (for tests and diagnostics).
@@ -669,6 +678,7 @@ impl Client {
     }
 
     async fn connect_state(&self, generation: &Generation) -> Result<Arc<Ctx>> {
+        let keep = crate::runtime::KeepAlive::new();
         let options = &self.inner.options;
         let timeouts = Timeouts {
             connect: options.connect_timeout,
@@ -723,6 +733,7 @@ impl Client {
             stop,
             holders: Default::default(),
             settling: Default::default(),
+            _runtime: keep,
         }))
     }
 }

@@ -37,6 +37,9 @@ pub(crate) struct Ctx {
     /// Clean-ups of acquires and releases whose callers left, still running (see
     /// [`Settling`](crate::engine::settling::Settling)).
     pub(crate) settling: Arc<crate::engine::settling::Settling>,
+    /// Keeps the process runtime running while this state (and so any call in flight) lives.
+    /// Last, so that it goes after everything else.
+    pub(crate) _runtime: crate::runtime::KeepAlive,
 }
 
 /// How many owners' holder strings are remembered.

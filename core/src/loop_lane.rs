@@ -170,9 +170,10 @@ impl EventLoop {
                 CURRENT.with(|c| *c.borrow_mut() = previous);
             }
         }
-        let _entered = crate::runtime::enter();
-        let _reset = Reset(CURRENT.with(|c| c.borrow_mut().replace(self.inner.clone())));
-        future.poll(cx)
+        crate::runtime::entered(|| {
+            let _reset = Reset(CURRENT.with(|c| c.borrow_mut().replace(self.inner.clone())));
+            future.poll(cx)
+        })
     }
 }
 

@@ -1,15 +1,34 @@
-//! The one tokio runtime of the process, created on first use and rebuilt after `fork()`.
+//! The one tokio runtime of the process: built on first use, shut down when the last client is
+//! closed, built again on the next use, and rebuilt after `fork()`.
 //!
 //! Everything that outlives a call (connections, the pub/sub reader, the watchdog) runs here, so
-//! a binding never needs a runtime of its own. A forked child inherits the parent's memory but not
-//! its threads: the parent's runtime is unusable there and dropping it would wait for threads that
-//! do not exist. So the state is tagged with the pid that built it, and a child that finds a
-//! foreign pid leaks the old runtime on purpose and builds a fresh one.
+//! a binding never needs a runtime of its own.
+//!
+//! **Lifecycle.** Every connected client state keeps the runtime running ([`KeepAlive`]), and so
+//! do a connect and a [`Client::close`](crate::Client::close) while they run. Calls in flight keep
+//! their client's state, so a close does not stop them. When the last of them lets go (the last
+//! client is closed, or dropped, and its calls have ended) the runtime shuts down: its threads
+//! (the `crosslock-rt` workers and the blocking pool) are joined on a thread of its own,
+//! `crosslock-stop`, which then ends, since the one letting go may be a runtime thread or a task,
+//! which must never join itself. [`settle`] waits for that from any other thread (the Python
+//! binding's sync `close()` does, so a `fork()` right after it finds no thread of ours). The next
+//! use builds a new runtime, after waiting for the old one's threads when it can (not from inside
+//! a runtime). Counting happens on open and close only: a call costs nothing more.
+//!
+//! A [`handle`] taken, or a task [`spawn`]ed, with no client open builds the runtime, which then
+//! runs until the next time the last client is closed; hold a [`KeepAlive`] for as long as such a
+//! handle must stay usable (a shut-down runtime's handle runs nothing, and its timers panic).
+//!
+//! **Fork.** A forked child inherits the parent's memory but not its threads: the parent's runtime
+//! is unusable there and shutting it down would wait for threads that do not exist. So the state
+//! is tagged with the pid that built it, and a child that finds a foreign pid leaks the old
+//! runtime on purpose (with the parent's count of users) and builds a fresh one.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -18,13 +37,43 @@ pub use crate::loop_lane::{EventLoop, Readable, Watcher};
 use tokio::runtime::{Handle, Runtime};
 use tokio::task::JoinHandle;
 
-struct ProcessRuntime {
+/// The runtime of this process and who keeps it running.
+struct Slot {
+    /// The process that built `runtime` (a forked child finds its parent's here).
     pid: u32,
-    runtime: Runtime,
+    runtime: Option<Runtime>,
+    /// The live [`KeepAlive`]s of `pid`.
+    users: usize,
+    /// The `crosslock-stop` thread of the last shutdown, until someone joins it.
+    stopping: Option<std::thread::JoinHandle<()>>,
 }
 
-static CURRENT: AtomicPtr<ProcessRuntime> = AtomicPtr::new(std::ptr::null_mut());
-static BUILD: Mutex<()> = Mutex::new(());
+static SLOT: Mutex<Slot> = Mutex::new(Slot {
+    pid: 0,
+    runtime: None,
+    users: 0,
+    stopping: None,
+});
+
+/// Changes (under [`SLOT`]'s lock) whenever a runtime is built or shut down: a thread's cached
+/// handle is current while the epoch it was cached at is.
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// How long a shutdown waits for the runtime's threads before leaving them to end by themselves
+/// (a blocking task still opening a lane is bounded by the connect timeout).
+const STOP_LIMIT: Duration = Duration::from_secs(30);
+
+/// A thread's copy of the current runtime's handle, so that a call reads no shared state but two
+/// atomics (the pid and the epoch) and takes no lock.
+struct Cached {
+    pid: u32,
+    epoch: u64,
+    handle: Handle,
+}
+
+thread_local! {
+    static CACHED: RefCell<Option<Cached>> = const { RefCell::new(None) };
+}
 
 /// The cached process id; 0 until first asked, and again in a forked child (see [`pid`]).
 static PID: AtomicU32 = AtomicU32::new(0);
@@ -57,58 +106,232 @@ pub(crate) fn pid() -> u32 {
     pid
 }
 
-fn current() -> &'static ProcessRuntime {
+/// Runs `f` with the current runtime's handle, building the runtime if there is none.
+fn with_handle<R>(f: impl FnOnce(&Handle) -> R) -> R {
     let pid = pid();
-    let ptr = CURRENT.load(Ordering::Acquire);
-    // SAFETY: a non-null pointer in CURRENT came from Box::into_raw below and is never freed
-    // (runtimes are leaked, never dropped), so it is valid for 'static.
-    if let Some(state) = unsafe { ptr.as_ref() }
-        && state.pid == pid
-    {
-        return state;
+    let epoch = EPOCH.load(Ordering::Acquire);
+    let mut f = Some(f);
+    let cached = CACHED.try_with(|cell| {
+        let cached = cell.try_borrow().ok()?;
+        let cached = cached.as_ref()?;
+        if cached.pid != pid || cached.epoch != epoch {
+            return None;
+        }
+        f.take().map(|f| f(&cached.handle))
+    });
+    if let Ok(Some(done)) = cached {
+        return done;
     }
-    build(pid)
+    let (epoch, handle) = {
+        let slot = built(pid);
+        let Some(runtime) = &slot.runtime else {
+            unreachable!("`built` returns a slot with a runtime")
+        };
+        (EPOCH.load(Ordering::Relaxed), runtime.handle().clone())
+    };
+    let Some(f) = f.take() else {
+        unreachable!("`f` runs only when the cached handle is current, and then this returned")
+    };
+    let done = f(&handle);
+    // Not cached when the cache is in use further up this thread's stack (a call inside `f`).
+    let _ = CACHED.try_with(|cell| {
+        if let Ok(mut cached) = cell.try_borrow_mut() {
+            let previous = cached.replace(Cached { pid, epoch, handle });
+            if let Some(previous) = previous
+                && previous.pid != pid
+            {
+                // The parent's, in a forked child: never dropped here.
+                std::mem::forget(previous);
+            }
+        }
+    });
+    done
 }
 
+/// The slot, made this process's: a forked child forgets its parent's runtime, stopper and users.
+fn lock(pid: u32) -> std::sync::MutexGuard<'static, Slot> {
+    // A child forked while another thread held the lock would find it locked forever; the lock is
+    // taken on builds, shutdowns, connects and closes only, so recover from poisoning and accept
+    // that narrow window.
+    let mut slot = SLOT.lock().unwrap_or_else(|e| e.into_inner());
+    if slot.pid != pid {
+        std::mem::forget(slot.runtime.take());
+        std::mem::forget(slot.stopping.take());
+        slot.users = 0;
+        slot.pid = pid;
+        EPOCH.fetch_add(1, Ordering::Release);
+    }
+    slot
+}
+
+/// The slot with a runtime in it, built if there was none.
 #[cold]
-fn build(pid: u32) -> &'static ProcessRuntime {
-    // A child forked while another thread held BUILD would find it locked forever; building only
-    // happens once per process, so recover from poisoning and accept that narrow window.
-    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    let ptr = CURRENT.load(Ordering::Acquire);
-    // SAFETY: as in `current`.
-    if let Some(state) = unsafe { ptr.as_ref() }
-        && state.pid == pid
-    {
-        return state;
+fn built(pid: u32) -> std::sync::MutexGuard<'static, Slot> {
+    loop {
+        let mut slot = lock(pid);
+        if slot.runtime.is_some() {
+            return slot;
+        }
+        // The previous runtime's threads end first, waited for without the lock (one of them may
+        // need it to finish), unless this is one of them or a thread inside some runtime, which
+        // must not block: then they end alongside the new one's.
+        if Handle::try_current().is_err()
+            && let Some(stopping) = slot.stopping.take()
+        {
+            drop(slot);
+            let _ = stopping.join();
+            continue;
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("crosslock-rt")
+            .enable_all()
+            .build()
+            .expect("crosslock: cannot start its tokio runtime (out of threads or memory?)");
+        slot.runtime = Some(runtime);
+        EPOCH.fetch_add(1, Ordering::Release);
+        return slot;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("crosslock-rt")
-        .enable_all()
-        .build()
-        .expect("crosslock: cannot start its tokio runtime (out of threads or memory?)");
-    let fresh = Box::into_raw(Box::new(ProcessRuntime { pid, runtime }));
-    // The previous runtime (the parent's, after a fork) is leaked: never dropped.
-    CURRENT.store(fresh, Ordering::Release);
-    // SAFETY: just created from a Box and never freed.
-    unsafe { &*fresh }
 }
 
-/// A handle to the process-wide runtime, building it if needed.
+/// Shuts the runtime down on a `crosslock-stop` thread (joining its threads there).
+fn stop(slot: &mut Slot) {
+    let Some(runtime) = slot.runtime.take() else {
+        return;
+    };
+    EPOCH.fetch_add(1, Ordering::Release);
+    let earlier = slot.stopping.take();
+    let stopper = move || {
+        if let Some(earlier) = earlier {
+            let _ = earlier.join();
+        }
+        runtime.shutdown_timeout(STOP_LIMIT);
+    };
+    match std::thread::Builder::new()
+        .name("crosslock-stop".into())
+        .spawn(stopper)
+    {
+        Ok(stopping) => slot.stopping = Some(stopping),
+        Err(e) => {
+            // No thread to spare: the threads are told to stop, and end by themselves.
+            tracing::warn!(target: "crosslock", "cannot join the runtime's threads: {e}");
+        }
+    }
+}
+
+/// Keeps the process runtime running while it lives (see the [module](self) documentation).
+///
+/// Every connected client state holds one, so a Rust program only needs its own to keep using a
+/// [`handle`] (or [`spawn`]) with no client open.
 ///
 /// # Examples
 ///
 /// ```
+/// let keep = crosslock::runtime::KeepAlive::new();
+/// let handle = crosslock::runtime::handle();
+/// assert_eq!(handle.block_on(async { 6 * 7 }), 42);
+/// drop(keep); // with no client open either, the runtime shuts down
+/// crosslock::runtime::settle();
+/// ```
+#[derive(Debug)]
+#[must_use = "the runtime may shut down as soon as it is dropped"]
+pub struct KeepAlive {
+    pid: u32,
+}
+
+impl KeepAlive {
+    /// Builds the runtime if there is none, and keeps it running until dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let keep = crosslock::runtime::KeepAlive::new();
+    /// let task = crosslock::runtime::spawn(async { 6 * 7 });
+    /// assert_eq!(crosslock::runtime::block_on(task).unwrap(), 42);
+    /// drop(keep);
+    /// ```
+    pub fn new() -> KeepAlive {
+        let pid = pid();
+        built(pid).users += 1;
+        KeepAlive { pid }
+    }
+}
+
+impl Default for KeepAlive {
+    fn default() -> Self {
+        KeepAlive::new()
+    }
+}
+
+impl Drop for KeepAlive {
+    fn drop(&mut self) {
+        // One made by the parent, dropped in a forked child: the child's runtime was never its.
+        if self.pid != pid() {
+            return;
+        }
+        let mut slot = lock(self.pid);
+        slot.users = slot.users.saturating_sub(1);
+        if slot.users == 0 {
+            stop(&mut slot);
+        }
+    }
+}
+
+/// Waits until a shutdown of the runtime (the last client closed) has joined its threads; returns
+/// at once when none is under way, and from inside a runtime (a thread of the one stopping would
+/// wait for itself).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(client: crosslock::Client) {
+/// client.close().await; // the last client: the runtime shuts down in the background
+/// # }
+/// crosslock::runtime::settle(); // (on a thread outside any runtime) its threads are gone
+/// ```
+pub fn settle() {
+    if Handle::try_current().is_ok() {
+        return;
+    }
+    let stopping = lock(pid()).stopping.take();
+    if let Some(stopping) = stopping {
+        let _ = stopping.join();
+    }
+}
+
+/// Whether the process runtime is running now: built, and not shut down since.
+///
+/// # Examples
+///
+/// ```
+/// let keep = crosslock::runtime::KeepAlive::new();
+/// assert!(crosslock::runtime::is_running());
+/// ```
+pub fn is_running() -> bool {
+    lock(pid()).runtime.is_some()
+}
+
+/// A handle to the process-wide runtime, building it if needed.
+///
+/// It stays usable while a client is open or a [`KeepAlive`] lives: once the last of them is
+/// gone the runtime shuts down, and this handle runs nothing more (the next call of ours builds a
+/// new runtime).
+///
+/// # Examples
+///
+/// ```
+/// let keep = crosslock::runtime::KeepAlive::new();
 /// let handle = crosslock::runtime::handle();
 /// let answer = handle.block_on(async { 6 * 7 });
 /// assert_eq!(answer, 42);
 /// ```
 pub fn handle() -> Handle {
-    current().runtime.handle().clone()
+    with_handle(Handle::clone)
 }
 
 /// Spawns `future` on the process-wide runtime.
+///
+/// The task runs while a client is open or a [`KeepAlive`] lives (a shutdown drops it).
 ///
 /// # Examples
 ///
@@ -121,24 +344,27 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    current().runtime.spawn(future)
+    with_handle(|handle| handle.spawn(future))
 }
 
 /// Runs blocking work (opening a lane) on the runtime's blocking pool.
 pub(crate) fn spawn_blocking(f: impl FnOnce() + Send + 'static) {
-    drop(current().runtime.spawn_blocking(f));
+    with_handle(|handle| drop(handle.spawn_blocking(f)));
 }
 
-/// Enters the process runtime's context on this thread (tokio timers and spawns work) until the
-/// guard is dropped.
-pub(crate) fn enter() -> tokio::runtime::EnterGuard<'static> {
-    current().runtime.enter()
+/// Runs `f` inside the process runtime's context (tokio timers and spawns work there).
+pub(crate) fn entered<R>(f: impl FnOnce() -> R) -> R {
+    with_handle(|handle| {
+        let _entered = handle.enter();
+        f()
+    })
 }
 
 /// Whether `handle` is the process runtime's (a task of crosslock's own, where the multiplexed
 /// connections' drivers run), not an application's.
 pub(crate) fn is_process_runtime(handle: &Handle) -> bool {
-    handle.id() == current().runtime.handle().id()
+    let id = handle.id();
+    with_handle(|current| current.id() == id)
 }
 
 /// A call [`begin_here`] started on its caller's thread that has to wait.
@@ -228,9 +454,9 @@ impl<T: Send + 'static> Here<T> {
         match &mut self.inner {
             HereInner::Local(future) => {
                 // The timer is made inside `block_on`, in the runtime's context.
-                let waited = current()
-                    .runtime
-                    .block_on(async { tokio::time::timeout(limit, future.as_mut()).await });
+                let waited = with_handle(|handle| {
+                    handle.block_on(async { tokio::time::timeout(limit, future.as_mut()).await })
+                });
                 match waited {
                     Ok(value) => Waited::Done(value),
                     Err(_) => Waited::Pending,
@@ -312,11 +538,10 @@ where
         });
     }
     let mut future: Pin<Box<dyn Future<Output = F::Output> + Send>> = Box::pin(future);
-    let polled = {
-        let _entered = current().runtime.enter();
+    let polled = entered(|| {
         let mut cx = Context::from_waker(Waker::noop());
         crate::lane::with_lanes(|| future.as_mut().poll(&mut cx))
-    };
+    });
     match polled {
         Poll::Ready(value) => Ok(value),
         // The next poll registers the waiting thread's waker wherever the future waits.
@@ -326,7 +551,8 @@ where
     }
 }
 
-/// Runs `future` to completion on the process-wide runtime, blocking the calling thread.
+/// Runs `future` to completion on the process-wide runtime, blocking the calling thread. The
+/// runtime runs until it returns, even if `future` closes the last client half-way.
 ///
 /// # Panics
 ///
@@ -339,7 +565,9 @@ where
 /// assert_eq!(crosslock::runtime::block_on(async { 1 + 1 }), 2);
 /// ```
 pub fn block_on<F: Future>(future: F) -> F::Output {
-    current().runtime.block_on(future)
+    // Kept running to the end of `future`, which may close the last client and go on.
+    let _keep = KeepAlive::new();
+    with_handle(|handle| handle.block_on(future))
 }
 
 /// Forgets the parent's runtime in a freshly forked child.
@@ -353,5 +581,5 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 /// crosslock::runtime::reset_after_fork(); // harmless outside a forked child
 /// ```
 pub fn reset_after_fork() {
-    let _ = current();
+    with_handle(|_| ());
 }

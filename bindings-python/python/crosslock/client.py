@@ -557,13 +557,19 @@ class Client:
 
     def close(self) -> None:
         """Releases this client's locks, stops renewal, fails pending acquires and closes the
-        connections. Idempotent."""
+        connections. Idempotent.
+
+        The close of the last open client (once calls still running on other threads have ended)
+        returns after crosslock's threads are joined: a ``fork()`` after it finds none (Python
+        3.12+ warns about forking a multi-threaded process), and the next :func:`connect` starts
+        them again."""
         self._native.close()
 
     async def aclose(self) -> None:
         """:meth:`close` for asyncio. Cancelling it (``asyncio.wait_for`` on shutdown) only stops
         the waiting: the client is closed at once, and its locks are released and its connections
-        closed in the background all the same."""
+        closed in the background all the same. After the last client's, crosslock's threads end in
+        the background (the sync :meth:`close` waits for them)."""
         await self._native.close_async()
 
     def __enter__(self) -> Client:
