@@ -306,6 +306,7 @@ pub fn settle() {
 /// ```
 /// let keep = crosslock::runtime::KeepAlive::new();
 /// assert!(crosslock::runtime::is_running());
+/// drop(keep); // the runtime shuts down once no client and no keep-alive is left
 /// ```
 pub fn is_running() -> bool {
     lock(pid()).runtime.is_some()
@@ -324,6 +325,7 @@ pub fn is_running() -> bool {
 /// let handle = crosslock::runtime::handle();
 /// let answer = handle.block_on(async { 6 * 7 });
 /// assert_eq!(answer, 42);
+/// drop(keep);
 /// ```
 pub fn handle() -> Handle {
     with_handle(Handle::clone)
