@@ -16,7 +16,19 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+def _server_tool(name: str) -> str:
+    """``$CROSSLOCK_REDIS_BIN/<name>`` when that names a directory of a server build (to run the
+    suites against another Redis or Valkey, as ``./dev matrix`` does), else the one on ``PATH``."""
+    directory = os.environ.get("CROSSLOCK_REDIS_BIN")
+    if directory:
+        return os.path.join(directory, name)
+    return shutil.which(name) or f"/usr/bin/{name}"
+
+
+#: The ``redis-server`` every fixture starts (servers, and sentinels with ``--sentinel``).
+REDIS_SERVER = _server_tool("redis-server")
+#: The ``redis-cli`` the fixtures run (``--cluster create``, TLS pings): beside ``REDIS_SERVER``.
+REDIS_CLI = _server_tool("redis-cli")
 
 
 _reap_lock = threading.Lock()
@@ -448,9 +460,6 @@ class SentinelGroup:
         for node in self.nodes:
             node.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
 
 
 class Cluster:

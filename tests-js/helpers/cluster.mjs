@@ -3,7 +3,7 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 
-import { freePort, startRedis } from './redis-server.mjs'
+import { REDIS_CLI, freePort, startRedis } from './redis-server.mjs'
 import { ask, replicaCaughtUp, replicasAcknowledged, waitUntil } from './util.mjs'
 
 const run = promisify(execFile)
@@ -104,7 +104,7 @@ export async function startCluster () {
         nodes.push(await startRedis({ args: ['--cluster-enabled', 'yes', '--cluster-node-timeout', '1000', '--cluster-port', String(bus)] }))
       }
       try {
-        await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`),
+        await run(REDIS_CLI, ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`),
           '--cluster-replicas', '1', '--cluster-yes'], { timeout: 60_000 })
         break
       } catch (e) {

@@ -1,11 +1,21 @@
-// Starts a throwaway redis-server (Debian's /usr/bin/redis-server) on a free loopback port, and
-// stops it. Never port 6379, never a non-loopback address.
+// Starts a throwaway redis-server (the one on PATH, Debian's by default, or the build
+// CROSSLOCK_REDIS_BIN names) on a free loopback port, and stops it. Never port 6379, never a
+// non-loopback address.
 import { spawn } from 'node:child_process'
 import { appendFileSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+
+/**
+ * `$CROSSLOCK_REDIS_BIN/redis-server` (and `redis-cli` beside it) when that names a directory of a
+ * server build, to run the suites against another Redis or Valkey (as `./dev matrix` does); else
+ * the ones on PATH. Every fixture starts its servers and sentinels (`--sentinel`) with these.
+ */
+const binDir = process.env.CROSSLOCK_REDIS_BIN
+export const REDIS_SERVER = binDir ? join(binDir, 'redis-server') : 'redis-server'
+export const REDIS_CLI = binDir ? join(binDir, 'redis-cli') : 'redis-cli'
 
 const running = new Set()
 process.on('exit', () => {
@@ -76,7 +86,7 @@ const FAST_REPLICATION = ['--repl-diskless-sync-delay', '0', '--repl-ping-replic
 
 /** Spawns redis-server on `port` with its files in `dir`; resolves once it accepts connections. */
 async function spawnOn (port, dir, extraArgs) {
-  const child = spawn('redis-server', [
+  const child = spawn(REDIS_SERVER, [
     '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
     '--dir', dir, '--loglevel', 'warning', ...FAST_REPLICATION, ...extraArgs
   ], { stdio: ['ignore', 'ignore', 'pipe'] })

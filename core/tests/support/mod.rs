@@ -10,12 +10,23 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The `redis-server` the fixtures start: `$CROSSLOCK_REDIS_BIN/redis-server` when that names a
-/// directory of a server build (to run a test against another version), else the one on `PATH`.
+/// The `redis-server` the fixtures start (servers and sentinels): `$CROSSLOCK_REDIS_BIN/redis-server`
+/// when that names a directory of a server build (to run a test against another version, as
+/// `./dev matrix` does), else the one on `PATH`.
 pub fn redis_server_bin() -> std::path::PathBuf {
+    server_tool("redis-server")
+}
+
+/// The `redis-cli` the fixtures run (`--cluster create`): from the same directory as
+/// [`redis_server_bin`].
+pub fn redis_cli_bin() -> std::path::PathBuf {
+    server_tool("redis-cli")
+}
+
+fn server_tool(name: &str) -> std::path::PathBuf {
     match std::env::var_os("CROSSLOCK_REDIS_BIN") {
-        Some(dir) if !dir.is_empty() => std::path::Path::new(&dir).join("redis-server"),
-        _ => "redis-server".into(),
+        Some(dir) if !dir.is_empty() => std::path::Path::new(&dir).join(name),
+        _ => name.into(),
     }
 }
 
@@ -920,7 +931,7 @@ impl Cluster {
                 ])
             })
             .collect();
-        let mut create = Command::new("redis-cli");
+        let mut create = Command::new(redis_cli_bin());
         create.arg("--cluster").arg("create");
         for n in &nodes {
             create.arg(format!("127.0.0.1:{}", n.port));
