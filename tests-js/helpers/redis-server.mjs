@@ -70,6 +70,27 @@ export function freePort () {
   })
 }
 
+/** Whether `port` can be listened on at 127.0.0.1 right now. */
+function portFree (port) {
+  return new Promise((resolve) => {
+    const server = net.createServer()
+    server.unref()
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
+  })
+}
+
+/**
+ * A free port whose cluster bus port, the port + 10000, is free too: that default is the only bus
+ * port Redis 6.2 has (no `cluster-port` option), so one cluster fixture runs on every server.
+ */
+export async function freeClusterPort () {
+  while (true) {
+    const port = await freePort()
+    if (port <= 55535 && await portFree(port + 10000)) return port
+  }
+}
+
 /** Whether something accepts a connection on 127.0.0.1:`port` right now. */
 export function canConnect (port) {
   return new Promise((resolve) => {
@@ -112,8 +133,8 @@ async function spawnOn (port, dir, extraArgs) {
   return { child, exited }
 }
 
-async function startOnce (extraArgs) {
-  const port = await freePort()
+async function startOnce (extraArgs, clusterNode) {
+  const port = clusterNode ? await freeClusterPort() : await freePort()
   const dir = await mkdtemp(join(tmpdir(), 'crosslock-redis-'))
   let child, exited
   try {
@@ -156,13 +177,15 @@ async function startOnce (extraArgs) {
 
 /**
  * Starts a redis-server; resolves to `{ host, port, url, stop }`. Retries on another port if the
- * one picked was taken in the meantime.
+ * one picked was taken in the meantime. `clusterNode`: a cluster node (`--cluster-enabled yes`)
+ * on a port whose bus port (+ 10000) is free.
  */
-export async function startRedis ({ args = [] } = {}) {
+export async function startRedis ({ args = [], clusterNode = false } = {}) {
   let lastError
+  if (clusterNode) args = ['--cluster-enabled', 'yes', ...args]
   for (let i = 0; i < 3; i++) {
     try {
-      return await startOnce(args)
+      return await startOnce(args, clusterNode)
     } catch (e) {
       lastError = e
     }
