@@ -892,23 +892,6 @@ pub fn calls_in_commandstats(stats: &str, command: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The `EVAL` and `EVALSHA` calls that failed (an error reply: a script that did not compile,
-/// say), counted in the text of `INFO commandstats`.
-pub fn failed_scripts_in_commandstats(stats: &str) -> u64 {
-    ["eval", "evalsha"]
-        .iter()
-        .map(|command| {
-            let prefix = format!("cmdstat_{command}:");
-            stats
-                .lines()
-                .filter_map(|l| l.strip_prefix(&prefix))
-                .flat_map(|fields| fields.split(','))
-                .find_map(|f| f.strip_prefix("failed_calls=")?.parse::<u64>().ok())
-                .unwrap_or(0)
-        })
-        .sum()
-}
-
 /// The `EVAL` and `EVALSHA` calls counted in the text of `INFO commandstats`.
 pub fn scripts_in_commandstats(stats: &str) -> u64 {
     calls_in_commandstats(stats, "eval") + calls_in_commandstats(stats, "evalsha")
