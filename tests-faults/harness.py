@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests-py"))
 
 import crosslock  # noqa: E402
-from support import REDIS_SERVER, Raw, RespError, free_port, python_env, reap_at_exit, wait_until  # noqa: E402,F401
+from support import REDIS_SERVER, Raw, RespError, debug_command_args, free_port, python_env, reap_at_exit, wait_until  # noqa: E402,F401
 
 # -- the kinds every case runs over --------------------------------------------------------------
 
@@ -83,7 +83,7 @@ class Server:
         persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.aof else ["--appendonly", "no"]
         self.process = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--dir", self.dir,
-             "--daemonize", "no", "--loglevel", "warning", "--enable-debug-command", "yes", *persistence, *self.args],
+             "--daemonize", "no", "--loglevel", "warning", *debug_command_args(), *persistence, *self.args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

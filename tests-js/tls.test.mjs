@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-import { freePort, killedWithUs } from './helpers/redis-server.mjs'
+import { REDIS_CLI, REDIS_SERVER, freePort, killedWithUs } from './helpers/redis-server.mjs'
 import { crosslock, waitUntil } from './helpers/util.mjs'
 
 async function startTlsRedis (t) {
@@ -19,14 +19,14 @@ async function startTlsRedis (t) {
   openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial',
     '-days', '1', '-extfile', 'san.ext', '-out', 'cert.pem')
   const port = await freePort()
-  const child = spawn('redis-server', ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1',
+  const child = spawn(REDIS_SERVER, ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1',
     '--tls-cert-file', 'cert.pem', '--tls-key-file', 'key.pem', '--tls-auth-clients', 'no',
     '--save', '', '--appendonly', 'no', '--dir', dir], { cwd: dir, stdio: 'ignore' })
   killedWithUs(child, dir)
   t.after(() => { child.kill('SIGKILL'); rmSync(dir, { recursive: true, force: true }) })
   await waitUntil(() => {
     try {
-      return execFileSync('redis-cli', ['--tls', '--cacert', 'ca.pem', '-p', String(port), 'ping'], { cwd: dir }).toString().trim() === 'PONG'
+      return execFileSync(REDIS_CLI, ['--tls', '--cacert', 'ca.pem', '-p', String(port), 'ping'], { cwd: dir }).toString().trim() === 'PONG'
     } catch { return false }
   }, 'the TLS redis-server to start')
   return { url: `rediss://127.0.0.1:${port}/0`, ca: readFileSync(join(dir, 'ca.pem')) }

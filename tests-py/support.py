@@ -16,7 +16,40 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+def _server_tool(name: str) -> str:
+    """``$CROSSLOCK_REDIS_BIN/<name>`` when that names a directory of a server build (to run the
+    suites against another Redis or Valkey, as ``./dev matrix`` does), else the one on ``PATH``."""
+    directory = os.environ.get("CROSSLOCK_REDIS_BIN")
+    if directory:
+        return os.path.join(directory, name)
+    return shutil.which(name) or f"/usr/bin/{name}"
+
+
+#: The ``redis-server`` every fixture starts (servers, and sentinels with ``--sentinel``).
+REDIS_SERVER = _server_tool("redis-server")
+#: The ``redis-cli`` the fixtures run (``--cluster create``, TLS pings): beside ``REDIS_SERVER``.
+REDIS_CLI = _server_tool("redis-cli")
+
+
+def server_takes(option: str, value: str) -> bool:
+    """Whether :data:`REDIS_SERVER` knows the config ``option`` (``enable-debug-command`` is Redis
+    7's; 6.2 refuses it and runs DEBUG without it). Asked of the binary, not by its version: it is
+    given the option, then a made-up one, and says which line of its configuration it refused
+    first (it exits at once, whichever it is)."""
+    if option not in _takes:
+        said = subprocess.run([REDIS_SERVER, f"--{option}", value, "--crosslock-probe-end", "yes"],
+                              capture_output=True, text=True, timeout=30)
+        _takes[option] = "crosslock-probe-end" in said.stdout + said.stderr
+    return _takes[option]
+
+
+_takes: dict[str, bool] = {}
+
+
+def debug_command_args() -> list[str]:
+    """The arguments that let a test send DEBUG to the server (none where DEBUG needs none)."""
+    return ["--enable-debug-command", "yes"] if server_takes("enable-debug-command", "yes") else []
 
 
 _reap_lock = threading.Lock()
@@ -60,6 +93,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port, the port + 10000, is free too: that default is the only
+    bus port Redis 6.2 has (no ``cluster-port`` option), so one cluster fixture runs on every
+    server."""
+    while True:
+        port = free_port()
+        if port > 55535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01, what: str = "") -> Any:
@@ -126,11 +175,15 @@ def replicas_acknowledged(info: str, count: int) -> bool:
 class RedisServer:
     """A redis-server on a free 127.0.0.1 port, without persistence, stopped by :meth:`stop`."""
 
-    def __init__(self, *extra: str) -> None:
+    def __init__(self, *extra: str, cluster_node: bool = False) -> None:
+        """``cluster_node``: ``--cluster-enabled yes`` on a port whose cluster bus port (+ 10000) is
+        free too (see :func:`free_cluster_port`)."""
         self.dir = tempfile.mkdtemp(prefix="crosslock-redis-")
+        if cluster_node:
+            extra = ("--cluster-enabled", "yes", *extra)
         last_error = ""
         for _ in range(5):  # a free port can be taken between the probe and the bind: retry
-            self.port = free_port()
+            self.port = free_cluster_port() if cluster_node else free_port()
             self.process = subprocess.Popen(
                 [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                  "--appendonly", "no", "--dir", self.dir, "--daemonize", "no", "--loglevel", "warning",
@@ -450,9 +503,6 @@ class SentinelGroup:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
-
-
 class Cluster:
     """A Redis Cluster on loopback ports: three masters with a replica each (``redis-cli --cluster
     create``; a node is failed after 1 s of silence). :meth:`stop` kills them all."""
@@ -480,10 +530,7 @@ class Cluster:
     def _create(self) -> str | None:
         """Six fresh nodes made a cluster; ``None``, or what ``redis-cli`` said when it failed."""
         for _ in range(6):
-            # The cluster bus port is given: by default it is the port + 10000, beyond 65535
-            # for a free port above 55535.
-            self.nodes.append(RedisServer("--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
-                                          "--cluster-port", str(free_port())))
+            self.nodes.append(RedisServer("--cluster-node-timeout", "1000", cluster_node=True))
         out = subprocess.run(
             [REDIS_CLI, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
              "--cluster-replicas", "1", "--cluster-yes"],

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import crosslock
-from support import free_port, reap_at_exit
+from support import REDIS_CLI, REDIS_SERVER, free_port, reap_at_exit
 
 
 def _openssl(cwd: Path, *args: str) -> None:
@@ -28,7 +28,7 @@ def tls_server(tmp_path: Path):
              "-CAcreateserial", "-days", "1", "-extfile", "san.ext", "-out", "cert.pem")
     port = free_port()
     proc = subprocess.Popen(
-        ["redis-server", "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
+        [REDIS_SERVER, "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
          "--tls-cert-file", "cert.pem", "--tls-key-file", "key.pem", "--tls-auth-clients", "no",
          "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -36,7 +36,7 @@ def tls_server(tmp_path: Path):
     reap_at_exit(proc.pid, "-")  # its directory is pytest's tmp_path
     try:
         deadline = time.monotonic() + 10
-        while subprocess.run(["redis-cli", "--tls", "--cacert", "ca.pem", "-p", str(port), "ping"],
+        while subprocess.run([REDIS_CLI, "--tls", "--cacert", "ca.pem", "-p", str(port), "ping"],
                              cwd=tmp_path, capture_output=True, text=True).stdout.strip() != "PONG":
             assert time.monotonic() < deadline, "TLS redis-server did not start"
             time.sleep(0.05)

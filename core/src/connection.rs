@@ -172,10 +172,23 @@ pub(crate) struct Route {
     current: tokio::sync::watch::Sender<Node>,
     /// Set for Sentinel: the sentinels, and the signal that a command suspects the master moved.
     sentinels: Option<(Sentinels, Arc<tokio::sync::Notify>)>,
-    /// Set for Cluster: the cluster, and whether waiters use sharded pub/sub there.
-    cluster: Option<(Arc<ClusterSpec>, bool)>,
+    /// Set for Cluster: the cluster, and what its nodes were found to support at connect.
+    cluster: Option<ClusterRoute>,
     /// What every connection of the client is named (`CLIENT SETNAME`, see [`crate::naming`]).
     pub(crate) name: Arc<str>,
+}
+
+/// A cluster, and what its nodes were found to support when the client connected: asked of a
+/// node, not read from a version string (Valkey's, or a vendor's build, say other things).
+pub(crate) struct ClusterRoute {
+    spec: Arc<ClusterSpec>,
+    /// Whether waiters use sharded pub/sub (`sharded_pubsub=on`, or `auto` where the nodes know
+    /// `PUBSUB SHARDNUMSUB`: Redis 7 and later).
+    sharded: bool,
+    /// Whether the nodes run a script marked `#!lua flags=allow-cross-slot-keys` (Redis 7 and
+    /// later; Redis 6.2 cannot compile the mark): the watchdog renews with one script per
+    /// master there, and with one script per slot where they do not.
+    cross_slot_scripts: bool,
 }
 
 impl Route {
@@ -208,50 +221,41 @@ impl Route {
                     info: seeds[0].clone(),
                     address: endpoint.address.clone(),
                 };
+                // Asked of one node each: routed to all of them, the error replies of a
+                // cluster without the command (Redis 6.2) came back as a reply redis-rs cannot
+                // combine rather than as the servers' answer.
+                let ignore = Pushes::new(|_| {});
+                let mut probe = open_cluster(endpoint, spec, timeouts, ignore).await?;
                 let sharded = match spec.sharding {
                     Sharding::On => true,
                     Sharding::Off => false,
+                    // Redisson's AUTO: sharded when the cluster knows the sharded commands
+                    // (Redis 7 and later).
                     Sharding::Auto => {
-                        // Redisson's AUTO: sharded when the cluster knows the sharded commands
-                        // (Redis 7 and later). Asked of one node: routed to all of them, the
-                        // error replies of a cluster without them (Redis 6.2) come back as a
-                        // reply redis-rs cannot combine rather than as the servers' answer.
-                        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-                        let ignore = Pushes::new(|_| {});
-                        let mut probe = open_cluster(endpoint, spec, timeouts, ignore).await?;
                         let mut cmd = redis::cmd("PUBSUB");
                         cmd.arg("SHARDNUMSUB").arg("0");
-                        let one = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-                        let asked = async {
-                            probe
-                                .route_command(cmd, one)
-                                .await
-                                .and_then(redis::Value::extract_error)
-                        };
-                        match tokio::time::timeout(timeouts.response, asked).await {
-                            Ok(Ok(_)) => true,
-                            // An error reply (an unknown subcommand before Redis 7): plain.
-                            Ok(Err(e)) if e.code().is_some() => false,
-                            Ok(Err(e)) => {
-                                return Err(Error::from_redis(e, What::Connection));
-                            }
-                            Err(_) => {
-                                return Err(Error::no_answer(What::Connection, timeouts.response));
-                            }
-                        }
+                        ask_one_node(&mut probe, cmd, timeouts.response).await?
                     }
                 };
+                let mut cmd = redis::cmd("EVAL");
+                cmd.arg(CROSS_SLOT_PROBE).arg(0);
+                let cross_slot_scripts = ask_one_node(&mut probe, cmd, timeouts.response).await?;
                 tracing::debug!(
                     target: "crosslock",
-                    "{}: waiters use {} pub/sub",
+                    "{}: waiters use {} pub/sub; the watchdog renews with one script per {}",
                     endpoint.address,
-                    if sharded { "sharded" } else { "plain" }
+                    if sharded { "sharded" } else { "plain" },
+                    if cross_slot_scripts { "master" } else { "slot" }
                 );
                 Ok(Arc::new(Route {
                     endpoint: endpoint.clone(),
                     current: tokio::sync::watch::Sender::new(node),
                     sentinels: None,
-                    cluster: Some((spec.clone(), sharded)),
+                    cluster: Some(ClusterRoute {
+                        spec: spec.clone(),
+                        sharded,
+                        cross_slot_scripts,
+                    }),
                     name,
                 }))
             }
@@ -678,8 +682,8 @@ impl Conn {
         };
         let node = route.current();
         let manager = match &route.cluster {
-            Some((spec, _)) => Handle::Cluster(
-                open_cluster(&route.endpoint, spec, timeouts, pushes.clone()).await?,
+            Some(cluster) => Handle::Cluster(
+                open_cluster(&route.endpoint, &cluster.spec, timeouts, pushes.clone()).await?,
             ),
             None => Handle::Node(
                 open_manager(&route.endpoint, &node, timeouts, pushes.clone(), subscriber).await?,
@@ -700,8 +704,8 @@ impl Conn {
                 timeouts,
                 sync: std::sync::OnceLock::new(),
                 node_lanes: match &route.cluster {
-                    Some((spec, _)) if role == "command" => crate::cluster::NodeLanes::new(
-                        spec,
+                    Some(cluster) if role == "command" => crate::cluster::NodeLanes::new(
+                        &cluster.spec,
                         timeouts.connect,
                         timeouts.response,
                         route.name.clone(),
@@ -776,7 +780,17 @@ impl Conn {
 
     /// Whether waiters use sharded pub/sub (a cluster where Redisson's rule says so).
     fn sharded(&self) -> bool {
-        matches!(self.inner.route.cluster, Some((_, true)))
+        self.inner.route.cluster.as_ref().is_some_and(|c| c.sharded)
+    }
+
+    /// Whether the cluster's nodes run a script that touches keys of many slots (found at
+    /// connect, see [`ClusterRoute`]); `false` off a cluster.
+    pub(crate) fn cross_slot_scripts(&self) -> bool {
+        self.inner
+            .route
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.cross_slot_scripts)
     }
 
     /// The command a script uses to notify waiters: `spublish` where waiters use sharded
@@ -1185,7 +1199,7 @@ impl Conn {
         &self,
         (host, port): &(String, u16),
     ) -> Result<redis::aio::MultiplexedConnection> {
-        let Some((spec, _)) = &self.inner.route.cluster else {
+        let Some(ClusterRoute { spec, .. }) = &self.inner.route.cluster else {
             return Err(Error::new(
                 ErrorKind::Redis,
                 "a link to a cluster master was asked of a connection that is not to a cluster",
@@ -1382,7 +1396,7 @@ impl Conn {
     /// calls go on with the old one; the stopped master never completes its handshake, so the
     /// new connection's map comes from one that answers.
     async fn follow_failover(&self) {
-        let Some((spec, _)) = &self.inner.route.cluster else {
+        let Some(ClusterRoute { spec, .. }) = &self.inner.route.cluster else {
             return;
         };
         let Ok(mut ranges) = self.cluster_slot_ranges().await else {
@@ -1567,7 +1581,7 @@ impl Conn {
     /// node that failed until a command on that connection reveals the move, and a subscription
     /// connection sends none.
     pub(crate) async fn recover(&self) -> bool {
-        let Some((spec, _)) = &self.inner.route.cluster else {
+        let Some(ClusterRoute { spec, .. }) = &self.inner.route.cluster else {
             return self.ping().await.is_ok();
         };
         let mut handle = self.manager();
@@ -1853,6 +1867,33 @@ fn name_connection(manager: Handle, name: Arc<str>, response: Duration) {
 
 /// Connects to a Redis Cluster through its seed nodes (RESP3; pushes, disconnections included,
 /// go to `pushes`).
+/// A script with the mark a per-master renewal script carries (see [`crate::scripts`]): a
+/// server that cannot run it refuses it with an error reply.
+const CROSS_SLOT_PROBE: &str = "#!lua flags=allow-cross-slot-keys\nreturn 1";
+
+/// Sends `cmd` to one node of the cluster: `true` if it answered, `false` if it refused with an
+/// error reply (a command or a script it does not know), an error if it did not answer.
+async fn ask_one_node(
+    probe: &mut ClusterConnection,
+    cmd: redis::Cmd,
+    response: Duration,
+) -> Result<bool> {
+    use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+    let one = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+    let asked = async {
+        probe
+            .route_command(cmd, one)
+            .await
+            .and_then(redis::Value::extract_error)
+    };
+    match tokio::time::timeout(response, asked).await {
+        Ok(Ok(_)) => Ok(true),
+        Ok(Err(e)) if e.code().is_some() => Ok(false),
+        Ok(Err(e)) => Err(Error::from_redis(e, What::Connection)),
+        Err(_) => Err(Error::no_answer(What::Connection, response)),
+    }
+}
+
 async fn open_cluster(
     endpoint: &Endpoint,
     spec: &ClusterSpec,

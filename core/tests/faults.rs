@@ -24,7 +24,7 @@ fn fast() -> ClientOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_limit_is_a_deadline_while_redis_is_paused_asleep_or_stopped() {
-    let server = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    let server = RedisServer::start_with(support::debug_command_args());
     let client = Client::connect_with(&server.url(), fast()).await.unwrap();
     let lock = client.lock("deadline").unwrap();
     let wait = Duration::from_millis(500);

@@ -122,7 +122,7 @@ impl Certs {
 
     /// Runs `redis-cli` over TLS against 127.0.0.1:`port`; its output, trimmed.
     fn cli(&self, port: u16, args: &[&str]) -> String {
-        let out = Command::new("redis-cli")
+        let out = Command::new(support::redis_cli_bin())
             .arg("--tls")
             .arg("--cacert")
             .arg(self.dir.join("ca.pem"))
@@ -160,7 +160,7 @@ impl TlsNode {
                 format!("{}{extra_config}", certs.server_config(port)),
             )
             .unwrap();
-            let mut cmd = Command::new("redis-server");
+            let mut cmd = Command::new(support::redis_server_bin());
             cmd.arg(&conf);
             if sentinel {
                 cmd.arg("--sentinel");
@@ -400,7 +400,7 @@ async fn cluster_over_tls_routes_wakes_and_renews() {
             )
         })
         .collect();
-    let mut create = Command::new("redis-cli");
+    let mut create = Command::new(support::redis_cli_bin());
     create
         .arg("--tls")
         .arg("--cacert")

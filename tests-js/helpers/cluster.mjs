@@ -3,7 +3,7 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 
-import { freePort, startRedis } from './redis-server.mjs'
+import { REDIS_CLI, startRedis } from './redis-server.mjs'
 import { ask, replicaCaughtUp, replicasAcknowledged, waitUntil } from './util.mjs'
 
 const run = promisify(execFile)
@@ -98,13 +98,10 @@ export async function startCluster () {
     // (a node slow to answer on a loaded machine) is not what the tests are about.
     for (let attempt = 1; ; attempt++) {
       for (let i = 0; i < 6; i++) {
-        // The cluster bus port is given: by default it is the port + 10000, beyond 65535 for a
-        // free port above 55535.
-        const bus = await freePort()
-        nodes.push(await startRedis({ args: ['--cluster-enabled', 'yes', '--cluster-node-timeout', '1000', '--cluster-port', String(bus)] }))
+        nodes.push(await startRedis({ clusterNode: true, args: ['--cluster-node-timeout', '1000'] }))
       }
       try {
-        await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`),
+        await run(REDIS_CLI, ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`),
           '--cluster-replicas', '1', '--cluster-yes'], { timeout: 60_000 })
         break
       } catch (e) {

@@ -1,11 +1,21 @@
-// Starts a throwaway redis-server (Debian's /usr/bin/redis-server) on a free loopback port, and
-// stops it. Never port 6379, never a non-loopback address.
+// Starts a throwaway redis-server (the one on PATH, Debian's by default, or the build
+// CROSSLOCK_REDIS_BIN names) on a free loopback port, and stops it. Never port 6379, never a
+// non-loopback address.
 import { spawn } from 'node:child_process'
 import { appendFileSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+
+/**
+ * `$CROSSLOCK_REDIS_BIN/redis-server` (and `redis-cli` beside it) when that names a directory of a
+ * server build, to run the suites against another Redis or Valkey (as `./dev matrix` does); else
+ * the ones on PATH. Every fixture starts its servers and sentinels (`--sentinel`) with these.
+ */
+const binDir = process.env.CROSSLOCK_REDIS_BIN
+export const REDIS_SERVER = binDir ? join(binDir, 'redis-server') : 'redis-server'
+export const REDIS_CLI = binDir ? join(binDir, 'redis-cli') : 'redis-cli'
 
 const running = new Set()
 process.on('exit', () => {
@@ -60,6 +70,27 @@ export function freePort () {
   })
 }
 
+/** Whether `port` can be listened on at 127.0.0.1 right now. */
+function portFree (port) {
+  return new Promise((resolve) => {
+    const server = net.createServer()
+    server.unref()
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
+  })
+}
+
+/**
+ * A free port whose cluster bus port, the port + 10000, is free too: that default is the only bus
+ * port Redis 6.2 has (no `cluster-port` option), so one cluster fixture runs on every server.
+ */
+export async function freeClusterPort () {
+  while (true) {
+    const port = await freePort()
+    if (port <= 55535 && await portFree(port + 10000)) return port
+  }
+}
+
 /** Whether something accepts a connection on 127.0.0.1:`port` right now. */
 export function canConnect (port) {
   return new Promise((resolve) => {
@@ -76,7 +107,7 @@ const FAST_REPLICATION = ['--repl-diskless-sync-delay', '0', '--repl-ping-replic
 
 /** Spawns redis-server on `port` with its files in `dir`; resolves once it accepts connections. */
 async function spawnOn (port, dir, extraArgs) {
-  const child = spawn('redis-server', [
+  const child = spawn(REDIS_SERVER, [
     '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
     '--dir', dir, '--loglevel', 'warning', ...FAST_REPLICATION, ...extraArgs
   ], { stdio: ['ignore', 'ignore', 'pipe'] })
@@ -102,8 +133,8 @@ async function spawnOn (port, dir, extraArgs) {
   return { child, exited }
 }
 
-async function startOnce (extraArgs) {
-  const port = await freePort()
+async function startOnce (extraArgs, clusterNode) {
+  const port = clusterNode ? await freeClusterPort() : await freePort()
   const dir = await mkdtemp(join(tmpdir(), 'crosslock-redis-'))
   let child, exited
   try {
@@ -146,13 +177,15 @@ async function startOnce (extraArgs) {
 
 /**
  * Starts a redis-server; resolves to `{ host, port, url, stop }`. Retries on another port if the
- * one picked was taken in the meantime.
+ * one picked was taken in the meantime. `clusterNode`: a cluster node (`--cluster-enabled yes`)
+ * on a port whose bus port (+ 10000) is free.
  */
-export async function startRedis ({ args = [] } = {}) {
+export async function startRedis ({ args = [], clusterNode = false } = {}) {
   let lastError
+  if (clusterNode) args = ['--cluster-enabled', 'yes', ...args]
   for (let i = 0; i < 3; i++) {
     try {
-      return await startOnce(args)
+      return await startOnce(args, clusterNode)
     } catch (e) {
       lastError = e
     }

@@ -5,7 +5,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-import { freePort, killedWithUs, startRedis } from './redis-server.mjs'
+import { REDIS_SERVER, freePort, killedWithUs, startRedis } from './redis-server.mjs'
 import { ask, replicaCaughtUp, replicasAcknowledged, waitUntil } from './util.mjs'
 
 const NAME = 'crosslock'
@@ -43,7 +43,7 @@ async function startSentinel (dir, masterPort) {
       `sentinel down-after-milliseconds ${NAME} 1000`,
       `sentinel failover-timeout ${NAME} 4000`, ''
     ].join('\n'))
-    const child = spawn('redis-server', [conf, '--sentinel', '--loglevel', 'warning'], { stdio: 'ignore' })
+    const child = spawn(REDIS_SERVER, [conf, '--sentinel', '--loglevel', 'warning'], { stdio: 'ignore' })
     killedWithUs(child, dir)
     const exited = new Promise((resolve) => child.once('exit', resolve))
     let gone = false

@@ -59,7 +59,8 @@ pub(crate) async fn run(
     let mut view = ClusterView {
         ranges: None,
         stale: false,
-        per_node: true,
+        // Found at connect: the nodes run the per-node scripts' cross-slot mark.
+        per_node: conn.cross_slot_scripts(),
         links: MasterLinks::default(),
         recheck: false,
     };
@@ -151,8 +152,10 @@ struct ClusterView {
     /// to a node that stopped answering) must not leave the round without them, or every
     /// master's batches would be one group, behind that node's.
     stale: bool,
-    /// Whether holds are renewed with one script per node; `false` once a node refused such a
-    /// script (Redis before 7 has no cross-slot script flag): one script per slot from then on.
+    /// Whether holds are renewed with one script per node: where the cluster ran a script with
+    /// the cross-slot flag when the client connected (Redis before 7 has no such flag), until a
+    /// node refuses one (a node of another version, mid-upgrade): one script per slot from then
+    /// on.
     per_node: bool,
     /// The links the per-node scripts go over, one to each master.
     links: MasterLinks,

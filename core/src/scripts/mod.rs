@@ -120,8 +120,25 @@ fn names(code: &str, word: &str) -> bool {
         .any(|(at, _)| !code[..at].ends_with(ident) && !code[at + word.len()..].starts_with(ident))
 }
 
+/// How a script's body is run. Its checks raise their errors as tables (the prelude's
+/// `error({ err = 'WRONGTYPE …' })`), which Redis 7 and Valkey turn into that error reply. Redis
+/// 6.2's error handler cannot (it concatenates the table into a message and fails: "attempt to
+/// concatenate local 'err' (a table value)"), and every error a check reports came back there as
+/// a script failure. So the script asks the server which it is, by what its `pcall` hands back for
+/// a raised table (Redis 7 wraps `pcall` and hands back the message; 6.2 the table itself), and
+/// there runs the body in a protected call, an error table it raises returned as that error reply.
+/// Elsewhere the body runs as it is.
+const PROTECTED_BODY: (&str, &str) = (
+    "local function crosslock_body()\n",
+    "\nend\nif type(select(2, pcall(error, { err = '' }))) ~= 'table' then return crosslock_body() end\n\
+     local ok, result = pcall(crosslock_body)\nif ok then return result end\n\
+     if type(result) == 'table' and result.err then return { err = result.err } end\n\
+     error(result, 0)\n",
+);
+
 /// `header`, the prelude functions `body` calls (directly or through one another, in the
-/// prelude's order, so each is defined before its callers), then `body`.
+/// prelude's order, so each is defined before its callers), then `body` (run as
+/// [`PROTECTED_BODY`] says).
 fn with_prelude(header: &str, body: &str) -> String {
     let functions = prelude_functions();
     let mut needed = vec![false; functions.len()];
@@ -148,7 +165,9 @@ fn with_prelude(header: &str, body: &str) -> String {
         }
     }
     code.push('\n');
+    code.push_str(PROTECTED_BODY.0);
     code.push_str(body);
+    code.push_str(PROTECTED_BODY.1);
     code
 }
 

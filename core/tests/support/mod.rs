@@ -10,12 +10,50 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The `redis-server` the fixtures start: `$CROSSLOCK_REDIS_BIN/redis-server` when that names a
-/// directory of a server build (to run a test against another version), else the one on `PATH`.
+/// The `redis-server` the fixtures start (servers and sentinels): `$CROSSLOCK_REDIS_BIN/redis-server`
+/// when that names a directory of a server build (to run a test against another version, as
+/// `./dev matrix` does), else the one on `PATH`.
 pub fn redis_server_bin() -> std::path::PathBuf {
+    server_tool("redis-server")
+}
+
+/// The `redis-cli` the fixtures run (`--cluster create`): from the same directory as
+/// [`redis_server_bin`].
+pub fn redis_cli_bin() -> std::path::PathBuf {
+    server_tool("redis-cli")
+}
+
+/// Whether [`redis_server_bin`] knows the config `option` (`enable-debug-command` is Redis 7's;
+/// 6.2 refuses it and runs DEBUG without it). Asked of the binary, not by its version: it is given
+/// the option, then a made-up one, and says which line of its configuration it refused first (it
+/// exits at once, whichever it is).
+pub fn server_takes(option: &str, value: &str) -> bool {
+    let out = Command::new(redis_server_bin())
+        .args([
+            &format!("--{option}"),
+            value,
+            "--crosslock-probe-end",
+            "yes",
+        ])
+        .output()
+        .expect("redis-server must be installed (the test command installs it)");
+    String::from_utf8_lossy(&out.stdout).contains("crosslock-probe-end")
+        || String::from_utf8_lossy(&out.stderr).contains("crosslock-probe-end")
+}
+
+/// The arguments that let a test send DEBUG to the server (none where DEBUG needs none).
+pub fn debug_command_args() -> &'static [&'static str] {
+    static TAKES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    match *TAKES.get_or_init(|| server_takes("enable-debug-command", "yes")) {
+        true => &["--enable-debug-command", "yes"],
+        false => &[],
+    }
+}
+
+fn server_tool(name: &str) -> std::path::PathBuf {
     match std::env::var_os("CROSSLOCK_REDIS_BIN") {
-        Some(dir) if !dir.is_empty() => std::path::Path::new(&dir).join("redis-server"),
-        _ => "redis-server".into(),
+        Some(dir) if !dir.is_empty() => std::path::Path::new(&dir).join(name),
+        _ => name.into(),
     }
 }
 
@@ -239,30 +277,36 @@ impl RedisServer {
 
     /// A server with extra `redis-server` arguments (`["--timeout", "1"]`, …).
     ///
-    /// On a free port; tried again on other ports (and another `--cluster-port`, if given) when
-    /// the port was taken between picking and binding it, by a server of a test running
-    /// alongside.
+    /// On a free port; tried again on other ports when the port was taken between picking and
+    /// binding it, by a server of a test running alongside.
     pub fn start_with(args: &[&str]) -> Self {
         let mut last = String::new();
         for _ in 0..5 {
-            let bus = free_port().to_string();
-            let args: Vec<&str> = args
-                .iter()
-                .enumerate()
-                .map(|(i, a)| {
-                    if i > 0 && args[i - 1] == "--cluster-port" {
-                        bus.as_str()
-                    } else {
-                        a
-                    }
-                })
-                .collect();
-            match Self::try_start(free_port(), &args) {
+            match Self::try_start(free_port(), args) {
                 Ok(server) => return server,
                 Err(e) => last = e,
             }
         }
         panic!("redis-server did not start on five free ports: {last}")
+    }
+
+    /// A cluster node (`--cluster-enabled yes` and `args`) on a free port whose cluster bus port,
+    /// the port + 10000, is free too: that default is the only bus port Redis 6.2 has (no
+    /// `cluster-port` option), so the same fixture runs on every server.
+    pub fn start_cluster_node(args: &[&str]) -> Self {
+        let args: Vec<&str> = ["--cluster-enabled", "yes"]
+            .iter()
+            .chain(args)
+            .copied()
+            .collect();
+        let mut last = String::new();
+        for _ in 0..5 {
+            match Self::try_start(free_cluster_port(), &args) {
+                Ok(server) => return server,
+                Err(e) => last = e,
+            }
+        }
+        panic!("cluster node did not start on five free ports: {last}")
     }
 
     pub fn start_on(port: u16) -> Self {
@@ -862,6 +906,16 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A free loopback port whose cluster bus port (the port + 10000, below 65536) is free too.
+pub fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port <= 55535 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return port;
+        }
+    }
+}
+
 /// `SENTINEL MASTER <name>` of the sentinel at `port`, as field → value.
 fn sentinel_master(
     port: u16,
@@ -906,21 +960,10 @@ impl Cluster {
     /// Six fresh nodes made a cluster, three masters with a replica each; on failure, what
     /// `redis-cli` said (the nodes are killed).
     fn create() -> Result<Vec<RedisServer>, String> {
-        // The cluster bus port is given: by default it is the port + 10000, beyond 65535 for a
-        // free port above 55535.
         let nodes: Vec<RedisServer> = (0..6)
-            .map(|_| {
-                RedisServer::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-node-timeout",
-                    "1000",
-                    "--cluster-port",
-                    &free_port().to_string(),
-                ])
-            })
+            .map(|_| RedisServer::start_cluster_node(&["--cluster-node-timeout", "1000"]))
             .collect();
-        let mut create = Command::new("redis-cli");
+        let mut create = Command::new(redis_cli_bin());
         create.arg("--cluster").arg("create");
         for n in &nodes {
             create.arg(format!("127.0.0.1:{}", n.port));
@@ -939,6 +982,27 @@ impl Cluster {
                 String::from_utf8_lossy(&out.stderr)
             ))
         }
+    }
+
+    /// Whether the nodes know sharded pub/sub (`PUBSUB SHARDNUMSUB`; Redis 7 and later), asked
+    /// of a master: what a client with `sharded_pubsub=auto` should find at connect.
+    pub fn takes_sharded_pubsub(&self) -> bool {
+        let mut conn = self.node(self.masters()[0]).raw();
+        redis::cmd("PUBSUB")
+            .arg("SHARDNUMSUB")
+            .query::<redis::Value>(&mut conn)
+            .is_ok()
+    }
+
+    /// Whether the nodes run a script marked `#!lua flags=allow-cross-slot-keys` (Redis 7 and
+    /// later), asked of a master: where they do, the watchdog renews one script per master.
+    pub fn takes_cross_slot_scripts(&self) -> bool {
+        let mut conn = self.node(self.masters()[0]).raw();
+        redis::cmd("EVAL")
+            .arg("#!lua flags=allow-cross-slot-keys\nreturn 1")
+            .arg(0)
+            .query::<i64>(&mut conn)
+            .is_ok()
     }
 
     /// `redis+cluster://` URL naming two seed nodes.
