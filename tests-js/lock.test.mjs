@@ -10,7 +10,7 @@ import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 
 import { Subscriber } from './helpers/resp.mjs'
-import { channelOf, crosslock, native, runScript, unique, useRedis, waitUntil, within } from './helpers/util.mjs'
+import { channelOf, crosslock, runScript, unique, useRedis, waitUntil, within } from './helpers/util.mjs'
 
 const { LockTimeoutError, LockLostError, NotHeldError, RedisUnavailableError, runAsOwner } = crosslock
 
@@ -241,12 +241,7 @@ describe('watchdog', () => {
     await collected(refs, 0, 'the released lock object to be collected')
   })
 
-  // Not yet true on the runtime-thread lane watcher (Bun, Deno, CROSSLOCK_NODE_WATCHER=thread):
-  // there a filler is now and then reported lost (issue 54), so it is listed as a todo, unrun.
-  const onThread = native.laneWatcher() === 'thread'
-  test('re-taking a lock as one owner in a tight loop never reports it lost (300 ms watchdog, batches of 1)', {
-    todo: onThread && 'on the runtime-thread lane watcher a filler is now and then reported lost (issue 54)'
-  }, async () => {
+  test('re-taking a lock as one owner in a tight loop never reports it lost (300 ms watchdog, batches of 1)', async () => {
     const client = await env.connect({ watchdogTimeout: 300, watchdogBatchSize: 1 })
     // Every lost-lock report core makes, including ones the binding would drop as stale: none is
     // due, since nobody else touches these locks.
