@@ -37,6 +37,15 @@ NODE_WORKER = str(BENCH / "node" / "worker.js")
 
 PY_LIBS = ["crosslock", "crosslock-asyncio", "redis-py", "redis-py-asyncio", "python-redis-lock", "pottery"]
 NODE_LIBS = ["crosslock", "redis-semaphore", "redlock"]
+# The JavaScript runtimes the Node worker runs on (Bun and Deno: the repo's dev dependencies, the
+# npm packages `bun` and `deno`), and the libraries scenario 9 runs on each of them.
+JS_RUNTIMES = {
+    "node": ["node"],
+    "bun": [str(ROOT / "node_modules" / ".bin" / "bun")],
+    "deno": [str(ROOT / "node_modules" / ".bin" / "deno"), "run", "-A"],
+}
+RUNTIME_LIBS = ["crosslock", "redis-semaphore"]
+os.environ.setdefault("DENO_NO_UPDATE_CHECK", "1")
 # The longest sleep between two tries of each polling peer (its default): the handoff test
 # releases at a random moment over that span, so a poller's phase is sampled fairly.
 POLL_SPAN_MS = {"redis-py": 100, "redis-py-asyncio": 100, "pottery": 200, "redlock": 300, "redis-semaphore": 10}
@@ -73,6 +82,8 @@ class Runner:
             # Holders reads RSS after a full collection (see worker.js rssKb).
             gc = ["--expose-gc"] if scenario == "holders" else []
             return ["node", *gc, NODE_WORKER, scenario, lib, self.url, *flags]
+        if lang in ("bun", "deno"):
+            return [*JS_RUNTIMES[lang], NODE_WORKER, scenario, lib, self.url, *flags]
         if lang == "rust":
             # crosslock-app: called from a task of the application's own tokio runtime.
             app = ["--runtime", "app"] if lib == "crosslock-app" else []
@@ -259,7 +270,7 @@ def uncontended(cfg, runner: Runner, plan: list[tuple[str, str]] | None = None,
                 entry = acc.setdefault(FLOOR_KEY, {"lang": lang, "lib": lib, "runs": [], "warmups": [None]})
                 entry["runs"].append({"pairs_per_s": rps / 2, "evalsha_per_s": rps})
                 continue
-            batch = {"python": cfg.py_warmup_batch, "node": cfg.node_warmup_batch, "rust": cfg.node_warmup_batch}[lang]
+            batch = cfg.py_warmup_batch if lang == "python" else cfg.node_warmup_batch
             cmd = runner.cmd(lang, "uncontended", lib, name=f"bench:u:{lang}:{lib}",
                              seconds=cfg.seconds, repeats=1, warmup_batch=batch)
             res = run_json(cmd, cfg.timeout, what)
@@ -282,6 +293,15 @@ def uncontended(cfg, runner: Runner, plan: list[tuple[str, str]] | None = None,
 
 PINNED_PLAN = [("rust", "crosslock"), ("python", "crosslock"), ("python", "crosslock-asyncio"), ("python", "redis-py"),
                ("python", "redis-py-asyncio"), ("node", "crosslock"), ("node", "redis-semaphore")]
+
+
+def runtimes(cfg, runner: Runner) -> list[dict]:
+    """Scenario 1's Node rows for crosslock and redis-semaphore (on ioredis) again, each on Node,
+    Bun and Deno, in one rotation: per-round ratios across runtimes and libraries. On Bun and Deno
+    crosslock's lanes are watched by a thread of its runtime (their libuv is a stand-in), on Node
+    by libuv."""
+    plan = [(rt, lib) for rt in JS_RUNTIMES for lib in RUNTIME_LIBS]
+    return uncontended(cfg, runner, plan, label="runtimes")
 
 
 def uncontended_pinned(cfg, runner: Runner, r: redis.Redis, port: int) -> list[dict]:
@@ -892,6 +912,8 @@ def meta(r: redis.Redis) -> dict:
             "python-redis-lock": metadata.version("python-redis-lock"),
             "pottery": metadata.version("pottery"),
             "node": sh(["node", "--version"]),
+            "bun": sh([*JS_RUNTIMES["bun"], "--version"]),
+            "deno": (re.findall(r"\d+\.\d+\.\d+", sh([*JS_RUNTIMES["deno"][:1], "--version"])) or ["?"])[0],
             "ioredis": npm_version("ioredis"),
             "redlock": npm_version("redlock"),
             "redis-semaphore": npm_version("redis-semaphore"),
@@ -946,7 +968,7 @@ def main():
     p.add_argument("--rust-bin", required=True)
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--cluster-url", help="a redis+cluster:// URL for the cluster scenario (skipped without it)")
-    p.add_argument("--only", help="comma-separated scenarios: floor,uncontended,uncontended_pinned,handoff,handoff_load,contended,holders,breakdown,semaphore,cluster")
+    p.add_argument("--only", help="comma-separated scenarios: floor,uncontended,uncontended_pinned,handoff,handoff_load,contended,holders,breakdown,semaphore,runtimes,cluster")
     p.add_argument("--libs", help="comma-separated libraries (or lang/lib) to run; default all")
     a = p.parse_args()
     cfg = Config(a.smoke, set(a.only.split(",")) if a.only else None, set(a.libs.split(",")) if a.libs else None)
@@ -965,6 +987,7 @@ def main():
         ("holders", lambda: holders(cfg, runner, r, port)),
         ("breakdown", lambda: breakdown(cfg, runner)),
         ("semaphore", lambda: semaphore(cfg, runner, r)),
+        ("runtimes", lambda: runtimes(cfg, runner)),
     ]
     if a.cluster_url:
         scenarios.append(("cluster", lambda: cluster(cfg, Runner(a.cluster_url, a.rust_bin))))

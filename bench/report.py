@@ -609,6 +609,37 @@ def main():
                  "cluster handoff p50 (ms)", "cluster handoff p99 (ms)", "single-server handoff p50 (ms)"], rows))
         w("")
 
+    # ---- runtimes -----------------------------------------------------------------------------
+    rts = {(u["lang"], u["lib"]): u for u in R.get("runtimes", [])}
+    if rts:
+        rounds = max(len(u["runs"]) for u in rts.values())
+        versions = meta.get("versions", {})
+        w("## 9. Node, Bun and Deno: crosslock and redis-semaphore on each")
+        w("")
+        w(f"Scenario 1 again for the Node worker's crosslock and redis-semaphore (on ioredis), run by Node "
+          f"{versions.get('node', '?')}, Bun {versions.get('bun', '?')} and Deno {versions.get('deno', '?')} "
+          f"(the npm packages `bun` and `deno`), {rounds} round{'' if rounds == 1 else 's'} in one rotating "
+          "order. On Node crosslock's lanes are watched by libuv; on Bun and Deno, whose libuv is a "
+          "stand-in, by a thread of crosslock's runtime that wakes JavaScript once per batch of replies. "
+          "*÷ Node* is the median (min–max) over the rounds of the library's pairs/s over its own on Node "
+          "in the same round; *crosslock ÷ this* the same ratio of crosslock over redis-semaphore on the "
+          "same runtime.")
+        w("")
+        rows = []
+        for rt in ("node", "bun", "deno"):
+            for lib in ("crosslock", "redis-semaphore"):
+                u = rts.get((rt, lib))
+                if not u:
+                    continue
+                rates = [r["pairs_per_s"] for r in u["runs"]]
+                rows.append([rt.capitalize(), lib, f0(med(rates)), f"{f0(min(rates))}–{f0(max(rates))}",
+                             ms(med([r["p50_us"] for r in u["runs"]])), ms(med([r["p99_us"] for r in u["runs"]])),
+                             "" if rt == "node" else frr(per_round(rts, (rt, lib), ("node", lib))),
+                             "" if lib == "crosslock" else frr(per_round(rts, (rt, "crosslock"), (rt, lib)))])
+        w(table(["runtime", "library", "pairs/s (median)", "min–max", "p50 (ms)", "p99 (ms)", "÷ Node",
+                 "crosslock ÷ this"], rows))
+        w("")
+
     # ---- failures and notes -------------------------------------------------------------------
     if R.get("failures"):
         w("## Failures in this run")

@@ -10,7 +10,7 @@ import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 
 import { Subscriber } from './helpers/resp.mjs'
-import { channelOf, crosslock, native, runScript, unique, useRedis, waitUntil, within } from './helpers/util.mjs'
+import { channelOf, crosslock, runScript, unique, useRedis, waitUntil, within } from './helpers/util.mjs'
 
 const { LockTimeoutError, LockLostError, NotHeldError, RedisUnavailableError, runAsOwner } = crosslock
 
@@ -241,11 +241,12 @@ describe('watchdog', () => {
     await collected(refs, 0, 'the released lock object to be collected')
   })
 
-  // Not yet true on the runtime-thread lane watcher (Bun, Deno, CROSSLOCK_NODE_WATCHER=thread):
-  // there a filler is now and then reported lost (issue 54), so it is listed as a todo, unrun.
-  const onThread = native.laneWatcher() === 'thread'
+  // Not yet proven under Deno (issue 54): there, over 30-40 s of this loop, the renewals over the
+  // multiplexed connection now and then go unanswered (past their 100 ms bound, retries too, for
+  // longer than the 300 ms lease) and the fillers are reported lost; when they did, no lane request
+  // had been abandoned and no command was held back behind an overdue lane reply. A todo there.
   test('re-taking a lock as one owner in a tight loop never reports it lost (300 ms watchdog, batches of 1)', {
-    todo: onThread && 'on the runtime-thread lane watcher a filler is now and then reported lost (issue 54)'
+    todo: globalThis.Deno !== undefined && 'under Deno a renewal now and then goes unanswered for 300 ms (issue 54)'
   }, async () => {
     const client = await env.connect({ watchdogTimeout: 300, watchdogBatchSize: 1 })
     // Every lost-lock report core makes, including ones the binding would drop as stale: none is
@@ -600,13 +601,8 @@ describe('release and disposal', () => {
     const [code] = await within(once(child, 'exit'), 15_000, 'the child to exit')
     assert.equal(code, 0)
     assert.match(out, /^held /)
-    if (globalThis.Deno) {
-      // Deno runs no Node-API clean-up hook when a process ends (README, Bun and Deno): the lock
-      // is left to its lease, as after kill -9.
-      const pttl = await env.raw.command('PTTL', name)
-      assert.ok(pttl > 0 && pttl <= 30_000, `left with its lease: PTTL ${pttl}`)
-      return
-    }
+    // Node and Bun release from the addon's clean-up hook; Deno, which runs none when a process
+    // ends, from the process's 'exit' event (lib/client.ts).
     assert.equal(await env.raw.command('EXISTS', name), 0, 'released at exit, not left for its 30 s lease')
   })
 

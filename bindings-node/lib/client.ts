@@ -29,6 +29,20 @@ export interface GroupLockOptions {
   codec?: 'kryo5' | 'string'
 }
 
+/** Whether this thread listens for the process's `'exit'` (see {@link closeAtExit}). */
+let closingAtExit = false
+
+/**
+ * Closes this thread's unclosed clients when the process ends (their locks released, not left
+ * for their lease). Node and Bun do it anyway, from the addon's clean-up hook; Deno runs none
+ * when a process ends, but emits `'exit'`, where this does it first (the hook then finds nothing).
+ */
+function closeAtExit (): void {
+  if (closingAtExit) return
+  closingAtExit = true
+  process.on('exit', () => native.closeAtExit())
+}
+
 /**
  * Client settings. Durations are milliseconds. A key it does not name is refused with
  * `InvalidArgumentError`, not ignored.
@@ -186,6 +200,7 @@ export class Client implements AsyncDisposable {
     }
     const client = new Client(await viaNative(() => native.connect(url, opts, onLost)))
     self = new WeakRef(client)
+    closeAtExit()
     return client
   }
 

@@ -66,3 +66,12 @@ pub fn limits() -> Vec<Limit> {
 pub fn lane_watcher() -> &'static str {
     uv::watcher().name()
 }
+
+/// Closes every client this thread connected and has not closed, waiting until each is closed
+/// (its locks released, its waits cancelled; each close bounded by the client's response
+/// timeout). The TypeScript layer calls it from the process's `'exit'` event, for the runtimes
+/// that end a process without running Node-API clean-up hooks (Deno), which do that elsewhere.
+#[napi]
+pub fn close_at_exit(env: napi::Env) -> napi::Result<()> {
+    runtime::close_env_clients(&env)
+}

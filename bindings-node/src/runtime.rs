@@ -980,6 +980,17 @@ pub(crate) fn register(env: &Env, client: crosslock::Client) -> napi::Result<Reg
     Ok(Registration { clients, key })
 }
 
+/// Closes, now and before returning, every client `env` connected and has not closed: what its
+/// clean-up hook does at exit, for a runtime that runs no Node-API clean-up hook when its process
+/// ends (Deno) but emits the process's `'exit'` event (the TypeScript layer calls it from there).
+/// Its hook then finds nothing left to close.
+pub(crate) fn close_env_clients(env: &Env) -> napi::Result<()> {
+    if let Some(state) = env.get_instance_data::<EnvState>()? {
+        close_all(state.clients.clone());
+    }
+    Ok(())
+}
+
 /// The clean-up hook: the environment is exiting (a worker terminated, or the process ends).
 ///
 /// Closes every client it still has, waiting on this thread (never a runtime thread) until each

@@ -9,7 +9,32 @@ import net from 'node:net'
 import readline from 'node:readline'
 
 const { connect, runAsOwner } = createRequire(import.meta.url)('../../')
-const now = () => process.hrtime.bigint().toString()
+
+/**
+ * A reader of CLOCK_MONOTONIC in nanoseconds (as a string): the clock the Python worker's
+ * `time.monotonic_ns()` and the Java driver's `System.nanoTime()` read, so the test can order
+ * events across processes. Node's `process.hrtime` reads it; Bun's and Deno's count from their own
+ * start, so there it is asked of libc through the runtime's FFI (`bun:ffi`, `Deno.dlopen`).
+ */
+async function monotonicClock () {
+  const CLOCK_MONOTONIC = 1
+  const read = (clockGettime) => {
+    const ts = new BigInt64Array(2) // struct timespec { tv_sec; tv_nsec } on 64-bit Linux
+    if (clockGettime(CLOCK_MONOTONIC, ts) !== 0) throw new Error('clock_gettime(CLOCK_MONOTONIC) failed')
+    return (ts[0] * 1_000_000_000n + ts[1]).toString()
+  }
+  if (globalThis.Bun) {
+    const { dlopen, FFIType } = await import('bun:ffi')
+    const { symbols } = dlopen('libc.so.6', { clock_gettime: { args: [FFIType.i32, FFIType.ptr], returns: FFIType.i32 } })
+    return () => read(symbols.clock_gettime)
+  }
+  if (globalThis.Deno) {
+    const { symbols } = globalThis.Deno.dlopen('libc.so.6', { clock_gettime: { parameters: ['i32', 'buffer'], result: 'i32' } })
+    return () => read(symbols.clock_gettime)
+  }
+  return () => process.hrtime.bigint().toString()
+}
+const now = await monotonicClock()
 
 // Just enough RESP for GET and SET, so workers need no Redis client library.
 function raw (url) {
