@@ -14,6 +14,7 @@
 #   tests-versions/run.sh            install what is missing, then run the matrix (exit 1 if any fails)
 #   tests-versions/run.sh --install  only install what is missing (./dev build does this)
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 DIST=$ROOT/target/dist
@@ -56,13 +57,13 @@ interpreter() {
 # The venv of CPython $1 with the test requirements and the wheel, made anew when either changed.
 venv_of() {
   local minor=$1 dir=$VENVS/py$1 stamp want
-  want=$(cat "$(wheel)" tests-versions/requirements-py.txt | sha256sum | cut -d' ' -f1)
+  want=$(cat "$(wheel)" "$ROOT"/tests-versions/requirements-py.txt | sha256sum | cut -d' ' -f1)
   stamp=$dir/.stamp
   if [ ! -x "$dir/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     step "CPython $minor: a fresh venv with the wheel ($(basename "$(wheel)"))" >&2
     rm -rf "$dir"
     "$(interpreter "$minor")" -m venv "$dir"
-    "$dir/bin/python" -m pip install -q --disable-pip-version-check -r tests-versions/requirements-py.txt >&2
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$ROOT"/tests-versions/requirements-py.txt >&2
     "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-index --no-deps "$(wheel)" >&2
     echo "$want" >"$stamp"
   fi
@@ -80,9 +81,11 @@ install_node() {
 
 node_of() { echo "$ROOT/tests-versions/node/node_modules/node$1/bin/node"; }
 
+declare -A PYTHON  # minor -> its venv's python
 install_all() {
   install_node
-  for v in "${PY_FULL[@]}" "${PY_SMOKE[@]}"; do venv_of "$v" >/dev/null; done
+  local v
+  for v in "${PY_FULL[@]}" "${PY_SMOKE[@]}"; do PYTHON[$v]=$(venv_of "$v"); done
 }
 
 if [ "${1:-}" = --install ]; then install_all; exit 0; fi
@@ -114,31 +117,63 @@ pkg=$app/node_modules/crosslock
 cp -r tests-js "$pkg/tests-js"
 cp tests-versions/smoke.mjs "$app/smoke.mjs"
 
-for v in "${NODE_SMOKE[@]}"; do
-  step "Node $v ($("$(node_of "$v")" --version)): smoke run of the installed tarball"
-  ( cd "$app" && "$(node_of "$v")" smoke.mjs "$url" ) || failed+=("node$v-smoke")
+# The glibc floor of both binaries: auditwheel's report for the wheel, and no symbol version above
+# GLIBC_2.17 in the wheel's extension nor in the tarball's addon (objdump -T).
+step "the glibc floor: auditwheel show, objdump -T of the wheel's extension and the tarball's addon"
+floor_bad=0
+"$ROOT/.venv/bin/auditwheel" show "$(wheel)" | tee "$work/auditwheel.txt"
+grep -q '"manylinux_2_17_x86_64"' "$work/auditwheel.txt" || { echo "FAILED: the wheel is not manylinux_2_17"; floor_bad=1; }
+mkdir -p "$work/whl" && ( cd "$work/whl" && python3 -m zipfile -e "$(wheel)" . )
+for so in "$work"/whl/crosslock/_native*.so "$pkg"/bindings-node/crosslock.linux-x64-gnu.node; do
+  newest=$(objdump -T "$so" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+  echo "$(basename "$so"): the newest glibc symbol version it needs is $newest"
+  printf '%s\nGLIBC_2.17\n' "$newest" | sort -CV || { echo "FAILED: $(basename "$so") needs $newest > GLIBC_2.17"; floor_bad=1; }
 done
-for v in "${NODE_FULL[@]}"; do
-  step "Node $v ($("$(node_of "$v")" --version)): the conformance suites on the installed tarball"
-  suites=("${NODE_SUITES[@]/#/tests-js/}"); suites=("${suites[@]/%/.test.mjs}")
-  ( cd "$app" && "$(node_of "$v")" smoke.mjs "$url" \
-      && cd "$pkg" && PATH="$(dirname "$(node_of "$v")"):$PATH" "$(node_of "$v")" --test "${suites[@]}" ) \
-    || failed+=("node$v")
-done
+[ $floor_bad = 0 ] || failed+=(glibc-floor)
 
-for v in "${PY_SMOKE[@]}"; do
-  step "CPython $v: smoke run of the installed wheel"
-  ( cd "$work" && "$(venv_of "$v")" "$ROOT/tests-versions/smoke.py" "$url" ) || failed+=("py$v-smoke")
-done
-for v in "${PY_FULL[@]}"; do
+# Three lanes side by side (their servers are their own; nothing in them is timed): Node's, and
+# one per fully tested CPython. Each lane's output is shown when it ends, in this order.
+node_lane() {
+  local v suites bad=0
+  for v in "${NODE_SMOKE[@]}"; do
+    step "Node $v ($("$(node_of "$v")" --version)): smoke run of the installed tarball"
+    ( cd "$app" && "$(node_of "$v")" smoke.mjs "$url" ) || { echo "FAILED: node$v-smoke"; bad=1; }
+  done
+  suites=("${NODE_SUITES[@]/#/tests-js/}"); suites=("${suites[@]/%/.test.mjs}")
+  for v in "${NODE_FULL[@]}"; do
+    step "Node $v ($("$(node_of "$v")" --version)): the conformance suites on the installed tarball"
+    ( cd "$app" && "$(node_of "$v")" smoke.mjs "$url" \
+        && cd "$pkg" && PATH="$(dirname "$(node_of "$v")"):$PATH" "$(node_of "$v")" --test --test-reporter=dot "${suites[@]}" ) \
+      || { echo "FAILED: node$v"; bad=1; }
+  done
+  for v in "${PY_SMOKE[@]}"; do
+    step "CPython $v: smoke run of the installed wheel"
+    ( cd "$work" && "${PYTHON[$v]}" "$ROOT/tests-versions/smoke.py" "$url" ) || { echo "FAILED: py$v-smoke"; bad=1; }
+  done
+  return $bad
+}
+
+py_lane() {
+  local v=$1 files
   step "CPython $v: the conformance subset of tests-py on the installed wheel"
   files=("${PY_SUITES[@]/#/$ROOT/tests-py/test_}"); files=("${files[@]/%/.py}")
-  ( cd "$work" && "$(venv_of "$v")" "$ROOT/tests-versions/smoke.py" "$url" \
-      && "$(venv_of "$v")" -m pytest -q -p no:cacheprovider --rootdir "$ROOT" -c "$ROOT/pyproject.toml" "${files[@]}" ) \
-    || failed+=("py$v")
+  ( cd "$work" && "${PYTHON[$v]}" "$ROOT/tests-versions/smoke.py" "$url" \
+      && "${PYTHON[$v]}" -m pytest -q -p no:cacheprovider --rootdir "$ROOT" -c "$ROOT/pyproject.toml" "${files[@]}" ) \
+    || { echo "FAILED: py$v"; return 1; }
+}
+
+lanes=(node "${PY_FULL[@]}")
+pids=()
+for lane in "${lanes[@]}"; do
+  if [ "$lane" = node ]; then node_lane >"$work/lane-$lane.log" 2>&1 & else py_lane "$lane" >"$work/lane-$lane.log" 2>&1 & fi
+  pids+=($!)
+done
+for i in "${!lanes[@]}"; do
+  wait "${pids[$i]}" || failed+=("${lanes[$i]}")
+  cat "$work/lane-${lanes[$i]}.log"
 done
 
 if [ ${#failed[@]} -gt 0 ]; then
-  echo; echo "versions: FAILED ${failed[*]} (after $((SECONDS / 60)) min $((SECONDS % 60)) s)"; exit 1
+  echo; echo "versions: FAILED in the lanes ${failed[*]} (after $((SECONDS / 60)) min $((SECONDS % 60)) s)"; exit 1
 fi
 echo; echo "versions: every runtime passed (in $((SECONDS / 60)) min $((SECONDS % 60)) s)"

@@ -7,11 +7,12 @@ import { connect } from 'crosslock'
 
 assert.match(createRequire(import.meta.url).resolve('crosslock'), /node_modules\/crosslock\//)
 const client = await connect(process.argv[2])
-const held = await client.lock('smoke:lock').acquire()
-assert.equal(await client.lock('smoke:lock').isHeld({ owner: held.owner }), true)
+const name = (what) => `smoke:${what}:${process.version}` // one server serves every release's run
+const held = await client.lock(name('lock')).acquire()
+assert.equal(await client.lock(name('lock')).isHeld({ owner: held.owner }), true)
 await held.release()
-assert.equal(await client.lock('smoke:lock').isLocked(), false)
-const semaphore = client.semaphore('smoke:semaphore')
+assert.equal(await client.lock(name('lock')).isLocked(), false)
+const semaphore = client.semaphore(name('semaphore'))
 assert.equal(await semaphore.trySetPermits(2), true)
 assert.equal(await semaphore.tryAcquire({ permits: 2 }), true)
 assert.equal(await semaphore.availablePermits(), 0)

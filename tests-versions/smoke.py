@@ -8,12 +8,13 @@ import crosslock
 
 assert "site-packages" in crosslock.__file__, crosslock.__file__
 url = sys.argv[1]
+version = sys.version.split()[0]  # one server serves every interpreter's run
 with crosslock.connect(url) as client:
-    lock = client.lock("smoke:lock")
+    lock = client.lock(f"smoke:lock:{version}")
     with lock:
         assert lock.is_held() and lock.hold_count() == 1
     assert not lock.locked()
-    semaphore = client.semaphore("smoke:semaphore")
+    semaphore = client.semaphore(f"smoke:semaphore:{version}")
     assert semaphore.try_set_permits(2)
     assert semaphore.acquire(2, timeout=5)
     assert semaphore.available_permits() == 0
@@ -21,8 +22,8 @@ with crosslock.connect(url) as client:
     assert semaphore.available_permits() == 2
 
     async def in_a_task() -> None:
-        async with client.lock("smoke:async"):
-            assert await client.lock("smoke:async").is_held_async()
+        async with client.lock(f"smoke:async:{version}"):
+            assert await client.lock(f"smoke:async:{version}").is_held_async()
 
     asyncio.run(in_a_task())
 print("smoke ok", sys.version.split()[0])
