@@ -4,19 +4,25 @@ Each test gets its own redis-server on a free 127.0.0.1 port (never 6379), kille
 
 Event loops: a module that sets ``EVENT_LOOPS = ("asyncio", "uvloop")`` runs each of its
 ``async def`` tests on both (pytest-asyncio's loop factories; a test narrows that with
-``@pytest.mark.asyncio(loop_factories=["asyncio"])``), and its tests that start loops themselves
-take the ``run`` fixture (``asyncio.run`` or ``uvloop.run``). Every other module runs on asyncio's
-own loop only.
+``@loops_only("asyncio")``), and its tests that start loops themselves take the ``run`` fixture
+(``asyncio.run`` or ``uvloop.run``). Every other module runs on asyncio's own loop only.
+
+pytest-asyncio ≥ 1.3 makes the loops through its ``pytest_asyncio_loop_factories`` hook. The
+newest release that installs on CPython 3.9 (1.2, where tests-versions/run.sh runs the conformance
+subset) has no such hook: there each ``async def`` test is parametrized over the module's loops
+through the ``event_loop_policy`` fixture instead, with the same test ids.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 import pytest
+import pytest_asyncio.plugin
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,18 +43,46 @@ def _loops_of(module: Any) -> tuple[str, ...]:
     return tuple(getattr(module, "EVENT_LOOPS", ("asyncio",)))
 
 
-def pytest_asyncio_loop_factories(
-    config: pytest.Config, item: pytest.Item
-) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
-    """The event loops this test's module runs its ``async def`` tests on (see the module docs)."""
-    module = getattr(item, "module", None)
-    return {name: LOOPS[name][0] for name in _loops_of(module)}
+#: Whether pytest-asyncio takes the loops from its ``pytest_asyncio_loop_factories`` hook (≥ 1.3).
+LOOP_FACTORY_HOOK = hasattr(pytest_asyncio.plugin, "_collect_hook_loop_factories")
+
+#: The event loop policies of the loops, for pytest-asyncio without the hook.
+POLICIES: dict[str, Callable[[], asyncio.AbstractEventLoopPolicy]] = {
+    "asyncio": asyncio.DefaultEventLoopPolicy,
+    "uvloop": uvloop.EventLoopPolicy,
+}
+
+
+if LOOP_FACTORY_HOOK:
+
+    def pytest_asyncio_loop_factories(
+        config: pytest.Config, item: pytest.Item
+    ) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+        """The event loops this test's module runs its ``async def`` tests on (see the module docs)."""
+        module = getattr(item, "module", None)
+        return {name: LOOPS[name][0] for name in _loops_of(module)}
+
+else:
+
+    @pytest.fixture
+    def event_loop_policy(request: pytest.FixtureRequest) -> asyncio.AbstractEventLoopPolicy:
+        """The policy of the loop this ``async def`` test runs on (its parameter), or asyncio's."""
+        return POLICIES[getattr(request, "param", "asyncio")]()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    names = _loops_of(metafunc.module)
     if "run" in metafunc.fixturenames:
-        names = _loops_of(metafunc.module)
         metafunc.parametrize("run", [LOOPS[n][1] for n in names], ids=list(names))
+    if not LOOP_FACTORY_HOOK and inspect.iscoroutinefunction(metafunc.function) and len(names) > 1:
+        marker = metafunc.definition.get_closest_marker("crosslock_loops")
+        if marker is not None:
+            names = tuple(n for n in names if n in marker.args)
+        metafunc.parametrize("event_loop_policy", list(names), ids=list(names), indirect=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "crosslock_loops(*names): the loops an async test runs on (see loops_only)")
 
 
 @pytest.fixture

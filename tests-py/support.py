@@ -690,3 +690,15 @@ def eight_workers_exclude_each_other(clients: list[Any], name: str) -> None:
         assert not t.is_alive(), "a worker hung"
     assert errors == []
     assert counter[0] == 200
+
+
+def loops_only(*names: str) -> Any:
+    """Marks an ``async def`` test of a module with ``EVENT_LOOPS`` to run on these loops only (see
+    conftest.py): pytest-asyncio's ``loop_factories`` where it has them (≥ 1.3), else the marker
+    conftest.py's parametrization reads."""
+    import pytest
+    import pytest_asyncio.plugin
+
+    if hasattr(pytest_asyncio.plugin, "_collect_hook_loop_factories"):
+        return pytest.mark.asyncio(loop_factories=list(names))
+    return pytest.mark.crosslock_loops(*names)

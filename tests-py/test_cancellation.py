@@ -28,14 +28,14 @@ import pytest
 
 import crosslock
 from crosslock._identity import current_owner
-from support import Raw, RedisServer, channel, poll, wait_until
+from support import Raw, RedisServer, channel, loops_only, poll, wait_until
 
 PAUSE_MS = 10_000  # a safety net only: every test lifts the pause itself
 
 # Every test runs on asyncio's loop and on uvloop (see conftest.py), but those that must see a
 # result wait in the loop's selector (`result_queued`), which only asyncio's own loop shows.
 EVENT_LOOPS = ("asyncio", "uvloop")
-SELECTOR_LOOP_ONLY = pytest.mark.asyncio(loop_factories=["asyncio"])
+SELECTOR_LOOP_ONLY = loops_only("asyncio")
 
 
 def blocked_clients(raw: Raw) -> int:
