@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 import pytest
-import pytest_asyncio.plugin
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import crosslock  # noqa: E402
-from support import Raw, RedisServer  # noqa: E402
+from support import Raw, RedisServer, loop_factory_hook  # noqa: E402
 
 
 #: The event loops a module may ask for, by name: how to make one, and how to run a coroutine on
@@ -43,8 +42,8 @@ def _loops_of(module: Any) -> tuple[str, ...]:
     return tuple(getattr(module, "EVENT_LOOPS", ("asyncio",)))
 
 
-#: Whether pytest-asyncio takes the loops from its ``pytest_asyncio_loop_factories`` hook (≥ 1.3).
-LOOP_FACTORY_HOOK = hasattr(pytest_asyncio.plugin, "_collect_hook_loop_factories")
+#: Whether pytest-asyncio makes the loops itself (see :func:`support.loop_factory_hook`).
+LOOP_FACTORY_HOOK = loop_factory_hook()
 
 #: The event loop policies of the loops, for pytest-asyncio without the hook.
 POLICIES: dict[str, Callable[[], asyncio.AbstractEventLoopPolicy]] = {

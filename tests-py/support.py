@@ -692,13 +692,25 @@ def eight_workers_exclude_each_other(clients: list[Any], name: str) -> None:
     assert counter[0] == 200
 
 
+def loop_factory_hook() -> bool:
+    """Whether pytest-asyncio takes the loops from its ``pytest_asyncio_loop_factories`` hook and
+    its marker's ``loop_factories``: 1.3 and later (1.2 is the newest that installs on CPython
+    3.9); ``False`` without pytest-asyncio (the bench imports this module too)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major, minor = (int(part) for part in version("pytest-asyncio").split(".")[:2])
+    except PackageNotFoundError:
+        return False
+    return (major, minor) >= (1, 3)
+
+
 def loops_only(*names: str) -> Any:
     """Marks an ``async def`` test of a module with ``EVENT_LOOPS`` to run on these loops only (see
     conftest.py): pytest-asyncio's ``loop_factories`` where it has them (≥ 1.3), else the marker
     conftest.py's parametrization reads."""
     import pytest
-    import pytest_asyncio.plugin
 
-    if hasattr(pytest_asyncio.plugin, "_collect_hook_loop_factories"):
+    if loop_factory_hook():
         return pytest.mark.asyncio(loop_factories=list(names))
     return pytest.mark.crosslock_loops(*names)
