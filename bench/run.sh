@@ -100,13 +100,12 @@ URL=redis://127.0.0.1:$PORT/0
 # A Redis Cluster for the cluster scenario: three masters with a replica each.
 CLUSTER_NODES=()
 for i in 1 2 3 4 5 6; do
-  CPORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  # The bus port is given: by default it is the port + 10000, beyond 65535 for a port above 55535.
-  BUS=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  # A port whose bus port (the port + 10000, the only one Redis 6.2 has) is free too: the test
+  # fixtures' choice (tests-py/support.py).
+  CPORT=$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); from support import free_cluster_port; print(free_cluster_port())' "$ROOT/tests-py")
   mkdir -p "$TMP/cluster-$CPORT"
   redis-server --port "$CPORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP/cluster-$CPORT" \
-    --logfile "$TMP/cluster-$CPORT/redis.log" --cluster-enabled yes --cluster-node-timeout 5000 \
-    --cluster-port "$BUS" &
+    --logfile "$TMP/cluster-$CPORT/redis.log" --cluster-enabled yes --cluster-node-timeout 5000 &
   CLUSTER_PIDS+=($!)
   CLUSTER_NODES+=("127.0.0.1:$CPORT")
   for _ in $(seq 200); do redis-cli -p "$CPORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
