@@ -4,7 +4,7 @@
 #
 #   CPython 3.9 and 3.13   the conformance subset of tests-py (PY_SUITES below), asyncio and uvloop
 #   CPython 3.10-3.12      a smoke run (tests-versions/smoke.py)
-#   Node 20 and 26         the Node conformance suites (NODE_SUITES below, ./dev's on_every_runtime)
+#   Node 20 and 26         the Node conformance suites (tests-js/on-every-runtime.txt, as Bun and Deno)
 #   Node 22 and 24         a smoke run (tests-versions/smoke.mjs)
 #
 # The interpreters: pyenv's (PYENV_ROOT, default ~/.pyenv: versions/3.X.*), each with a venv of its
@@ -29,7 +29,7 @@ NODE_SMOKE=(22 24)
 PY_SUITES=(lock lock_family fair_lock read_write_lock spin_lock fenced_lock non_reentrant_lock
   semaphore permit_expirable_semaphore count_down_latch multi_lock
   identity_asyncio threads cancellation interrupt)
-NODE_SUITES=(lock lock_family semaphore count_down_latch identity multi_lock lanes workers runtimes)
+mapfile -t NODE_SUITES < <(grep -v '^#' tests-js/on-every-runtime.txt)
 
 step() { printf '\n==> [%d:%02d] versions: %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
@@ -47,16 +47,24 @@ tarball() {
   echo "$t"
 }
 
+# pyenv's newest CPython $1, or nothing when it has none (see `missing` below).
 interpreter() {
-  local found
-  found=$(ls -d "$PYENV_ROOT"/versions/"$1".*/bin/python 2>/dev/null | sort -V | tail -1)
-  [ -n "$found" ] || { echo "no CPython $1 under $PYENV_ROOT/versions" >&2; exit 1; }
-  echo "$found"
+  ls -d "$PYENV_ROOT"/versions/"$1".*/bin/python 2>/dev/null | sort -V | tail -1
 }
 
-# The venv of CPython $1 with the test requirements and the wheel, made anew when either changed.
+# Said of what cannot run here (an interpreter pyenv lacks): a failure where
+# CROSSLOCK_REQUIRE_VERSIONS=1 (this project's CI), a line saying it was not run elsewhere.
+missing() {
+  echo "versions: NOT RUN: $1" >&2
+  [ "${CROSSLOCK_REQUIRE_VERSIONS:-}" != 1 ]
+}
+
+# The venv of CPython $1 with the test requirements and the wheel, made anew when either changed;
+# nothing when pyenv has no CPython $1.
 venv_of() {
-  local minor=$1 dir=$VENVS/py$1 stamp want
+  local minor=$1 dir=$VENVS/py$1 stamp want python
+  python=$(interpreter "$minor")
+  [ -n "$python" ] || return 0
   # The wheel's files but its SBOM (which maturin stamps anew each build) and RECORD (their hashes).
   want=$( { python3 -c 'import sys, zipfile, hashlib
 w = zipfile.ZipFile(sys.argv[1])
@@ -68,7 +76,7 @@ for n in sorted(w.namelist()):
   if [ ! -x "$dir/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     step "CPython $minor: a fresh venv with the wheel ($(basename "$(wheel)"))" >&2
     rm -rf "$dir"
-    "$(interpreter "$minor")" -m venv "$dir"
+    "$python" -m venv "$dir"
     "$dir/bin/python" -m pip install -q --disable-pip-version-check -r "$ROOT"/tests-versions/requirements-py.txt >&2
     "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-index --no-deps "$(wheel)" >&2
     echo "$want" >"$stamp"
@@ -102,14 +110,18 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/crosslock-versions.XXXXXX")
 redis_dir=$work/redis
 mkdir -p "$redis_dir"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$redis_dir" --daemonize yes \
+# The fixtures' one setting picks the server (README, "Servers"); the ones on PATH otherwise.
+bin=${CROSSLOCK_REDIS_BIN:+$CROSSLOCK_REDIS_BIN/}
+"${bin}redis-server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$redis_dir" --daemonize yes \
   --pidfile "$redis_dir/redis.pid" --logfile "$redis_dir/redis.log"
 cleanup() {
-  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  "${bin}redis-cli" -p "$port" shutdown nosave >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+for _ in $(seq 100); do "${bin}redis-cli" -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+"${bin}redis-cli" -p "$port" ping >/dev/null 2>&1 \
+  || { echo "versions: the redis-server on port $port did not answer within 5 s; its log:"; cat "$redis_dir/redis.log"; exit 1; }
 url="redis://127.0.0.1:$port/0"
 
 # The npm tarball installed into a fresh project outside the checkout, offline; the Node
@@ -156,6 +168,7 @@ node_lane() {
   done
   for v in "${PY_SMOKE[@]}"; do
     step "CPython $v: smoke run of the installed wheel"
+    [ -n "${PYTHON[$v]}" ] || { missing "CPython $v (pyenv has no $v: pyenv install $v)" || bad=1; continue; }
     ( cd "$work" && "${PYTHON[$v]}" "$ROOT/tests-versions/smoke.py" "$url" ) || { echo "FAILED: py$v-smoke"; bad=1; }
   done
   return $bad
@@ -164,6 +177,7 @@ node_lane() {
 py_lane() {
   local v=$1 files
   step "CPython $v: the conformance subset of tests-py on the installed wheel"
+  [ -n "${PYTHON[$v]}" ] || { missing "CPython $v (pyenv has no $v: pyenv install $v)"; return; }
   files=("${PY_SUITES[@]/#/$ROOT/tests-py/test_}"); files=("${files[@]/%/.py}")
   ( cd "$work" && "${PYTHON[$v]}" "$ROOT/tests-versions/smoke.py" "$url" \
       && "${PYTHON[$v]}" -m pytest -q -p no:cacheprovider --rootdir "$ROOT" -c "$ROOT/pyproject.toml" "${files[@]}" ) \
