@@ -234,12 +234,19 @@ impl Route {
                     Sharding::Auto => {
                         let mut cmd = redis::cmd("PUBSUB");
                         cmd.arg("SHARDNUMSUB").arg("0");
-                        ask_one_node(&mut probe, cmd, timeouts.response).await?
+                        // An error reply (an unknown subcommand before Redis 7): plain.
+                        ask_one_master(&mut probe, cmd, timeouts.response)
+                            .await?
+                            .is_none()
                     }
                 };
                 let mut cmd = redis::cmd("EVAL");
-                cmd.arg(CROSS_SLOT_PROBE).arg(0);
-                let cross_slot_scripts = ask_one_node(&mut probe, cmd, timeouts.response).await?;
+                cmd.arg(crate::scripts::CROSS_SLOT_PROBE).arg(0);
+                // Only a refusal of the mark itself says no (see renewal's fallback for a node
+                // that refuses it later, mid-upgrade).
+                let cross_slot_scripts = !ask_one_master(&mut probe, cmd, timeouts.response)
+                    .await?
+                    .is_some_and(|e| crate::scripts::refuses_cross_slot_mark(&e.to_string()));
                 tracing::debug!(
                     target: "crosslock",
                     "{}: waiters use {} pub/sub; the watchdog renews with one script per {}",
@@ -1865,21 +1872,16 @@ fn name_connection(manager: Handle, name: Arc<str>, response: Duration) {
     });
 }
 
-/// Connects to a Redis Cluster through its seed nodes (RESP3; pushes, disconnections included,
-/// go to `pushes`).
-/// A script with the mark a per-master renewal script carries (see [`crate::scripts`]): a
-/// server that cannot run it refuses it with an error reply.
-const CROSS_SLOT_PROBE: &str = "#!lua flags=allow-cross-slot-keys\nreturn 1";
-
-/// Sends `cmd` to one node of the cluster: `true` if it answered, `false` if it refused with an
-/// error reply (a command or a script it does not know), an error if it did not answer.
-async fn ask_one_node(
+/// Sends `cmd` to one master of the cluster: `None` if it answered, the error reply if it refused
+/// (a command or a script it does not know, say), an error if it did not answer. A master: a
+/// replica refuses a script that may write, whatever its server knows.
+async fn ask_one_master(
     probe: &mut ClusterConnection,
     cmd: redis::Cmd,
     response: Duration,
-) -> Result<bool> {
+) -> Result<Option<redis::RedisError>> {
     use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-    let one = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+    let one = RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary);
     let asked = async {
         probe
             .route_command(cmd, one)
@@ -1887,13 +1889,15 @@ async fn ask_one_node(
             .and_then(redis::Value::extract_error)
     };
     match tokio::time::timeout(response, asked).await {
-        Ok(Ok(_)) => Ok(true),
-        Ok(Err(e)) if e.code().is_some() => Ok(false),
+        Ok(Ok(_)) => Ok(None),
+        Ok(Err(e)) if e.code().is_some() => Ok(Some(e)),
         Ok(Err(e)) => Err(Error::from_redis(e, What::Connection)),
         Err(_) => Err(Error::no_answer(What::Connection, response)),
     }
 }
 
+/// Connects to a Redis Cluster through its seed nodes (RESP3; pushes, disconnections included,
+/// go to `pushes`).
 async fn open_cluster(
     endpoint: &Endpoint,
     spec: &ClusterSpec,

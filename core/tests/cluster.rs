@@ -244,7 +244,8 @@ fn script_calls(cluster: &Cluster, master: u16) -> u64 {
 /// connects; `./dev matrix` runs this there), one per slot, and every hold is renewed all the
 /// same. Either way a hold whose slot moves is renewed on its new master.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_watchdog_sends_one_script_per_master_or_per_slot_per_period_and_follows_a_moved_slot() {
+async fn the_watchdog_sends_one_script_per_master_or_per_slot_per_period_and_follows_a_moved_slot()
+{
     // Its own cluster: the test counts every script the masters run, and moves a slot.
     let cluster = Cluster::start();
     let per_master = cluster.takes_cross_slot_scripts();

@@ -287,12 +287,14 @@ async fn renew_window(
     }
     let mut pending: Vec<&Watched> = watched.iter().flatten().collect();
     let mut all_ok = true;
+    // The map groups the batches by master, in both ways of renewing: without it the per-slot
+    // scripts would be one group, and a master that does not answer would hold up the others.
+    if (view.ranges.is_none() || view.stale)
+        && let Ok(ranges) = conn.cluster_slot_ranges().await
+    {
+        view.set_ranges(ranges);
+    }
     if view.per_node {
-        if (view.ranges.is_none() || view.stale)
-            && let Ok(ranges) = conn.cluster_slot_ranges().await
-        {
-            view.set_ranges(ranges);
-        }
         // Read beside the batches, not before them: while a master hangs, the read may wait
         // for it, and the other masters' renewals must not.
         let recheck = std::mem::take(&mut view.recheck);
@@ -336,11 +338,12 @@ async fn renew_window(
             // A master that could not be reached may have been failed over: the retry reads
             // the map again (beside its batches).
             view.recheck = silent.any();
-            if outcome.refused {
+            if let Some(refusal) = &outcome.refused {
                 tracing::info!(
                     target: "crosslock",
-                    "the cluster refused a per-node renewal script (Redis before 7?): renewing \
-                     one script per slot"
+                    "a cluster master refused the per-master renewal script, which the cluster ran \
+                     when this client connected ({refusal}; a node of another version, mid-upgrade?): \
+                     renewing one script per slot until this client connects again"
                 );
                 view.per_node = false;
             }
@@ -396,8 +399,8 @@ struct Outcome<'a> {
     ok: bool,
     /// Holds a per-node script could not look at (to renew again by slot).
     retry: Vec<&'a Watched>,
-    /// A per-node script was refused by Redis itself.
-    refused: bool,
+    /// A per-node script was refused by Redis itself for its cross-slot mark: the refusal.
+    refused: Option<String>,
 }
 
 /// How many renewal batches are in flight at once. Enough to keep the connection's pipeline busy
@@ -544,7 +547,7 @@ async fn run_batches<'a>(
     let outcome = std::sync::Mutex::new(Outcome {
         ok: true,
         retry: Vec::new(),
-        refused: false,
+        refused: None,
     });
     let outcome_ref = &outcome;
     let node_batches = |(node, batches): (Node, Vec<Batch<'a>>)| async move {
@@ -618,7 +621,9 @@ fn settle<'a>(
             // Redis itself refused the per-node script: these holds are renewed by slot.
             tracing::debug!(target: "crosslock", "per-node renewal refused: {e}");
             let message = e.to_string();
-            outcome.refused |= message.contains("compil") || message.contains("flag");
+            if crate::scripts::refuses_cross_slot_mark(&message) {
+                outcome.refused = Some(message);
+            }
             outcome.retry.extend(batch.holds);
             return;
         }

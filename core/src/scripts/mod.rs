@@ -15,7 +15,9 @@
 //!
 //! Two marks on top: `script!(synced …)` marks a script that takes something (followed by `WAIT`
 //! under `ClientOptions::wait_for_replicas`), and `node_script!` builds the per-cluster-node
-//! variant of a renewal script.
+//! variant of a renewal script. Every body is wrapped (see [`PROTECTED_BODY`]) so that an error a
+//! check raises reaches the caller as its error reply on Redis 6.2 too; elsewhere the wrapper
+//! costs one `pcall` per call.
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -184,6 +186,25 @@ macro_rules! script {
     };
 }
 
+/// The mark that lets a script touch keys of many slots of one cluster node (Redis 7 and later;
+/// Redis 6.2 cannot compile it).
+macro_rules! cross_slot_mark {
+    () => {
+        "#!lua flags=allow-cross-slot-keys\n"
+    };
+}
+
+/// A script that carries only the mark: a cluster's nodes are asked to run it when a client
+/// connects, to know whether the watchdog can renew with one script per master.
+pub(crate) const CROSS_SLOT_PROBE: &str = concat!(cross_slot_mark!(), "return 1");
+
+/// Whether `message`, a server's error reply to a script with the cross-slot mark, says it cannot
+/// run the mark (Redis before 7 does not compile it), rather than refusing the script for another
+/// reason (a busy server, a missing permission), which says nothing of the mark.
+pub(crate) fn refuses_cross_slot_mark(message: &str) -> bool {
+    message.contains("compil") || message.contains("flag")
+}
+
 /// The variant of a renewal script run once per cluster node for keys of many slots (Redis ≥ 7):
 /// the keys travel as arguments (declared keys must share one slot), as `ARGV[1]` = their count,
 /// then the keys, then the script's own arguments; the header gives the body the `KEYS` and `ARGV`
@@ -193,10 +214,7 @@ macro_rules! node_script {
     ($name:ident, $file:literal) => {
         pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
             Lua::new(with_prelude(
-                concat!(
-                    "#!lua flags=allow-cross-slot-keys\n",
-                    include_str!("node_args.lua")
-                ),
+                concat!(cross_slot_mark!(), include_str!("node_args.lua")),
                 include_str!($file),
             ))
         });
