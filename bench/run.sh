@@ -32,7 +32,7 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 die() { echo "bench/run.sh: $*" >&2; exit 1; }
 
 # CROSSLOCK_REDIS_BIN=<dir of a server build> (as for the tests): its redis-server and redis-cli
-# run the benchmark's servers instead of the ones on PATH (redis-benchmark still comes from PATH).
+# run the benchmark's servers instead of the ones on PATH (and its redis-benchmark, when it has one).
 if [ -n "${CROSSLOCK_REDIS_BIN:-}" ]; then PATH=$CROSSLOCK_REDIS_BIN:$PATH; fi
 for tool in redis-server redis-benchmark redis-cli node npm cargo; do
   command -v "$tool" >/dev/null || die "$tool not found (./dev build installs redis-server and redis-tools)"

@@ -34,8 +34,8 @@ let closingAtExit = false
 
 /**
  * Closes this thread's unclosed clients when the process ends (their locks released, not left
- * for their lease). Node and Bun do it anyway, from the addon's clean-up hook; Deno runs none
- * when a process ends, but emits `'exit'`, where this does it first (the hook then finds nothing).
+ * for their lease), from the process's `'exit'` event on every runtime. The addon's clean-up hook
+ * would do it on Node and Bun (it then finds nothing left); Deno runs none when a process ends.
  */
 function closeAtExit (): void {
   if (closingAtExit) return

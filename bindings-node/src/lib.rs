@@ -69,8 +69,8 @@ pub fn lane_watcher() -> &'static str {
 
 /// Closes every client this thread connected and has not closed, waiting until each is closed
 /// (its locks released, its waits cancelled; each close bounded by the client's response
-/// timeout). The TypeScript layer calls it from the process's `'exit'` event, for the runtimes
-/// that end a process without running Node-API clean-up hooks (Deno), which do that elsewhere.
+/// timeout). The TypeScript layer calls it from the process's `'exit'` event: Deno ends a process
+/// without running Node-API clean-up hooks, which do the same on Node and Bun.
 #[napi]
 pub fn close_at_exit(env: napi::Env) -> napi::Result<()> {
     runtime::close_env_clients(&env)
