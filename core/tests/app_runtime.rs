@@ -3,6 +3,10 @@
 //! clean-up of the multiplexed connection: on both runtime flavours, with many tasks at once,
 //! after the server killed connections or timed them out, when a reply is lost, and when the
 //! runtime or the client goes away.
+//!
+//! A binary of its own: two of its tests count the context switches of crosslock's runtime
+//! threads, which the clients of any test outside this file would add to (within the file they
+//! run alone, under `COUNTING`).
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]

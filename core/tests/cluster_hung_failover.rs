@@ -3,7 +3,9 @@
 //! slots reach the replica, the routed way too, and a request of it left unanswered on a lane
 //! no longer makes every command wait, and fail, until the lane is given up a minute later.
 //!
-//! Its own cluster, and the only test of its binary: it stops a master.
+//! Its own cluster, and the only test of its binary, a process of its own: it stops a master, and
+//! it counts the context switches of crosslock's runtime threads to see calls go over a lane
+//! (`support::until_on_a_lane`), which the clients of any other test would add to.
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]

@@ -2,6 +2,10 @@
 //! `Debug`; every limit of `crosslock::limits` refused before anything is sent; a database index
 //! no Redis has is an invalid argument; a release or force-unlock on another kind's key is
 //! `WrongType` and changes nothing.
+//!
+//! A binary of its own: its tests install the process's global `tracing` subscriber (one per
+//! process, set once) to capture every log line, so no other test's logs mix in, and no other
+//! test binary's subscriber (`logging.rs`) can clash with it.
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]

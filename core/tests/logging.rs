@@ -1,5 +1,8 @@
 //! Logging: core reports reconnects, renewal failures, lost locks and subscription changes as
 //! `tracing` events under the target `crosslock`, and never a credential.
+//!
+//! A binary of its own: the test installs the process's global `tracing` subscriber (there is one
+//! per process, set once), and it would capture the events of every test running beside it.
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]

@@ -4,7 +4,9 @@
 //! there, even with a request left unanswered on the stopped master, and a waiter acquires
 //! there once the stopped master's lock runs out.
 //!
-//! Its own group, and the only test of its binary: it stops a master.
+//! Its own group, and the only test of its binary, a process of its own: it stops a master, and it
+//! counts the context switches of crosslock's runtime threads to see calls go over a lane
+//! (`support::until_on_a_lane`), which the clients of any other test would add to.
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]

@@ -4,7 +4,7 @@
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::sync::Arc;

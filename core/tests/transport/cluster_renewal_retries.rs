@@ -5,13 +5,13 @@
 //! nowhere else: the cluster connection sent them to another node of its shard or any node (its
 //! own could not be reached), where they found nothing, and were sent again by slot.
 //!
-//! Its own cluster, and the only test of its binary: it kills a master, and counts the renewals
-//! the other masters see.
+//! Its own cluster: it kills a master, and counts the renewals the other masters see (only this
+//! test's client renews there, so the tests running beside it in this binary do not add to them).
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
