@@ -88,6 +88,7 @@ mod resp;
 pub mod runtime;
 mod scripts;
 mod sentinel;
+mod util;
 pub mod watch;
 
 pub use client::{Client, ClientOptions, ReplicaSync};

@@ -20,6 +20,7 @@ use crate::context::Ctx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
 use crate::runtime;
+use crate::util::{RetryPause, lock};
 
 use super::holds::{Acquired, HoldKey, LockKind, LostReason, Releaser, RenewKind, Suffix};
 use super::wait::{self, Keeper, Outcome};
@@ -512,7 +513,7 @@ impl<P: Family> LockCore<P> {
                 // after its lease.
                 cx.holds.released(&key, false);
                 let holder = cx.holder(owner, self.proto.suffix());
-                let last = last.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let last = lock(&last).take();
                 Err(match last {
                     // Tried and failed for want of Redis (a refused connection, a dropped one):
                     // say what happened, not that Redis was slow.
@@ -554,7 +555,7 @@ impl<P: Family> LockCore<P> {
             let _running = running;
             let bound = cx.outage_tolerance + cx.response_timeout();
             let clean = async {
-                let mut pause = Duration::from_millis(10);
+                let mut pause = RetryPause::new();
                 loop {
                     let reply = lock
                         .proto
@@ -563,8 +564,7 @@ impl<P: Family> LockCore<P> {
                     if !reply.as_ref().is_err_and(Error::is_unavailable) {
                         return;
                     }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
+                    pause.sleep().await;
                 }
             };
             tokio::select! {
@@ -610,7 +610,7 @@ impl<P: Family> LockCore<P> {
     ) -> Result<bool> {
         let note = |reply: &Result<Option<bool>>| {
             if let (Some(last), Err(e)) = (last, reply) {
-                *last.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.message().to_owned());
+                *lock(&last) = Some(e.message().to_owned());
             }
         };
         let holder = cx.holder(key.owner, self.proto.suffix());
@@ -627,10 +627,9 @@ impl<P: Family> LockCore<P> {
             // the state of every release.
             let before = retry_of.unwrap_or_else(|| cx.holds.count(key)).max(1);
             (reply, sent) = Box::pin(async {
-                let mut pause = Duration::from_millis(10);
+                let mut pause = RetryPause::new();
                 loop {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
+                    pause.sleep().await;
                     let sent = Instant::now();
                     let reply = self
                         .proto

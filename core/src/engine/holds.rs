@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::context::Ctx;
 use crate::error::Result;
 use crate::owner::Owner;
-use crate::pubsub::lock;
+use crate::util::lock;
 
 use super::clock_drift;
 

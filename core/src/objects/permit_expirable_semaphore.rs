@@ -17,6 +17,7 @@ use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy, epoch_ms};
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
 use crate::scripts;
+use crate::util::RetryPause;
 
 use super::{check_name, ms, prefix_name, suffix_name};
 
@@ -76,10 +77,9 @@ impl Keys {
             }
             // Boxed: rare, and kept out of the state of every release.
             Box::pin(async {
-                let mut pause = Duration::from_millis(10);
+                let mut pause = RetryPause::new();
                 loop {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
+                    pause.sleep().await;
                     match self.release(cx, id).await {
                         Ok(0) => return Ok(1),
                         Err(e) if e.is_unavailable() => {}
