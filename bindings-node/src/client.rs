@@ -40,9 +40,9 @@ pub struct LostLockEvent {
     pub name: String,
     /// The owner number that held it.
     pub owner: f64,
-    /// The kind of lock (`'lock'`, `'write_lock'`, …, `'permit'`).
-    pub kind: String,
-    /// The holder string (a permit's id for `'permit'`).
+    /// The kind of lock (`LockKind.Lock`, `LockKind.WriteLock`, …, `LockKind.Permit`).
+    pub kind: crate::lock::LockKind,
+    /// The holder string (a permit's id for `LockKind.Permit`).
     pub holder: String,
 }
 
@@ -117,7 +117,7 @@ pub fn connect<'env>(
                 let event = LostLockEvent {
                     name: event.name,
                     owner: event.owner.get() as f64,
-                    kind: event.kind.as_str().to_owned(),
+                    kind: event.kind.into(),
                     holder: event.holder,
                 };
                 lost.call(event, ThreadsafeFunctionCallMode::NonBlocking);

@@ -69,5 +69,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         limits.set_item(l.name, (l.min, l.max, l.shown))?;
     }
     m.add("LIMITS", limits)?;
+    // Core's table of lock kinds (type name -> name), so the package spells no kind of its own.
+    let kinds = pyo3::types::PyDict::new(m.py());
+    for kind in crosslock::LockKind::ALL {
+        kinds.set_item(format!("{kind:?}"), kind.as_str())?;
+    }
+    m.add("KINDS", kinds)?;
     Ok(())
 }

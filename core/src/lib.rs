@@ -76,6 +76,7 @@ mod error;
 #[doc(hidden)]
 pub mod ffi;
 pub mod inspect;
+mod kinds;
 mod lane;
 pub mod limits;
 mod loop_lane;
@@ -93,10 +94,11 @@ pub mod watch;
 
 pub use client::{Client, ClientOptions, ReplicaSync};
 pub use engine::family::{AcquireOptions, Acquisition, AnyLock, LockGuard};
-pub use engine::holds::{LockKind, LostListener, LostLock, LostReason};
+pub use engine::holds::{LostListener, LostLock, LostReason};
 pub use engine::{Backoff, MAX_DURATION};
 pub use error::{Error, ErrorKind, Result};
 pub use inspect::{HolderInfo, Inspection, ObjectKind, PermitInfo, QueuedWaiter};
+pub use kinds::LockKind;
 pub use naming::ProcessInfo;
 pub use objects::count_down_latch::CountDownLatch;
 pub use objects::fair_lock::{FairLock, NonReentrantFairLock};

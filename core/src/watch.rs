@@ -588,7 +588,11 @@ fn diff(before: &Inspection, after: &Inspection, seen: &Seen) -> Vec<WatchEvent>
         } else {
             WatchEventKind::Released
         };
-        push(kind, Some(&p.id), "permit".to_owned());
+        push(
+            kind,
+            Some(&p.id),
+            crate::LockKind::Permit.as_str().to_owned(),
+        );
     }
     for p in &after.permits {
         if !before.permits.iter().any(|q| q.id == p.id) {

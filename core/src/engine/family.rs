@@ -22,9 +22,10 @@ use crate::owner::Owner;
 use crate::runtime;
 use crate::util::{RetryPause, lock};
 
-use super::holds::{Acquired, HoldKey, LockKind, LostReason, Releaser, RenewKind, Suffix};
+use super::holds::{Acquired, HoldKey, LostReason, Releaser, RenewKind, Suffix};
 use super::wait::{self, Keeper, Outcome};
 use super::{MAX_DURATION, Protocol, Request};
+use crate::kinds::LockKind;
 
 /// How to acquire: wait limit, lease, owner, cancellation.
 ///
@@ -863,7 +864,7 @@ impl<P: Family> LockCore<P> {
             format!(
                 "gave up waiting for {} '{}' after {:.3}s{held_by}; retry later or allow a longer \
                  wait",
-                kind_phrase(P::KIND),
+                P::KIND.phrase(),
                 self.name(),
                 waited.as_secs_f64()
             ),
@@ -882,22 +883,6 @@ impl<P: Family> LockCore<P> {
             lost,
             won,
         }
-    }
-}
-
-/// `"lock"`, `"fair lock"`, … for messages.
-pub(crate) fn kind_phrase(kind: LockKind) -> &'static str {
-    match kind {
-        LockKind::Lock => "lock",
-        LockKind::FairLock => "fair lock",
-        LockKind::SpinLock => "spin lock",
-        LockKind::FencedLock => "fenced lock",
-        LockKind::NonReentrantLock => "non-reentrant lock",
-        LockKind::NonReentrantFairLock => "non-reentrant fair lock",
-        LockKind::ReadLock => "the read lock of",
-        LockKind::WriteLock => "the write lock of",
-        LockKind::Permit => "a permit of",
-        LockKind::GroupLock => "group lock",
     }
 }
 
@@ -1026,24 +1011,9 @@ impl<P: Family> sealed::Sealed for LockCore<P> {}
 
 impl<P: Family> fmt::Debug for LockCore<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(kind_type_name(P::KIND))
+        f.debug_struct(P::KIND.type_name())
             .field("name", &self.name())
             .finish()
-    }
-}
-
-fn kind_type_name(kind: LockKind) -> &'static str {
-    match kind {
-        LockKind::Lock => "Lock",
-        LockKind::FairLock => "FairLock",
-        LockKind::SpinLock => "SpinLock",
-        LockKind::FencedLock => "FencedLock",
-        LockKind::NonReentrantLock => "NonReentrantLock",
-        LockKind::NonReentrantFairLock => "NonReentrantFairLock",
-        LockKind::ReadLock => "ReadLock",
-        LockKind::WriteLock => "WriteLock",
-        LockKind::Permit => "Permit",
-        LockKind::GroupLock => "GroupLock",
     }
 }
 

@@ -10,9 +10,10 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::context::Ctx;
 use crate::engine::family::{Family, Info, LockCore};
-use crate::engine::holds::{LockKind, RenewKind};
+use crate::engine::holds::RenewKind;
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy, epoch_ms};
 use crate::error::{Error, Result};
+use crate::kinds::LockKind;
 use crate::scripts;
 
 use super::{busy, check_name, lock_type, ms, parse_info, prefix_name};
