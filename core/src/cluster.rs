@@ -576,8 +576,8 @@ mod tests {
     fn names_that_split_their_keys_are_refused() {
         let siblings = |name: &str| {
             vec![
-                crate::objects::prefix_name("redisson_lock__channel", name),
-                crate::objects::suffix_name(name, "counter"),
+                crate::layout::lock_channel(name),
+                crate::layout::suffix_name(name, "counter"),
             ]
         };
         for name in ["orders:42", "{orders}:42", "a{b}c{d}"] {

@@ -78,6 +78,7 @@ pub mod ffi;
 pub mod inspect;
 mod kinds;
 mod lane;
+mod layout;
 pub mod limits;
 mod loop_lane;
 pub mod naming;

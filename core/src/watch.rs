@@ -34,7 +34,8 @@ use crate::client::Client;
 use crate::connection::{Conn, Timeouts};
 use crate::error::{Error, Result};
 use crate::inspect::{Inspection, ObjectKind};
-use crate::objects::{check_name, prefix_name};
+use crate::layout;
+use crate::objects::check_name;
 
 /// What changed, in a [`WatchEvent`].
 ///
@@ -407,17 +408,17 @@ fn is_message(push: &redis::PushInfo) -> bool {
 /// fenced locks), the read-write lock's, the semaphores', the latch's.
 fn channels(name: &str) -> Vec<String> {
     vec![
-        prefix_name("redisson_lock__channel", name),
-        prefix_name("redisson_rwlock", name),
-        prefix_name("redisson_sc", name),
-        format!("redisson_countdownlatch__channel__{{{name}}}"),
+        layout::lock_channel(name),
+        layout::rw_channel(name),
+        layout::semaphore_channel(name),
+        layout::latch_channel(name),
     ]
 }
 
 /// The pattern of a fair lock's per-waiter channels (`redisson_lock__channel:{name}:<holder>`),
 /// with the name's glob characters escaped.
 fn fair_waiter_pattern(name: &str) -> String {
-    let base = prefix_name("redisson_lock__channel", name);
+    let base = layout::lock_channel(name);
     let mut pattern = String::with_capacity(base.len() + 2);
     for c in base.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {

@@ -230,3 +230,46 @@ fn lock_kinds_are_spelled_only_in_their_table() {
         spelled.join("\n")
     );
 }
+
+/// Redisson's key and channel names are built in one module, `core/src/layout.rs` (in
+/// docs/protocol.md's order): no other source of core quotes a `redisson_…` name or brace-tags a
+/// name itself (`{{{name}}}` in a format string). Unit tests, which spell the names they expect,
+/// and comments are not looked at.
+#[test]
+fn redisson_names_are_built_only_in_layout() {
+    let mut files = Vec::new();
+    sources(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
+    files.sort();
+    let mut built = Vec::new();
+    for file in &files {
+        if file.ends_with("layout.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            if line.contains("#[cfg(test)]") {
+                break; // unit tests sit at the end of a file
+            }
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            if line.contains("\"redisson_") || line.contains("{{{") {
+                built.push(format!("{}:{}: {}", file.display(), i + 1, code));
+            }
+        }
+    }
+    assert!(
+        files.len() > 40,
+        "found only {} source files: is the scan broken?",
+        files.len()
+    );
+    assert!(
+        built.is_empty(),
+        "Redisson names built outside core/src/layout.rs (add a builder there):\n{}",
+        built.join("\n")
+    );
+}

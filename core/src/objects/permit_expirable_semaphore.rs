@@ -20,7 +20,8 @@ use crate::owner::Owner;
 use crate::scripts;
 use crate::util::RetryPause;
 
-use super::{check_name, ms, prefix_name, suffix_name};
+use super::{check_name, ms};
+use crate::layout;
 
 const KIND: &str = "permit-expirable semaphore";
 
@@ -38,14 +39,14 @@ impl Keys {
     fn new(name: Arc<str>) -> Self {
         Keys {
             timeouts: Keys::timeouts_of(&name),
-            channel: prefix_name("redisson_sc", &name),
+            channel: layout::semaphore_channel(&name),
             name,
         }
     }
 
     /// `{name}:timeout`, the permits' sorted set of the semaphore named `name`.
     fn timeouts_of(name: &str) -> Arc<str> {
-        Arc::from(suffix_name(name, "timeout"))
+        Arc::from(layout::permit_timeouts(name))
     }
 
     fn keys(&self) -> [&str; 3] {
