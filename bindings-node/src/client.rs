@@ -206,19 +206,22 @@ impl JsClient {
     pub fn permit_expirable_semaphore(
         &self,
         name: String,
-    ) -> Result<crate::semaphore::JsPermitExpirableSemaphore> {
+    ) -> Result<crate::permit_expirable_semaphore::JsPermitExpirableSemaphore> {
         self.inner
             .permit_expirable_semaphore(&name)
-            .map(crate::semaphore::JsPermitExpirableSemaphore::new)
+            .map(crate::permit_expirable_semaphore::JsPermitExpirableSemaphore::new)
             .map_err(|e| error::to_napi(&e))
     }
 
     /// The `CountDownLatch` (Redisson `RCountDownLatch`) named `name`.
     #[napi]
-    pub fn count_down_latch(&self, name: String) -> Result<crate::semaphore::JsCountDownLatch> {
+    pub fn count_down_latch(
+        &self,
+        name: String,
+    ) -> Result<crate::count_down_latch::JsCountDownLatch> {
         self.inner
             .count_down_latch(&name)
-            .map(crate::semaphore::JsCountDownLatch::new)
+            .map(crate::count_down_latch::JsCountDownLatch::new)
             .map_err(|e| error::to_napi(&e))
     }
 
