@@ -75,7 +75,7 @@ mod engine;
 mod error;
 #[doc(hidden)]
 pub mod ffi;
-pub mod inspect;
+mod inspect;
 mod kinds;
 mod lane;
 mod layout;
@@ -91,7 +91,7 @@ pub mod runtime;
 mod scripts;
 mod sentinel;
 mod util;
-pub mod watch;
+mod watch;
 
 pub use client::{Client, ClientOptions, ReplicaSync};
 pub use engine::family::{AcquireOptions, Acquisition, AnyLock, LockGuard};
