@@ -6,13 +6,13 @@
 import { debuglog } from 'node:util'
 
 import native = require('../native')
-import type { Inspection } from '../native'
+import { type Inspection, LockKind } from '../native'
 import { invalidArgument, viaNative } from './errors'
 import { FairLock, NonReentrantFairLock } from './fair_lock'
 import { FencedLock } from './fenced_lock'
 import { Holds } from './held'
 import { Lock } from './lock'
-import { KIND, optionsObject } from './lockable'
+import { optionsObject } from './lockable'
 import { checkWhole } from './limits'
 import { NonReentrantLock } from './non_reentrant_lock'
 import { GroupLock } from './group_lock'
@@ -195,7 +195,7 @@ export class Client implements AsyncDisposable {
     let self: WeakRef<Client> | undefined
     const onLost = (event: native.LostLockEvent) => {
       const client = self?.deref()
-      if (event.kind === 'permit') client?._permits.onLost(event.name, event.holder)
+      if (event.kind === LockKind.Permit) client?._permits.onLost(event.name, event.holder)
       else client?._holds.onLost(client.id, event.name, event.owner, event.kind)
     }
     const client = new Client(await viaNative(() => native.connect(url, opts, onLost)))
@@ -255,8 +255,8 @@ export class Client implements AsyncDisposable {
    */
   lock(name: string): Lock {
     checkName(name)
-    viaNative(() => this.#native.checkLock(KIND.lock, name, null))
-    return new Lock(this, KIND.lock, name)
+    viaNative(() => this.#native.checkLock(LockKind.Lock, name, null))
+    return new Lock(this, LockKind.Lock, name)
   }
 
   /**
@@ -270,8 +270,8 @@ export class Client implements AsyncDisposable {
    */
   fairLock(name: string): FairLock {
     checkName(name)
-    viaNative(() => this.#native.checkLock(KIND.fair, name, null))
-    return new FairLock(this, KIND.fair, name)
+    viaNative(() => this.#native.checkLock(LockKind.FairLock, name, null))
+    return new FairLock(this, LockKind.FairLock, name)
   }
 
   /**
@@ -286,8 +286,8 @@ export class Client implements AsyncDisposable {
   spinLock(name: string, options?: SpinLockOptions): SpinLock {
     checkName(name)
     const backoff = checkBackoff(options, name)
-    viaNative(() => this.#native.checkLock(KIND.spin, name, backoff))
-    return new SpinLock(this, KIND.spin, name, backoff)
+    viaNative(() => this.#native.checkLock(LockKind.SpinLock, name, backoff))
+    return new SpinLock(this, LockKind.SpinLock, name, backoff)
   }
 
   /**
@@ -303,8 +303,8 @@ export class Client implements AsyncDisposable {
    */
   fencedLock(name: string): FencedLock {
     checkName(name)
-    viaNative(() => this.#native.checkLock(KIND.fenced, name, null))
-    return new FencedLock(this, KIND.fenced, name)
+    viaNative(() => this.#native.checkLock(LockKind.FencedLock, name, null))
+    return new FencedLock(this, LockKind.FencedLock, name)
   }
 
   /**
@@ -359,8 +359,8 @@ export class Client implements AsyncDisposable {
    */
   nonReentrantLock(name: string): NonReentrantLock {
     checkName(name)
-    viaNative(() => this.#native.checkLock(KIND.nonReentrant, name, null))
-    return new NonReentrantLock(this, KIND.nonReentrant, name)
+    viaNative(() => this.#native.checkLock(LockKind.NonReentrantLock, name, null))
+    return new NonReentrantLock(this, LockKind.NonReentrantLock, name)
   }
 
   /**
@@ -376,8 +376,8 @@ export class Client implements AsyncDisposable {
    */
   nonReentrantFairLock(name: string): NonReentrantFairLock {
     checkName(name)
-    viaNative(() => this.#native.checkLock(KIND.nonReentrantFair, name, null))
-    return new NonReentrantFairLock(this, KIND.nonReentrantFair, name)
+    viaNative(() => this.#native.checkLock(LockKind.NonReentrantFairLock, name, null))
+    return new NonReentrantFairLock(this, LockKind.NonReentrantFairLock, name)
   }
 
   /**
@@ -392,8 +392,8 @@ export class Client implements AsyncDisposable {
    */
   readWriteLock(name: string): ReadWriteLock {
     checkName(name)
-    viaNative(() => this.#native.checkLock(KIND.read, name, null))
-    return new ReadWriteLock(new ReadLock(this, KIND.read, name), new WriteLock(this, KIND.write, name))
+    viaNative(() => this.#native.checkLock(LockKind.ReadLock, name, null))
+    return new ReadWriteLock(new ReadLock(this, LockKind.ReadLock, name), new WriteLock(this, LockKind.WriteLock, name))
   }
 
   /**

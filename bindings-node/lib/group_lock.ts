@@ -4,7 +4,8 @@
  * @module
  */
 import type { Client } from './client'
-import { KIND, Lockable } from './lockable'
+import { LockKind } from '../native'
+import { Lockable } from './lockable'
 
 /**
  * Many values of one group locked at once, all or none, shared with Java services calling
@@ -28,7 +29,7 @@ export class GroupLock extends Lockable {
 
   /** @internal From {@link Client.groupLock}. */
   constructor(client: Client, group: string, fields: readonly string[]) {
-    super(client, KIND.group, group, `${group}#${fields.join(',')}`)
+    super(client, LockKind.GroupLock, group, `${group}#${fields.join(',')}`)
     this.fields = Object.freeze([...fields])
   }
 }

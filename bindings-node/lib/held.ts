@@ -15,6 +15,7 @@
  */
 import { debuglog } from 'node:util'
 
+import { LockKind } from '../native'
 import type { CrosslockError } from './errors'
 import { LockLostError, NotHeldError, fromNative, hasCode, invalidArgument } from './errors'
 import type { Lockable } from './lockable'
@@ -446,8 +447,8 @@ export class Holds {
   }
 
   /** A hold of (`name`, write or not) by `owner` may be lost: abort their signals. */
-  onLost(clientId: string, name: string, owner: number, kind: string): void {
-    const write = kind === 'write_lock'
+  onLost(clientId: string, name: string, owner: number, kind: LockKind): void {
+    const write = kind === LockKind.WriteLock
     const holds = this.#of(write ? `${name}\u0000w` : name).filter((h) => h.owner === owner)
     // Skip a stale report about an earlier tenure that was released since.
     if (holds.length === 0 || !holds[0]!.lock._isLost(owner)) return

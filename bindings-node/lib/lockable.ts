@@ -8,7 +8,7 @@
  *
  * @module
  */
-import type { BackoffOptions } from '../native'
+import { type BackoffOptions, LockKind } from '../native'
 import type { Client } from './client'
 import { cancellable } from './abort'
 import { NotHeldError, fromNative, invalidArgument, viaNative } from './errors'
@@ -79,12 +79,6 @@ export interface Checked {
   signal: AbortSignal | undefined
   owner: number | undefined
 }
-
-/**
- * @internal The kinds of the RLock family, as the native client numbers them (`src/lock.rs`):
- * every native `lock*` method takes a lock's kind and name.
- */
-export const KIND = { lock: 0, fair: 1, spin: 2, fenced: 3, nonReentrant: 4, read: 5, write: 6, nonReentrantFair: 7, group: 8 } as const
 
 /** Options people bring from other libraries, and what crosslock calls them. */
 const SPELLED_HERE: Readonly<Record<string, string>> = {
@@ -254,13 +248,13 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   /** The lock's name: its key in Redis. */
   readonly name: string
   /**
-   * @internal Its kind ({@link KIND}). A lock is plain JavaScript, its kind and name: the
+   * @internal Its kind (the native `LockKind`, numbered by core's table of kinds). A lock is plain JavaScript, its kind and name: the
    * native client makes the lock for each call it is given (a few small allocations), and a hold
    * keeps only its name and kind, from which renewing and releasing it are made. A native object per lock, or an entry in a native
    * table freed through a `FinalizationRegistry`, cost ~0.5 KB per lock object, more than a
    * held lock's own state, in a process that may make tens of thousands.
    */
-  readonly _kind: number
+  readonly _kind: LockKind
   /**
    * @internal What the native client makes the lock from, and its holds' name: the name, but for
    * a group lock, whose holds are one per set of values (`<group>#<field>,<field>…`).
@@ -268,7 +262,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
   readonly _key: string
 
   /** @internal Locks come from the client's factories (`client.lock(name)`, …). */
-  constructor(client: Client, kind: number, name: string, key: string = name) {
+  constructor(client: Client, kind: LockKind, name: string, key: string = name) {
     this.client = client
     this._kind = kind
     this.name = name
@@ -277,7 +271,7 @@ export abstract class Lockable<H extends HeldLock = HeldLock> {
 
   /** @internal Whether its holder strings end in `:write` (the route of lost-lock events). */
   get _write(): boolean {
-    return this._kind === KIND.write
+    return this._kind === LockKind.WriteLock
   }
 
   /** @internal A spin lock's back-off (`undefined`: Redisson's, or not a spin lock). */

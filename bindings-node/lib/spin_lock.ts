@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { BackoffOptions } from '../native'
+import type { BackoffOptions, LockKind } from '../native'
 import type { Client } from './client'
 import { Lockable } from './lockable'
 
@@ -51,7 +51,7 @@ export class SpinLock extends Lockable {
   readonly #backoff: BackoffOptions | undefined
 
   /** @internal Spin locks come from `client.spinLock(name, options)`. */
-  constructor(client: Client, kind: number, name: string, backoff?: BackoffOptions) {
+  constructor(client: Client, kind: LockKind, name: string, backoff?: BackoffOptions) {
     super(client, kind, name)
     this.#backoff = backoff
   }

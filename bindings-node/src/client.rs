@@ -40,9 +40,9 @@ pub struct LostLockEvent {
     pub name: String,
     /// The owner number that held it.
     pub owner: f64,
-    /// The kind of lock (`'lock'`, `'write_lock'`, …, `'permit'`).
-    pub kind: String,
-    /// The holder string (a permit's id for `'permit'`).
+    /// The kind of lock (`LockKind.Lock`, `LockKind.WriteLock`, …, `LockKind.Permit`).
+    pub kind: crate::lock::LockKind,
+    /// The holder string (a permit's id for `LockKind.Permit`).
     pub holder: String,
 }
 
@@ -117,7 +117,7 @@ pub fn connect<'env>(
                 let event = LostLockEvent {
                     name: event.name,
                     owner: event.owner.get() as f64,
-                    kind: event.kind.as_str().to_owned(),
+                    kind: event.kind.into(),
                     holder: event.holder,
                 };
                 lost.call(event, ThreadsafeFunctionCallMode::NonBlocking);
@@ -206,19 +206,22 @@ impl JsClient {
     pub fn permit_expirable_semaphore(
         &self,
         name: String,
-    ) -> Result<crate::semaphore::JsPermitExpirableSemaphore> {
+    ) -> Result<crate::permit_expirable_semaphore::JsPermitExpirableSemaphore> {
         self.inner
             .permit_expirable_semaphore(&name)
-            .map(crate::semaphore::JsPermitExpirableSemaphore::new)
+            .map(crate::permit_expirable_semaphore::JsPermitExpirableSemaphore::new)
             .map_err(|e| error::to_napi(&e))
     }
 
     /// The `CountDownLatch` (Redisson `RCountDownLatch`) named `name`.
     #[napi]
-    pub fn count_down_latch(&self, name: String) -> Result<crate::semaphore::JsCountDownLatch> {
+    pub fn count_down_latch(
+        &self,
+        name: String,
+    ) -> Result<crate::count_down_latch::JsCountDownLatch> {
         self.inner
             .count_down_latch(&name)
-            .map(crate::semaphore::JsCountDownLatch::new)
+            .map(crate::count_down_latch::JsCountDownLatch::new)
             .map_err(|e| error::to_napi(&e))
     }
 

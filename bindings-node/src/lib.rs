@@ -11,13 +11,16 @@
 #![deny(clippy::all)]
 
 mod client;
+mod count_down_latch;
 mod debug_log;
 mod error;
 mod inspect;
 mod lock;
 mod multi_lock;
+mod permit_expirable_semaphore;
 mod runtime;
 mod semaphore;
+mod unowned;
 mod uv;
 mod watch;
 

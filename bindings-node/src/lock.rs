@@ -69,17 +69,38 @@ impl JsCancelToken {
     }
 }
 
-/// A lock's kind, as the TypeScript layer numbers it (`lib/lockable.ts`, `KIND`).
-const LOCK: u32 = 0;
-const FAIR_LOCK: u32 = 1;
-const SPIN_LOCK: u32 = 2;
-const FENCED_LOCK: u32 = 3;
-const NON_REENTRANT_LOCK: u32 = 4;
-const READ_LOCK: u32 = 5;
-const WRITE_LOCK: u32 = 6;
-const NON_REENTRANT_FAIR_LOCK: u32 = 7;
-/// A group lock, named `<group>#<field>,<field>…` (its fields from `groupFields`).
-const GROUP_LOCK: u32 = 8;
+/// Makes the native `LockKind` enum from core's table of kinds (`crosslock::lock_kinds!`): its
+/// numbers are core's `LockKind::code`, so TypeScript's kinds are core's.
+macro_rules! js_lock_kind {
+    ($($(#[$doc:meta])* $kind:ident = $code:literal, $name:literal, $phrase:literal;)*) => {
+        /// A lock's kind, numbered as core numbers it (`crosslock::LockKind::code`): what every
+        /// `lock*` method takes, with the lock's name.
+        #[napi]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum LockKind {
+            $($kind = $code,)*
+        }
+
+        impl From<LockKind> for crosslock::LockKind {
+            fn from(kind: LockKind) -> Self {
+                match kind {
+                    $(LockKind::$kind => crosslock::LockKind::$kind,)*
+                }
+            }
+        }
+
+        impl From<crosslock::LockKind> for LockKind {
+            fn from(kind: crosslock::LockKind) -> Self {
+                match kind.code() {
+                    $($code => LockKind::$kind,)*
+                    _ => unreachable!("core's LockKind and this enum come from one table"),
+                }
+            }
+        }
+    };
+}
+
+crosslock::lock_kinds!(js_lock_kind);
 
 impl JsClient {
     /// The core lock of kind `kind` named `name` (a spin lock with `backoff`, Redisson's by
@@ -87,46 +108,20 @@ impl JsClient {
     /// takes keeps only its name and kind, so the lock goes with the call.
     pub(crate) fn lock_from(
         &self,
-        kind: u32,
+        kind: LockKind,
         name: &str,
         backoff: Option<&BackoffOptions>,
     ) -> Result<Arc<dyn AnyLock>> {
-        let client = self.core();
-        let lock = match kind {
-            LOCK => client.lock(name).map(|l| l.erased()),
-            FAIR_LOCK => client.fair_lock(name).map(|l| l.erased()),
-            SPIN_LOCK => match backoff {
-                None => client.spin_lock(name).map(|l| l.erased()),
-                Some(b) => backoff_of(name, b)
-                    .and_then(|b| client.spin_lock_with(name, b))
-                    .map(|l| l.erased()),
-            },
-            FENCED_LOCK => client.fenced_lock(name).map(|l| l.erased()),
-            NON_REENTRANT_LOCK => client.non_reentrant_lock(name).map(|l| l.erased()),
-            NON_REENTRANT_FAIR_LOCK => client.non_reentrant_fair_lock(name).map(|l| l.erased()),
-            READ_LOCK => client.read_write_lock(name).map(|rw| rw.read().erased()),
-            WRITE_LOCK => client.read_write_lock(name).map(|rw| rw.write().erased()),
-            GROUP_LOCK => {
-                let (group, fields) = name.rsplit_once('#').unwrap_or((name, ""));
-                client
-                    .group_lock_by_fields(group, fields.split(',').filter(|f| !f.is_empty()))
-                    .map(|l| l.erased())
-            }
-            _ => {
-                return Err(error::invalid_argument(format!(
-                    "no lock kind numbered {kind}: lock objects come from the client's factories \
-                     (client.lock(name), …)"
-                )));
-            }
+        let backoff = match backoff {
+            Some(b) => Some(backoff_of(name, b).map_err(|e| error::to_napi(&e))?),
+            None => None,
         };
-        lock.map_err(|e| error::to_napi(&e))
+        ffi::lock_of(self.core(), kind.into(), name, backoff).map_err(|e| error::to_napi(&e))
     }
 }
 
 #[napi]
 impl JsClient {
-    /// Checks that a lock of kind `kind` named `name` (with `backoff`, for a spin lock) can be
-    /// made: the factories' early error for a bad name or back-off.
     /// The hash fields, sorted, of a group lock on `values` of `group` whose values the Java side
     /// encodes with `codec` (`"kryo5"` or `"string"`): the factory's check and the lock's key.
     #[napi]
@@ -142,10 +137,12 @@ impl JsClient {
             .map_err(|e| error::to_napi(&e))
     }
 
+    /// Checks that a lock of kind `kind` named `name` (with `backoff`, for a spin lock) can be
+    /// made: the factories' early error for a bad name or back-off.
     #[napi]
     pub fn check_lock(
         &self,
-        kind: u32,
+        kind: LockKind,
         name: String,
         backoff: Option<BackoffOptions>,
     ) -> Result<()> {
@@ -162,7 +159,7 @@ impl JsClient {
     pub fn lock_acquire<'env>(
         &self,
         env: &'env Env,
-        kind: u32,
+        kind: LockKind,
         name: String,
         backoff: Option<BackoffOptions>,
         owner: f64,
@@ -198,7 +195,7 @@ impl JsClient {
     pub fn lock_release<'env>(
         &self,
         env: &'env Env,
-        kind: u32,
+        kind: LockKind,
         name: String,
         owner: f64,
     ) -> Result<Object<'env>> {
@@ -213,7 +210,7 @@ impl JsClient {
     pub fn lock_extend<'env>(
         &self,
         env: &'env Env,
-        kind: u32,
+        kind: LockKind,
         name: String,
         owner: f64,
         lease: f64,
@@ -230,7 +227,7 @@ impl JsClient {
     pub fn lock_force_unlock<'env>(
         &self,
         env: &'env Env,
-        kind: u32,
+        kind: LockKind,
         name: String,
     ) -> Result<Object<'env>> {
         let lock = self.lock_from(kind, &name, None)?;
@@ -242,7 +239,7 @@ impl JsClient {
     pub fn lock_is_locked<'env>(
         &self,
         env: &'env Env,
-        kind: u32,
+        kind: LockKind,
         name: String,
     ) -> Result<Object<'env>> {
         let lock = self.lock_from(kind, &name, None)?;
@@ -254,7 +251,7 @@ impl JsClient {
     pub fn lock_is_held_by<'env>(
         &self,
         env: &'env Env,
-        kind: u32,
+        kind: LockKind,
         name: String,
         owner: f64,
     ) -> Result<Object<'env>> {
@@ -268,7 +265,7 @@ impl JsClient {
     pub fn lock_hold_count_of<'env>(
         &self,
         env: &'env Env,
-        kind: u32,
+        kind: LockKind,
         name: String,
         owner: f64,
     ) -> Result<Object<'env>> {
@@ -283,7 +280,7 @@ impl JsClient {
     pub fn lock_remaining_lease<'env>(
         &self,
         env: &'env Env,
-        kind: u32,
+        kind: LockKind,
         name: String,
     ) -> Result<Object<'env>> {
         let lock = self.lock_from(kind, &name, None)?;
@@ -303,7 +300,7 @@ impl JsClient {
     pub fn lock_holders<'env>(
         &self,
         env: &'env Env,
-        kind: u32,
+        kind: LockKind,
         name: String,
     ) -> Result<Object<'env>> {
         let lock = self.lock_from(kind, &name, None)?;
@@ -313,7 +310,7 @@ impl JsClient {
     /// Whether this process found the hold of `owner` on the lock lost (and it was not released
     /// since).
     #[napi]
-    pub fn lock_is_lost(&self, kind: u32, name: String, owner: f64) -> Result<bool> {
+    pub fn lock_is_lost(&self, kind: LockKind, name: String, owner: f64) -> Result<bool> {
         Ok(self
             .lock_from(kind, &name, None)?
             .is_lost(self::owner(owner)?))

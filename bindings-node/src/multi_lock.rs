@@ -40,7 +40,7 @@ impl JsMultiLock {
     #[napi(constructor)]
     pub fn new(
         clients: Vec<ClassInstance<'_, JsClient>>,
-        kinds: Vec<u32>,
+        kinds: Vec<crate::lock::LockKind>,
         names: Vec<String>,
         backoffs: Vec<Option<BackoffOptions>>,
         red: bool,

@@ -361,12 +361,12 @@ impl PyClient {
         &self,
         py: Python<'_>,
         name: &str,
-    ) -> PyResult<crate::semaphore::PyPermitExpirableSemaphore> {
+    ) -> PyResult<crate::permit_expirable_semaphore::PyPermitExpirableSemaphore> {
         let sem = self
             .client
             .permit_expirable_semaphore(name)
             .map_err(|e| to_py_err(py, e, Some(name)))?;
-        Ok(crate::semaphore::PyPermitExpirableSemaphore::new(sem))
+        Ok(crate::permit_expirable_semaphore::PyPermitExpirableSemaphore::new(sem))
     }
 
     /// A `CountDownLatch` (Redisson `RCountDownLatch`) named `name`.
@@ -374,12 +374,12 @@ impl PyClient {
         &self,
         py: Python<'_>,
         name: &str,
-    ) -> PyResult<crate::semaphore::PyCountDownLatch> {
+    ) -> PyResult<crate::count_down_latch::PyCountDownLatch> {
         let latch = self
             .client
             .count_down_latch(name)
             .map_err(|e| to_py_err(py, e, Some(name)))?;
-        Ok(crate::semaphore::PyCountDownLatch::new(latch))
+        Ok(crate::count_down_latch::PyCountDownLatch::new(latch))
     }
 
     /// The read and the write lock of the `ReadWriteLock` (Redisson `RReadWriteLock`) `name`.

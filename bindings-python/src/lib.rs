@@ -8,7 +8,8 @@
 //! - [`client`]: `Client` (connect, close, the lost-lock listener);
 //! - [`lock`]: `Lock` (acquire/release/queries for an explicit owner number) and `PendingHold`
 //!   (what `acquire_async` resolves to: a won hold given back unless the caller claims it);
-//! - [`semaphore`]: `Semaphore`, `PermitExpirableSemaphore`, `CountDownLatch`;
+//! - [`semaphore`], [`permit_expirable_semaphore`], [`count_down_latch`]: `Semaphore`,
+//!   `PermitExpirableSemaphore`, `CountDownLatch` (one file each; [`unowned`] has what they share);
 //! - [`watch`]: `Watch` (a live view of one object, for `Client.watch` and `crosslock watch`);
 //! - [`multi_lock`]: `MultiLock` (also the `RedLock`), over native `Lock`s;
 //! - [`logging`]: core's `tracing` events into Python's `logging` (logger `crosslock`);
@@ -22,13 +23,16 @@ use pyo3::prelude::*;
 
 mod asyncio;
 mod client;
+mod count_down_latch;
 mod error;
 mod inspect;
 mod lock;
 mod logging;
 mod multi_lock;
+mod permit_expirable_semaphore;
 mod runtime;
 mod semaphore;
+mod unowned;
 mod watch;
 
 /// Makes the forked child's runtime switch eager: called by `os.register_at_fork(after_in_child=…)`.
@@ -54,8 +58,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lock::PyLock>()?;
     m.add_class::<lock::PyPendingHold>()?;
     m.add_class::<semaphore::PySemaphore>()?;
-    m.add_class::<semaphore::PyPermitExpirableSemaphore>()?;
-    m.add_class::<semaphore::PyCountDownLatch>()?;
+    m.add_class::<permit_expirable_semaphore::PyPermitExpirableSemaphore>()?;
+    m.add_class::<count_down_latch::PyCountDownLatch>()?;
     m.add_class::<multi_lock::PyMultiLock>()?;
     m.add_class::<watch::PyWatch>()?;
     m.add_function(wrap_pyfunction!(_after_fork, m)?)?;
@@ -69,5 +73,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         limits.set_item(l.name, (l.min, l.max, l.shown))?;
     }
     m.add("LIMITS", limits)?;
+    // Core's table of lock kinds (type name -> name), so the package spells no kind of its own.
+    let kinds = pyo3::types::PyDict::new(m.py());
+    for kind in crosslock::LockKind::ALL {
+        kinds.set_item(format!("{kind:?}"), kind.as_str())?;
+    }
+    m.add("KINDS", kinds)?;
     Ok(())
 }

@@ -22,6 +22,7 @@ use crate::connection::SlotRange;
 use crate::error::{Error, Result};
 use crate::lane::Lanes;
 use crate::sentinel::{credentials, host_port, parse_hosts};
+use crate::util::lock;
 
 /// The number of hash slots of a Redis Cluster.
 const SLOTS: u16 = 16384;
@@ -252,7 +253,7 @@ impl NodeLanes {
     /// overdue is watched to its end on its own).
     pub(crate) fn set_map(&self, ranges: Option<Vec<SlotRange>>) {
         if let Some(ranges) = ranges.filter(|r| !r.is_empty()) {
-            let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+            let mut pools = lock(&self.pools);
             pools.retain(|address, _| ranges.iter().any(|(_, _, master)| master == address));
             let mut ranges: Vec<(u16, u16, Option<Arc<Lanes>>)> = ranges
                 .into_iter()
@@ -298,7 +299,7 @@ impl NodeLanes {
 
     /// Every pool.
     pub(crate) fn pools(&self) -> Vec<Arc<Lanes>> {
-        let pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        let pools = lock(&self.pools);
         pools.values().cloned().collect()
     }
 
@@ -335,7 +336,7 @@ impl NodeLanes {
                 _ => Vec::new(),
             };
         }
-        let pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        let pools = lock(&self.pools);
         pools
             .values()
             .filter(|p| p.has_overdue())
@@ -575,8 +576,8 @@ mod tests {
     fn names_that_split_their_keys_are_refused() {
         let siblings = |name: &str| {
             vec![
-                crate::objects::prefix_name("redisson_lock__channel", name),
-                crate::objects::suffix_name(name, "counter"),
+                crate::layout::lock_channel(name),
+                crate::layout::suffix_name(name, "counter"),
             ]
         };
         for name in ["orders:42", "{orders}:42", "a{b}c{d}"] {

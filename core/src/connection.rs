@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::{ClusterSpec, Sharding};
 use crate::error::{Error, ErrorKind, Result, What};
 use crate::sentinel::{SentinelSpec, Sentinels};
+use crate::util::lock;
 
 /// Where and how to connect, parsed from the user's URL.
 #[derive(Clone)]
@@ -1808,10 +1809,6 @@ impl MasterLinks {
     pub(crate) fn retain(&self, keep: impl Fn(&(String, u16)) -> bool) {
         lock(&self.links).retain(|master, _| keep(master));
     }
-}
-
-fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 async fn open_manager(

@@ -14,7 +14,8 @@ use redis::Value;
 
 use crate::client::Client;
 use crate::error::{Error, Result, What};
-use crate::objects::{check_name, prefix_name, suffix_name};
+use crate::layout;
+use crate::objects::check_name;
 use crate::scripts;
 
 /// What kind of object lives at a name, as far as its keys tell.
@@ -577,23 +578,21 @@ fn mode_field_present(hash: &[Value]) -> bool {
 /// permit deadlines) stands beside, or `None` for keys that never stand alone (lease keys, unlock
 /// latches).
 fn object_of(key: &str) -> Option<String> {
-    if key.contains(":rwlock_timeout:") || key.starts_with("redisson_unlock_latch:") {
+    if key.contains(&format!(":{}:", layout::RW_TIMEOUT)) || key.starts_with(layout::UNLOCK_LATCH) {
         return None;
     }
     let unbrace = |s: &str| match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
         Some(inner) if !inner.contains(['{', '}']) => inner.to_owned(),
         _ => s.to_owned(),
     };
-    for prefix in [
-        "redisson_lock_queue:",
-        "redisson_lock_timeout:",
-        "redisson_lock_token:",
-    ] {
-        if let Some(rest) = key.strip_prefix(prefix) {
+    for prefix in layout::SIBLING_PREFIXES {
+        if let Some(rest) = key.strip_prefix(prefix).and_then(|k| k.strip_prefix(':')) {
             return Some(unbrace(rest));
         }
     }
-    if let Some(rest) = key.strip_suffix(":timeout")
+    if let Some(rest) = key
+        .strip_suffix(layout::PERMIT_TIMEOUTS)
+        .and_then(|k| k.strip_suffix(':'))
         && rest.starts_with('{')
         && rest.ends_with('}')
     {
@@ -636,15 +635,11 @@ impl Client {
     pub(crate) async fn inspect_with(&self, name: &str, processes: bool) -> Result<Inspection> {
         let name = check_name(self, name, "object")?;
         let cx = self.state().await?;
-        let queue = prefix_name("redisson_lock_queue", &name);
-        let deadlines = prefix_name("redisson_lock_timeout", &name);
-        let token = prefix_name("redisson_lock_token", &name);
-        let permits = suffix_name(&name, "timeout");
-        let reader_prefix = if name.contains('{') {
-            name.to_string()
-        } else {
-            format!("{{{name}}}")
-        };
+        let queue = layout::fair_queue(&name);
+        let deadlines = layout::fair_timeouts(&name);
+        let token = layout::fenced_token(&name);
+        let permits = layout::permit_timeouts(&name);
+        let reader_prefix = layout::tagged(&name);
         let reply: Vec<Value> = cx
             .conn
             .eval(
@@ -662,8 +657,8 @@ impl Client {
             // A semaphore and a latch are both a number; their waiters' channels tell them
             // apart (one more round trip, only for a number).
             let channels = [
-                prefix_name("redisson_sc", &name),
-                format!("redisson_countdownlatch__channel__{{{name}}}"),
+                layout::semaphore_channel(&name),
+                layout::latch_channel(&name),
             ];
             let mut cmd = redis::cmd("PUBSUB");
             cmd.arg(if cx.conn.publish_command() == "spublish" {
@@ -777,8 +772,8 @@ impl Client {
         // free fenced lock (its token counter) and a fair lock whose queue outlives its hash.
         let mut patterns = vec![pattern.to_owned()];
         if !pattern.contains(['{', '}']) {
-            patterns.push(prefix_name("redisson_lock_token", pattern));
-            patterns.push(prefix_name("redisson_lock_queue", pattern));
+            patterns.push(layout::fenced_token(pattern));
+            patterns.push(layout::fair_queue(pattern));
         }
         'patterns: for pattern in &patterns {
             let mut cursor = 0u64;

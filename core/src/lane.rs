@@ -59,6 +59,7 @@ use redis::{ConnectionAddr, ConnectionInfo, RedisResult, Value};
 
 use crate::connection::ToArg;
 use crate::scripts::Lua;
+use crate::util::lock;
 
 /// How long an idle lane may be reused, and how recent the last lane call must be for a new one
 /// to be opened: well under the smallest idle `timeout` a server can have (1 s).
@@ -210,15 +211,12 @@ impl Parked {
     /// The connection, for a lane of its loop (which counts it from then on); `None` once the
     /// client closed.
     pub(crate) fn take(&self) -> Option<Socket> {
-        self.socket.lock().unwrap_or_else(|e| e.into_inner()).take()
+        lock(&self.socket).take()
     }
 
     /// Whether the connection is still here to take.
     pub(crate) fn is_parked(&self) -> bool {
-        self.socket
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        lock(&self.socket).is_some()
     }
 
     fn close(&self) {
@@ -395,7 +393,7 @@ impl Lanes {
         }
         let hot = self.note_asked();
         loop {
-            let popped = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let popped = lock(&self.idle).pop();
             let Some(lane) = popped else { break };
             if lane.used.elapsed() < FRESH && lane.socket.still_open() {
                 return Some(lane);
@@ -410,12 +408,12 @@ impl Lanes {
             self.open_in_background(move |lane| {
                 // Under the loops' lock, which `close` takes before it empties the idle pool: a
                 // lane opened after the client closed is closed rather than left idle.
-                let loops = loops.lock().unwrap_or_else(|e| e.into_inner());
+                let loops = lock(&loops);
                 if loops.closed {
                     drop(lane);
                     open.fetch_sub(1, Ordering::Relaxed);
                 } else {
-                    idle.lock().unwrap_or_else(|e| e.into_inner()).push(lane);
+                    lock(&idle).push(lane);
                 }
             });
         }
@@ -442,7 +440,7 @@ impl Lanes {
                     open,
                 });
                 {
-                    let mut loops = loops.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut loops = lock(&loops);
                     if loops.closed {
                         return; // `parked` is dropped: closed, and no longer counted
                     }
@@ -509,7 +507,7 @@ impl Lanes {
     /// Notes an event loop's lane to this node, to retire with the pool; `false` (not noted)
     /// once the client closed: the caller retires it.
     pub(crate) fn add_loop_lane(&self, lane: std::sync::Weak<crate::loop_lane::LoopLane>) -> bool {
-        let mut loops = self.loops.lock().unwrap_or_else(|e| e.into_inner());
+        let mut loops = lock(&self.loops);
         if loops.closed {
             return false;
         }
@@ -520,7 +518,7 @@ impl Lanes {
 
     fn retire_loop_lanes(&self) {
         let (lanes, parked) = {
-            let mut loops = self.loops.lock().unwrap_or_else(|e| e.into_inner());
+            let mut loops = lock(&self.loops);
             // Under the lock: a lane or connection noted after this is refused instead.
             loops.closed = true;
             (
@@ -553,7 +551,7 @@ impl Lanes {
     /// Closes the idle lanes that are no longer reused (idle for [`FRESH`] or more).
     pub(crate) fn close_stale(&self) {
         let stale: Vec<Lane> = {
-            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            let mut idle = lock(&self.idle);
             let (stale, fresh) = idle
                 .drain(..)
                 .partition(|lane| lane.used.elapsed() >= FRESH);
@@ -568,17 +566,13 @@ impl Lanes {
         // Marked closed first: a lane opened in the background from now on is closed, not put
         // in the idle pool emptied next.
         self.retire_loop_lanes();
-        let idle: Vec<Lane> =
-            std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()));
+        let idle: Vec<Lane> = std::mem::take(&mut *lock(&self.idle));
         idle.into_iter().for_each(|lane| self.discard(lane));
     }
 
     fn put_back(&self, mut lane: Lane) {
         lane.used = Instant::now();
-        self.idle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(lane);
+        lock(&self.idle).push(lane);
     }
 
     /// A command `lane` could not write whole. With the connection gone it never ran, and the

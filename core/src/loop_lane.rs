@@ -39,6 +39,7 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
 use crate::lane::{Lanes, Trip};
+use crate::util::lock;
 
 /// The most requests in flight on one loop lane; beyond it calls take the usual path. Small
 /// enough that their bytes always fit a socket's send buffer, so a write never blocks the loop.
@@ -962,8 +963,4 @@ fn write_all_nonblocking(
         socket.set_nonblocking(true)?;
     }
     Ok(())
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

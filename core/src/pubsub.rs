@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::connection::{Conn, Pushes, Route, Timeouts};
 use crate::error::Result;
 use crate::runtime;
+use crate::util::lock;
 
 /// How a message on a channel wakes the local waiters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -460,13 +461,6 @@ fn wake(entry: &Entry, payload: Option<&redis::Value>) {
             }
         }
     }
-}
-
-/// Locks a std mutex, recovering it if a panic poisoned it: the maps it guards stay consistent
-/// (every update is a single insert or remove), so a panic elsewhere must not stop every later
-/// operation.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn wake_all(shared: &Shared) {

@@ -153,7 +153,7 @@ fn lock(pid: u32) -> std::sync::MutexGuard<'static, Slot> {
     // A child forked while another thread held the lock would find it locked forever; the lock is
     // taken on builds, shutdowns, connects and closes only, so recover from poisoning and accept
     // that narrow window.
-    let mut slot = SLOT.lock().unwrap_or_else(|e| e.into_inner());
+    let mut slot = crate::util::lock(&SLOT);
     if slot.pid != pid {
         std::mem::forget(slot.runtime.take());
         std::mem::forget(slot.stopping.take());

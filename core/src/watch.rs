@@ -1,28 +1,6 @@
 //! Following one object live: [`Client::watch`], what the `crosslock watch` command prints.
 //!
-//! Redis records no history, and an acquire publishes nothing (only releases do), so a watch
-//! combines the two sources there are: it subscribes to every channel an object of that name can
-//! publish on (its own connection, so it never disturbs the client's waiters), and it takes an
-//! [`Inspection`] after every message and at least every `interval`. Each new snapshot is compared
-//! with the previous one and the differences become [`WatchEvent`]s.
-//!
-//! What an observer can and cannot tell apart:
-//!
-//! - A hold that disappears right after a release message was **released**. When a lock held
-//!   more than once (re-entered) disappears with a single message, a release (which takes one
-//!   hold at a time) cannot explain it: it was **force-unlocked**. A force-unlock of a lock held
-//!   once looks exactly like its release: Redis keeps no trace of the difference.
-//! - A hold that disappears without a message once its lease ran out **expired**.
-//! - A hold that disappears without a message before its lease ran out was **removed**: a lock kind
-//!   that publishes nothing (a non-reentrant lock's release), or a `DEL`. Except on a fair lock
-//!   with nobody queued: its release publishes only to the next waiter, so there it was
-//!   **released**.
-//! - A message comes over the watch's own connection, so one that announced a change may be read
-//!   after the snapshot that shows the change: a hold that left with no message seen yet is given
-//!   100 ms for one before it is called expired or removed.
-//! - Changes that come and go within one interval with no message between them (a hold taken and
-//!   given back in a millisecond by a lock kind that publishes nothing) can be missed; a smaller
-//!   interval misses less and costs one read-only script call per interval.
+//! How a watch sees changes, and what it can and cannot tell apart, is documented on [`Watch`].
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -34,7 +12,8 @@ use crate::client::Client;
 use crate::connection::{Conn, Timeouts};
 use crate::error::{Error, Result};
 use crate::inspect::{Inspection, ObjectKind};
-use crate::objects::{check_name, prefix_name};
+use crate::layout;
+use crate::objects::check_name;
 
 /// What changed, in a [`WatchEvent`].
 ///
@@ -183,6 +162,30 @@ impl fmt::Display for WatchEvent {
 
 /// A live view of one object: see [`Client::watch`].
 ///
+/// Redis records no history, and an acquire publishes nothing (only releases do), so a watch
+/// combines the two sources there are: it subscribes to every channel an object of that name can
+/// publish on (its own connection, so it never disturbs the client's waiters), and it takes an
+/// [`Inspection`] after every message and at least every `interval`. Each new snapshot is compared
+/// with the previous one and the differences become [`WatchEvent`]s.
+///
+/// What an observer can and cannot tell apart:
+///
+/// - A hold that disappears right after a release message was **released**. When a lock held
+///   more than once (re-entered) disappears with a single message, a release (which takes one
+///   hold at a time) cannot explain it: it was **force-unlocked**. A force-unlock of a lock held
+///   once looks exactly like its release: Redis keeps no trace of the difference.
+/// - A hold that disappears without a message once its lease ran out **expired**.
+/// - A hold that disappears without a message before its lease ran out was **removed**: a lock kind
+///   that publishes nothing (a non-reentrant lock's release), or a `DEL`. Except on a fair lock
+///   with nobody queued: its release publishes only to the next waiter, so there it was
+///   **released**.
+/// - A message comes over the watch's own connection, so one that announced a change may be read
+///   after the snapshot that shows the change: a hold that left with no message seen yet is given
+///   100 ms for one before it is called expired or removed.
+/// - Changes that come and go within one interval with no message between them (a hold taken and
+///   given back in a millisecond by a lock kind that publishes nothing) can be missed; a smaller
+///   interval misses less and costs one read-only script call per interval.
+///
 /// Dropping it closes its subscription connection.
 ///
 /// # Examples
@@ -230,7 +233,7 @@ const EXPIRY_SLACK: Duration = Duration::from_millis(200);
 impl Client {
     /// Follows the object at `name` live: returns a [`Watch`] whose [`next`](Watch::next)
     /// answers each change (acquire, re-entry, release, expiry, force-unlock, queue and count
-    /// changes) as it is seen. See the [module docs](crate::watch) for how changes are told apart.
+    /// changes) as it is seen. See [`Watch`] for how changes are told apart.
     ///
     /// `interval` is the longest time between two snapshots (changes that publish a message are
     /// seen at once); at least 10 ms. The watch opens its own subscription connection.
@@ -407,17 +410,17 @@ fn is_message(push: &redis::PushInfo) -> bool {
 /// fenced locks), the read-write lock's, the semaphores', the latch's.
 fn channels(name: &str) -> Vec<String> {
     vec![
-        prefix_name("redisson_lock__channel", name),
-        prefix_name("redisson_rwlock", name),
-        prefix_name("redisson_sc", name),
-        format!("redisson_countdownlatch__channel__{{{name}}}"),
+        layout::lock_channel(name),
+        layout::rw_channel(name),
+        layout::semaphore_channel(name),
+        layout::latch_channel(name),
     ]
 }
 
 /// The pattern of a fair lock's per-waiter channels (`redisson_lock__channel:{name}:<holder>`),
 /// with the name's glob characters escaped.
 fn fair_waiter_pattern(name: &str) -> String {
-    let base = prefix_name("redisson_lock__channel", name);
+    let base = layout::lock_channel(name);
     let mut pattern = String::with_capacity(base.len() + 2);
     for c in base.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {
@@ -588,7 +591,11 @@ fn diff(before: &Inspection, after: &Inspection, seen: &Seen) -> Vec<WatchEvent>
         } else {
             WatchEventKind::Released
         };
-        push(kind, Some(&p.id), "permit".to_owned());
+        push(
+            kind,
+            Some(&p.id),
+            crate::LockKind::Permit.as_str().to_owned(),
+        );
     }
     for p in &after.permits {
         if !before.permits.iter().any(|q| q.id == p.id) {

@@ -31,6 +31,9 @@ from .errors import (
     NotHeldError,
 )
 
+# The kind names this module routes on, from core's table (a KeyError here: the table changed).
+_WRITE_LOCK = _native.KINDS["WriteLock"]
+
 if TYPE_CHECKING:
     from .client import Client
 
@@ -675,7 +678,7 @@ class _Lockable:
     @property
     def _is_write(self) -> bool:
         """Whether its holder strings end in ``:write`` (the lost-event route)."""
-        return self._native.kind == "write_lock"
+        return self._native.kind == _WRITE_LOCK
 
     @property
     def _route(self) -> Hashable:

@@ -25,11 +25,14 @@ __all__ = [
     "_refresh_log_level",
     "__version__",
     "LIMITS",
+    "KINDS",
 ]
 
 __version__: str
 # Core's argument limits: name -> (min, max, the range as messages show it).
 LIMITS: dict[str, tuple[int, int, str]]
+# Core's lock kinds: type name ("WriteLock") -> name ("write_lock"), as Lock.kind and lost events say.
+KINDS: dict[str, str]
 
 @final
 class Client:

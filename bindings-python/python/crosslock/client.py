@@ -12,7 +12,7 @@ from typing import Any, Callable, Hashable, Iterable, Optional, Union
 from . import _native
 from ._identity import current_owner
 from ._limits import _whole
-from ._lockable import _Lockable, _seconds
+from ._lockable import _WRITE_LOCK, _Lockable, _seconds
 from ._routes import Routes, lock_route
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
 from .fair_lock import FairLock, NonReentrantFairLock
@@ -26,6 +26,9 @@ from .count_down_latch import CountDownLatch
 from .permit_expirable_semaphore import PermitExpirableSemaphore, PermitLostCallback
 from .semaphore import Semaphore
 from .spin_lock import Backoff, SpinLock
+
+# A permit's kind name, from core's table (a KeyError here: the table changed).
+_PERMIT = _native.KINDS["Permit"]
 
 __all__ = ["Client", "connect", "connect_async"]
 
@@ -602,7 +605,7 @@ class Client:
 
     def _dispatch_lost(self, name: str, owner: int, kind: str, holder: str) -> None:
         """Runs on the dispatcher thread when a hold of (name, owner) may be lost."""
-        if kind == "permit":
+        if kind == _PERMIT:
             with self._locks_guard:
                 sems = self._permit_sems.get(name)
             for sem in sems:
@@ -614,7 +617,7 @@ class Client:
                     except Exception as exc:  # nobody to catch it on this thread
                         _native._write_unraisable(exc, sem.on_lost)
             return
-        route = lock_route(name, kind == "write_lock")
+        route = lock_route(name, kind == _WRITE_LOCK)
         with self._locks_guard:
             locks = self._locks.get(route)
         # Sticky only while core still records the lost hold: an event that comes after the

@@ -20,10 +20,12 @@ use crate::context::Ctx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
 use crate::runtime;
+use crate::util::{RetryPause, lock};
 
-use super::holds::{Acquired, HoldKey, LockKind, LostReason, Releaser, RenewKind, Suffix};
+use super::holds::{Acquired, HoldKey, LostReason, Releaser, RenewKind, Suffix};
 use super::wait::{self, Keeper, Outcome};
 use super::{MAX_DURATION, Protocol, Request};
+use crate::kinds::LockKind;
 
 /// How to acquire: wait limit, lease, owner, cancellation.
 ///
@@ -512,7 +514,7 @@ impl<P: Family> LockCore<P> {
                 // after its lease.
                 cx.holds.released(&key, false);
                 let holder = cx.holder(owner, self.proto.suffix());
-                let last = last.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let last = lock(&last).take();
                 Err(match last {
                     // Tried and failed for want of Redis (a refused connection, a dropped one):
                     // say what happened, not that Redis was slow.
@@ -554,7 +556,7 @@ impl<P: Family> LockCore<P> {
             let _running = running;
             let bound = cx.outage_tolerance + cx.response_timeout();
             let clean = async {
-                let mut pause = Duration::from_millis(10);
+                let mut pause = RetryPause::new();
                 loop {
                     let reply = lock
                         .proto
@@ -563,8 +565,7 @@ impl<P: Family> LockCore<P> {
                     if !reply.as_ref().is_err_and(Error::is_unavailable) {
                         return;
                     }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
+                    pause.sleep().await;
                 }
             };
             tokio::select! {
@@ -610,7 +611,7 @@ impl<P: Family> LockCore<P> {
     ) -> Result<bool> {
         let note = |reply: &Result<Option<bool>>| {
             if let (Some(last), Err(e)) = (last, reply) {
-                *last.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.message().to_owned());
+                *lock(&last) = Some(e.message().to_owned());
             }
         };
         let holder = cx.holder(key.owner, self.proto.suffix());
@@ -627,10 +628,9 @@ impl<P: Family> LockCore<P> {
             // the state of every release.
             let before = retry_of.unwrap_or_else(|| cx.holds.count(key)).max(1);
             (reply, sent) = Box::pin(async {
-                let mut pause = Duration::from_millis(10);
+                let mut pause = RetryPause::new();
                 loop {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
+                    pause.sleep().await;
                     let sent = Instant::now();
                     let reply = self
                         .proto
@@ -864,7 +864,7 @@ impl<P: Family> LockCore<P> {
             format!(
                 "gave up waiting for {} '{}' after {:.3}s{held_by}; retry later or allow a longer \
                  wait",
-                kind_phrase(P::KIND),
+                P::KIND.phrase(),
                 self.name(),
                 waited.as_secs_f64()
             ),
@@ -883,22 +883,6 @@ impl<P: Family> LockCore<P> {
             lost,
             won,
         }
-    }
-}
-
-/// `"lock"`, `"fair lock"`, … for messages.
-pub(crate) fn kind_phrase(kind: LockKind) -> &'static str {
-    match kind {
-        LockKind::Lock => "lock",
-        LockKind::FairLock => "fair lock",
-        LockKind::SpinLock => "spin lock",
-        LockKind::FencedLock => "fenced lock",
-        LockKind::NonReentrantLock => "non-reentrant lock",
-        LockKind::NonReentrantFairLock => "non-reentrant fair lock",
-        LockKind::ReadLock => "the read lock of",
-        LockKind::WriteLock => "the write lock of",
-        LockKind::Permit => "a permit of",
-        LockKind::GroupLock => "group lock",
     }
 }
 
@@ -1027,24 +1011,9 @@ impl<P: Family> sealed::Sealed for LockCore<P> {}
 
 impl<P: Family> fmt::Debug for LockCore<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(kind_type_name(P::KIND))
+        f.debug_struct(P::KIND.type_name())
             .field("name", &self.name())
             .finish()
-    }
-}
-
-fn kind_type_name(kind: LockKind) -> &'static str {
-    match kind {
-        LockKind::Lock => "Lock",
-        LockKind::FairLock => "FairLock",
-        LockKind::SpinLock => "SpinLock",
-        LockKind::FencedLock => "FencedLock",
-        LockKind::NonReentrantLock => "NonReentrantLock",
-        LockKind::NonReentrantFairLock => "NonReentrantFairLock",
-        LockKind::ReadLock => "ReadLock",
-        LockKind::WriteLock => "WriteLock",
-        LockKind::Permit => "Permit",
-        LockKind::GroupLock => "GroupLock",
     }
 }
 

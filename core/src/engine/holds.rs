@@ -17,73 +17,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
 use crate::error::Result;
+use crate::kinds::LockKind;
 use crate::owner::Owner;
-use crate::pubsub::lock;
+use crate::util::lock;
 
 use super::clock_drift;
-
-/// Which kind of lock a hold (or a lost-lock event) is about.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-/// client.on_lock_lost(|lost| {
-///     if lost.kind == crosslock::LockKind::FairLock {
-///         eprintln!("fair lock {} lost", lost.name);
-///     }
-/// });
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum LockKind {
-    /// [`Lock`](crate::Lock) (Redisson `RLock`).
-    Lock,
-    /// [`FairLock`](crate::FairLock) (Redisson `RFairLock`).
-    FairLock,
-    /// [`SpinLock`](crate::SpinLock) (Redisson `RSpinLock`).
-    SpinLock,
-    /// [`FencedLock`](crate::FencedLock) (Redisson `RFencedLock`).
-    FencedLock,
-    /// [`NonReentrantLock`](crate::NonReentrantLock) (Redisson's non-reentrant lock).
-    NonReentrantLock,
-    /// [`NonReentrantFairLock`](crate::NonReentrantFairLock) (Redisson's non-reentrant fair lock).
-    NonReentrantFairLock,
-    /// The read lock of a [`ReadWriteLock`](crate::ReadWriteLock).
-    ReadLock,
-    /// The write lock of a [`ReadWriteLock`](crate::ReadWriteLock).
-    WriteLock,
-    /// A permit of a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) (the holder
-    /// is the permit id).
-    Permit,
-    /// [`GroupLock`](crate::GroupLock) (Redisson's `getMultiLock(group, values)`).
-    GroupLock,
-}
-
-impl LockKind {
-    /// The name used in messages and by the bindings (`"lock"`, `"fair_lock"`, …).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// assert_eq!(crosslock::LockKind::FairLock.as_str(), "fair_lock");
-    /// ```
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LockKind::Lock => "lock",
-            LockKind::FairLock => "fair_lock",
-            LockKind::SpinLock => "spin_lock",
-            LockKind::FencedLock => "fenced_lock",
-            LockKind::NonReentrantLock => "non_reentrant_lock",
-            LockKind::NonReentrantFairLock => "non_reentrant_fair_lock",
-            LockKind::ReadLock => "read_lock",
-            LockKind::WriteLock => "write_lock",
-            LockKind::Permit => "permit",
-            LockKind::GroupLock => "group_lock",
-        }
-    }
-}
 
 /// Why a hold was found lost.
 ///

@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::connection::{Conn, MasterLinks, ToArg};
 use crate::error::What;
 use crate::scripts;
+use crate::util::{lock, sleep_until};
 
 use super::holds::{Holds, LostListener, LostLock, LostReason, RenewKind, Watched};
 
@@ -234,15 +235,12 @@ struct Silent(std::sync::Mutex<Vec<Node>>);
 
 impl Silent {
     fn contains(&self, node: &Node) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(node)
+        lock(&self.0).contains(node)
     }
 
     /// Adds `node`; `false` if it was in already.
     fn insert(&self, node: &Node) -> bool {
-        let mut silent = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut silent = lock(&self.0);
         let new = !silent.contains(node);
         if new {
             silent.push(node.clone());
@@ -251,7 +249,7 @@ impl Silent {
     }
 
     fn any(&self) -> bool {
-        !self.0.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+        !lock(&self.0).is_empty()
     }
 }
 
@@ -562,7 +560,7 @@ async fn run_batches<'a>(
             let count = batches.iter().map(|batch| batch.holds.len()).sum();
             tell_failure(count, &node, &e);
             // Kept: the retry (or the local deadline) settles them.
-            outcome_ref.lock().unwrap_or_else(|e| e.into_inner()).ok = false;
+            lock(&outcome_ref).ok = false;
             return;
         }
         // Each batch's call is made only when it is its turn, so the futures alive at once
@@ -581,7 +579,7 @@ async fn run_batches<'a>(
         });
         // Each answer is settled as it comes (and let go of), not gathered for the end.
         crate::engine::at_most_in_flight(BATCHES_IN_FLIGHT, calls, |(batch, answer)| {
-            let mut outcome = outcome_ref.lock().unwrap_or_else(|e| e.into_inner());
+            let mut outcome = lock(&outcome_ref);
             match answer {
                 // Not sent: renewed by the retry of the round.
                 None => outcome.ok = false,
@@ -701,12 +699,5 @@ pub(super) fn report(listener: &ArcSwapOption<LostListener>, lost: Vec<LostLock>
     for event in lost {
         // A panicking listener must not stop the renewal of every other lock.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener(event)));
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d.into()).await,
-        None => std::future::pending().await,
     }
 }

@@ -17,6 +17,8 @@ use std::time::Instant;
 
 use tokio::sync::Notify;
 
+use crate::util::lock;
+
 /// The background clean-ups of one client, per object name.
 #[derive(Default)]
 pub(crate) struct Settling {
@@ -35,7 +37,7 @@ struct State {
 
 impl Settling {
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// Counts a clean-up of `name` until the returned guard is dropped (create it before the

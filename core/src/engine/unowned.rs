@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Ctx;
 use crate::error::{Error, ErrorKind, Result};
-use crate::pubsub::lock;
+use crate::util::{lock, sleep_until};
 
 use super::wait::{self, Keeper, Outcome};
 use super::{Protocol, Request};
@@ -149,13 +149,6 @@ pub(crate) async fn acquire<P: Protocol>(
         Outcome::Won(won) => Some(won),
         Outcome::TimedOut => None,
     })
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d.into()).await,
-        None => std::future::pending().await,
-    }
 }
 
 fn cancelled_error(name: &str, start: Instant) -> Error {

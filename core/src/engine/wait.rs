@@ -53,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 use crate::context::Ctx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
+use crate::util::{RetryPause, lock, sleep_until};
 
 use super::{Attempt, Protocol, Request, Waiting, WakePolicy};
 
@@ -126,25 +127,21 @@ impl Heard {
                 if attempt {
                     self.answered.store(true, Ordering::Relaxed);
                 }
-                *self.outage.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                *lock(&self.outage) = None;
             }
         }
     }
 
     /// Notes a call of this wait that failed for want of Redis.
     fn down(&self, e: &Error) {
-        *self.outage.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.message().to_owned());
+        *lock(&self.outage) = Some(e.message().to_owned());
     }
 
     /// Why the wait is to end as an outage rather than a timeout: the last call failed for want
     /// of Redis, or no attempt was answered in a wait of at least [`SILENCE_FLOOR`] (`waited`).
     /// `None`: Redis answered and the object was busy, or a short wait's attempt was only slow.
     fn outage(&self, waited: Duration) -> Option<Option<String>> {
-        let outage = self
-            .outage
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let outage = lock(&self.outage).clone();
         if outage.is_some() || (!self.answered.load(Ordering::Relaxed) && waited >= SILENCE_FLOOR) {
             Some(outage)
         } else {
@@ -934,7 +931,7 @@ async fn settle_unanswered<P: Protocol>(
     // unanswered attempt is settled in the background and the caller hears that Redis did not
     // answer.
     let settle_by = s.single_by;
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = RetryPause::new();
     loop {
         // The previous attempt may be unsettled: whatever ends the wait now must settle it in
         // the background.
@@ -957,9 +954,9 @@ async fn settle_unanswered<P: Protocol>(
                 *abandoned = true;
                 return Err(error);
             }
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(backoff.current()) => {}
         }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        backoff.grow();
         if unsettled {
             // Did Redis count a win we have not recorded? (Sent after the attempt on the same
             // connection, so it sees the attempt's effect if the attempt ran.)
@@ -1034,22 +1031,18 @@ async fn settle_unanswered<P: Protocol>(
     }
 }
 
-/// The first pause between tries to reach a Redis out of reach; each next one doubles, up to
-/// [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(10);
-const MAX_BACKOFF: Duration = Duration::from_millis(500);
-
-/// Sleeps `backoff`, then doubles it (up to [`MAX_BACKOFF`]), unless the wait ends first:
-/// `Ok(false)` at its deadline, the cancelled error when it is cancelled or the client closes.
-async fn back_off<P: Protocol>(s: &Shared<P>, backoff: &mut Duration) -> Result<bool> {
+/// Sleeps `backoff` (between tries to reach a Redis out of reach), then doubles it, unless the
+/// wait ends first: `Ok(false)` at its deadline, the cancelled error when it is cancelled or the
+/// client closes.
+async fn back_off<P: Protocol>(s: &Shared<P>, backoff: &mut RetryPause) -> Result<bool> {
     tokio::select! {
         biased;
         _ = s.token.cancelled() => return Err(s.cancelled()),
         _ = s.cx.stop.cancelled() => return Err(s.cancelled()),
         _ = sleep_until(s.deadline) => return Ok(false),
-        _ = tokio::time::sleep(*backoff) => {}
+        _ = tokio::time::sleep(backoff.current()) => {}
     }
-    *backoff = (*backoff * 2).min(MAX_BACKOFF);
+    backoff.grow();
     Ok(true)
 }
 
@@ -1063,7 +1056,7 @@ async fn subscribe<P: Protocol>(
     wake: WakePolicy,
 ) -> Result<Option<crate::pubsub::Subscription>> {
     let since = Instant::now();
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = RetryPause::new();
     loop {
         let failed = tokio::select! {
             biased;
@@ -1098,7 +1091,7 @@ async fn subscribe<P: Protocol>(
 /// send again, the attempt is not.
 async fn reachable<P: Protocol>(s: &Shared<P>) -> Result<bool> {
     let since = Instant::now();
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = RetryPause::new();
     loop {
         let pinged = tokio::select! {
             biased;
@@ -1189,12 +1182,5 @@ async fn give_back_settled<P: Protocol>(
             Err(e) if e.is_unavailable() && Instant::now() < deadline => held = false,
             _ => return,
         }
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d.into()).await,
-        None => std::future::pending().await,
     }
 }

@@ -12,7 +12,8 @@ use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scripts;
 
-use super::check_name;
+use super::check_name_with;
+use crate::layout;
 
 const KIND: &str = "latch";
 
@@ -388,8 +389,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn count_down_latch(&self, name: &str) -> Result<CountDownLatch> {
-        let name = check_name(self, name, "latch")?;
-        let channel = format!("redisson_countdownlatch__channel__{{{name}}}");
+        let channel = layout::latch_channel(name);
+        let name = check_name_with(self, name, "latch", [channel.clone()])?;
         Ok(CountDownLatch {
             client: self.clone(),
             keys: Arc::new(Keys { name, channel }),

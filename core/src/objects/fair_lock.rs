@@ -6,15 +6,16 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::context::Ctx;
 use crate::engine::family::{Family, Info, LockCore};
-use crate::engine::holds::LockKind;
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy, epoch_ms};
 use crate::error::Result;
+use crate::kinds::LockKind;
 use crate::owner::Owner;
 use crate::scripts;
 
 use super::non_reentrant_lock::refuse_reentry;
 
-use super::{Hash, busy, check_name, lock_type, ms, prefix_name};
+use super::{Hash, busy, check_name, lock_type, ms};
+use crate::layout;
 
 /// How long a waiter's channel stays subscribed after it won its wait, for its owner's next wait:
 /// under contention an owner that releases and takes the lock again queues again within a
@@ -62,7 +63,7 @@ impl<const REENTRANT: bool> Protocol for Fair<REENTRANT> {
 
     fn waiting(&self, holder: &str) -> Waiting {
         Waiting::PubSub {
-            channel: format!("{}:{holder}", self.hash.channel()),
+            channel: layout::fair_waiter_channel(self.hash.channel(), holder),
             wake: WakePolicy::All,
             // The channel is this owner's own: only its turn is announced there, so keeping it
             // wakes nobody, and an owner that just won a wait is the likeliest to queue again.
@@ -178,8 +179,8 @@ impl<const REENTRANT: bool> Family for Fair<REENTRANT> {
 
     fn for_name(name: Arc<str>) -> Self {
         Fair {
-            queue: prefix_name("redisson_lock_queue", &name),
-            timeouts: prefix_name("redisson_lock_timeout", &name),
+            queue: layout::fair_queue(&name),
+            timeouts: layout::fair_timeouts(&name),
             hash: Hash::new(name),
         }
     }

@@ -6,12 +6,13 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::context::Ctx;
 use crate::engine::family::{Family, Info, LockCore};
-use crate::engine::holds::LockKind;
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::Result;
+use crate::kinds::LockKind;
 use crate::scripts;
 
-use super::{Hash, check_name, lock_type, ms, prefix_name};
+use super::{Hash, check_name, lock_type, ms};
+use crate::layout;
 
 /// The fenced-lock protocol: the RLock's hash and channel, plus a token counter taken on every
 /// acquisition.
@@ -89,7 +90,7 @@ impl Family for Fenced {
 
     fn for_name(name: Arc<str>) -> Self {
         Fenced {
-            token_key: prefix_name("redisson_lock_token", &name),
+            token_key: layout::fenced_token(&name),
             hash: Hash::new(name),
         }
     }

@@ -10,12 +10,14 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::context::Ctx;
 use crate::engine::family::{Family, Info, LockCore};
-use crate::engine::holds::{LockKind, RenewKind};
+use crate::engine::holds::RenewKind;
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy, epoch_ms};
 use crate::error::{Error, Result};
+use crate::kinds::LockKind;
 use crate::scripts;
 
-use super::{busy, check_name, lock_type, ms, parse_info, prefix_name};
+use super::{busy, check_name, lock_type, ms, parse_info};
+use crate::layout;
 
 /// How a group lock's values are encoded before they are hashed into field names: it must be the
 /// codec of the Redisson client that shares the group (`Config.setCodec`, default `Kryo5Codec`).
@@ -189,7 +191,7 @@ impl FasterMultiLock {
         let hold_name = format!("{group}{HOLD_SEPARATOR}{}", fields.join(","));
         FasterMultiLock {
             hold_name: Arc::from(hold_name),
-            channel: prefix_name("redisson_lock__channel", &group),
+            channel: layout::lock_channel(&group),
             group,
             fields,
         }

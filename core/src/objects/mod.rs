@@ -21,61 +21,34 @@ use crate::context::Ctx;
 use crate::engine::family::Info;
 use crate::engine::{Attempt, MAX_DURATION};
 use crate::error::{Error, Result};
+use crate::layout;
 use crate::scripts;
-
-/// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name already has braces.
-/// (Built in one allocation: `format!` grows its string two or three times for these, and in
-/// Node a release makes its channel's name every time.)
-pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
-    let tag = !name.contains('{');
-    let mut out = String::with_capacity(prefix.len() + name.len() + 3);
-    out.push_str(prefix);
-    out.push(':');
-    if tag {
-        out.push('{');
-    }
-    out.push_str(name);
-    if tag {
-        out.push('}');
-    }
-    out
-}
-
-/// Redisson's `suffixName`: `{name}:suffix`, or `name:suffix` when the name already has braces.
-pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
-    let tag = !name.contains('{');
-    let mut out = String::with_capacity(name.len() + suffix.len() + 3);
-    if tag {
-        out.push('{');
-    }
-    out.push_str(name);
-    if tag {
-        out.push('}');
-    }
-    out.push(':');
-    out.push_str(suffix);
-    out
-}
 
 /// Checks an object name, naming the kind of object in the message. On a Redis Cluster the name
 /// must also keep the object's keys and channels in one hash slot (Redisson's `{name}` tag does
 /// that for every name without braces).
 pub(crate) fn check_name(client: &crate::Client, name: &str, what: &str) -> Result<Arc<str>> {
+    check_name_with(client, name, what, [])
+}
+
+/// [`check_name`] for an object with a name of its own beyond the usual siblings
+/// ([`layout::slot_siblings`]) that must share the object's slot (a latch's channel).
+pub(crate) fn check_name_with<const N: usize>(
+    client: &crate::Client,
+    name: &str,
+    what: &str,
+    more: [String; N],
+) -> Result<Arc<str>> {
     if name.is_empty() {
         return Err(Error::invalid(format!(
             "a {what} name must be a non-empty string, such as \"orders:42\""
         )));
     }
     if client.is_cluster() {
-        let latch =
-            (what == "latch").then(|| format!("redisson_countdownlatch__channel__{{{name}}}"));
-        let siblings: Vec<String> = [
-            prefix_name("redisson_lock__channel", name),
-            suffix_name(name, "permits"),
-        ]
-        .into_iter()
-        .chain(latch)
-        .collect();
+        let siblings: Vec<String> = layout::slot_siblings(name)
+            .into_iter()
+            .chain(more)
+            .collect();
         crate::cluster::check_one_slot(name, what, &siblings)?;
     }
     Ok(Arc::from(name))
@@ -136,7 +109,7 @@ impl Hash {
     /// `redisson_lock__channel:{name}`, where releases are published.
     pub(crate) fn channel(&self) -> &str {
         self.channel
-            .get_or_init(|| prefix_name("redisson_lock__channel", &self.name))
+            .get_or_init(|| layout::lock_channel(&self.name))
     }
 
     /// Runs the RLock release script: one hold (or `all`), publishing `0` unless `quiet`.
@@ -744,26 +717,3 @@ macro_rules! lock_type {
 }
 
 pub(crate) use lock_type;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefix_adds_hash_tag_once() {
-        assert_eq!(
-            prefix_name("redisson_lock__channel", "orders:42"),
-            "redisson_lock__channel:{orders:42}"
-        );
-        assert_eq!(
-            prefix_name("redisson_lock__channel", "{user:1}:lock"),
-            "redisson_lock__channel:{user:1}:lock"
-        );
-    }
-
-    #[test]
-    fn suffix_adds_hash_tag_once() {
-        assert_eq!(suffix_name("doc", "u:1"), "{doc}:u:1");
-        assert_eq!(suffix_name("{doc}:x", "u:1"), "{doc}:x:u:1");
-    }
-}

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::clock_drift;
 use crate::engine::family::{AcquireOptions, AnyLock};
-use crate::engine::holds::LockKind;
 use crate::error::{Error, ErrorKind, Result};
+use crate::kinds::LockKind;
 use crate::owner::Owner;
 
 /// From how many parts a round first tries them all at once ([`Parts::try_all`]): with fewer,

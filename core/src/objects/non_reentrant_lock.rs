@@ -6,9 +6,10 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::context::Ctx;
 use crate::engine::family::{Family, Info, LockCore};
-use crate::engine::holds::{HoldKey, LockKind, Suffix};
+use crate::engine::holds::{HoldKey, Suffix};
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
+use crate::kinds::LockKind;
 use crate::owner::Owner;
 use crate::scripts;
 

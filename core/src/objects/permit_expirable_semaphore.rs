@@ -10,15 +10,18 @@ use tokio_util::sync::CancellationToken;
 use crate::AcquireOptions;
 use crate::client::Client;
 use crate::context::Ctx;
-use crate::engine::holds::{Acquired, HoldKey, LockKind, Releaser, RenewKind, Suffix};
+use crate::engine::holds::{Acquired, HoldKey, Releaser, RenewKind, Suffix};
 use crate::engine::unowned;
 use crate::engine::wait::{self, Keeper, Outcome};
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy, epoch_ms};
 use crate::error::{Error, ErrorKind, Result};
+use crate::kinds::LockKind;
 use crate::owner::Owner;
 use crate::scripts;
+use crate::util::RetryPause;
 
-use super::{check_name, ms, prefix_name, suffix_name};
+use super::{check_name, ms};
+use crate::layout;
 
 const KIND: &str = "permit-expirable semaphore";
 
@@ -36,14 +39,14 @@ impl Keys {
     fn new(name: Arc<str>) -> Self {
         Keys {
             timeouts: Keys::timeouts_of(&name),
-            channel: prefix_name("redisson_sc", &name),
+            channel: layout::semaphore_channel(&name),
             name,
         }
     }
 
     /// `{name}:timeout`, the permits' sorted set of the semaphore named `name`.
     fn timeouts_of(name: &str) -> Arc<str> {
-        Arc::from(suffix_name(name, "timeout"))
+        Arc::from(layout::permit_timeouts(name))
     }
 
     fn keys(&self) -> [&str; 3] {
@@ -76,10 +79,9 @@ impl Keys {
             }
             // Boxed: rare, and kept out of the state of every release.
             Box::pin(async {
-                let mut pause = Duration::from_millis(10);
+                let mut pause = RetryPause::new();
                 loop {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
+                    pause.sleep().await;
                     match self.release(cx, id).await {
                         Ok(0) => return Ok(1),
                         Err(e) if e.is_unavailable() => {}

@@ -6,13 +6,15 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::context::Ctx;
 use crate::engine::family::{Family, Info, LockCore};
-use crate::engine::holds::{HoldKey, LockKind, RenewKind, Suffix};
+use crate::engine::holds::{HoldKey, RenewKind, Suffix};
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
+use crate::kinds::LockKind;
 use crate::owner::Owner;
 use crate::scripts;
 
-use super::{busy, check_name, lock_type, ms, parse_info, prefix_name, suffix_name};
+use super::{busy, check_name, lock_type, ms, parse_info};
+use crate::layout;
 
 /// What the read and the write lock of one name share.
 #[derive(Debug)]
@@ -31,14 +33,14 @@ fn read_key_prefix(name: &Arc<str>) -> Arc<str> {
     if name.contains('{') {
         name.clone()
     } else {
-        Arc::from(format!("{{{name}}}"))
+        Arc::from(layout::tagged(name))
     }
 }
 
 impl Rw {
     fn new(name: Arc<str>) -> Self {
         Rw {
-            channel: prefix_name("redisson_rwlock", &name),
+            channel: layout::rw_channel(&name),
             key_prefix: read_key_prefix(&name),
             name,
         }
@@ -88,7 +90,7 @@ pub(crate) struct Read {
 impl Read {
     /// The caller's timeout-key prefix: `<{name}>:<holder>:rwlock_timeout`.
     fn timeout_prefix(&self, holder: &str) -> String {
-        format!("{}:rwlock_timeout", suffix_name(&self.rw.name, holder))
+        layout::rw_timeout_prefix(&self.rw.name, holder)
     }
 
     async fn unlock_n(

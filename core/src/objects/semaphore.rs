@@ -12,7 +12,8 @@ use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scripts;
 
-use super::{check_name, prefix_name};
+use super::check_name;
+use crate::layout;
 
 const KIND: &str = "semaphore";
 
@@ -26,7 +27,7 @@ pub(crate) struct Counter {
 
 impl Counter {
     pub(crate) fn new(name: Arc<str>) -> Self {
-        let channel = prefix_name("redisson_sc", &name);
+        let channel = layout::semaphore_channel(&name);
         Counter { name, channel }
     }
 

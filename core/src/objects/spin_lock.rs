@@ -6,9 +6,9 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::context::Ctx;
 use crate::engine::family::{Family, Info, LockCore};
-use crate::engine::holds::LockKind;
 use crate::engine::{Attempt, Backoff, Protocol, Request, Waiting};
 use crate::error::Result;
+use crate::kinds::LockKind;
 use crate::scripts;
 
 use super::{Hash, check_name, lock_type, ms};
