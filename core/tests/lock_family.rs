@@ -123,9 +123,9 @@ async fn exclusion_with_8_tasks_keeps_a_non_atomic_counter_exact() {
                 })
             })
             .collect();
-        for t in tasks {
-            t.await.unwrap();
-        }
+        // All at once, so that a task's panic fails the test at once: awaited in turn, a panic while
+        // holding (its hold renewed by the watchdog) would leave the tasks before it waiting for ever.
+        futures_util::future::try_join_all(tasks).await.unwrap();
         let n: i64 = redis::cmd("GET")
             .arg(&counter)
             .query(&mut server.raw())

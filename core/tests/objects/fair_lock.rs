@@ -64,9 +64,9 @@ async fn waiters_acquire_in_the_order_they_queued_and_each_release_wakes_only_th
         .unwrap();
     assert_eq!(deadlines.len(), 5, "one deadline per waiter");
     lock.release_as(Owner::new(1)).await.unwrap();
-    for t in tasks {
-        t.await.unwrap();
-    }
+    // All at once, so that a task's panic fails the test at once: awaited in turn, a panic while
+    // holding (its hold renewed by the watchdog) would leave the tasks before it waiting for ever.
+    futures_util::future::try_join_all(tasks).await.unwrap();
     assert_eq!(*order.lock().unwrap(), vec![17, 3, 42, 8, 25]);
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut raw).unwrap();
     assert!(keys.is_empty(), "left behind: {keys:?}");
@@ -377,9 +377,9 @@ async fn a_non_reentrant_fair_lock_queues_with_fair_lock_waiters_and_refuses_its
         .await;
     }
     strict.release_as(Owner::new(1)).await.unwrap();
-    for t in tasks {
-        t.await.unwrap();
-    }
+    // All at once, so that a task's panic fails the test at once: awaited in turn, a panic while
+    // holding (its hold renewed by the watchdog) would leave the tasks before it waiting for ever.
+    futures_util::future::try_join_all(tasks).await.unwrap();
     assert_eq!(*order.lock().unwrap(), vec![5, 9, 2, 7]);
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg("*")

@@ -278,9 +278,9 @@ async fn mutual_exclusion_with_a_non_atomic_counter() {
             }
         }));
     }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    // All at once, so that a task's panic fails the test at once: awaited in turn, a panic while
+    // holding (its hold renewed by the watchdog) would leave the tasks before it waiting for ever.
+    futures_util::future::try_join_all(tasks).await.unwrap();
     let v: i64 = server.raw().get("counter").unwrap();
     assert_eq!(v, 400);
 }

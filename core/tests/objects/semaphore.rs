@@ -45,9 +45,9 @@ async fn permits_are_never_over_granted_and_the_layout_is_redissons() {
             })
         })
         .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
+    // All at once, so that a task's panic fails the test at once: awaited in turn, a panic while
+    // holding (its hold renewed by the watchdog) would leave the tasks before it waiting for ever.
+    futures_util::future::try_join_all(tasks).await.unwrap();
     assert!(
         most.load(Ordering::SeqCst) <= 3,
         "{} holders at once with 3 permits",
