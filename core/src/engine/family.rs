@@ -611,7 +611,7 @@ impl<P: Family> LockCore<P> {
     ) -> Result<bool> {
         let note = |reply: &Result<Option<bool>>| {
             if let (Some(last), Err(e)) = (last, reply) {
-                *lock(&last) = Some(e.message().to_owned());
+                *lock(last) = Some(e.message().to_owned());
             }
         };
         let holder = cx.holder(key.owner, self.proto.suffix());

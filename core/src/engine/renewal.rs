@@ -560,7 +560,7 @@ async fn run_batches<'a>(
             let count = batches.iter().map(|batch| batch.holds.len()).sum();
             tell_failure(count, &node, &e);
             // Kept: the retry (or the local deadline) settles them.
-            lock(&outcome_ref).ok = false;
+            lock(outcome_ref).ok = false;
             return;
         }
         // Each batch's call is made only when it is its turn, so the futures alive at once
@@ -579,7 +579,7 @@ async fn run_batches<'a>(
         });
         // Each answer is settled as it comes (and let go of), not gathered for the end.
         crate::engine::at_most_in_flight(BATCHES_IN_FLIGHT, calls, |(batch, answer)| {
-            let mut outcome = lock(&outcome_ref);
+            let mut outcome = lock(outcome_ref);
             match answer {
                 // Not sent: renewed by the retry of the round.
                 None => outcome.ok = false,
