@@ -1,8 +1,8 @@
 """The packages install like any other and work outside the checkout: the wheel (abi3,
 manylinux2014: built by ./dev with `maturin build --zig` into target/dist) into a fresh venv with
 no Rust and no index, the sdist (`maturin sdist`) into a fresh venv that builds it with Rust, and
-the npm tarball (target/dist's, packed by ./dev around the addon built with `cargo zigbuild` for
-glibc 2.17) into a fresh Node project with no network (run by Node, Bun and Deno, which imports it from
+the npm tarball (target/dist's: ./dev's `npm pack` of the checkout, whose addon is built for glibc
+2.17 by `napi build --cross-compile`, cargo-zigbuild) into a fresh Node project with no network (run by Node, Bun and Deno, which imports it from
 node_modules and as `npm:crosslock`); each then runs a short program against a real server,
 through `import`, `require` and the `crosslock` command. (`cargo package -p crosslock` is checked
 by ./dev test.)"""

@@ -366,8 +366,18 @@ fn wake_javascript(relay: &Relay, tsfn: &Mutex<Option<Tsfn>>) {
         });
         drop(tsfn);
         if !called {
-            // The environment is tearing down: its clean-up hook drops what is left.
-            relay.lock().waker_alive = false;
+            // Refused: the environment is tearing down (its clean-up hook drops what is left),
+            // or the call failed otherwise. Either way no drain will come for what is queued:
+            // drop it, unrun, as `Queue::call` drops a refused completion, and go back to idle,
+            // so that a later push asks again (and starts a waker) instead of waiting for ever
+            // behind a call that was never made.
+            let items = {
+                let mut state = relay.lock();
+                state.waker_alive = false;
+                state.wake = WakeState::Idle;
+                std::mem::take(&mut state.items)
+            };
+            drop(items);
             return;
         }
     }

@@ -6,7 +6,7 @@
 //! shows).
 //!
 //! A new kind of the lock family is one line here, its `objects/<stem>.rs` and one subclass per
-//! host; the Node binding's enum, the Python binding's `KIND_*` constants and
+//! host; the Node binding's enum, the Python binding's `_native.KINDS` and
 //! [`ffi::lock_of`](crate::ffi::lock_of) follow the table (the last is a `match`, so the compiler
 //! points at it).
 
