@@ -244,9 +244,7 @@ describe('watchdog', () => {
   // Not yet proven under Deno (issue 54): there, over 30-40 s of this loop, the renewals over the
   // multiplexed connection now and then go unanswered (past their 100 ms bound, retries too, for
   // longer than the 300 ms lease) and the fillers are reported lost; when they did, no lane request
-  // had been abandoned and no command was held back behind an overdue lane reply. Since no runtime
-  // thread calls Deno's thread-safe function any more (a waker thread does, runtime.rs `Relay`) it
-  // still happened, on a loaded machine. A todo there.
+  // had been abandoned and no command was held back behind an overdue lane reply. A todo there.
   test('re-taking a lock as one owner in a tight loop never reports it lost (300 ms watchdog, batches of 1)', {
     todo: globalThis.Deno !== undefined && 'under Deno a renewal now and then goes unanswered for 300 ms (issue 54)'
   }, async () => {

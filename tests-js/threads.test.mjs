@@ -87,30 +87,22 @@ const { connect } = require(workerData.root)
 })()
 `
 
-for (const watcher of ['libuv', 'thread']) {
-  // Under the thread watcher the environment's waker thread (crosslock-wake) runs too, and must
-  // be gone as well: it ends when idle and when its environment is torn down (runtime.rs `Relay`).
-  test(`no crosslock thread after the last close, even with worker_threads; the process exits by itself (${watcher} watcher)`, async () => {
-    const childEnv = { ...process.env }
-    if (watcher === 'thread') childEnv.CROSSLOCK_NODE_WATCHER = 'thread'
-    else delete childEnv.CROSSLOCK_NODE_WATCHER
-    const child = spawn(process.execPath, ['-e', PROGRAM, env.server.url], { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv })
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (d) => { out += d })
-    child.stderr.on('data', (d) => { err += d })
-    const watchdog = setTimeout(() => child.kill('SIGKILL'), 30_000)
-    const code = await new Promise((resolve) => child.on('exit', (code, signal) => resolve(signal ?? code)))
-    clearTimeout(watchdog)
-    assert.equal(code, 0, `the process did not exit by itself: ${err}`)
-    const seen = JSON.parse(out)
-    assert.ok(seen.whileOpen.includes('crosslock-rt'), out)
-    assert.equal(seen.whileOpen.includes('crosslock-wake'), watcher === 'thread', out)
-    // The worker's client still open: the runtime runs on.
-    assert.ok(seen.afterMainClose.includes('crosslock-rt'), out)
-    assert.deepEqual(seen.messages, ['connected', 'used and closed'])
-    assert.deepEqual(seen.afterLastClose, [])
-    assert.equal(seen.againLocked, true)
-    assert.deepEqual(seen.afterSecondClose, [])
-  })
-}
+test('no crosslock thread after the last close, even with worker_threads; the process exits by itself', async () => {
+  const child = spawn(process.execPath, ['-e', PROGRAM, env.server.url], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  let err = ''
+  child.stdout.on('data', (d) => { out += d })
+  child.stderr.on('data', (d) => { err += d })
+  const watchdog = setTimeout(() => child.kill('SIGKILL'), 30_000)
+  const code = await new Promise((resolve) => child.on('exit', (code, signal) => resolve(signal ?? code)))
+  clearTimeout(watchdog)
+  assert.equal(code, 0, `the process did not exit by itself: ${err}`)
+  const seen = JSON.parse(out)
+  assert.ok(seen.whileOpen.includes('crosslock-rt'), out)
+  // The worker's client still open: the runtime runs on.
+  assert.ok(seen.afterMainClose.includes('crosslock-rt'), out)
+  assert.deepEqual(seen.messages, ['connected', 'used and closed'])
+  assert.deepEqual(seen.afterLastClose, [])
+  assert.equal(seen.againLocked, true)
+  assert.deepEqual(seen.afterSecondClose, [])
+})

@@ -19,10 +19,6 @@
 //! lanes are watched by a task on crosslock's runtime per socket instead ([`ThreadWatcher`]):
 //! when one is readable it queues one completion that reads the replies and runs what they wake
 //! on the JavaScript thread, in one drain, so a batch of replies costs JavaScript one wake-up.
-//! There no runtime thread calls the thread-safe function: completions wait in the queue's own
-//! list ([`Relay`]) and a waker thread of the environment makes the one call per wake-up (a
-//! runtime's stand-in call can hold its caller for many milliseconds, and crosslock's runtime has
-//! only two threads to read the multiplexed connection with).
 //!
 //! Every environment (the main thread and each `worker_thread`) keeps a registry of the clients it
 //! connected. Its clean-up hook, run when the environment exits, closes them all: core's `close()`
@@ -32,7 +28,7 @@
 //! thread ever calls into a freed thread-safe function. Another hook closes the lane handles,
 //! which libuv requires before a worker's loop may close.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::future::Future;
 use std::os::fd::RawFd;
@@ -40,9 +36,8 @@ use std::os::raw::c_int;
 use std::pin::Pin;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::Duration;
 
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{Env, JsValue, sys};
@@ -69,65 +64,8 @@ impl Completion {
 /// An environment's completion queue as runtime threads see it.
 struct Queue {
     /// `None` once the environment is tearing down.
-    tsfn: SharedTsfn,
-    /// Under the thread watcher only: where completions wait for JavaScript ([`Relay`]), so no
-    /// runtime thread ever calls the thread-safe function itself.
-    relay: Option<Arc<Relay>>,
+    tsfn: Mutex<Option<Tsfn>>,
 }
-
-/// The thread-safe function, shared with the relay's waker thread.
-type SharedTsfn = Arc<Mutex<Option<Tsfn>>>;
-
-/// The completion queue's own half under the thread watcher (Bun, Deno; see `uv.rs`).
-///
-/// There, every reply a lane gets reaches JavaScript through the thread-safe function, and the
-/// runtime's stand-in for `napi_call_threadsafe_function` holds its caller now and then for many
-/// milliseconds (Deno 2.9, measured on crosslock's runtime threads in the tight re-acquire loop
-/// of `tests-js/lock.test.mjs`: calls over 10 ms in every 35 s run, up to 154 ms on a loaded
-/// machine), while crosslock's runtime has two threads, which also read the multiplexed
-/// connection (the watchdog's renewals) and run its timers. So a sender only pushes its
-/// completion here (a short lock, never held while JavaScript runs) and, when that asks for a
-/// wake-up where none is under way, signals the environment's waker thread (`crosslock-wake`),
-/// which makes the one thread-safe call; the call-back then drains everything queued by then
-/// ([`Relay::drain`]). One call per wake-up, not per completion; a slow call holds only the
-/// waker. The waker ends after [`WAKER_LINGER`] with nothing to do (the next completion starts
-/// another) and when the environment is torn down (its queue's clean-up hook ends and joins it),
-/// so it keeps no process alive and outlives no client for long. (This alone does not make that
-/// tight loop's case pass under Deno: it is still a todo there, issue 54.)
-struct Relay {
-    state: Mutex<RelayState>,
-    /// Signals the waker: a wake-up is asked for, or the relay closed.
-    wake: Condvar,
-    /// The drained list's storage, kept for the next drain (the JavaScript thread only).
-    spare: Mutex<VecDeque<Completion>>,
-}
-
-#[derive(Default)]
-struct RelayState {
-    items: VecDeque<Completion>,
-    wake: WakeState,
-    /// The last waker thread started (joined by whoever starts the next, or by `close`).
-    waker: Option<std::thread::JoinHandle<()>>,
-    /// That thread is waiting for wake-ups (it clears this, under the lock, when it ends).
-    waker_alive: bool,
-    /// The environment is tearing down: nothing more is queued.
-    closed: bool,
-}
-
-/// Where the relay's wake-up of JavaScript is.
-#[derive(Default, Clone, Copy, PartialEq, Eq)]
-enum WakeState {
-    /// Nothing queued since the last drain took the items.
-    #[default]
-    Idle,
-    /// Items queued: the waker is to call the thread-safe function.
-    Asked,
-    /// The waker called it: the call-back's drain will take what is queued.
-    Called,
-}
-
-/// How long a waker thread with nothing to do waits before it ends.
-const WAKER_LINGER: Duration = Duration::from_millis(500);
 
 struct Tsfn(sys::napi_threadsafe_function);
 
@@ -150,19 +88,6 @@ impl Queue {
         }) else {
             return;
         };
-        let completion = match &self.relay {
-            Some(relay) => match relay.push(&self.tsfn, completion) {
-                Ok(()) => return,
-                // No waker thread could be started: the thread-safe call is made here.
-                Err(completion) => completion,
-            },
-            None => completion,
-        };
-        self.call(completion);
-    }
-
-    /// Hands `completion` to the thread-safe function; drops it if the environment is gone.
-    fn call(&self, completion: Completion) {
         let data = Box::into_raw(Box::new(completion));
         let tsfn = self.tsfn.lock().unwrap_or_else(|e| e.into_inner());
         let status = match tsfn.as_ref() {
@@ -207,180 +132,12 @@ unsafe extern "C" fn run_completion(
     _context: *mut c_void,
     data: *mut c_void,
 ) {
-    if data.is_null() {
-        // The relay's wake-up (the thread watcher's waker thread).
-        if env.is_null() {
-            return; // tearing down: the clean-up hook drops what the relay holds
-        }
-        let env = Env::from_raw(env);
-        let queue = match env.get_instance_data::<EnvState>() {
-            Ok(Some(state)) => state.queue.clone(),
-            _ => return,
-        };
-        if let Some(relay) = &queue.relay {
-            relay.drain(env);
-        }
-        return;
-    }
-    // SAFETY: `data` is the box `Queue::call` queued, handed back exactly once.
+    // SAFETY: `data` is the box `Queue::send` queued, handed back exactly once.
     let completion = unsafe { Box::from_raw(data.cast::<Completion>()) };
     if env.is_null() {
         return; // the environment is tearing down: nobody is left to settle
     }
     completion.run(Env::from_raw(env));
-}
-
-impl Relay {
-    fn new() -> Self {
-        Relay {
-            state: Mutex::default(),
-            wake: Condvar::new(),
-            spare: Mutex::default(),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, RelayState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Queues `completion` (from any thread) and, if it asks for a wake-up, signals the waker,
-    /// starting one if none runs; gives `completion` back if none can be started.
-    fn push(self: &Arc<Self>, tsfn: &SharedTsfn, completion: Completion) -> Result<(), Completion> {
-        let mut state = self.lock();
-        if state.closed {
-            drop(state);
-            drop(completion); // unrun, with the lock let go: dropping it may queue more
-            return Ok(());
-        }
-        state.items.push_back(completion);
-        if state.wake != WakeState::Idle {
-            return Ok(()); // a wake-up is under way and will take it
-        }
-        state.wake = WakeState::Asked;
-        if state.waker_alive {
-            drop(state);
-            self.wake.notify_one();
-            return Ok(());
-        }
-        // None runs (the last one ended idle, or none ever ran): start one.
-        let (relay, tsfn) = (self.clone(), tsfn.clone());
-        let spawned = std::thread::Builder::new()
-            .name("crosslock-wake".into())
-            .spawn(move || wake_javascript(&relay, &tsfn));
-        let Ok(waker) = spawned else {
-            let completion = state.items.pop_back();
-            state.wake = WakeState::Idle;
-            drop(state);
-            return completion.map_or(Ok(()), Err);
-        };
-        state.waker_alive = true;
-        let ended = state.waker.replace(waker);
-        drop(state);
-        if let Some(ended) = ended {
-            // It cleared `waker_alive` as its last step: returned, or about to.
-            let _ = ended.join();
-        }
-        Ok(())
-    }
-
-    /// On the JavaScript thread (the thread-safe function's call-back): runs what is queued, and
-    /// what that queues meanwhile, up to [`DRAIN_ROUNDS`] takes; more is left to the wake-up it
-    /// asks for.
-    fn drain(&self, env: Env) {
-        let mut batch = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
-        for _ in 0..DRAIN_ROUNDS {
-            {
-                let mut state = self.lock();
-                std::mem::swap(&mut state.items, &mut batch);
-                // Everything queued is taken: what comes next asks for a wake-up of its own.
-                state.wake = WakeState::Idle;
-            }
-            if batch.is_empty() {
-                break;
-            }
-            for completion in batch.drain(..) {
-                completion.run(env);
-            }
-        }
-        if batch.capacity() <= SPARE_CAPACITY {
-            *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = batch;
-        }
-    }
-
-    /// Closes the relay (the environment's clean-up hook, once the thread-safe function is
-    /// gone): drops what it holds, unrun, and ends and joins the waker.
-    fn close(&self) {
-        let (items, waker) = {
-            let mut state = self.lock();
-            state.closed = true;
-            (std::mem::take(&mut state.items), state.waker.take())
-        };
-        self.wake.notify_all();
-        drop(items);
-        if let Some(waker) = waker {
-            // It holds no lock of ours while it waits, and finds the relay closed when it wakes.
-            let _ = waker.join();
-        }
-    }
-}
-
-/// The waker thread: makes the relay's one thread-safe call per asked wake-up; ends when the
-/// relay closes, or after [`WAKER_LINGER`] with nothing asked.
-fn wake_javascript(relay: &Relay, tsfn: &Mutex<Option<Tsfn>>) {
-    loop {
-        {
-            let mut state = relay.lock();
-            loop {
-                if state.closed {
-                    state.waker_alive = false;
-                    return;
-                }
-                if state.wake == WakeState::Asked {
-                    state.wake = WakeState::Called;
-                    break;
-                }
-                let (next, waited) = relay
-                    .wake
-                    .wait_timeout(state, WAKER_LINGER)
-                    .unwrap_or_else(|e| e.into_inner());
-                state = next;
-                if waited.timed_out() && state.wake != WakeState::Asked && !state.closed {
-                    // Idle: end. The next push finds none alive and starts another.
-                    state.waker_alive = false;
-                    return;
-                }
-            }
-        }
-        let tsfn = tsfn.lock().unwrap_or_else(|e| e.into_inner());
-        let called = tsfn.as_ref().is_some_and(|Tsfn(raw)| {
-            // SAFETY: alive while in `tsfn` (see `Tsfn`); a null `data` is the relay's wake-up
-            // (`run_completion`). Unbounded: a non-blocking call is never refused for being full.
-            let status = unsafe {
-                sys::napi_call_threadsafe_function(
-                    *raw,
-                    ptr::null_mut(),
-                    sys::ThreadsafeFunctionCallMode::nonblocking,
-                )
-            };
-            status == sys::Status::napi_ok
-        });
-        drop(tsfn);
-        if !called {
-            // Refused: the environment is tearing down (its clean-up hook drops what is left),
-            // or the call failed otherwise. Either way no drain will come for what is queued:
-            // drop it, unrun, as `Queue::call` drops a refused completion, and go back to idle,
-            // so that a later push asks again (and starts a waker) instead of waiting for ever
-            // behind a call that was never made.
-            let items = {
-                let mut state = relay.lock();
-                state.waker_alive = false;
-                state.wake = WakeState::Idle;
-                std::mem::take(&mut state.items)
-            };
-            drop(items);
-            return;
-        }
-    }
 }
 
 /// The environment's clean-up hook for its queue: closes it before Node finalizes it.
@@ -394,9 +151,6 @@ unsafe extern "C" fn close_queue(arg: *mut c_void) {
         unsafe {
             sys::napi_release_threadsafe_function(raw, sys::ThreadsafeFunctionReleaseMode::abort)
         };
-    }
-    if let Some(relay) = &queue.relay {
-        relay.close();
     }
 }
 
@@ -830,11 +584,9 @@ impl crosslock::runtime::Watcher for UvWatcher {
 
 /// How core watches its lane sockets where the runtime's libuv cannot (Bun, Deno; see
 /// `uv.rs`): a task on crosslock's runtime per socket waits for it to be readable, then wakes
-/// JavaScript once through the completion queue (its [`Relay`]: the runtime thread only queues,
-/// the environment's waker thread calls the thread-safe function), where the lane's replies are
-/// read and what they wake runs in one drain, as [`poll_ready`] does under libuv. The task waits
-/// for that drain before it looks at the socket again, so a batch of replies costs JavaScript one
-/// wake-up.
+/// JavaScript once through the completion queue, where the lane's replies are read and what they
+/// wake runs in one drain, as [`poll_ready`] does under libuv. The task waits for that drain
+/// before it looks at the socket again, so a batch of replies costs JavaScript one wake-up.
 struct ThreadWatcher {
     scope: Scope,
     /// The sockets watched, each with its task's [`Stop`], until the task ends.
@@ -1073,11 +825,8 @@ fn env_state(env: &Env) -> napi::Result<&'static mut EnvState> {
     }
     // SAFETY: as above; idle until a promise is pending.
     unsafe { sys::napi_unref_threadsafe_function(raw_env, tsfn) };
-    let uv = crate::uv::libuv();
     let queue = Arc::new(Queue {
-        tsfn: Arc::new(Mutex::new(Some(Tsfn(tsfn)))),
-        // The libuv path calls the thread-safe function from the sender, as ever.
-        relay: uv.is_none().then(|| Arc::new(Relay::new())),
+        tsfn: Mutex::new(Some(Tsfn(tsfn))),
     });
     // Registered after the thread-safe function, so it runs before Node's own teardown of it
     // (clean-up hooks run in reverse order of registration).
@@ -1093,7 +842,7 @@ fn env_state(env: &Env) -> napi::Result<&'static mut EnvState> {
         ));
     }
     let clients: Clients = Arc::default();
-    let event_loop = Arc::new(match uv {
+    let event_loop = Arc::new(match crate::uv::libuv() {
         Some(uv) => uv_event_loop(env, &name, &queue, uv)?,
         None => thread_event_loop(raw_env, &queue)?,
     });

@@ -8,8 +8,7 @@
 //! `uv_poll` on a private loop over a socket pair, with one byte left unread, and reports whether
 //! the poll called back on each of three turns. A runtime that does not export every function
 //! needed (Deno has no `uv_run`) is not asked. Where the answer is no, the lanes are watched by a
-//! thread of crosslock's runtime instead, which wakes JavaScript through a waker thread of the
-//! environment (see `runtime.rs`, `ThreadWatcher` and `Relay`).
+//! thread of crosslock's runtime instead (see `runtime.rs`).
 //!
 //! `CROSSLOCK_NODE_WATCHER=thread` picks the portable path on any runtime (the test suites run
 //! Node on it too, so it is proven where libuv is real as well).
@@ -55,8 +54,7 @@ struct LoopFns {
 pub(crate) enum Watcher {
     /// A `uv_poll` on the environment's own loop (Node).
     Libuv,
-    /// A thread of crosslock's runtime, waking JavaScript through the completion queue's relay
-    /// (a waker thread per environment makes the thread-safe calls).
+    /// A thread of crosslock's runtime, waking JavaScript through the completion queue.
     Thread,
 }
 
