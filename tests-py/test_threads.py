@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = str(Path(__file__).resolve().parent.parent / "bindings-python" / "python")
+import crosslock
+
+# The installed package (the one these tests import), alone on the child's path: a directory
+# holding only a link to it, so another interpreter (python_312_or_later) imports the same abi3
+# build and nothing else of this venv.
+PACKAGE = Path(crosslock.__file__).resolve().parent
 
 # Runs in the child interpreter: prints one JSON object of observations.
 SCRIPT = r"""
@@ -71,8 +76,15 @@ print(json.dumps(seen))
 """
 
 
-def run(python: str, url: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=PACKAGE)
+@pytest.fixture(scope="module")
+def path_of_package(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("package")
+    (root / "crosslock").symlink_to(PACKAGE, target_is_directory=True)
+    return str(root)
+
+
+def run(python: str, url: str, path: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=path)
     done = subprocess.run([python, "-c", SCRIPT, url], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -95,8 +107,8 @@ def python_312_or_later() -> str:
     pytest.fail("no Python >= 3.12 found: set CROSSLOCK_TEST_PYTHON312 to one's path")
 
 
-def test_no_crosslock_thread_after_the_last_close_and_a_new_connect_works(url):
-    seen = run(sys.executable, url)
+def test_no_crosslock_thread_after_the_last_close_and_a_new_connect_works(url, path_of_package):
+    seen = run(sys.executable, url, path_of_package)
     assert "crosslock-rt" in seen["while_open"], seen
     assert seen["after_close"] == [], seen
     assert seen["again_locked"] is True
@@ -104,8 +116,8 @@ def test_no_crosslock_thread_after_the_last_close_and_a_new_connect_works(url):
     assert seen["after_second_close"] == [], seen
 
 
-def test_fork_after_close_does_not_warn_on_python_312(url):
-    seen = run(python_312_or_later(), url)
+def test_fork_after_close_does_not_warn_on_python_312(url, path_of_package):
+    seen = run(python_312_or_later(), url, path_of_package)
     # With a client open the process has crosslock's threads, and Python says so.
     assert any("multi-threaded" in message for message in seen["fork_while_open"]), seen
     assert seen["after_close"] == [], seen
