@@ -17,6 +17,7 @@ mod error;
 mod inspect;
 mod lock;
 mod multi_lock;
+mod nudge;
 mod permit_expirable_semaphore;
 mod runtime;
 mod semaphore;

@@ -19,6 +19,8 @@
 //! lanes are watched by a task on crosslock's runtime per socket instead ([`ThreadWatcher`]):
 //! when one is readable it queues one completion that reads the replies and runs what they wake
 //! on the JavaScript thread, in one drain, so a batch of replies costs JavaScript one wake-up.
+//! Those queues are paced (`nudge.rs`): a delivery left unrun for a moment gets a second knock,
+//! since Deno's thread-safe function can lose the wake-up of the first.
 //!
 //! Every environment (the main thread and each `worker_thread`) keeps a registry of the clients it
 //! connected. Its clean-up hook, run when the environment exits, closes them all: core's `close()`
@@ -36,13 +38,14 @@ use std::os::raw::c_int;
 use std::pin::Pin;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{Env, JsValue, sys};
 
 use crate::error;
+use crate::nudge::{Pace, Paced};
 use crate::uv::{UV_POLL, UV_READABLE, Uv};
 
 /// Work for the JavaScript thread: poll a woken task (the common case, with no allocation of
@@ -65,6 +68,9 @@ impl Completion {
 struct Queue {
     /// `None` once the environment is tearing down.
     tsfn: Mutex<Option<Tsfn>>,
+    /// Where the runtime's libuv is a stand-in: its deliveries, counted for the nudger
+    /// (`nudge.rs`), and the queue as the nudger holds it.
+    paced: Option<(Pace, Weak<dyn Paced>)>,
 }
 
 struct Tsfn(sys::napi_threadsafe_function);
@@ -88,7 +94,16 @@ impl Queue {
         }) else {
             return;
         };
-        let data = Box::into_raw(Box::new(completion));
+        self.call(completion);
+    }
+
+    /// Hands `completion` to the thread-safe function; drops it if the environment is gone.
+    /// `false` if it is.
+    fn call(&self, completion: Completion) -> bool {
+        let data = Box::into_raw(Box::new(Delivery {
+            completion,
+            paced: self.paced.is_some(),
+        }));
         let tsfn = self.tsfn.lock().unwrap_or_else(|e| e.into_inner());
         let status = match tsfn.as_ref() {
             // SAFETY: the thread-safe function is alive while it is in `tsfn` (see `Tsfn`); the
@@ -102,11 +117,20 @@ impl Queue {
             },
             None => sys::Status::napi_closing,
         };
-        drop(tsfn);
         if status != sys::Status::napi_ok {
+            drop(tsfn);
             // SAFETY: not queued, so still ours.
             drop(unsafe { Box::from_raw(data) });
+            return false;
         }
+        // Counted while the thread-safe function is still taken, so the count never runs ahead of
+        // a close; the delivery may already have run (and been counted as run) on the JavaScript
+        // thread.
+        if let Some((pace, me)) = &self.paced {
+            pace.sent(me);
+        }
+        drop(tsfn);
+        true
     }
 
     /// References (keeps the event loop alive) or unreferences the queue; nothing once closed.
@@ -125,6 +149,26 @@ impl Queue {
     }
 }
 
+impl Paced for Queue {
+    fn pace(&self) -> &Pace {
+        match &self.paced {
+            Some((pace, _)) => pace,
+            None => unreachable!("only paced queues are listed with the nudger"),
+        }
+    }
+
+    fn knock(&self) -> bool {
+        self.call(Completion::Run(Box::new(|_| ())))
+    }
+}
+
+/// What one call of the thread-safe function carries.
+struct Delivery {
+    completion: Completion,
+    /// Counted as run (the queue is paced): the environment's [`EnvState`] holds the queue.
+    paced: bool,
+}
+
 /// Runs one completion on the JavaScript thread (or drops it when the environment is gone).
 unsafe extern "C" fn run_completion(
     env: sys::napi_env,
@@ -132,12 +176,18 @@ unsafe extern "C" fn run_completion(
     _context: *mut c_void,
     data: *mut c_void,
 ) {
-    // SAFETY: `data` is the box `Queue::send` queued, handed back exactly once.
-    let completion = unsafe { Box::from_raw(data.cast::<Completion>()) };
+    // SAFETY: `data` is the box `Queue::call` queued, handed back exactly once.
+    let delivery = unsafe { Box::from_raw(data.cast::<Delivery>()) };
     if env.is_null() {
         return; // the environment is tearing down: nobody is left to settle
     }
-    completion.run(Env::from_raw(env));
+    let env = Env::from_raw(env);
+    if delivery.paced
+        && let Ok(Some(state)) = env.get_instance_data::<EnvState>()
+    {
+        state.queue.pace().ran();
+    }
+    delivery.completion.run(env);
 }
 
 /// The environment's clean-up hook for its queue: closes it before Node finalizes it.
@@ -825,8 +875,12 @@ fn env_state(env: &Env) -> napi::Result<&'static mut EnvState> {
     }
     // SAFETY: as above; idle until a promise is pending.
     unsafe { sys::napi_unref_threadsafe_function(raw_env, tsfn) };
-    let queue = Arc::new(Queue {
+    let libuv = crate::uv::libuv();
+    let queue = Arc::new_cyclic(|me: &Weak<Queue>| Queue {
         tsfn: Mutex::new(Some(Tsfn(tsfn))),
+        paced: libuv
+            .is_none()
+            .then(|| (Pace::default(), me.clone() as Weak<dyn Paced>)),
     });
     // Registered after the thread-safe function, so it runs before Node's own teardown of it
     // (clean-up hooks run in reverse order of registration).
@@ -842,7 +896,7 @@ fn env_state(env: &Env) -> napi::Result<&'static mut EnvState> {
         ));
     }
     let clients: Clients = Arc::default();
-    let event_loop = Arc::new(match crate::uv::libuv() {
+    let event_loop = Arc::new(match libuv {
         Some(uv) => uv_event_loop(env, &name, &queue, uv)?,
         None => thread_event_loop(raw_env, &queue)?,
     });
