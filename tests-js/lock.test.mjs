@@ -553,31 +553,35 @@ describe('release and disposal', () => {
     const gc = exposedGc()
     const before = await connectionIds()
     const name = unique('collectedclient')
-    // Nothing made in here is kept but the client and its hold, in `kept`: not its locks. (The
-    // hold is kept while the renewal is watched: a hold collected while held is released, see
-    // leaked_hold.test.mjs, and a runtime that collects early would take the lock away first.)
-    let kept = await (async () => {
+    // Nothing made in here is kept but the client and its hold, in `box.kept`: not its locks.
+    // (The hold is kept while the renewal is watched: a hold collected while held is released,
+    // see leaked_hold.test.mjs, and a runtime that collects early would take the lock away
+    // first.) Every await while the client lives is in the inner function: under Bun, an await
+    // in this frame while it had the client in hand kept the client reachable from the frame
+    // after `box.kept = null` (JavaScriptCore's suspended frame held on to it).
+    const box = {}
+    const ours = await (async () => {
       const client = await crosslock.connect(env.url, { watchdogTimeout: 600 })
       const lock = client.lock(`${name}:pairs`)
       for (let i = 0; i < 200; i++) { // in quick succession: this thread gets a lane
         const held = await lock.acquire()
         await held.release()
       }
-      const held = await client.lock(name).acquire()
-      return { client, held }
+      box.kept = { client, held: await client.lock(name).acquire() }
+      const ours = [...await connectionIds()].filter((id) => !before.has(id))
+      assert.ok(ours.length >= 2, `the command connection and the lane, at least: ${ours}`)
+      // While the client lives, its watchdog renews the lock: its PTTL goes back up.
+      let last = Infinity
+      await waitUntil(async () => {
+        const pttl = await env.raw.command('PTTL', name)
+        const renewed = pttl > last
+        last = pttl
+        return renewed
+      }, 'a renewal of the lock while the client lives', 5000)
+      assert.equal(client.closed, false)
+      return ours
     })()
-    const ours = [...await connectionIds()].filter((id) => !before.has(id))
-    assert.ok(ours.length >= 2, `the command connection and the lane, at least: ${ours}`)
-    // While the client lives, its watchdog renews the lock: its PTTL goes back up.
-    let last = Infinity
-    await waitUntil(async () => {
-      const pttl = await env.raw.command('PTTL', name)
-      const renewed = pttl > last
-      last = pttl
-      return renewed
-    }, 'a renewal of the lock while the client lives', 5000)
-    assert.equal(kept.client.closed, false)
-    kept = null
+    box.kept = null
     await waitUntil(async () => {
       gc()
       await sleep(20)
