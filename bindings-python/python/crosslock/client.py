@@ -32,8 +32,11 @@ _PERMIT = _native.KINDS["Permit"]
 
 __all__ = ["Client", "connect", "connect_async"]
 
-# Every live client, so the fork hook can re-create their internal locks in the child.
+# Every live client, so the fork hook can re-create their internal locks in the child. Added to
+# from any thread, so under its own lock (free-threaded CPython has no GIL to serialise the add
+# with the fork hook's walk); the collector's removals are the set's own.
 _clients: weakref.WeakSet[Client] = weakref.WeakSet()
+_clients_guard = threading.Lock()
 
 
 def _check_url(url: object) -> str:
@@ -263,7 +266,8 @@ class Client:
         self._lost_events: dict[tuple[Hashable, int], list[tuple[asyncio.AbstractEventLoop, weakref.ref[asyncio.Event]]]] = {}
         self._locks_guard = threading.Lock()
         self._listen()
-        _clients.add(self)
+        with _clients_guard:
+            _clients.add(self)
 
     def _listen(self) -> None:
         ref = weakref.ref(self)
@@ -651,5 +655,9 @@ class Client:
 
 
 def _reset_clients_after_fork() -> None:
+    # The child's only thread: the guard may have been held by a thread that did not survive the
+    # fork, so it is made anew rather than taken.
+    global _clients_guard
+    _clients_guard = threading.Lock()
     for client in list(_clients):
         client._reset_after_fork()
