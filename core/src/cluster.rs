@@ -21,7 +21,7 @@ use redis::{ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 use crate::connection::SlotRange;
 use crate::error::{Error, Result};
 use crate::lane::Lanes;
-use crate::sentinel::{credentials, host_port, parse_hosts};
+use crate::transport::endpoint::{credentials, host_port, parse_hosts};
 use crate::util::lock;
 
 /// The number of hash slots of a Redis Cluster.

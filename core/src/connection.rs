@@ -14,157 +14,17 @@ use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
+use redis::{ConnectionAddr, ProtocolVersion};
 
-use crate::redact::redact_url;
 use crate::scripts::Lua;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{ClusterSpec, Sharding};
 use crate::error::{Error, ErrorKind, Result, What};
-use crate::sentinel::{SentinelSpec, Sentinels};
+use crate::sentinel::Sentinels;
+pub(crate) use crate::transport::endpoint::Endpoint;
+use crate::transport::endpoint::{Node, Target};
 use crate::util::lock;
-
-/// Where and how to connect, parsed from the user's URL.
-#[derive(Clone)]
-pub(crate) struct Endpoint {
-    target: Target,
-    /// PEM root certificates to trust instead of the built-in roots (TLS only).
-    tls_ca: Option<Vec<u8>>,
-    /// `host:port` (or the socket path, or the sentinel group), safe to print: never contains a
-    /// password.
-    pub(crate) address: String,
-}
-
-#[derive(Clone)]
-enum Target {
-    /// One server.
-    Node(Box<ConnectionInfo>),
-    /// The master of a group that sentinels watch over.
-    Sentinel(Arc<SentinelSpec>),
-    /// A Redis Cluster, found from its seed nodes.
-    Cluster(Arc<ClusterSpec>),
-}
-
-/// One data node: how to reach it, and its address for messages.
-#[derive(Clone)]
-pub(crate) struct Node {
-    info: ConnectionInfo,
-    pub(crate) address: String,
-}
-
-impl PartialEq for Node {
-    fn eq(&self, other: &Self) -> bool {
-        self.address == other.address
-    }
-}
-
-impl Endpoint {
-    pub(crate) fn parse(url: &str, tls_ca: Option<Vec<u8>>) -> Result<Self> {
-        if url.starts_with("redis+sentinel://") || url.starts_with("rediss+sentinel://") {
-            let spec = SentinelSpec::parse(url, &redact_url(url))?;
-            if tls_ca.is_some() && !spec.tls {
-                return Err(Error::invalid(format!(
-                    "a TLS CA certificate was given but '{}' is not a rediss+sentinel:// URL",
-                    redact_url(url)
-                )));
-            }
-            return Ok(Endpoint {
-                address: spec.describe(),
-                target: Target::Sentinel(Arc::new(spec)),
-                tls_ca,
-            });
-        }
-        if url.starts_with("redis+cluster://") || url.starts_with("rediss+cluster://") {
-            let spec = ClusterSpec::parse(url, &redact_url(url))?;
-            if tls_ca.is_some() && !spec.tls {
-                return Err(Error::invalid(format!(
-                    "a TLS CA certificate was given but '{}' is not a rediss+cluster:// URL",
-                    redact_url(url)
-                )));
-            }
-            return Ok(Endpoint {
-                address: spec.describe(),
-                target: Target::Cluster(Arc::new(spec)),
-                tls_ca,
-            });
-        }
-        let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
-            .iter()
-            .any(|s| url.starts_with(s));
-        if !scheme_ok {
-            return Err(Error::invalid(format!(
-                "'{}' is not a Redis URL: write redis://host:port/db (rediss:// for TLS, \
-                 redis+sentinel://host:port/<master>, redis+cluster://host:port)",
-                redact_url(url),
-            )));
-        }
-        let info = url.into_connection_info().map_err(|e| {
-            Error::invalid(format!(
-                "cannot parse the Redis URL '{}': {e}; write redis://[user:password@]host:port/db",
-                redact_url(url)
-            ))
-        })?;
-        let db = info.redis_settings().db();
-        if !crate::limits::DB.contains(db.into()) {
-            return Err(Error::invalid(format!(
-                "'{}' selects the database {db}, which no Redis server has: a database index is a \
-                 whole number in {} (and below the server's `databases` setting, 16 by default)",
-                redact_url(url),
-                crate::limits::DB.shown
-            )));
-        }
-        let address = match info.addr() {
-            ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
-            ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port} (TLS)"),
-            ConnectionAddr::Unix(path) => path.display().to_string(),
-            _ => "the configured address".to_owned(),
-        };
-        if tls_ca.is_some() && !matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
-            return Err(Error::invalid(format!(
-                "a TLS CA certificate was given but '{}' is not a rediss:// URL",
-                redact_url(url)
-            )));
-        }
-        Ok(Endpoint {
-            target: Target::Node(Box::new(info)),
-            address,
-            tls_ca,
-        })
-    }
-
-    /// Whether this is a Redis Cluster.
-    pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.target, Target::Cluster(_))
-    }
-
-    fn client(&self, node: &Node, protocol: ProtocolVersion) -> Result<redis::Client> {
-        let settings = node
-            .info
-            .redis_settings()
-            .clone()
-            .set_protocol(protocol)
-            .set_lib_name(crate::naming::LIB_NAME, crate::naming::LIB_VER);
-        let info = node.info.clone().set_redis_settings(settings);
-        let client = match &self.tls_ca {
-            Some(pem) => redis::Client::build_with_tls(
-                info,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(pem.clone()),
-                },
-            ),
-            None => redis::Client::open(info),
-        };
-        client.map_err(|e| {
-            Error::invalid(format!(
-                "cannot set up the connection to {}: {e}",
-                node.address
-            ))
-            .with_source(e)
-        })
-    }
-}
 
 /// Which node the connections of one client talk to: fixed for a single server; for Sentinel,
 /// the current master, followed through failovers.
@@ -416,7 +276,7 @@ struct Inner {
     timeouts: Timeouts,
     /// With `ClientOptions::wait_for_replicas`: the connection acquisitions go to, followed by
     /// `WAIT` there, and how many replicas it waits for.
-    sync: std::sync::OnceLock<(Conn, crate::ReplicaSync)>,
+    sync: std::sync::OnceLock<(Conn, crate::options::ReplicaSync)>,
     /// On a cluster's command connection (not over TLS): lanes to each master, by slot.
     node_lanes: Option<crate::cluster::NodeLanes>,
     /// On a cluster: when the routed way's map was last checked after a command got no answer
@@ -1090,21 +950,21 @@ impl Conn {
 
     /// Sends acquisitions (scripts marked `synced`) to `acquisitions`, each followed by `WAIT`
     /// for `sync.replicas` replicas.
-    pub(crate) fn wait_for_replicas(&self, acquisitions: Conn, sync: crate::ReplicaSync) {
+    pub(crate) fn wait_for_replicas(&self, acquisitions: Conn, sync: crate::options::ReplicaSync) {
         let _ = self.inner.sync.set((acquisitions, sync));
     }
 
     /// Runs `script` and `WAIT <replicas> <timeout>` right behind it, in one pipeline on this
     /// connection (so that the `WAIT` counts this script's write, even if the connection is
     /// replaced meanwhile), and notes how many replicas acknowledged for the acquire loop
-    /// ([`crate::engine::note_replica_acks`]). Bounded by the response timeout plus the `WAIT`.
+    /// ([`counting_replica_acks`]). Bounded by the response timeout plus the `WAIT`.
     async fn eval_and_wait<T: redis::FromRedisValue>(
         &self,
         script: &Lua,
         keys: &[&str],
         args: &[&dyn ToArg],
         subject: What<'_>,
-        sync: crate::ReplicaSync,
+        sync: crate::options::ReplicaSync,
     ) -> Result<T> {
         if self.is_cluster() {
             crate::cluster::script_slot(keys)?;
@@ -1134,7 +994,7 @@ impl Conn {
         let bound = self.inner.response_timeout + sync.timeout;
         let reply = tokio::time::timeout(bound, run).await;
         let (value, acks) = self.settle(reply.ok(), subject)?;
-        crate::engine::note_replica_acks(acks);
+        note_replica_acks(acks);
         Ok(value)
     }
 
@@ -1213,7 +1073,7 @@ impl Conn {
                 "a link to a cluster master was asked of a connection that is not to a cluster",
             ));
         };
-        let address = crate::sentinel::host_port(host, *port);
+        let address = crate::transport::endpoint::host_port(host, *port);
         let info = spec.node_info(host, *port).map_err(|e| {
             Error::invalid(format!("bad cluster node address '{address}': {e}")).with_source(e)
         })?;
@@ -2322,4 +2182,31 @@ mod tests {
         // Short: the expected forms, not their every option.
         assert!(err.to_string().len() < 200, "{err}");
     }
+}
+
+tokio::task_local! {
+    /// The fewest replicas that acknowledged a synced script of the current attempt.
+    static REPLICA_ACKS: std::cell::Cell<Option<i64>>;
+}
+
+/// Notes that `acks` replicas acknowledged a synced script (a no-op outside
+/// [`counting_replica_acks`]).
+fn note_replica_acks(acks: i64) {
+    let _ = REPLICA_ACKS.try_with(|seen| {
+        seen.set(Some(seen.get().map_or(acks, |before| before.min(acks))));
+    });
+}
+
+/// Runs `attempt` and says, beside its result, the fewest replicas that acknowledged a synced
+/// script it ran (`None`: it ran none). The acks ride a task-local scoped to `attempt` rather than
+/// `eval`'s return value because every object's attempt calls `eval` with its own reply type.
+pub(crate) async fn counting_replica_acks<T>(
+    attempt: impl std::future::Future<Output = T>,
+) -> (T, Option<i64>) {
+    REPLICA_ACKS
+        .scope(std::cell::Cell::new(None), async {
+            let result = attempt.await;
+            (result, REPLICA_ACKS.with(std::cell::Cell::get))
+        })
+        .await
 }

@@ -6,7 +6,7 @@
 //! hand the result back, about four context switches for one round trip. A plain client (redis-py)
 //! writes on the caller's thread and sleeps in `read` until the reply: one.
 //!
-//! [`crate::runtime::begin_here`] polls a call's future once on the caller's thread with this
+//! [`crate::host::begin_here`] polls a call's future once on the caller's thread with this
 //! thread marked as [`on_lane`]. While it is, [`crate::connection::Conn::eval`] sends each script
 //! over a *lane*: a plain blocking socket to the same node, borrowed from the node's pool for that
 //! one round trip. An uncontended acquire or release thus completes inside that first poll, on the

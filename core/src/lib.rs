@@ -70,11 +70,11 @@
 mod client;
 mod cluster;
 mod connection;
-mod context;
 mod engine;
 mod error;
 #[doc(hidden)]
 pub mod ffi;
+pub mod host;
 mod inspect;
 mod kinds;
 mod lane;
@@ -83,6 +83,7 @@ pub mod limits;
 mod loop_lane;
 pub mod naming;
 mod objects;
+mod options;
 mod owner;
 mod pubsub;
 mod redact;
@@ -90,10 +91,11 @@ mod resp;
 pub mod runtime;
 mod scripts;
 mod sentinel;
+mod session;
+mod transport;
 mod util;
 mod watch;
 
-pub use client::{Client, ClientOptions, ReplicaSync};
 pub use engine::family::{AcquireOptions, Acquisition, AnyLock, LockGuard};
 pub use engine::holds::{LostListener, LostLock, LostReason};
 pub use engine::{Backoff, MAX_DURATION};
@@ -112,8 +114,10 @@ pub use objects::permit_expirable_semaphore::{Permit, PermitExpirableSemaphore};
 pub use objects::read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
 pub use objects::semaphore::Semaphore;
 pub use objects::spin_lock::SpinLock;
+pub use options::{ClientOptions, ReplicaSync};
 pub use owner::Owner;
 pub use redact::redact_url;
+pub use session::Client;
 pub use tokio_util::sync::CancellationToken;
 pub use watch::{Watch, WatchEvent, WatchEventKind};
 

@@ -51,7 +51,7 @@ const MAX_IN_FLIGHT: usize = 32;
 ///
 /// ```
 /// use std::os::fd::RawFd;
-/// use crosslock::runtime::{Readable, Watcher};
+/// use crosslock::host::{Readable, Watcher};
 ///
 /// struct Log;
 /// impl Watcher for Log {
@@ -82,7 +82,7 @@ pub trait Watcher: Send + Sync + 'static {
 ///
 /// ```
 /// use std::os::fd::RawFd;
-/// use crosslock::runtime::{EventLoop, Readable, Watcher};
+/// use crosslock::host::{EventLoop, Readable, Watcher};
 ///
 /// struct Never;
 /// impl Watcher for Never {
@@ -123,7 +123,7 @@ impl EventLoop {
     ///
     /// ```
     /// use std::os::fd::RawFd;
-    /// use crosslock::runtime::{EventLoop, Readable, Watcher};
+    /// use crosslock::host::{EventLoop, Readable, Watcher};
     ///
     /// struct Never;
     /// impl Watcher for Never {
@@ -147,7 +147,7 @@ impl EventLoop {
     /// ```
     /// use std::os::fd::RawFd;
     /// use std::task::{Context, Poll, Waker};
-    /// use crosslock::runtime::{EventLoop, Readable, Watcher};
+    /// use crosslock::host::{EventLoop, Readable, Watcher};
     ///
     /// struct Never;
     /// impl Watcher for Never {
@@ -534,7 +534,7 @@ impl Drop for Watching {
 /// # Examples
 ///
 /// ```
-/// use crosslock::runtime::Readable;
+/// use crosslock::host::Readable;
 ///
 /// // What a binding's loop does when the socket of `ready` is readable (on the loop's thread).
 /// fn on_readable(ready: &Readable) {
@@ -553,7 +553,7 @@ impl Readable {
     ///
     /// ```
     /// use std::os::fd::RawFd;
-    /// use crosslock::runtime::{Readable, Watcher};
+    /// use crosslock::host::{Readable, Watcher};
     ///
     /// // A watcher hands `ready` to its loop, which calls it whenever `fd` is readable.
     /// struct Loop(std::sync::Mutex<Vec<(RawFd, Readable)>>);

@@ -20,6 +20,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::transport::endpoint::{credentials, decode, host_port, parse_hosts};
 
 /// How often the sentinels are asked where the master is, failover or not.
 pub(crate) const POLL: Duration = Duration::from_secs(1);
@@ -188,86 +189,6 @@ impl SentinelSpec {
                 .set_lib_name(crate::naming::LIB_NAME, crate::naming::LIB_VER),
         ))
     }
-}
-
-/// Parses a comma-separated list of `host[:port]` (`[v6]:port` too), naming each a `role`
-/// address in errors (the text after the URL in the message).
-pub(crate) fn parse_hosts(
-    hosts: &str,
-    default_port: u16,
-    role: &str,
-) -> std::result::Result<Vec<(String, u16)>, String> {
-    let mut out = Vec::new();
-    for host in hosts.split(',') {
-        let host = host.trim();
-        if host.is_empty() {
-            return Err(format!("lists an empty {role} address"));
-        }
-        let (name, port) = match host.rsplit_once(':') {
-            Some((name, port)) if !name.ends_with(':') => {
-                let port = port
-                    .parse::<u16>()
-                    .ok()
-                    .filter(|p| *p > 0)
-                    .ok_or_else(|| format!("has a bad port in the {role} address '{host}'"))?;
-                (name, port)
-            }
-            _ => (host, default_port),
-        };
-        let name = name.trim_start_matches('[').trim_end_matches(']');
-        if name.is_empty() {
-            return Err(format!("has no host in the {role} address '{host}'"));
-        }
-        out.push((name.to_owned(), port));
-    }
-    Ok(out)
-}
-
-pub(crate) fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
-/// The user and password of `userinfo` (`user:password`, percent-encoded), read by redis-rs.
-pub(crate) fn credentials(userinfo: &str, shown: &str) -> Result<RedisConnectionInfo> {
-    if userinfo.is_empty() {
-        return Ok(RedisConnectionInfo::default());
-    }
-    let info = format!("redis://{userinfo}@localhost:1/0")
-        .into_connection_info()
-        .map_err(|e| {
-            Error::invalid(format!(
-                "cannot read the user and password of '{shown}': {e}; percent-encode special \
-                 characters"
-            ))
-        })?;
-    Ok(info.redis_settings().clone())
-}
-
-/// Percent-decodes a path segment (the master name).
-fn decode(segment: &str) -> std::result::Result<String, String> {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = segment
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| {
-                    format!("has a bad percent escape in the master name '{segment}'")
-                })?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("has a master name '{segment}' that is not UTF-8"))
 }
 
 /// Where one sentinel says the master is.

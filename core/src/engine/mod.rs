@@ -34,10 +34,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::context::Ctx;
 use crate::error::{Error, Result};
 pub(crate) use crate::pubsub::WakePolicy;
-pub(crate) use wait::note_replica_acks;
+use crate::session::Ctx;
 
 /// The longest lease or wait crosslock accepts: 2^53 − 1 ms (about 285,000 years), the largest
 /// integer a JavaScript number or a Lua number holds exactly. Longer values are refused before

@@ -660,7 +660,7 @@ fn tell_failure(count: usize, node: &Node, e: &crate::Error) {
         Some((host, port)) => tracing::warn!(
             target: "crosslock",
             "watchdog renewal of {count} lock(s) on cluster master {} failed, retrying: {e}",
-            crate::sentinel::host_port(host, *port)
+            crate::transport::endpoint::host_port(host, *port)
         ),
         None => tracing::warn!(
             target: "crosslock",
