@@ -4,13 +4,13 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::connection::Endpoint;
 use crate::engine::holds::LostLock;
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::owner::Owner;
 pub(crate) use crate::session::Client;
 use crate::session::Session;
+use crate::transport::Endpoint;
 
 impl Client {
     /// Connects with default [`ClientOptions`].

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 /// limits table so that this leaf module imports nothing above it).
 const LONGEST: Duration = Duration::from_millis(crate::limits::DURATION_MS.max as u64);
 
-/// Settings of a [`Client`].
+/// Settings of a [`Client`](crate::Client).
 ///
 /// # Examples
 ///
@@ -50,7 +50,7 @@ pub struct ClientOptions {
     pub replica_sync: Option<ReplicaSync>,
     /// What this process is called in `CLIENT LIST`: every connection of the client is named
     /// `<client_name>-<language>-<pid>-<id8>` (`CLIENT SETNAME`; `id8` is the start of
-    /// [`Client::id`]), so the inspector can name the process behind a holder. Default `None`:
+    /// [`Client::id`](crate::Client::id)), so the inspector can name the process behind a holder. Default `None`:
     /// `crosslock`. 1 to 64 printable ASCII characters, no spaces. See [`crate::naming`].
     pub client_name: Option<String>,
 }

@@ -13,13 +13,13 @@ use std::time::Duration;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{Conn, Endpoint, Route, Timeouts};
 use crate::engine::holds::{Holds, LostListener, Suffix};
 use crate::engine::renewal;
 use crate::engine::unowned::Gates;
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
-use crate::pubsub::PubSub;
+use crate::transport::pubsub::PubSub;
+use crate::transport::{Conn, Endpoint, Route, Timeouts};
 
 /// How many of its holds on one server (one master of a cluster) a closing client releases at
 /// once (see [`Client::close`]).

@@ -472,7 +472,7 @@ async fn synced<P: Protocol>(
     request: Request,
     keeper: Arc<dyn Keeper<P::Won>>,
 ) -> Result<Attempt<P::Won>> {
-    let (result, acks) = crate::connection::counting_replica_acks(attempt).await;
+    let (result, acks) = crate::transport::counting_replica_acks(attempt).await;
     match (result, acks) {
         (Ok(Attempt::Won(_)), Some(acks)) if acks < i64::from(sync.replicas) => {
             let deadline = Instant::now() + cx.outage_tolerance;
@@ -510,7 +510,7 @@ struct InFlight<P: Protocol> {
     keeper: Arc<dyn Keeper<P::Won>>,
     request: Request,
     /// The wait limit, which a round trip made on the caller's own thread cannot be raced
-    /// against: it bounds that round trip instead (see [`crate::lane::with_deadline`]).
+    /// against: it bounds that round trip instead (see [`crate::transport::lane::with_deadline`]).
     deadline: Option<Instant>,
 }
 
@@ -520,7 +520,7 @@ impl<P: Protocol> Future for InFlight<P> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let deadline = self.deadline;
         let future = self.future.as_mut().expect("polled after completion");
-        let out = crate::lane::with_deadline(deadline, || future.as_mut().poll(cx));
+        let out = crate::transport::lane::with_deadline(deadline, || future.as_mut().poll(cx));
         if let Poll::Ready(result) = &out {
             self.heard.note(result, true);
             self.future = None;
@@ -1037,7 +1037,7 @@ async fn subscribe<P: Protocol>(
     s: &Shared<P>,
     channel: &str,
     wake: WakePolicy,
-) -> Result<Option<crate::pubsub::Subscription>> {
+) -> Result<Option<crate::transport::pubsub::Subscription>> {
     let since = Instant::now();
     let mut backoff = RetryPause::new();
     loop {

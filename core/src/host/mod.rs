@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 
-pub use crate::loop_lane::{EventLoop, Readable, Watcher};
+pub use crate::transport::lane::event_loop::{EventLoop, Readable, Watcher};
 
 /// A call [`begin_here`] started on its caller's thread that has to wait.
 ///
@@ -187,7 +187,7 @@ where
     let mut future: Pin<Box<dyn Future<Output = F::Output> + Send>> = Box::pin(future);
     let polled = crate::runtime::entered(|| {
         let mut cx = Context::from_waker(Waker::noop());
-        crate::lane::with_lanes(|| future.as_mut().poll(&mut cx))
+        crate::transport::lane::with_lanes(|| future.as_mut().poll(&mut cx))
     });
     match polled {
         Poll::Ready(value) => Ok(value),

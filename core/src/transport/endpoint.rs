@@ -8,10 +8,10 @@ use redis::{
     ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion, RedisConnectionInfo,
 };
 
-use crate::cluster::ClusterSpec;
 use crate::error::{Error, Result};
 use crate::redact::redact_url;
-use crate::sentinel::SentinelSpec;
+use crate::transport::cluster::ClusterSpec;
+use crate::transport::sentinel::SentinelSpec;
 
 /// Where and how to connect, parsed from the user's URL.
 #[derive(Clone)]

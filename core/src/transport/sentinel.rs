@@ -514,6 +514,131 @@ fn sighting(value: &redis::Value) -> Option<Sighting> {
     })
 }
 
+/// Following the master through failovers (the `Route` of a Sentinel group).
+mod follow {
+    use crate::transport::*;
+
+    /// Asks the sentinels where the master is every [`POLL`](super::POLL), and
+    /// at once when a command suspects a move, publishing every change to the route's followers.
+    pub(in crate::transport) async fn follow_sentinels(
+        route: std::sync::Weak<Route>,
+        timeouts: Timeouts,
+        stop: CancellationToken,
+    ) {
+        loop {
+            {
+                let Some(r) = route.upgrade() else { return };
+                let Some((_, kick)) = &r.sentinels else {
+                    return;
+                };
+                let kicked = kick.notified();
+                tokio::select! {
+                    _ = tokio::time::sleep(crate::transport::sentinel::POLL) => {}
+                    _ = kicked => {}
+                    _ = stop.cancelled() => return,
+                }
+            }
+            let Some(r) = route.upgrade() else { return };
+            let Some((sentinels, _)) = &r.sentinels else {
+                return;
+            };
+            match sentinels.locate(timeouts.response).await {
+                Ok(found) => {
+                    let address = format!("{}:{}", found.host, found.port);
+                    if r.current.borrow().address != address {
+                        match sentinels.spec().node_info(&found.host, found.port) {
+                            Ok(info) => {
+                                tracing::warn!(
+                                    target: "crosslock",
+                                    "master '{}' moved from {} to {address} (a failover); following it",
+                                    sentinels.spec().master,
+                                    r.current.borrow().address
+                                );
+                                r.current.send_replace(Node { info, address });
+                            }
+                            Err(e) => tracing::warn!(target: "crosslock", "{e}"),
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(target: "crosslock", "asking the sentinels failed: {e}");
+                }
+            }
+            drop(r);
+            // A burst of suspicious replies makes one question, not one each.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Moves a connection to each new master the route announces: connects to it (retrying while it
+    /// is still the master and not yet reachable), subscribes there to what the old one was
+    /// subscribed to, then switches; commands in flight finish (or fail) on the old one.
+    pub(in crate::transport) async fn follow_master(
+        conn: std::sync::Weak<Inner>,
+        mut masters: tokio::sync::watch::Receiver<Node>,
+        timeouts: Timeouts,
+        pushes: Pushes,
+        subscriber: bool,
+    ) {
+        loop {
+            if masters.changed().await.is_err() {
+                return;
+            }
+            loop {
+                let node = masters.borrow_and_update().clone();
+                let Some(inner) = conn.upgrade() else { return };
+                if inner.link.load().node == node {
+                    break;
+                }
+                let endpoint = inner.route.endpoint.clone();
+                drop(inner);
+                match open_manager(&endpoint, &node, timeouts, pushes.clone(), subscriber).await {
+                    Ok(manager) => {
+                        let Some(inner) = conn.upgrade() else { return };
+                        let from = inner.link.load().node.address.clone();
+                        inner.link.store(Arc::new(Link::new(
+                            Handle::Node(manager.clone()),
+                            node.clone(),
+                            timeouts,
+                            inner.health.role,
+                            &inner.route.name,
+                        )));
+                        let conn = Conn { inner };
+                        conn.forget_scripts();
+                        if subscriber {
+                            resubscribe(&conn, manager).await;
+                            pushes.push(redis::PushInfo {
+                                kind: redis::PushKind::Other(MOVED.to_owned()),
+                                data: Vec::new(),
+                            });
+                        }
+                        tracing::info!(
+                            target: "crosslock",
+                            "{} connection moved from {from} to the new master {}",
+                            conn.inner.health.role,
+                            node.address
+                        );
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::debug!(
+                            target: "crosslock",
+                            "cannot reach the new master {} yet: {e}",
+                            node.address
+                        );
+                        tokio::select! {
+                            changed = masters.changed() => if changed.is_err() { return },
+                            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub(in crate::transport) use follow::{follow_master, follow_sentinels};
+
 #[cfg(test)]
 mod tests {
     use super::*;
