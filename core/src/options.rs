@@ -50,8 +50,9 @@ pub struct ClientOptions {
     pub replica_sync: Option<ReplicaSync>,
     /// What this process is called in `CLIENT LIST`: every connection of the client is named
     /// `<client_name>-<language>-<pid>-<id8>` (`CLIENT SETNAME`; `id8` is the start of
-    /// [`Client::id`](crate::Client::id)), so the inspector can name the process behind a holder. Default `None`:
-    /// `crosslock`. 1 to 64 printable ASCII characters, no spaces. See [`crate::naming`].
+    /// [`Client::id`](crate::Client::id)), so the inspector can name the process behind a
+    /// holder. Default `None`: `crosslock`. 1 to 64 printable ASCII characters, no spaces. See
+    /// [`crate::naming`].
     pub client_name: Option<String>,
 }
 

@@ -1,7 +1,7 @@
 //! Connections to the deployment, behind one type whatever its topology.
 //!
 //! A single server, the master of a Sentinel group (followed through failovers by [`Route`]),
-//! or a Redis Cluster (redis-rs's cluster connection, see [`crate::transport::cluster`]). Everything else in
+//! or a Redis Cluster (redis-rs's cluster connection, see [`cluster`]). Everything else in
 //! the crate talks to [`Conn`] through a few operations (run a script on the node owning its
 //! keys, the publish command to use, subscribe), whatever the topology.
 
@@ -46,7 +46,7 @@ use health::Health;
 pub(crate) use replicas::counting_replica_acks;
 use script_call::with_noscript_fallback;
 pub(crate) use script_call::{ToArg, script_cmd};
-use single::*;
+use single::{connect_within, keepalive, name_connection, open_manager, resubscribe};
 
 /// Which node the connections of one client talk to: fixed for a single server; for Sentinel,
 /// the current master, followed through failovers.
@@ -262,7 +262,7 @@ struct Inner {
 struct Link {
     manager: Handle,
     node: Node,
-    /// Blocking connections to `node` for callers on their own thread (see [`crate::transport::lane`]):
+    /// Blocking connections to `node` for callers on their own thread (see [`lane`]):
     /// only on a command connection to one node over TCP or a Unix socket.
     lanes: Option<crate::transport::lane::Lanes>,
 }

@@ -4,8 +4,9 @@
 use crate::transport::*;
 
 impl Conn {
-    /// Runs `script` over the lane of the event loop polling this call ([`crate::transport::lane::event_loop`]),
-    /// bounded by the response timeout; `None` when there is no such lane.
+    /// Runs `script` over the lane of the event loop polling this call
+    /// ([`crate::transport::lane::event_loop`]), bounded by the response timeout; `None` when
+    /// there is no such lane.
     pub(in crate::transport) async fn eval_on_loop(
         &self,
         lanes: &crate::transport::lane::Lanes,

@@ -124,7 +124,7 @@ pub(in crate::transport) async fn keepalive(conn: Conn, stop: CancellationToken)
     }
 }
 
-pub(in crate::transport) fn manager_config(timeouts: Timeouts) -> ConnectionManagerConfig {
+fn manager_config(timeouts: Timeouts) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_connection_timeout(Some(timeouts.connect))
         .set_response_timeout(Some(timeouts.response))
@@ -134,7 +134,7 @@ pub(in crate::transport) fn manager_config(timeouts: Timeouts) -> ConnectionMana
 }
 
 /// How long a connect that ran out of time may take to find out why (see [`connect_within`]).
-pub(in crate::transport) const WHY_PROBE: Duration = Duration::from_millis(300);
+const WHY_PROBE: Duration = Duration::from_millis(300);
 
 /// Runs `connecting` within the connect timeout, and says what went wrong if it fails.
 ///
@@ -190,7 +190,7 @@ where
 }
 
 /// The unavailable error of a connect to `node` that failed for `detail`.
-pub(in crate::transport) fn unreachable(node: &Node, timeouts: Timeouts, detail: String) -> Error {
+fn unreachable(node: &Node, timeouts: Timeouts, detail: String) -> Error {
     Error::new(
         ErrorKind::Unavailable,
         format!(
@@ -202,11 +202,7 @@ pub(in crate::transport) fn unreachable(node: &Node, timeouts: Timeouts, detail:
 }
 
 /// What a connect to `node` that failed with `e` tells its caller.
-pub(in crate::transport) async fn connect_failed(
-    node: &Node,
-    timeouts: Timeouts,
-    e: redis::RedisError,
-) -> Error {
+async fn connect_failed(node: &Node, timeouts: Timeouts, e: redis::RedisError) -> Error {
     let address = &node.address;
     let text = e.to_string();
     let error = if matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
@@ -262,7 +258,7 @@ pub(in crate::transport) async fn connect_failed(
 /// Whether the server at `endpoint` greets a new connection with "max number of clients
 /// reached". When it does, it closes at once, and a client that already sent its handshake often
 /// sees only a reset; a silent probe reads the greeting. (Plain TCP only.)
-pub(in crate::transport) async fn refuses_clients(node: &Node) -> bool {
+async fn refuses_clients(node: &Node) -> bool {
     use tokio::io::AsyncReadExt;
     let ConnectionAddr::Tcp(host, port) = node.info.addr() else {
         return false;

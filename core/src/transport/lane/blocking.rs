@@ -41,10 +41,10 @@
 //!   is at least 1 s), and each is first checked without blocking for a close the server sent
 //!   meanwhile (`CLIENT KILL`, a restart): such a lane is dropped, not written to.
 //! - **Only where it pays.** Lanes exist for a single server, a Sentinel group's master or each
-//!   master of a cluster (found by slot, [`crate::transport::cluster::NodeLanes`]) over TCP or a Unix
-//!   socket (not TLS), only while calls come in quick succession (a lone call every few seconds
-//!   goes the usual way rather than opening a socket), and at most [`MAX_LANES`] per node. Never
-//!   in a forked child: the parent's lanes are its sockets too.
+//!   master of a cluster (found by slot, [`crate::transport::cluster::NodeLanes`]) over TCP or
+//!   a Unix socket (not TLS), only while calls come in quick succession (a lone call every few
+//!   seconds goes the usual way rather than opening a socket), and at most [`MAX_LANES`] per
+//!   node. Never in a forked child: the parent's lanes are its sockets too.
 
 use std::cell::Cell;
 use std::io::{self, Read, Write};

@@ -16,7 +16,7 @@
 //! the caller on its own runtime, as the multiplexed connection's driver on crosslock's runtime
 //! would otherwise have to.
 //!
-//! It keeps the promises of [`crate::transport::lane`]: same scripts and bookkeeping; only lanes used within
+//! It keeps the promises of [`super`]: same scripts and bookkeeping; only lanes used within
 //! the last half second are reused, checked for a close first; and **a request whose reply is
 //! overdue is never overtaken**: when its caller stops waiting (the response timeout, a cancel)
 //! the lane is retired from the loop and a thread reads it to the end (every reply still due, or
