@@ -11,6 +11,12 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A duration as whole milliseconds for a script argument, clamped to
+/// [`MAX_DURATION`](crate::MAX_DURATION) (longer values are refused before anything is sent).
+pub(crate) fn ms(d: Duration) -> u64 {
+    d.as_millis().min(crate::limits::DURATION_MS.max as u128) as u64
+}
+
 /// Sleeps until `deadline`; forever when there is none (a wait without a limit).
 pub(crate) async fn sleep_until(deadline: Option<Instant>) {
     match deadline {

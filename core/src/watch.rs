@@ -9,11 +9,11 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::client::Client;
-use crate::connection::{Conn, Timeouts};
 use crate::error::{Error, Result};
 use crate::inspect::{Inspection, ObjectKind};
 use crate::layout;
 use crate::objects::check_name;
+use crate::transport::{Conn, Timeouts};
 
 /// What changed, in a [`WatchEvent`].
 ///

@@ -1,6 +1,7 @@
 //! House rules that no compiler lint keeps: every public async method of the crate documents its
-//! cancel safety (a `# Cancel safety` section in its doc comment), and every public item shows an
-//! example (a doctest, compiled by `cargo test --doc`).
+//! cancel safety (a `# Cancel safety` section in its doc comment), every public item shows an
+//! example (a doctest, compiled by `cargo test --doc`), and every module imports only modules of
+//! its own layer or a lower one ([`LAYERS`]).
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
@@ -272,4 +273,265 @@ fn redisson_names_are_built_only_in_layout() {
         "Redisson names built outside core/src/layout.rs (add a builder there):\n{}",
         built.join("\n")
     );
+}
+
+/// The layers of `core/src`, lowest first. A module may use modules of its own layer or of a
+/// lower one, never of a higher one: read bottom-up, each layer needs only what is below it.
+///
+/// - **leaf**: helpers, tables and names that need nothing of the crate but each other.
+/// - **runtime**: the process runtime (built on first use, rebuilt after `fork()`).
+/// - **transport**: everything that talks to Redis (connections, topologies, pub/sub, lanes).
+/// - **session + engine**: one layer. A session's connected state (`Ctx`) owns the engine's
+///   tables (holds, gates, settling) and starts its renewal, and every engine operation works
+///   on a `Ctx`: the two are one unit, split in files, not in layers.
+/// - **client**: the public facade (connect, close, listeners).
+/// - **objects**: one file per Redisson object; their factories are `impl Client` blocks.
+/// - **observe**: `inspect` and `watch`, which read every object's keys.
+/// - **host**: what bindings and embedders use (`host`, `ffi`).
+const LAYERS: &[(&str, &[&str])] = &[
+    (
+        "leaf",
+        &[
+            "util", "error", "owner", "kinds", "layout", "limits", "naming", "redact", "scripts",
+            "options",
+        ],
+    ),
+    ("runtime", &["runtime"]),
+    // `connection`, `cluster` and `lane` are the transport's old crate-root paths, aliases in
+    // lib.rs that objects/ still names.
+    ("transport", &["transport", "connection", "cluster", "lane"]),
+    ("session + engine", &["session", "engine"]),
+    ("client", &["client"]),
+    ("objects", &["objects"]),
+    ("observe", &["inspect", "watch"]),
+    ("host", &["host", "ffi"]),
+];
+
+/// Imports against the order that are allowed, each with its reason: (file, module it names).
+const EXCEPTIONS: &[(&str, &str, &str)] = &[(
+    "runtime.rs",
+    "host",
+    "`crosslock::runtime::{begin_here, EventLoop, ...}`, the host API's old public path, \
+     re-exported until the bindings name `crosslock::host`",
+)];
+
+/// The top-level module a `crate::` path names: `crate::engine::holds::Holds` is `engine`;
+/// `crate::Owner` (a root re-export) is the module `lib.rs` re-exports it from. `None` for a
+/// macro (`crate::lock_kinds!`, exported at the root) and for what `lib.rs` re-exports from
+/// another crate.
+fn named_module(name: &str, root: &[(String, String)]) -> Option<String> {
+    if name.chars().next().is_some_and(char::is_lowercase) {
+        return Some(name.to_owned());
+    }
+    root.iter()
+        .find(|(item, _)| item == name)
+        .map(|(_, module)| module.clone())
+}
+
+/// What `lib.rs` re-exports from the crate's own modules, as (item, module): `pub use
+/// engine::holds::{LostLock, ..};` gives `("LostLock", "engine")`. What it re-exports from other
+/// crates (`tokio_util`) is left out.
+fn root_reexports(lib: &str) -> Vec<(String, String)> {
+    let declared: Vec<&str> = lib
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let line = line
+                .strip_prefix("pub ")
+                .or_else(|| line.strip_prefix("pub(crate) "))
+                .unwrap_or(line);
+            line.strip_prefix("mod ")?.strip_suffix(';')
+        })
+        .collect();
+    let mut out = Vec::new();
+    for line in lib.lines() {
+        let Some(path) = line.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let path = path.trim_end_matches(';');
+        let module = path.split("::").next().unwrap().to_owned();
+        if !declared.contains(&module.as_str()) {
+            continue;
+        }
+        let items = match path.split_once('{') {
+            Some((_, list)) => list.trim_end_matches('}').to_owned(),
+            None => path.rsplit("::").next().unwrap().to_owned(),
+        };
+        for item in items.split(',') {
+            let item = item.trim();
+            let item = item.rsplit(" as ").next().unwrap();
+            if !item.is_empty() {
+                out.push((item.to_owned(), module.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Every `crate::` path in `code`, as the first name after `crate::` (each name of a
+/// `crate::{a, b::C}` group).
+fn crate_paths(code: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let before = rest[..at].chars().next_back();
+        rest = &rest[at + "crate::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':' || c == '$') {
+            continue; // `$crate::`, `some_crate::`, `a::crate::`
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            let mut depth = 0;
+            let mut start = 0;
+            let list = &group[..end];
+            for (i, c) in list.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        out.push(ident(list[start..i].trim()));
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            out.push(ident(list[start..].trim()));
+        } else {
+            let name = ident(rest);
+            if !rest[name.len()..].starts_with('!') {
+                out.push(name);
+            }
+        }
+    }
+    out.retain(|n| !n.is_empty());
+    out
+}
+
+/// A file's code without comments and without its `#[cfg(test)]` module (tests may reach up).
+fn code_of(text: &str) -> String {
+    let mut code = String::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed == "#[cfg(test)]"
+            && lines
+                .get(i + 1)
+                .is_some_and(|next| next.trim_start().starts_with("mod "))
+        {
+            break;
+        }
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        code.push_str(line);
+        code.push('\n');
+    }
+    code
+}
+
+/// The layer of `core/src` module `module`.
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS
+        .iter()
+        .position(|(_, modules)| modules.contains(&module))
+}
+
+/// Every import against [`LAYERS`] in the files under `src`, as `file: module (layer) imports
+/// module (layer)`, plus every module that is in no layer.
+fn layering_violations(src: &Path) -> (Vec<String>, usize) {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    files.sort();
+    let root = root_reexports(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
+    let mut violations = Vec::new();
+    let mut edges = 0;
+    for file in &files {
+        let relative = file
+            .strip_prefix(src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if relative == "lib.rs" {
+            continue;
+        }
+        let own = relative
+            .split('/')
+            .next()
+            .unwrap()
+            .trim_end_matches(".rs")
+            .to_owned();
+        let Some(own_layer) = layer_of(&own) else {
+            violations.push(format!(
+                "{relative}: module `{own}` is in no layer of LAYERS"
+            ));
+            continue;
+        };
+        let text = std::fs::read_to_string(file).unwrap();
+        for name in crate_paths(&code_of(&text)) {
+            let Some(module) = named_module(&name, &root) else {
+                continue;
+            };
+            if module == own {
+                continue;
+            }
+            edges += 1;
+            let Some(layer) = layer_of(&module) else {
+                violations.push(format!(
+                    "{relative}: `crate::{name}` names `{module}`, which is in no layer of LAYERS"
+                ));
+                continue;
+            };
+            let excepted = EXCEPTIONS
+                .iter()
+                .any(|(f, m, _)| *f == relative && *m == module);
+            if layer > own_layer && !excepted {
+                violations.push(format!(
+                    "{relative}: `{own}` ({}) uses `crate::{name}` of `{module}` ({}), a layer above it",
+                    LAYERS[own_layer].0, LAYERS[layer].0
+                ));
+            }
+        }
+    }
+    violations.sort();
+    violations.dedup();
+    (violations, edges)
+}
+
+#[test]
+fn every_module_imports_only_its_own_layer_or_below() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let (violations, edges) = layering_violations(&src);
+    assert!(
+        edges > 100,
+        "found only {edges} imports: is the scan broken?"
+    );
+    assert!(
+        violations.is_empty(),
+        "imports against the layer order (util/error/.. -> runtime -> transport -> session + \
+         engine -> client -> objects -> observe -> host; see LAYERS in core/tests/house_rules.rs):\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
+fn the_layering_scan_reads_grouped_and_root_paths() {
+    let root = root_reexports(
+        "mod engine;\nmod owner;\npub use engine::holds::{LostLock, LostReason};\n\
+         pub use owner::Owner;\npub use tokio_util::sync::CancellationToken;\n",
+    );
+    assert_eq!(named_module("CancellationToken", &root), None);
+    assert_eq!(named_module("Owner", &root).as_deref(), Some("owner"));
+    assert_eq!(named_module("LostReason", &root).as_deref(), Some("engine"));
+    let code = code_of(
+        "use crate::{client::Client, error::{Error, Result}};\n\
+         // use crate::objects::ms;\n\
+         let x = crate::runtime::pid(); crate::lock_kinds!(m); $crate::kinds::K;\n\
+         #[cfg(test)]\nmod tests {\n    use crate::watch::Watch;\n}\n",
+    );
+    assert_eq!(crate_paths(&code), ["client", "error", "runtime"]);
 }

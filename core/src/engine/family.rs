@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Client;
-use crate::context::Ctx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::owner::Owner;
 use crate::runtime;
+use crate::session::Client;
+use crate::session::Ctx;
 use crate::util::{RetryPause, lock};
 
 use super::holds::{Acquired, HoldKey, LostReason, Releaser, RenewKind, Suffix};
@@ -738,7 +738,7 @@ impl<P: Family> LockCore<P> {
                         &crate::scripts::GROUP_EXTEND,
                         &[&*key],
                         &[
-                            &crate::objects::ms(lease),
+                            &crate::util::ms(lease),
                             &super::epoch_ms(),
                             &&*holder,
                             &&*fields,
@@ -752,7 +752,7 @@ impl<P: Family> LockCore<P> {
                     .eval(
                         &crate::scripts::READ_EXTEND,
                         &[name],
-                        &[&crate::objects::ms(lease), &&*holder, &&*prefix],
+                        &[&crate::util::ms(lease), &&*holder, &&*prefix],
                         Some(&**name),
                     )
                     .await
@@ -762,7 +762,7 @@ impl<P: Family> LockCore<P> {
                     .eval(
                         &crate::scripts::LOCK_EXTEND,
                         &[name],
-                        &[&crate::objects::ms(lease), &&*holder],
+                        &[&crate::util::ms(lease), &&*holder],
                         Some(&**name),
                     )
                     .await

@@ -15,10 +15,10 @@ use futures_util::future::BoxFuture;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Ctx;
 use crate::error::Result;
 use crate::kinds::LockKind;
 use crate::owner::Owner;
+use crate::session::Ctx;
 use crate::util::lock;
 
 use super::clock_drift;

@@ -34,10 +34,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::context::Ctx;
 use crate::error::{Error, Result};
-pub(crate) use crate::pubsub::WakePolicy;
-pub(crate) use wait::note_replica_acks;
+use crate::session::Ctx;
+pub(crate) use crate::transport::pubsub::WakePolicy;
 
 /// The longest lease or wait crosslock accepts: 2^53 − 1 ms (about 285,000 years), the largest
 /// integer a JavaScript number or a Lua number holds exactly. Longer values are refused before
@@ -66,7 +65,7 @@ pub(crate) enum Attempt<W> {
 pub(crate) enum Waiting {
     /// Subscribe to `channel` (shared per client) and wake as `wake` says. After a won wait,
     /// keep the subscription for `linger` if the channel is likely to be waited on again soon
-    /// (see [`Subscription::linger`](crate::pubsub::Subscription::linger)).
+    /// (see [`Subscription::linger`](crate::transport::pubsub::Subscription::linger)).
     PubSub {
         channel: String,
         wake: WakePolicy,

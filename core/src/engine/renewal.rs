@@ -31,9 +31,9 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwapOption;
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{Conn, MasterLinks, ToArg};
 use crate::error::What;
 use crate::scripts;
+use crate::transport::{Conn, MasterLinks, ToArg};
 use crate::util::{lock, sleep_until};
 
 use super::holds::{Holds, LostListener, LostLock, LostReason, RenewKind, Watched};
@@ -147,7 +147,7 @@ pub(crate) async fn run(
 /// What the renewal loop knows of a cluster between rounds.
 struct ClusterView {
     /// The masters' slot ranges (`CLUSTER SLOTS`): asked for when missing or stale.
-    ranges: Option<Vec<crate::connection::SlotRange>>,
+    ranges: Option<Vec<crate::transport::SlotRange>>,
     /// Whether `ranges` are to be read again (a node turned out not to serve a key they gave
     /// it). Until a read succeeds they are used as they are: a read that gets no answer (it went
     /// to a node that stopped answering) must not leave the round without them, or every
@@ -167,7 +167,7 @@ struct ClusterView {
 
 impl ClusterView {
     /// The map as just read; the links to nodes that are not masters any more are closed.
-    fn set_ranges(&mut self, ranges: Vec<crate::connection::SlotRange>) {
+    fn set_ranges(&mut self, ranges: Vec<crate::transport::SlotRange>) {
         self.links
             .retain(|node| ranges.iter().any(|(_, _, master)| master == node));
         self.ranges = Some(ranges);
@@ -302,7 +302,7 @@ async fn renew_window(
                 std::collections::BTreeMap::<(&(String, u16), usize), Vec<&Watched>>::new();
             let mut unplaced = Vec::new();
             for w in pending.drain(..) {
-                let slot = crate::cluster::slot(renewed_key(w).as_bytes());
+                let slot = crate::transport::cluster::slot(renewed_key(w).as_bytes());
                 match master_of(ranges, slot) {
                     Some(node) => by_node.entry((node, w.renew.index())).or_default().push(w),
                     None => unplaced.push(w),
@@ -311,7 +311,9 @@ async fn renew_window(
             let mut nodes: Vec<(Node, Vec<Batch<'_>>)> = Vec::new();
             for ((node, _), group) in by_node {
                 let batches = group.chunks(holds.batch).map(|chunk| Batch {
-                    node: Some(crate::cluster::slot(renewed_key(chunk[0]).as_bytes())),
+                    node: Some(crate::transport::cluster::slot(
+                        renewed_key(chunk[0]).as_bytes(),
+                    )),
                     holds: chunk.to_vec(),
                 });
                 // The map is ordered by node first: a node's kinds are neighbours.
@@ -361,7 +363,7 @@ async fn renew_window(
     let mut groups =
         std::collections::BTreeMap::<(Option<&(String, u16)>, u16, usize), Vec<&Watched>>::new();
     for w in pending {
-        let slot = crate::cluster::slot(renewed_key(w).as_bytes());
+        let slot = crate::transport::cluster::slot(renewed_key(w).as_bytes());
         let node = ranges.and_then(|ranges| master_of(ranges, slot));
         groups
             .entry((node, slot, w.renew.index()))
@@ -384,7 +386,7 @@ async fn renew_window(
 }
 
 /// The master serving `slot` in `ranges`, if any.
-fn master_of(ranges: &[crate::connection::SlotRange], slot: u16) -> Option<&(String, u16)> {
+fn master_of(ranges: &[crate::transport::SlotRange], slot: u16) -> Option<&(String, u16)> {
     ranges
         .iter()
         .find(|(first, last, _)| (*first..=*last).contains(&slot))
@@ -660,7 +662,7 @@ fn tell_failure(count: usize, node: &Node, e: &crate::Error) {
         Some((host, port)) => tracing::warn!(
             target: "crosslock",
             "watchdog renewal of {count} lock(s) on cluster master {} failed, retrying: {e}",
-            crate::sentinel::host_port(host, *port)
+            crate::transport::endpoint::host_port(host, *port)
         ),
         None => tracing::warn!(
             target: "crosslock",

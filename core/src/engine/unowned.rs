@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Ctx;
 use crate::error::{Error, ErrorKind, Result};
+use crate::session::Ctx;
 use crate::util::{lock, sleep_until};
 
 use super::wait::{self, Keeper, Outcome};

@@ -50,9 +50,9 @@ use futures_util::future::BoxFuture;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Ctx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
+use crate::session::Ctx;
 use crate::util::{RetryPause, lock, sleep_until};
 
 use super::{Attempt, Protocol, Request, Waiting, WakePolicy};
@@ -461,35 +461,18 @@ impl<P: Protocol> Shared<P> {
     }
 }
 
-tokio::task_local! {
-    /// The fewest replicas that acknowledged a synced script of the current attempt.
-    static REPLICA_ACKS: std::cell::Cell<Option<i64>>;
-}
-
-/// Notes that `acks` replicas acknowledged a synced script (a no-op outside an attempt).
-pub(crate) fn note_replica_acks(acks: i64) {
-    let _ = REPLICA_ACKS.try_with(|seen| {
-        seen.set(Some(seen.get().map_or(acks, |before| before.min(acks))));
-    });
-}
-
 /// An attempt under `ClientOptions::wait_for_replicas`: a win that fewer replicas than asked
 /// acknowledged is given back (until Redis confirms it gone) and the acquire fails with a
 /// settled [`ErrorKind::Unavailable`] (nothing is left to ask Redis about).
 async fn synced<P: Protocol>(
     attempt: impl Future<Output = Result<Attempt<P::Won>>>,
-    sync: crate::ReplicaSync,
+    sync: crate::options::ReplicaSync,
     proto: Arc<P>,
     cx: Arc<Ctx>,
     request: Request,
     keeper: Arc<dyn Keeper<P::Won>>,
 ) -> Result<Attempt<P::Won>> {
-    let (result, acks) = REPLICA_ACKS
-        .scope(std::cell::Cell::new(None), async {
-            let result = attempt.await;
-            (result, REPLICA_ACKS.with(std::cell::Cell::get))
-        })
-        .await;
+    let (result, acks) = crate::transport::counting_replica_acks(attempt).await;
     match (result, acks) {
         (Ok(Attempt::Won(_)), Some(acks)) if acks < i64::from(sync.replicas) => {
             let deadline = Instant::now() + cx.outage_tolerance;
@@ -527,7 +510,7 @@ struct InFlight<P: Protocol> {
     keeper: Arc<dyn Keeper<P::Won>>,
     request: Request,
     /// The wait limit, which a round trip made on the caller's own thread cannot be raced
-    /// against: it bounds that round trip instead (see [`crate::lane::with_deadline`]).
+    /// against: it bounds that round trip instead (see [`crate::transport::lane::with_deadline`]).
     deadline: Option<Instant>,
 }
 
@@ -537,7 +520,7 @@ impl<P: Protocol> Future for InFlight<P> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let deadline = self.deadline;
         let future = self.future.as_mut().expect("polled after completion");
-        let out = crate::lane::with_deadline(deadline, || future.as_mut().poll(cx));
+        let out = crate::transport::lane::with_deadline(deadline, || future.as_mut().poll(cx));
         if let Poll::Ready(result) = &out {
             self.heard.note(result, true);
             self.future = None;
@@ -1054,7 +1037,7 @@ async fn subscribe<P: Protocol>(
     s: &Shared<P>,
     channel: &str,
     wake: WakePolicy,
-) -> Result<Option<crate::pubsub::Subscription>> {
+) -> Result<Option<crate::transport::pubsub::Subscription>> {
     let since = Instant::now();
     let mut backoff = RetryPause::new();
     loop {

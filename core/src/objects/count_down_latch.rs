@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use crate::AcquireOptions;
 use crate::client::Client;
-use crate::context::Ctx;
 use crate::engine::unowned;
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scripts;
+use crate::session::Ctx;
 
 use super::check_name_with;
 use crate::layout;

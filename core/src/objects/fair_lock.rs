@@ -4,13 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::context::Ctx;
 use crate::engine::family::{Family, Info, LockCore};
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy, epoch_ms};
 use crate::error::Result;
 use crate::kinds::LockKind;
 use crate::owner::Owner;
 use crate::scripts;
+use crate::session::Ctx;
 
 use super::non_reentrant_lock::refuse_reentry;
 

@@ -4,12 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::context::Ctx;
 use crate::engine::family::{Family, Info, LockCore};
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::Result;
 use crate::kinds::LockKind;
 use crate::scripts;
+use crate::session::Ctx;
 
 use super::{Hash, check_name, lock_type, ms};
 use crate::layout;

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::context::Ctx;
 use crate::engine::family::{Family, Info, LockCore};
 use crate::engine::holds::RenewKind;
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy, epoch_ms};
 use crate::error::{Error, Result};
 use crate::kinds::LockKind;
 use crate::scripts;
+use crate::session::Ctx;
 
 use super::{busy, check_name, lock_type, ms, parse_info};
 use crate::layout;

@@ -17,12 +17,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::connection::ToArg;
-use crate::context::Ctx;
 use crate::engine::family::Info;
 use crate::engine::{Attempt, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::layout;
 use crate::scripts;
+use crate::session::Ctx;
 
 /// Checks an object name, naming the kind of object in the message. On a Redis Cluster the name
 /// must also keep the object's keys and channels in one hash slot (Redisson's `{name}` tag does

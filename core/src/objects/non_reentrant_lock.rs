@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::context::Ctx;
 use crate::engine::family::{Family, Info, LockCore};
 use crate::engine::holds::{HoldKey, Suffix};
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
@@ -12,6 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::kinds::LockKind;
 use crate::owner::Owner;
 use crate::scripts;
+use crate::session::Ctx;
 
 use super::{Hash, check_name, lock_type, ms};
 

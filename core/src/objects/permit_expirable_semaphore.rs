@@ -9,7 +9,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::AcquireOptions;
 use crate::client::Client;
-use crate::context::Ctx;
 use crate::engine::holds::{Acquired, HoldKey, Releaser, RenewKind, Suffix};
 use crate::engine::unowned;
 use crate::engine::wait::{self, Keeper, Outcome};
@@ -18,6 +17,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::kinds::LockKind;
 use crate::owner::Owner;
 use crate::scripts;
+use crate::session::Ctx;
 use crate::util::RetryPause;
 
 use super::{check_name, ms};

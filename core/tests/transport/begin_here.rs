@@ -1,4 +1,4 @@
-//! `runtime::begin_here`: a blocking caller (the sync Python methods) makes an uncontended call's
+//! `host::begin_here`: a blocking caller (the sync Python methods) makes an uncontended call's
 //! round trip on its own thread, over a lane, and gets exactly the results, errors and clean-up of
 //! the usual path: after the server killed connections, after an idle timeout, with the lock
 //! busy, and when the reply is lost.

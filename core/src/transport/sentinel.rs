@@ -20,6 +20,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::transport::endpoint::{credentials, decode, host_port, parse_hosts};
 
 /// How often the sentinels are asked where the master is, failover or not.
 pub(crate) const POLL: Duration = Duration::from_secs(1);
@@ -188,86 +189,6 @@ impl SentinelSpec {
                 .set_lib_name(crate::naming::LIB_NAME, crate::naming::LIB_VER),
         ))
     }
-}
-
-/// Parses a comma-separated list of `host[:port]` (`[v6]:port` too), naming each a `role`
-/// address in errors (the text after the URL in the message).
-pub(crate) fn parse_hosts(
-    hosts: &str,
-    default_port: u16,
-    role: &str,
-) -> std::result::Result<Vec<(String, u16)>, String> {
-    let mut out = Vec::new();
-    for host in hosts.split(',') {
-        let host = host.trim();
-        if host.is_empty() {
-            return Err(format!("lists an empty {role} address"));
-        }
-        let (name, port) = match host.rsplit_once(':') {
-            Some((name, port)) if !name.ends_with(':') => {
-                let port = port
-                    .parse::<u16>()
-                    .ok()
-                    .filter(|p| *p > 0)
-                    .ok_or_else(|| format!("has a bad port in the {role} address '{host}'"))?;
-                (name, port)
-            }
-            _ => (host, default_port),
-        };
-        let name = name.trim_start_matches('[').trim_end_matches(']');
-        if name.is_empty() {
-            return Err(format!("has no host in the {role} address '{host}'"));
-        }
-        out.push((name.to_owned(), port));
-    }
-    Ok(out)
-}
-
-pub(crate) fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
-/// The user and password of `userinfo` (`user:password`, percent-encoded), read by redis-rs.
-pub(crate) fn credentials(userinfo: &str, shown: &str) -> Result<RedisConnectionInfo> {
-    if userinfo.is_empty() {
-        return Ok(RedisConnectionInfo::default());
-    }
-    let info = format!("redis://{userinfo}@localhost:1/0")
-        .into_connection_info()
-        .map_err(|e| {
-            Error::invalid(format!(
-                "cannot read the user and password of '{shown}': {e}; percent-encode special \
-                 characters"
-            ))
-        })?;
-    Ok(info.redis_settings().clone())
-}
-
-/// Percent-decodes a path segment (the master name).
-fn decode(segment: &str) -> std::result::Result<String, String> {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = segment
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| {
-                    format!("has a bad percent escape in the master name '{segment}'")
-                })?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("has a master name '{segment}' that is not UTF-8"))
 }
 
 /// Where one sentinel says the master is.
@@ -592,6 +513,131 @@ fn sighting(value: &redis::Value) -> Option<Sighting> {
             .unwrap_or(0),
     })
 }
+
+/// Following the master through failovers (the `Route` of a Sentinel group).
+mod follow {
+    use crate::transport::*;
+
+    /// Asks the sentinels where the master is every [`POLL`](super::POLL), and
+    /// at once when a command suspects a move, publishing every change to the route's followers.
+    pub(in crate::transport) async fn follow_sentinels(
+        route: std::sync::Weak<Route>,
+        timeouts: Timeouts,
+        stop: CancellationToken,
+    ) {
+        loop {
+            {
+                let Some(r) = route.upgrade() else { return };
+                let Some((_, kick)) = &r.sentinels else {
+                    return;
+                };
+                let kicked = kick.notified();
+                tokio::select! {
+                    _ = tokio::time::sleep(crate::transport::sentinel::POLL) => {}
+                    _ = kicked => {}
+                    _ = stop.cancelled() => return,
+                }
+            }
+            let Some(r) = route.upgrade() else { return };
+            let Some((sentinels, _)) = &r.sentinels else {
+                return;
+            };
+            match sentinels.locate(timeouts.response).await {
+                Ok(found) => {
+                    let address = format!("{}:{}", found.host, found.port);
+                    if r.current.borrow().address != address {
+                        match sentinels.spec().node_info(&found.host, found.port) {
+                            Ok(info) => {
+                                tracing::warn!(
+                                    target: "crosslock",
+                                    "master '{}' moved from {} to {address} (a failover); following it",
+                                    sentinels.spec().master,
+                                    r.current.borrow().address
+                                );
+                                r.current.send_replace(Node { info, address });
+                            }
+                            Err(e) => tracing::warn!(target: "crosslock", "{e}"),
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(target: "crosslock", "asking the sentinels failed: {e}");
+                }
+            }
+            drop(r);
+            // A burst of suspicious replies makes one question, not one each.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Moves a connection to each new master the route announces: connects to it (retrying while it
+    /// is still the master and not yet reachable), subscribes there to what the old one was
+    /// subscribed to, then switches; commands in flight finish (or fail) on the old one.
+    pub(in crate::transport) async fn follow_master(
+        conn: std::sync::Weak<Inner>,
+        mut masters: tokio::sync::watch::Receiver<Node>,
+        timeouts: Timeouts,
+        pushes: Pushes,
+        subscriber: bool,
+    ) {
+        loop {
+            if masters.changed().await.is_err() {
+                return;
+            }
+            loop {
+                let node = masters.borrow_and_update().clone();
+                let Some(inner) = conn.upgrade() else { return };
+                if inner.link.load().node == node {
+                    break;
+                }
+                let endpoint = inner.route.endpoint.clone();
+                drop(inner);
+                match open_manager(&endpoint, &node, timeouts, pushes.clone(), subscriber).await {
+                    Ok(manager) => {
+                        let Some(inner) = conn.upgrade() else { return };
+                        let from = inner.link.load().node.address.clone();
+                        inner.link.store(Arc::new(Link::new(
+                            Handle::Node(manager.clone()),
+                            node.clone(),
+                            timeouts,
+                            inner.health.role,
+                            &inner.route.name,
+                        )));
+                        let conn = Conn { inner };
+                        conn.forget_scripts();
+                        if subscriber {
+                            resubscribe(&conn, manager).await;
+                            pushes.push(redis::PushInfo {
+                                kind: redis::PushKind::Other(MOVED.to_owned()),
+                                data: Vec::new(),
+                            });
+                        }
+                        tracing::info!(
+                            target: "crosslock",
+                            "{} connection moved from {from} to the new master {}",
+                            conn.inner.health.role,
+                            node.address
+                        );
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::debug!(
+                            target: "crosslock",
+                            "cannot reach the new master {} yet: {e}",
+                            node.address
+                        );
+                        tokio::select! {
+                            changed = masters.changed() => if changed.is_err() { return },
+                            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub(in crate::transport) use follow::{follow_master, follow_sentinels};
 
 #[cfg(test)]
 mod tests {

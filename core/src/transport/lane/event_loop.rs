@@ -2,7 +2,7 @@
 //!
 //! An event loop cannot block for a reply, but it already waits for sockets. A binding that
 //! polls core futures on its loop's thread ([`EventLoop::poll`]) lets core's
-//! [`Conn::eval`](crate::connection::Conn::eval) send a script over a non-blocking connection
+//! [`Conn::eval`](crate::transport::Conn::eval) send a script over a non-blocking connection
 //! owned by that loop: the request is written on the loop's thread, the loop watches the socket
 //! (the binding's [`Watcher`], e.g. `loop.add_reader`), and [`Readable::ready`] parses the reply
 //! there and wakes the waiting future, which the loop polls again. An uncontended call then costs
@@ -16,12 +16,12 @@
 //! the caller on its own runtime, as the multiplexed connection's driver on crosslock's runtime
 //! would otherwise have to.
 //!
-//! It keeps the promises of [`crate::lane`]: same scripts and bookkeeping; only lanes used within
+//! It keeps the promises of [`super`]: same scripts and bookkeeping; only lanes used within
 //! the last half second are reused, checked for a close first; and **a request whose reply is
 //! overdue is never overtaken**: when its caller stops waiting (the response timeout, a cancel)
 //! the lane is retired from the loop and a thread reads it to the end (every reply still due, or
 //! the server's close), holding back every command to that node until then (within the response
-//! timeout, as [`crate::lane`] explains), whether or not the loop ever runs again.
+//! timeout, as [`crate::transport::lane`] explains), whether or not the loop ever runs again.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -38,7 +38,7 @@ use redis::{RedisResult, Value};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use crate::lane::{Lanes, Trip};
+use crate::transport::lane::{Lanes, Trip};
 use crate::util::lock;
 
 /// The most requests in flight on one loop lane; beyond it calls take the usual path. Small
@@ -51,7 +51,7 @@ const MAX_IN_FLIGHT: usize = 32;
 ///
 /// ```
 /// use std::os::fd::RawFd;
-/// use crosslock::runtime::{Readable, Watcher};
+/// use crosslock::host::{Readable, Watcher};
 ///
 /// struct Log;
 /// impl Watcher for Log {
@@ -82,7 +82,7 @@ pub trait Watcher: Send + Sync + 'static {
 ///
 /// ```
 /// use std::os::fd::RawFd;
-/// use crosslock::runtime::{EventLoop, Readable, Watcher};
+/// use crosslock::host::{EventLoop, Readable, Watcher};
 ///
 /// struct Never;
 /// impl Watcher for Never {
@@ -109,7 +109,7 @@ struct LoopInner {
 /// A lane connection opened for a loop, to the node of the pool [`Lanes::id`] names.
 struct Opened {
     id: u64,
-    parked: Arc<crate::lane::Parked>,
+    parked: Arc<crate::transport::lane::Parked>,
 }
 
 thread_local! {
@@ -123,7 +123,7 @@ impl EventLoop {
     ///
     /// ```
     /// use std::os::fd::RawFd;
-    /// use crosslock::runtime::{EventLoop, Readable, Watcher};
+    /// use crosslock::host::{EventLoop, Readable, Watcher};
     ///
     /// struct Never;
     /// impl Watcher for Never {
@@ -147,7 +147,7 @@ impl EventLoop {
     /// ```
     /// use std::os::fd::RawFd;
     /// use std::task::{Context, Poll, Waker};
-    /// use crosslock::runtime::{EventLoop, Readable, Watcher};
+    /// use crosslock::host::{EventLoop, Readable, Watcher};
     ///
     /// struct Never;
     /// impl Watcher for Never {
@@ -187,7 +187,7 @@ impl std::fmt::Debug for EventLoop {
 /// Whether a call polled now may go over an event loop's lane (see [`send`]): polled for a
 /// binding's loop, or by a task of an application's own tokio runtime.
 pub(crate) fn polled_by_a_loop() -> bool {
-    if crate::lane::is_off() {
+    if crate::transport::lane::is_off() {
         return false;
     }
     CURRENT.with(|c| c.borrow().is_some())
@@ -199,7 +199,7 @@ pub(crate) fn polled_by_a_loop() -> bool {
 /// `None` when the thread is not polling for an event loop or no lane is to be had (the caller
 /// takes the usual path, and `build` is not called: most calls are not on a loop).
 pub(crate) fn send(lanes: &Lanes, build: impl FnOnce() -> redis::Cmd) -> Option<Request> {
-    if crate::lane::is_off() {
+    if crate::transport::lane::is_off() {
         return None;
     }
     let event_loop = CURRENT
@@ -534,7 +534,7 @@ impl Drop for Watching {
 /// # Examples
 ///
 /// ```
-/// use crosslock::runtime::Readable;
+/// use crosslock::host::Readable;
 ///
 /// // What a binding's loop does when the socket of `ready` is readable (on the loop's thread).
 /// fn on_readable(ready: &Readable) {
@@ -553,7 +553,7 @@ impl Readable {
     ///
     /// ```
     /// use std::os::fd::RawFd;
-    /// use crosslock::runtime::{Readable, Watcher};
+    /// use crosslock::host::{Readable, Watcher};
     ///
     /// // A watcher hands `ready` to its loop, which calls it whenever `fd` is readable.
     /// struct Loop(std::sync::Mutex<Vec<(RawFd, Readable)>>);
@@ -590,14 +590,14 @@ pub(crate) struct LoopLane {
     /// The node's pool ([`Lanes::alive`]): gone after the client closed or the master moved.
     pool: Weak<()>,
     event_loop: Weak<LoopInner>,
-    overdue: Arc<crate::lane::Overdue>,
+    overdue: Arc<crate::transport::lane::Overdue>,
     open: Arc<std::sync::atomic::AtomicUsize>,
     response_timeout: Duration,
 }
 
 struct LaneState {
     /// `None` once retired (the socket went to the thread that reads it to the end).
-    socket: Option<crate::lane::Socket>,
+    socket: Option<crate::transport::lane::Socket>,
     buf: Vec<u8>,
     pending: VecDeque<Arc<Slot>>,
     used: Instant,
@@ -675,7 +675,7 @@ impl LoopLane {
         if !state.pending.is_empty() {
             return true;
         }
-        state.used.elapsed() < crate::lane::FRESH && socket.still_open()
+        state.used.elapsed() < crate::transport::lane::FRESH && socket.still_open()
     }
 
     fn send(self: &Arc<Self>, cmd: &redis::Cmd) -> Option<Request> {
@@ -835,7 +835,7 @@ impl Drop for LoopLane {
 
 /// A retired lane's own descriptor, closed (and no longer counted as open) when dropped.
 struct Closing {
-    socket: Option<crate::lane::Socket>,
+    socket: Option<crate::transport::lane::Socket>,
     open: Arc<std::sync::atomic::AtomicUsize>,
 }
 
@@ -847,15 +847,15 @@ impl Drop for Closing {
 }
 
 /// Reads `socket` (blocking) until every request in `pending` has its reply, the server closes
-/// the connection or [`crate::lane::ORPHAN_LIMIT`] passes.
+/// the connection or [`crate::transport::lane::ORPHAN_LIMIT`] passes.
 fn drain(
-    mut socket: crate::lane::Socket,
+    mut socket: crate::transport::lane::Socket,
     mut buf: Vec<u8>,
     mut pending: VecDeque<Arc<Slot>>,
-    overdue: &crate::lane::Overdue,
+    overdue: &crate::transport::lane::Overdue,
     timeout: Duration,
 ) {
-    let deadline = Instant::now() + crate::lane::ORPHAN_LIMIT;
+    let deadline = Instant::now() + crate::transport::lane::ORPHAN_LIMIT;
     let _ = socket.set_nonblocking(false);
     let _ = socket.set_read_timeout(timeout.max(Duration::from_millis(100)));
     let mut chunk = [0u8; 4096];
@@ -900,12 +900,13 @@ fn drain(
 fn complete_replies(
     buf: &mut Vec<u8>,
     pending: &mut VecDeque<Arc<Slot>>,
-    overdue: &crate::lane::Overdue,
+    overdue: &crate::transport::lane::Overdue,
     wake: &mut Vec<Waker>,
 ) -> Result<(), io::ErrorKind> {
     let mut at = 0;
-    while let Some(len) = crate::resp::frame_len(&buf[at..]) {
-        let reply = crate::resp::parse(&buf[at..at + len]).and_then(Value::extract_error);
+    while let Some(len) = crate::transport::lane::resp::frame_len(&buf[at..]) {
+        let reply =
+            crate::transport::lane::resp::parse(&buf[at..at + len]).and_then(Value::extract_error);
         at += len;
         let Some(slot) = pending.pop_front() else {
             // A reply nobody asked for: the connection cannot be trusted any more.
@@ -917,7 +918,12 @@ fn complete_replies(
     Ok(())
 }
 
-fn finish(slot: &Slot, trip: Trip, overdue: &crate::lane::Overdue, wake: &mut Vec<Waker>) {
+fn finish(
+    slot: &Slot,
+    trip: Trip,
+    overdue: &crate::transport::lane::Overdue,
+    wake: &mut Vec<Waker>,
+) {
     let mut state = lock(&slot.state);
     match std::mem::replace(&mut *state, SlotState::Taken) {
         SlotState::Waiting(waker) => {
@@ -929,7 +935,11 @@ fn finish(slot: &Slot, trip: Trip, overdue: &crate::lane::Overdue, wake: &mut Ve
     }
 }
 
-fn fail_all(pending: VecDeque<Arc<Slot>>, kind: io::ErrorKind, overdue: &crate::lane::Overdue) {
+fn fail_all(
+    pending: VecDeque<Arc<Slot>>,
+    kind: io::ErrorKind,
+    overdue: &crate::transport::lane::Overdue,
+) {
     let mut wake = Vec::new();
     for slot in pending {
         let error: RedisResult<Value> = Err(io::Error::from(kind).into());
@@ -941,7 +951,7 @@ fn fail_all(pending: VecDeque<Arc<Slot>>, kind: io::ErrorKind, overdue: &crate::
 /// Writes all of `bytes` to a non-blocking socket; in the unlikely case its send buffer is full,
 /// the rest is written blocking (bounded by `timeout`).
 fn write_all_nonblocking(
-    socket: &mut crate::lane::Socket,
+    socket: &mut crate::transport::lane::Socket,
     mut bytes: &[u8],
     timeout: Duration,
 ) -> io::Result<()> {

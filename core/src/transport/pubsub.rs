@@ -29,9 +29,9 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{Conn, Pushes, Route, Timeouts};
 use crate::error::Result;
 use crate::runtime;
+use crate::transport::{Conn, Pushes, Route, Timeouts};
 use crate::util::lock;
 
 /// How a message on a channel wakes the local waiters.
@@ -379,7 +379,7 @@ async fn dispatch(
                     }
                 });
             }
-            redis::PushKind::Other(kind) if kind == crate::connection::MOVED => {
+            redis::PushKind::Other(kind) if kind == crate::transport::MOVED => {
                 // The subscription moved to a new master: what was published meanwhile went
                 // nowhere, so every waiter retries.
                 wake_all(&shared);

@@ -18,10 +18,13 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwapOption;
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 
-use crate::connection::SlotRange;
 use crate::error::{Error, Result};
-use crate::lane::Lanes;
-use crate::sentinel::{credentials, host_port, parse_hosts};
+pub(crate) mod links;
+pub(crate) mod map;
+
+use crate::transport::SlotRange;
+use crate::transport::endpoint::{credentials, host_port, parse_hosts};
+use crate::transport::lane::Lanes;
 use crate::util::lock;
 
 /// The number of hash slots of a Redis Cluster.
@@ -181,7 +184,7 @@ struct SlotMap {
 /// says the script did not run there ([`is_redirect`]: `MOVED`, `ASK`, a replica's `READONLY`,
 /// …) drops the map, and the call is sent the routed way, which follows the redirect. Everything
 /// sent the routed way first waits for an overdue lane reply of the master it may go to, as on
-/// one server ([`crate::lane`]); not for those of the other masters, so that one master that
+/// one server ([`super::lane`]); not for those of the other masters, so that one master that
 /// stopped answering holds back no command for the others.
 pub(crate) struct NodeLanes {
     /// User and password for every node.
@@ -325,7 +328,7 @@ impl NodeLanes {
     /// failed over, whose request may still be in its socket): whatever it runs when it answers
     /// again is undone when it rejoins as a replica of the new master, and, if it never answers
     /// again, waiting for it held every command for the response timeout until its lane was
-    /// given up ([`crate::lane::ORPHAN_LIMIT`]), so that each of them failed. Without a map, or
+    /// given up ([`super::lane::ORPHAN_LIMIT`]), so that each of them failed. Without a map, or
     /// without a slot: all of them. Allocates nothing when no reply is overdue, the usual case.
     fn overdue_for(&self, slot: Option<u16>) -> Vec<Arc<Lanes>> {
         if let Some(slot) = slot

@@ -6,8 +6,8 @@
 //! hand the result back, about four context switches for one round trip. A plain client (redis-py)
 //! writes on the caller's thread and sleeps in `read` until the reply: one.
 //!
-//! [`crate::runtime::begin_here`] polls a call's future once on the caller's thread with this
-//! thread marked as [`on_lane`]. While it is, [`crate::connection::Conn::eval`] sends each script
+//! [`crate::host::begin_here`] polls a call's future once on the caller's thread with this
+//! thread marked as [`on_lane`]. While it is, [`crate::transport::Conn::eval`] sends each script
 //! over a *lane*: a plain blocking socket to the same node, borrowed from the node's pool for that
 //! one round trip. An uncontended acquire or release thus completes inside that first poll, on the
 //! caller's thread, with no hand-off at all; anything that has to wait (a busy lock's wait loop, a
@@ -17,7 +17,7 @@
 //! What a lane promises, so that its calls behave as the multiplexed connection's:
 //!
 //! - **Same outcomes.** A lane runs the same script with the same arguments on the same node, and
-//!   its reply goes through the same [`Conn`](crate::connection::Conn) bookkeeping (script cache,
+//!   its reply goes through the same [`Conn`](crate::transport::Conn) bookkeeping (script cache,
 //!   health, Sentinel suspicion). A reply that does not come within the response timeout is a
 //!   lost reply (`Unavailable`, "no answer"), settled by the engine as on the multiplexed
 //!   connection.
@@ -41,10 +41,10 @@
 //!   is at least 1 s), and each is first checked without blocking for a close the server sent
 //!   meanwhile (`CLIENT KILL`, a restart): such a lane is dropped, not written to.
 //! - **Only where it pays.** Lanes exist for a single server, a Sentinel group's master or each
-//!   master of a cluster (found by slot, [`crate::cluster::NodeLanes`]) over TCP or a Unix
-//!   socket (not TLS), only while calls come in quick succession (a lone call every few seconds
-//!   goes the usual way rather than opening a socket), and at most [`MAX_LANES`] per node. Never
-//!   in a forked child: the parent's lanes are its sockets too.
+//!   master of a cluster (found by slot, [`crate::transport::cluster::NodeLanes`]) over TCP or
+//!   a Unix socket (not TLS), only while calls come in quick succession (a lone call every few
+//!   seconds goes the usual way rather than opening a socket), and at most [`MAX_LANES`] per
+//!   node. Never in a forked child: the parent's lanes are its sockets too.
 
 use std::cell::Cell;
 use std::io::{self, Read, Write};
@@ -57,8 +57,8 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, ConnectionInfo, RedisResult, Value};
 
-use crate::connection::ToArg;
 use crate::scripts::Lua;
+use crate::transport::script_call::{ToArg, script_cmd, with_noscript_fallback_blocking};
 use crate::util::lock;
 
 /// How long an idle lane may be reused, and how recent the last lane call must be for a new one
@@ -191,7 +191,7 @@ impl Drop for Lanes {
 /// What a pool knows of the event loops' use of it (see [`Lanes::loops`]).
 #[derive(Default)]
 struct LoopRefs {
-    lanes: Vec<std::sync::Weak<crate::loop_lane::LoopLane>>,
+    lanes: Vec<std::sync::Weak<crate::transport::lane::event_loop::LoopLane>>,
     parked: Vec<std::sync::Weak<Parked>>,
     /// The client closed (or the pool is being dropped): no more lanes or connections are
     /// noted, and the idle pool takes no more lanes.
@@ -305,20 +305,13 @@ impl Lanes {
             return None;
         }
         let mut lane = self.take()?;
-        let command = |whole: bool| crate::connection::script_cmd(script, keys, args, whole);
-        let mut trip = match lane.round_trip(&command(!known)) {
+        let sent = with_noscript_fallback_blocking(&mut lane, !known, |lane, whole| {
+            lane.round_trip(&script_cmd(script, keys, args, whole))
+        });
+        let trip = match sent {
             Ok(trip) => trip,
             Err(unsent) => return self.unsent(lane, unsent),
         };
-        if known
-            && let Trip::Reply(Err(e)) = &trip
-            && e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-        {
-            trip = match lane.round_trip(&command(true)) {
-                Ok(trip) => trip,
-                Err(unsent) => return self.unsent(lane, unsent),
-            };
-        }
         match &trip {
             Trip::Reply(Ok(_)) => self.put_back(lane),
             Trip::Reply(Err(e)) if e.is_unrecoverable_error() || e.is_io_error() => {
@@ -506,7 +499,10 @@ impl Lanes {
 
     /// Notes an event loop's lane to this node, to retire with the pool; `false` (not noted)
     /// once the client closed: the caller retires it.
-    pub(crate) fn add_loop_lane(&self, lane: std::sync::Weak<crate::loop_lane::LoopLane>) -> bool {
+    pub(crate) fn add_loop_lane(
+        &self,
+        lane: std::sync::Weak<crate::transport::lane::event_loop::LoopLane>,
+    ) -> bool {
         let mut loops = lock(&self.loops);
         if loops.closed {
             return false;
@@ -806,8 +802,8 @@ impl Lane {
     /// [`Value::ServerError`], as redis-rs's parser gives it.
     fn read_reply(&mut self) -> RedisResult<redis::Value> {
         loop {
-            if let Some(len) = crate::resp::frame_len(&self.inbuf) {
-                let reply = crate::resp::parse(&self.inbuf[..len]);
+            if let Some(len) = crate::transport::lane::resp::frame_len(&self.inbuf) {
+                let reply = crate::transport::lane::resp::parse(&self.inbuf[..len]);
                 self.inbuf.drain(..len);
                 return reply;
             }

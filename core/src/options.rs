@@ -1,0 +1,282 @@
+//! [`ClientOptions`] and [`ReplicaSync`]: a client's settings, checked before anything connects.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// The longest lease or wait accepted ([`MAX_DURATION`](crate::MAX_DURATION), restated from the
+/// limits table so that this leaf module imports nothing above it).
+const LONGEST: Duration = Duration::from_millis(crate::limits::DURATION_MS.max as u64);
+
+/// Settings of a [`Client`](crate::Client).
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example() -> crosslock::Result<()> {
+/// use std::time::Duration;
+/// use crosslock::{Client, ClientOptions};
+/// let options = ClientOptions::new()
+///     .connect_timeout(Duration::from_secs(2))
+///     .watchdog_timeout(Duration::from_secs(30));
+/// let client = Client::connect_with("redis://127.0.0.1:6379/0", options).await?;
+/// # client.close().await; Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ClientOptions {
+    /// How long connecting may take before failing with
+    /// [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable), and how long a waiting acquire
+    /// waits out a Redis outage before failing the same way. Default 5 s.
+    pub connect_timeout: Duration,
+    /// How long one command may take before failing. Default 3 s (Redisson's `timeout`). A
+    /// watchdog renewal waits a renewal period at most, if that is shorter.
+    pub response_timeout: Duration,
+    /// The lease of a lock acquired without one, renewed every third of it. Default 30 s
+    /// (Redisson's `lockWatchdogTimeout`); keep it equal across all clients of a lock.
+    pub watchdog_timeout: Duration,
+    /// How many locks one renewal script renews. Default 100.
+    pub watchdog_batch_size: usize,
+    /// How long a [`FairLock`](crate::FairLock) waiter that gave no wait limit may take to come
+    /// back before the others consider it dead and skip it. Default 300 s (Redisson's
+    /// `fairLockWaitTimeout`); live crosslock waiters refresh their place, so this only bounds
+    /// how long a crashed waiter holds up the line. Keep it equal across all clients of a lock.
+    pub fair_lock_wait_timeout: Duration,
+    /// PEM-encoded root certificate(s) to trust for a `rediss://` server, instead of the built-in
+    /// web roots: for a server whose certificate comes from a private CA. Default `None`.
+    pub tls_ca_cert: Option<Vec<u8>>,
+    /// Wait for replicas after each acquisition (Redis `WAIT`); off by default. See
+    /// [`wait_for_replicas`](Self::wait_for_replicas).
+    pub replica_sync: Option<ReplicaSync>,
+    /// What this process is called in `CLIENT LIST`: every connection of the client is named
+    /// `<client_name>-<language>-<pid>-<id8>` (`CLIENT SETNAME`; `id8` is the start of
+    /// [`Client::id`](crate::Client::id)), so the inspector can name the process behind a
+    /// holder. Default `None`: `crosslock`. 1 to 64 printable ASCII characters, no spaces. See
+    /// [`crate::naming`].
+    pub client_name: Option<String>,
+}
+
+/// How many replicas must have an acquisition, and how long to wait for them: see
+/// [`ClientOptions::wait_for_replicas`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let options = crosslock::ClientOptions::new().wait_for_replicas(2, Duration::from_millis(500));
+/// let sync: crosslock::ReplicaSync = options.replica_sync.unwrap();
+/// assert_eq!((sync.replicas, sync.timeout), (2, Duration::from_millis(500)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReplicaSync {
+    /// How many replicas of the master must acknowledge (at least 1).
+    pub replicas: u32,
+    /// How long to wait for them (Redis `WAIT`'s timeout).
+    pub timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connect_timeout: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(3),
+            watchdog_timeout: Duration::from_secs(30),
+            watchdog_batch_size: 100,
+            fair_lock_wait_timeout: Duration::from_secs(300),
+            tls_ca_cert: None,
+            replica_sync: None,
+            client_name: None,
+        }
+    }
+}
+
+impl ClientOptions {
+    /// The defaults.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let options = crosslock::ClientOptions::new();
+    /// assert_eq!(options.watchdog_timeout, std::time::Duration::from_secs(30));
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`client_name`](Self::client_name).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let options = crosslock::ClientOptions::new().client_name("orders-api");
+    /// assert_eq!(options.client_name.as_deref(), Some("orders-api"));
+    /// ```
+    pub fn client_name(mut self, name: impl Into<String>) -> Self {
+        self.client_name = Some(name.into());
+        self
+    }
+
+    /// Sets [`connect_timeout`](Self::connect_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let options = crosslock::ClientOptions::new().connect_timeout(Duration::from_secs(2));
+    /// assert_eq!(options.connect_timeout, Duration::from_secs(2));
+    /// ```
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets [`response_timeout`](Self::response_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let options = crosslock::ClientOptions::new().response_timeout(Duration::from_secs(1));
+    /// assert_eq!(options.response_timeout, Duration::from_secs(1));
+    /// ```
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Sets [`watchdog_timeout`](Self::watchdog_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// // Renewed every 5 s; keep it equal in every client (and Redisson's lockWatchdogTimeout).
+    /// let options = crosslock::ClientOptions::new().watchdog_timeout(Duration::from_secs(15));
+    /// assert_eq!(options.watchdog_timeout, Duration::from_secs(15));
+    /// ```
+    pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.watchdog_timeout = timeout;
+        self
+    }
+
+    /// Sets [`watchdog_batch_size`](Self::watchdog_batch_size).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let options = crosslock::ClientOptions::new().watchdog_batch_size(500);
+    /// assert_eq!(options.watchdog_batch_size, 500);
+    /// ```
+    pub fn watchdog_batch_size(mut self, size: usize) -> Self {
+        self.watchdog_batch_size = size;
+        self
+    }
+
+    /// Sets [`fair_lock_wait_timeout`](Self::fair_lock_wait_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let options = crosslock::ClientOptions::new().fair_lock_wait_timeout(Duration::from_secs(60));
+    /// assert_eq!(options.fair_lock_wait_timeout, Duration::from_secs(60));
+    /// ```
+    pub fn fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.fair_lock_wait_timeout = timeout;
+        self
+    }
+
+    /// Sets [`tls_ca_cert`](Self::tls_ca_cert) (PEM bytes).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example() -> crosslock::Result<()> {
+    /// let pem = std::fs::read("ca.pem").expect("the CA certificate");
+    /// let options = crosslock::ClientOptions::new().tls_ca_cert(pem);
+    /// let client = crosslock::Client::connect_with("rediss://redis.internal:6380/0", options).await?;
+    /// # client.close().await; Ok(()) }
+    /// ```
+    pub fn tls_ca_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_ca_cert = Some(pem.into());
+        self
+    }
+
+    /// After every acquisition (a lock, a read or write hold, a permit; re-entries too), waits
+    /// until `replicas` replicas of the master have it, at most `timeout` (Redis `WAIT`, as
+    /// Redisson does after its lock scripts). Off by default.
+    ///
+    /// When fewer replicas acknowledge in time, the acquisition is given back at once and the
+    /// acquire fails with [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable), saying how
+    /// many replicas answered; nothing is left held (a waiting acquire does not keep trying: a
+    /// replica that lags behind is an operator's matter).
+    ///
+    /// What it guarantees: a lock you were told you hold had reached `replicas` replicas, so a
+    /// failover that promotes one of them keeps it (with `replicas` = all replicas, any failover
+    /// does). What it does not: renewals and releases are not waited for (a release lost in a
+    /// failover leaves the lock until its lease runs out; a renewal lost in one shortens the
+    /// lease, and the holder is told if the lock is lost), and a replica that acknowledged may
+    /// still lose the write if it crashes too. Acquisitions use a connection of their own, so a
+    /// slow replica delays acquisitions, never renewals or releases. Each acquisition costs the
+    /// time the replicas take to acknowledge (about one round trip from the master to them).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let options = crosslock::ClientOptions::new().wait_for_replicas(1, Duration::from_secs(1));
+    /// assert_eq!(options.replica_sync.unwrap().replicas, 1);
+    /// ```
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_sync = Some(ReplicaSync { replicas, timeout });
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let day = Duration::from_secs(86_400);
+        for (what, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("response_timeout", self.response_timeout),
+        ] {
+            if value < Duration::from_millis(1) || value > day {
+                return Err(Error::invalid(format!(
+                    "{what} must be between 1 ms and 1 day, got {value:?}"
+                )));
+            }
+        }
+        if self.watchdog_timeout < Duration::from_millis(30) || self.watchdog_timeout > LONGEST {
+            return Err(Error::invalid(format!(
+                "watchdog_timeout must be at least 30 ms (it is renewed every third of it) and at most \
+                 2^53-1 ms, got {:?}",
+                self.watchdog_timeout
+            )));
+        }
+        if self.fair_lock_wait_timeout < Duration::from_millis(1)
+            || self.fair_lock_wait_timeout > LONGEST
+        {
+            return Err(Error::invalid(format!(
+                "fair_lock_wait_timeout must be between 1 ms and 2^53-1 ms, got {:?}",
+                self.fair_lock_wait_timeout
+            )));
+        }
+        crate::limits::WATCHDOG_BATCH
+            .check(self.watchdog_batch_size as u64, "watchdog_batch_size")?;
+        if let Some(name) = &self.client_name {
+            crate::naming::check_name(name)?;
+        }
+        if let Some(sync) = self.replica_sync {
+            crate::limits::REPLICAS.check(
+                sync.replicas,
+                "wait_for_replicas (leave it unset not to wait)",
+            )?;
+            if sync.timeout < Duration::from_millis(1) || sync.timeout > day {
+                return Err(Error::invalid(format!(
+                    "the replica wait timeout must be between 1 ms and 1 day, got {:?}",
+                    sync.timeout
+                )));
+            }
+        }
+        Ok(())
+    }
+}
