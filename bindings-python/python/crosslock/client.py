@@ -494,6 +494,12 @@ class Client:
             raise InvalidArgumentError(f"scan(pattern): a non-empty glob pattern such as 'orders:*', got {pattern!r}")
         return self._native.scan(pattern, _whole(limit, "scan_limit", "scan(limit): the number of names"))
 
+    async def scan_async(self, pattern: str = "*", limit: int = 1000) -> list[str]:
+        """:meth:`scan` for asyncio."""
+        if not isinstance(pattern, str) or not pattern:
+            raise InvalidArgumentError(f"scan(pattern): a non-empty glob pattern such as 'orders:*', got {pattern!r}")
+        return await self._native.scan_async(pattern, _whole(limit, "scan_limit", "scan(limit): the number of names"))
+
     def _register_permits(self, sem: PermitExpirableSemaphore) -> None:
         with self._locks_guard:
             self._permit_sems.add(sem.name, sem)

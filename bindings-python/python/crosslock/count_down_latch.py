@@ -87,6 +87,10 @@ class CountDownLatch:
         """Deletes the latch; ``True`` if it existed."""
         return self._native.delete()
 
+    async def delete_async(self) -> bool:
+        """:meth:`delete` for asyncio."""
+        return await self._native.delete_async()
+
     def __repr__(self) -> str:
         return f"<crosslock.CountDownLatch {self.name!r}>"
 

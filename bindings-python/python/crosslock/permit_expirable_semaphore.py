@@ -134,6 +134,10 @@ class PermitExpirableSemaphore:
         ``math.inf`` if it never does."""
         return self._native.remaining_lease(self._id(permit_id))
 
+    async def remaining_lease_async(self, permit_id: str) -> Optional[float]:
+        """:meth:`remaining_lease` for asyncio."""
+        return await self._native.remaining_lease_async(self._id(permit_id))
+
     def lost(self, permit_id: str) -> bool:
         """Whether this client's permit ``permit_id`` may be lost (see the class docs). Decided
         from the clock on each read, as :attr:`Lock.lost <crosslock.Lock.lost>` is: true at once
@@ -152,11 +156,23 @@ class PermitExpirableSemaphore:
 
         return self._native.try_set_permits(_permits(permits, self.name, 0))
 
+    async def try_set_permits_async(self, permits: int) -> bool:
+        """:meth:`try_set_permits` for asyncio."""
+        from .semaphore import _permits
+
+        return await self._native.try_set_permits_async(_permits(permits, self.name, 0))
+
     def add_permits(self, permits: int) -> int:
         """Adds ``permits`` (negative: removes) to what is available; returns the new count."""
         from .semaphore import _delta
 
         return self._native.add_permits(_delta(permits, self.name))
+
+    async def add_permits_async(self, permits: int) -> int:
+        """:meth:`add_permits` for asyncio."""
+        from .semaphore import _delta
+
+        return await self._native.add_permits_async(_delta(permits, self.name))
 
     def available_permits(self) -> int:
         """How many permits are available now (expired ones counted back first)."""

@@ -153,6 +153,10 @@ class Semaphore:
         """Deletes the semaphore's counter; ``True`` if it existed."""
         return self._native.delete()
 
+    async def delete_async(self) -> bool:
+        """:meth:`delete` for asyncio."""
+        return await self._native.delete_async()
+
     def __enter__(self) -> Semaphore:
         _refuse_in_loop(None, self.name, "`with semaphore:`", "`async with semaphore:`")
         self._native.acquire(1, None)
