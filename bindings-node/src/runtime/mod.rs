@@ -42,8 +42,10 @@ use std::task::{Context, Poll, Wake, Waker};
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{Env, JsValue, sys};
 
+use self::uv::{UV_POLL, UV_READABLE, Uv};
 use crate::error;
-use crate::uv::{UV_POLL, UV_READABLE, Uv};
+
+pub(crate) mod uv;
 
 /// Work for the JavaScript thread: poll a woken task (the common case, with no allocation of
 /// its own), or run anything else (settle a promise, let go of a lane's handle).
@@ -424,7 +426,7 @@ unsafe extern "C" fn close_pollers(arg: *mut c_void) {
         .map(|(_, poller)| poller)
         .collect();
     // Pollers are only made where the runtime's libuv is real.
-    let Some(uv) = crate::uv::libuv() else { return };
+    let Some(uv) = uv::libuv() else { return };
     for poller in all {
         // SAFETY: live `Poller`s from `watch` (removed from the map, so closed once); freed by
         // `poll_closed`.
@@ -842,7 +844,7 @@ fn env_state(env: &Env) -> napi::Result<&'static mut EnvState> {
         ));
     }
     let clients: Clients = Arc::default();
-    let event_loop = Arc::new(match crate::uv::libuv() {
+    let event_loop = Arc::new(match uv::libuv() {
         Some(uv) => uv_event_loop(env, &name, &queue, uv)?,
         None => thread_event_loop(raw_env, &queue)?,
     });
