@@ -8,18 +8,24 @@
 //! `uv_poll` on a private loop over a socket pair, with one byte left unread, and reports whether
 //! the poll called back on each of three turns. A runtime that does not export every function
 //! needed (Deno has no `uv_run`) is not asked. Where the answer is no, the lanes are watched by a
-//! thread of crosslock's runtime instead (see `runtime.rs`).
+//! thread of crosslock's runtime instead (see `thread.rs`).
 //!
 //! `CROSSLOCK_NODE_WATCHER=thread` picks the portable path on any runtime (the test suites run
 //! Node on it too, so it is proven where libuv is real as well).
 
+use std::collections::HashMap;
 use std::ffi::{CStr, c_void};
+use std::os::fd::RawFd;
 use std::os::raw::c_int;
-use std::sync::OnceLock;
+use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use napi::sys;
+use napi::bindgen_prelude::Object;
+use napi::{Env, JsValue, sys};
+
+use super::queue::{Completion, Queue, Scope, drain};
 
 /// libuv's handle type number for `uv_poll_t` (`UV_POLL` in `uv.h`).
 pub(crate) const UV_POLL: c_int = 8;
@@ -224,4 +230,236 @@ fn exited_cleanly(pid: libc::pid_t) -> bool {
         }
         std::thread::sleep(Duration::from_micros(200));
     }
+}
+
+// --- The lanes watched by `uv_poll`s on the environment's loop ---------------------------------
+
+/// One watched lane socket: its `uv_poll_t` (the first field of which, `data`, points here) and
+/// what to call when it is readable.
+struct Poller {
+    /// The handle's memory (`uv_handle_size(UV_POLL)` bytes, 8-aligned).
+    handle: Box<[u64]>,
+    ready: crosslock::runtime::Readable,
+    scope: Scope,
+}
+
+/// How core watches its lane sockets on an environment's libuv loop: a `uv_poll_t` per socket,
+/// unreferenced (an idle lane never keeps the process alive; a pending promise does).
+struct UvWatcher {
+    uv: &'static Uv,
+    uv_loop: UvLoop,
+    queue: Arc<Queue>,
+    scope: Scope,
+    /// fd → its `Poller` (a raw `Box`), on the JavaScript thread only.
+    pollers: Pollers,
+}
+
+type Pollers = Arc<Mutex<HashMap<RawFd, usize>>>;
+
+/// The environment's clean-up hook for its lane handles: a loop is only closed once every handle
+/// on it is (a worker's exit aborts the process otherwise), so each is stopped and closed here,
+/// its close callback run by the loop's last turns.
+unsafe extern "C" fn close_pollers(arg: *mut c_void) {
+    // SAFETY: the strong count `env_state` leaked for this hook, taken back once.
+    let pollers = unsafe { Arc::from_raw(arg.cast::<Mutex<HashMap<RawFd, usize>>>().cast_const()) };
+    let all: Vec<usize> = pollers
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain()
+        .map(|(_, poller)| poller)
+        .collect();
+    // Pollers are only made where the runtime's libuv is real.
+    let Some(uv) = libuv() else { return };
+    for poller in all {
+        // SAFETY: live `Poller`s from `watch` (removed from the map, so closed once); freed by
+        // `poll_closed`.
+        unsafe {
+            let handle = (*(poller as *mut Poller))
+                .handle
+                .as_mut_ptr()
+                .cast::<c_void>();
+            (uv.poll_stop)(handle);
+            (uv.close)(handle, poll_closed);
+        }
+    }
+}
+
+struct UvLoop(*mut sys::uv_loop_s);
+
+// SAFETY: the loop pointer is only used on the JavaScript thread (`watch` runs there, inside a
+// poll; `unwatch` sends its work there through the queue).
+unsafe impl Send for UvLoop {}
+unsafe impl Sync for UvLoop {}
+
+/// A lane is readable. Its replies are read, and what they wake (the futures waiting on them, the
+/// promises they settle) runs right here, inside a callback scope whose closing runs the
+/// microtasks (the code awaiting those promises): the same turn of the loop, instead of a trip
+/// through the thread-safe function (an `eventfd` write, another `epoll` wake-up and read).
+unsafe extern "C" fn poll_ready(handle: *mut c_void, _status: c_int, _events: c_int) {
+    // SAFETY: `data`, the handle's first field, points at its `Poller` until `poll_closed`.
+    let poller = unsafe { &*(*handle.cast::<*const Poller>()) };
+    let scope = &poller.scope;
+    // SAFETY: on the JavaScript thread of `scope.env` (libuv calls back on its loop's thread),
+    // with no JavaScript on the stack: what `napi_open_callback_scope` is for. Each scope opened
+    // is closed, in reverse order.
+    unsafe {
+        let mut handles = ptr::null_mut();
+        if sys::napi_open_handle_scope(scope.env, &mut handles) != sys::Status::napi_ok {
+            // An error status is seen by the read `ready` makes; the work goes through the queue.
+            poller.ready.ready();
+            return;
+        }
+        let mut resource = ptr::null_mut();
+        let mut callback = ptr::null_mut();
+        let opened = sys::napi_create_object(scope.env, &mut resource) == sys::Status::napi_ok
+            && sys::napi_open_callback_scope(scope.env, resource, scope.context, &mut callback)
+                == sys::Status::napi_ok;
+        if opened {
+            drain(scope, || poller.ready.ready());
+            sys::napi_close_callback_scope(scope.env, callback);
+        } else {
+            poller.ready.ready();
+        }
+        sys::napi_close_handle_scope(scope.env, handles);
+    }
+}
+
+unsafe extern "C" fn poll_closed(handle: *mut c_void) {
+    // SAFETY: libuv is done with the handle; the `Poller` is ours again, freed once.
+    drop(unsafe { Box::from_raw(*handle.cast::<*mut Poller>()) });
+}
+
+impl crosslock::runtime::Watcher for UvWatcher {
+    fn watch(&self, fd: RawFd, ready: crosslock::runtime::Readable) -> bool {
+        // SAFETY: on the JavaScript thread (inside a poll); the handle memory lives in the
+        // `Poller` until `poll_closed` frees it.
+        unsafe {
+            let uv = self.uv;
+            let words = (uv.handle_size)(UV_POLL).div_ceil(8);
+            let poller = Box::into_raw(Box::new(Poller {
+                handle: vec![0u64; words].into_boxed_slice(),
+                ready,
+                scope: self.scope.clone(),
+            }));
+            let handle = (*poller).handle.as_mut_ptr().cast::<c_void>();
+            if (uv.poll_init_socket)(self.uv_loop.0, handle, fd) != 0 {
+                drop(Box::from_raw(poller));
+                return false;
+            }
+            *handle.cast::<*mut Poller>() = poller;
+            if (uv.poll_start)(handle, UV_READABLE, poll_ready) != 0 {
+                (uv.close)(handle, poll_closed);
+                return false;
+            }
+            (uv.unref)(handle);
+            self.pollers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(fd, poller as usize);
+            true
+        }
+    }
+
+    fn unwatch(&self, fd: RawFd, done: Box<dyn FnOnce() + Send>) {
+        let pollers = self.pollers.clone();
+        let uv = self.uv;
+        // On the JavaScript thread; dropped unrun (the environment is gone) it closes `fd` all
+        // the same.
+        self.queue.send(Completion::Run(Box::new(move |_| {
+            let poller = pollers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&fd);
+            match poller {
+                // SAFETY: a live `Poller` from `watch`; stopped before its fd is closed, freed
+                // by `poll_closed` once libuv is done with it.
+                Some(poller) => unsafe {
+                    let handle = (*(poller as *mut Poller))
+                        .handle
+                        .as_mut_ptr()
+                        .cast::<c_void>();
+                    (uv.poll_stop)(handle);
+                    done();
+                    (uv.close)(handle, poll_closed);
+                },
+                None => done(),
+            }
+        })));
+    }
+}
+
+/// Core's view of the environment's libuv loop: its lanes watched by `uv_poll`s ([`UvWatcher`]).
+pub(super) fn uv_event_loop(
+    env: &Env,
+    name: &napi::JsString,
+    queue: &Arc<Queue>,
+    uv: &'static Uv,
+) -> napi::Result<crosslock::runtime::EventLoop> {
+    let raw_env = env.raw();
+    let mut uv_loop = ptr::null_mut();
+    // SAFETY: on the JavaScript thread, with an out-pointer to a local.
+    let status = unsafe { sys::napi_get_uv_event_loop(raw_env, &mut uv_loop) };
+    if status != sys::Status::napi_ok || uv_loop.is_null() {
+        return Err(napi::Error::new(
+            napi::Status::from(status),
+            "crosslock: cannot find the event loop",
+        ));
+    }
+    let pollers: Pollers = Arc::default();
+    let hook_arg = Arc::into_raw(pollers.clone()).cast_mut().cast::<c_void>();
+    // SAFETY: `close_pollers` takes back the count leaked into `hook_arg`.
+    let status = unsafe { sys::napi_add_env_cleanup_hook(raw_env, Some(close_pollers), hook_arg) };
+    if status != sys::Status::napi_ok {
+        // SAFETY: the hook was not added: take the count back now.
+        drop(unsafe { Arc::from_raw(hook_arg.cast::<Mutex<HashMap<RawFd, usize>>>()) });
+        return Err(napi::Error::new(
+            napi::Status::from(status),
+            "crosslock: cannot register its clean-up hook",
+        ));
+    }
+    // The async context the lanes' readiness callbacks open their callback scopes in (async
+    // hooks see the work as a "crosslock" resource); destroyed by a clean-up hook.
+    let resource = Object::new(env)?;
+    let mut context = ptr::null_mut();
+    // SAFETY: on the JavaScript thread, with live values and an out-pointer to a local.
+    let status = unsafe { sys::napi_async_init(raw_env, resource.raw(), name.raw(), &mut context) };
+    if status != sys::Status::napi_ok {
+        return Err(napi::Error::new(
+            napi::Status::from(status),
+            "crosslock: cannot create its async context",
+        ));
+    }
+    let hook_arg = Box::into_raw(Box::new((raw_env, context))).cast::<c_void>();
+    // SAFETY: `destroy_context` takes back the box leaked into `hook_arg`, once, while the
+    // environment is still alive.
+    let status =
+        unsafe { sys::napi_add_env_cleanup_hook(raw_env, Some(destroy_context), hook_arg) };
+    if status != sys::Status::napi_ok {
+        // SAFETY: the hook was not added: destroy the context now.
+        unsafe { destroy_context(hook_arg) };
+        return Err(napi::Error::new(
+            napi::Status::from(status),
+            "crosslock: cannot register its clean-up hook",
+        ));
+    }
+    Ok(crosslock::runtime::EventLoop::new(UvWatcher {
+        uv,
+        uv_loop: UvLoop(uv_loop),
+        queue: queue.clone(),
+        scope: Scope {
+            env: raw_env,
+            context,
+            queue: queue.clone(),
+        },
+        pollers,
+    }))
+}
+
+/// The environment's clean-up hook for the lanes' async context.
+unsafe extern "C" fn destroy_context(arg: *mut c_void) {
+    // SAFETY: the box `env_state` leaked for this hook, taken back once: the environment and the
+    // context it made, destroyed on its thread while it is alive (hooks run before teardown).
+    let (env, context) =
+        *unsafe { Box::from_raw(arg.cast::<(sys::napi_env, sys::napi_async_context)>()) };
+    unsafe { sys::napi_async_destroy(env, context) };
 }
