@@ -12,7 +12,8 @@ from typing import Any, Callable, Hashable, Iterable, Optional, Union
 from . import _native
 from ._identity import current_owner
 from ._limits import _whole
-from ._lockable import _WRITE_LOCK, _Lockable, _seconds
+from ._args import _seconds
+from ._lockable import _WRITE_LOCK, _Lockable
 from ._routes import Routes, lock_route
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
 from .fair_lock import FairLock, NonReentrantFairLock
