@@ -17,8 +17,9 @@
 //!             // statements (`?` returns a `PyErr` from the method), then the future of a
 //!             // `crosslock::Result<T>`; a signal while it waits lets it finish in the background
 //!         }
-//!         /// A wait the sync face cancels on a signal (a `CancellationToken` in `token`, `None`
-//!         /// on the async face, which is cancelled by dropping it).
+//!         /// A wait the sync face cancels on a signal: `token` is `Some(CancellationToken)`
+//!         /// there (pass it to `twins::cancel_by`), `None` on the async face, which is
+//!         /// cancelled by dropping it.
 //!         cancel(token) fn y | y_async (&self, py, wait: Option<f64>) -> T {
 //!             // … `(future, undo)`: `undo(won)` gives back what a cancelled wait still won
 //!         }
