@@ -7,8 +7,8 @@ import native = require('../native')
 import { cancellable } from './abort'
 import type { Client } from './client'
 import { viaNative } from './errors'
+import { checkAcquire } from './args'
 import { checkWhole } from './limits'
-import { checkAcquire } from './lockable'
 
 /**
  * A count-down latch shared by every process (Node, Python, Rust, Java on Redisson) using the

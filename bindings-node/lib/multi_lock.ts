@@ -9,7 +9,8 @@ import { cancellable } from './abort'
 import { invalidArgument, viaNative } from './errors'
 import { acquiringOwner, inScope } from './identity'
 import { checkExtendLease } from './held'
-import { type AcquireOptions, checkAcquire, Lockable } from './lockable'
+import { checkAcquire } from './args'
+import { type AcquireOptions, Lockable } from './lockable'
 
 /**
  * One acquisition of a {@link MultiLock} or {@link RedLock}.

@@ -8,7 +8,7 @@ import native = require('../native')
 import { cancellable } from './abort'
 import type { Client } from './client'
 import { type CrosslockError, LockLostError, fromNative, hasCode, invalidArgument, viaNative } from './errors'
-import { checkAcquire } from './lockable'
+import { checkAcquire } from './args'
 import { checkWhole } from './limits'
 
 /**

@@ -7,7 +7,7 @@ import native = require('../native')
 import { cancellable } from './abort'
 import type { Client } from './client'
 import { invalidArgument, viaNative } from './errors'
-import { checkAcquire, optionsObject } from './lockable'
+import { checkAcquire, checkPermits, optionsObject } from './args'
 import { checkWhole } from './limits'
 
 /**
@@ -29,15 +29,6 @@ export interface PermitOptions {
 
 /** The keys of {@link PermitOptions}. */
 const PERMIT_KEYS = ['permits', 'wait', 'signal'] as const
-
-/**
- * @internal Permits to take or give back; left out they are 1 (`undefined`, or `null` in an
- * options object: `fromOptions`, as every option), and `null` for an argument is refused.
- */
-export function checkPermits(value: unknown, name: string, low: 0 | 1 = 1, fromOptions = false): number {
-  if (value === undefined || (fromOptions && value === null)) return 1
-  return checkWhole(value, low === 0 ? 'permits_set' : 'permits', `permits of '${name}'`, name)
-}
 
 /**
  * A counting semaphore shared by every process (Node, Python, Rust, Java on Redisson) using the

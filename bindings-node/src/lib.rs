@@ -17,12 +17,10 @@ mod error;
 mod inspect;
 mod lock;
 mod multi_lock;
-mod nudge;
 mod permit_expirable_semaphore;
 mod runtime;
 mod semaphore;
 mod unowned;
-mod uv;
 mod watch;
 
 use napi_derive::napi;
@@ -68,7 +66,7 @@ pub fn limits() -> Vec<Limit> {
 /// is needed.
 #[napi]
 pub fn lane_watcher() -> &'static str {
-    uv::watcher().name()
+    runtime::uv::watcher().name()
 }
 
 /// Closes every client this thread connected and has not closed, waiting until each is closed

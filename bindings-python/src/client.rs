@@ -10,6 +10,7 @@ use crate::error::to_py_err;
 use crate::inspect::PyInspection;
 use crate::lock::PyLock;
 use crate::runtime::{self, OnSignal};
+use crate::twins::{Named, py_twins};
 use crate::watch::PyWatch;
 
 /// A back-off from the Python layer's tuple form.
@@ -97,411 +98,400 @@ fn options(
     Ok(options)
 }
 
-#[pymethods]
-impl PyClient {
-    /// Connects (blocking, GIL released). Raises `RedisUnavailableError` naming `host:port` when
-    /// the server cannot be reached within `connect_timeout` seconds.
-    #[staticmethod]
-    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0, client_name = None))]
-    #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
-    fn connect(
-        py: Python<'_>,
-        url: String,
-        connect_timeout: f64,
-        response_timeout: f64,
-        watchdog_timeout: f64,
-        fair_lock_wait_timeout: f64,
-        tls_ca_cert: Option<Vec<u8>>,
-        wait_for_replicas: Option<u32>,
-        replica_wait_timeout: f64,
-        client_name: Option<String>,
-    ) -> PyResult<PyClient> {
-        let options = options(
-            connect_timeout,
-            response_timeout,
-            watchdog_timeout,
-            fair_lock_wait_timeout,
-            tls_ca_cert,
-            wait_for_replicas,
-            replica_wait_timeout,
-            client_name,
-        )
-        .map_err(|e| to_py_err(py, e, None))?;
-        let client = runtime::wait(
-            py,
-            async move { Client::connect_with(&url, options).await },
-            OnSignal::Detach,
-            None,
-        )?;
-        Ok(PyClient::new(client))
+impl Named for PyClient {
+    /// A client's errors name no lock.
+    fn lock_name(&self) -> Option<&str> {
+        None
     }
+}
 
-    /// As `connect`, as an awaitable.
-    #[staticmethod]
-    #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0, client_name = None))]
-    #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
-    fn connect_async(
-        py: Python<'_>,
-        url: String,
-        connect_timeout: f64,
-        response_timeout: f64,
-        watchdog_timeout: f64,
-        fair_lock_wait_timeout: f64,
-        tls_ca_cert: Option<Vec<u8>>,
-        wait_for_replicas: Option<u32>,
-        replica_wait_timeout: f64,
-        client_name: Option<String>,
-    ) -> PyResult<Bound<'_, PyAny>> {
-        let options = options(
-            connect_timeout,
-            response_timeout,
-            watchdog_timeout,
-            fair_lock_wait_timeout,
-            tls_ca_cert,
-            wait_for_replicas,
-            replica_wait_timeout,
-            client_name,
-        )
-        .map_err(|e| to_py_err(py, e, None))?;
-        runtime::awaitable(
-            py,
-            async move { Client::connect_with(&url, options).await.map(PyClient::new) },
-            None,
-        )
-    }
-
-    /// The client id in this process (a UUID v4; a forked child gets a new one).
-    #[getter]
-    fn id(&self) -> String {
-        self.client.id()
-    }
-
-    /// `host:port` of the server (never the password).
-    #[getter]
-    fn address(&self) -> String {
-        self.client.address().to_owned()
-    }
-
-    /// Whether `close` was called.
-    #[getter]
-    fn closed(&self) -> bool {
-        self.client.is_closed()
-    }
-
-    /// The holder string `<client-uuid>:<owner>`.
-    fn holder(&self, owner: u64) -> String {
-        self.client.holder(crosslock::Owner::new(owner))
-    }
-
-    /// What lives at `name`, as a dict (blocking, GIL released).
-    fn inspect(&self, py: Python<'_>, name: String) -> PyResult<PyInspection> {
-        let client = self.client.clone();
-        runtime::wait(
-            py,
-            async move { client.inspect(&name).await.map(PyInspection) },
-            OnSignal::Detach,
-            None,
-        )
-    }
-
-    /// As `inspect`, as an awaitable.
-    fn inspect_async<'py>(&self, py: Python<'py>, name: String) -> PyResult<Bound<'py, PyAny>> {
-        let client = self.client.clone();
-        runtime::awaitable(
-            py,
-            async move { client.inspect(&name).await.map(PyInspection) },
-            None,
-        )
-    }
-
-    /// `inspect` with core's text forms: `(inspection, description, one-line summary)`, the
-    /// description judging liveness against `watchdog_timeout` seconds (the `crosslock` command).
-    fn describe(
-        &self,
-        py: Python<'_>,
-        name: String,
-        watchdog_timeout: f64,
-    ) -> PyResult<(PyInspection, String, String)> {
-        let watchdog = ffi::duration(watchdog_timeout, 1.0, "watchdog_timeout")
+py_twins! {
+    impl PyClient {
+        /// Connects (blocking, GIL released). Raises `RedisUnavailableError` naming `host:port` when
+        /// the server cannot be reached within `connect_timeout` seconds.
+        #[staticmethod]
+        #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0, client_name = None))]
+        #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
+        fn connect(
+            py: Python<'_>,
+            url: String,
+            connect_timeout: f64,
+            response_timeout: f64,
+            watchdog_timeout: f64,
+            fair_lock_wait_timeout: f64,
+            tls_ca_cert: Option<Vec<u8>>,
+            wait_for_replicas: Option<u32>,
+            replica_wait_timeout: f64,
+            client_name: Option<String>,
+        ) -> PyResult<PyClient> {
+            let options = options(
+                connect_timeout,
+                response_timeout,
+                watchdog_timeout,
+                fair_lock_wait_timeout,
+                tls_ca_cert,
+                wait_for_replicas,
+                replica_wait_timeout,
+                client_name,
+            )
             .map_err(|e| to_py_err(py, e, None))?;
-        let client = self.client.clone();
-        runtime::wait(
-            py,
-            async move {
-                let seen = client.inspect(&name).await?;
-                let (text, line) = (seen.describe(watchdog), seen.summary());
-                Ok((PyInspection(seen), text, line))
-            },
-            OnSignal::Detach,
-            None,
-        )
-    }
+            let client = runtime::wait(
+                py,
+                async move { Client::connect_with(&url, options).await },
+                OnSignal::Detach,
+                None,
+            )?;
+            Ok(PyClient::new(client))
+        }
 
-    /// Deletes the lock at `name` whatever its kind; `True` if one was deleted.
-    fn force_unlock_any(&self, py: Python<'_>, name: String) -> PyResult<bool> {
-        let client = self.client.clone();
-        runtime::wait(
-            py,
-            async move { client.force_unlock_any(&name).await },
-            OnSignal::Detach,
-            None,
-        )
-    }
+        /// As `connect`, as an awaitable.
+        #[staticmethod]
+        #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0, client_name = None))]
+        #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
+        fn connect_async(
+            py: Python<'_>,
+            url: String,
+            connect_timeout: f64,
+            response_timeout: f64,
+            watchdog_timeout: f64,
+            fair_lock_wait_timeout: f64,
+            tls_ca_cert: Option<Vec<u8>>,
+            wait_for_replicas: Option<u32>,
+            replica_wait_timeout: f64,
+            client_name: Option<String>,
+        ) -> PyResult<Bound<'_, PyAny>> {
+            let options = options(
+                connect_timeout,
+                response_timeout,
+                watchdog_timeout,
+                fair_lock_wait_timeout,
+                tls_ca_cert,
+                wait_for_replicas,
+                replica_wait_timeout,
+                client_name,
+            )
+            .map_err(|e| to_py_err(py, e, None))?;
+            runtime::awaitable(
+                py,
+                async move { Client::connect_with(&url, options).await.map(PyClient::new) },
+                None,
+            )
+        }
 
-    /// Starts following the object at `name` live, a snapshot at least every `interval` seconds.
-    fn watch(&self, py: Python<'_>, name: String, interval: f64) -> PyResult<PyWatch> {
-        crate::watch::start(py, self.client.clone(), name, interval)
-    }
+        /// The client id in this process (a UUID v4; a forked child gets a new one).
+        #[getter]
+        fn id(&self) -> String {
+            self.client.id()
+        }
 
-    /// As `watch`, as an awaitable.
-    fn watch_async<'py>(
-        &self,
-        py: Python<'py>,
-        name: String,
-        interval: f64,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        crate::watch::start_async(py, self.client.clone(), name, interval)
-    }
+        /// `host:port` of the server (never the password).
+        #[getter]
+        fn address(&self) -> String {
+            self.client.address().to_owned()
+        }
 
-    /// The names of objects matching `pattern` (SCAN), sorted, at most `limit`.
-    fn scan(&self, py: Python<'_>, pattern: String, limit: usize) -> PyResult<Vec<String>> {
-        let client = self.client.clone();
-        runtime::wait(
-            py,
-            async move { client.scan(&pattern, limit).await },
-            OnSignal::Detach,
-            None,
-        )
-    }
+        /// Whether `close` was called.
+        #[getter]
+        fn closed(&self) -> bool {
+            self.client.is_closed()
+        }
 
-    /// A `Lock` (Redisson `RLock`) named `name`. Raises `InvalidArgumentError` for an empty name.
-    fn lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
-        self.erased(py, name, self.client.lock(name).map(|l| l.erased()))
-    }
+        /// The holder string `<client-uuid>:<owner>`.
+        fn holder(&self, owner: u64) -> String {
+            self.client.holder(crosslock::Owner::new(owner))
+        }
 
-    /// A `FairLock` (Redisson `RFairLock`) named `name`.
-    fn fair_lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
-        self.erased(py, name, self.client.fair_lock(name).map(|l| l.erased()))
-    }
+        /// `inspect` with core's text forms: `(inspection, description, one-line summary)`, the
+        /// description judging liveness against `watchdog_timeout` seconds (the `crosslock` command).
+        fn describe(
+            &self,
+            py: Python<'_>,
+            name: String,
+            watchdog_timeout: f64,
+        ) -> PyResult<(PyInspection, String, String)> {
+            let watchdog = ffi::duration(watchdog_timeout, 1.0, "watchdog_timeout")
+                .map_err(|e| to_py_err(py, e, None))?;
+            let client = self.client.clone();
+            runtime::wait(
+                py,
+                async move {
+                    let seen = client.inspect(&name).await?;
+                    let (text, line) = (seen.describe(watchdog), seen.summary());
+                    Ok((PyInspection(seen), text, line))
+                },
+                OnSignal::Detach,
+                None,
+            )
+        }
 
-    /// A `SpinLock` (Redisson `RSpinLock`) named `name`; `backoff` is `None` (Redisson's default,
-    /// 1 ms doubling to 128 ms), `("exponential", initial, max)` or `("constant", pause)`, seconds.
-    #[pyo3(signature = (name, backoff = None))]
-    fn spin_lock(
-        &self,
-        py: Python<'_>,
-        name: &str,
-        backoff: Option<(String, f64, Option<f64>)>,
-    ) -> PyResult<PyLock> {
-        let backoff = match backoff {
-            None => Ok(Backoff::default()),
-            Some((kind, a, b)) => backoff_of(name, &kind, a, b),
-        };
-        let lock = backoff
-            .and_then(|b| self.client.spin_lock_with(name, b))
-            .map(|l| l.erased());
-        self.erased(py, name, lock)
-    }
+        /// Deletes the lock at `name` whatever its kind; `True` if one was deleted.
+        fn force_unlock_any(&self, py: Python<'_>, name: String) -> PyResult<bool> {
+            let client = self.client.clone();
+            runtime::wait(
+                py,
+                async move { client.force_unlock_any(&name).await },
+                OnSignal::Detach,
+                None,
+            )
+        }
 
-    /// A `FencedLock` (Redisson `RFencedLock`) named `name`.
-    fn fenced_lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
-        self.erased(py, name, self.client.fenced_lock(name).map(|l| l.erased()))
-    }
+        /// Starts following the object at `name` live, a snapshot at least every `interval` seconds.
+        fn watch(&self, py: Python<'_>, name: String, interval: f64) -> PyResult<PyWatch> {
+            crate::watch::start(py, self.client.clone(), name, interval)
+        }
 
-    /// A `NonReentrantLock` named `name`.
-    fn non_reentrant_lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
-        self.erased(
-            py,
-            name,
-            self.client.non_reentrant_lock(name).map(|l| l.erased()),
-        )
-    }
+        /// As `watch`, as an awaitable.
+        fn watch_async<'py>(
+            &self,
+            py: Python<'py>,
+            name: String,
+            interval: f64,
+        ) -> PyResult<Bound<'py, PyAny>> {
+            crate::watch::start_async(py, self.client.clone(), name, interval)
+        }
 
-    /// A `NonReentrantFairLock` (Redisson's non-reentrant fair lock) named `name`.
-    fn non_reentrant_fair_lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
-        self.erased(
-            py,
-            name,
-            self.client
-                .non_reentrant_fair_lock(name)
-                .map(|l| l.erased()),
-        )
-    }
+        /// A `Lock` (Redisson `RLock`) named `name`. Raises `InvalidArgumentError` for an empty name.
+        fn lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
+            self.erased(py, name, self.client.lock(name).map(|l| l.erased()))
+        }
 
-    /// A `GroupLock` (Redisson's `getMultiLock(group, values)`) on `values` of `group`, their
-    /// fields hashed from the `codec` ("kryo5" or "string") encoding; with the values' fields,
-    /// sorted (the lost-event route of its holds is `group#field,field…`).
-    fn group_lock(
-        &self,
-        py: Python<'_>,
-        group: &str,
-        values: Vec<String>,
-        codec: &str,
-    ) -> PyResult<(PyLock, Vec<String>)> {
-        let lock = crosslock::GroupCodec::from_name(codec)
-            .and_then(|codec| self.client.group_lock_with(group, &values, codec));
-        let fields = lock
-            .as_ref()
-            .map(|l| l.fields().to_vec())
-            .unwrap_or_default();
-        Ok((self.erased(py, group, lock.map(|l| l.erased()))?, fields))
-    }
+        /// A `FairLock` (Redisson `RFairLock`) named `name`.
+        fn fair_lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
+            self.erased(py, name, self.client.fair_lock(name).map(|l| l.erased()))
+        }
 
-    /// A `Semaphore` (Redisson `RSemaphore`) named `name`.
-    fn semaphore(&self, py: Python<'_>, name: &str) -> PyResult<crate::semaphore::PySemaphore> {
-        let sem = self
-            .client
-            .semaphore(name)
-            .map_err(|e| to_py_err(py, e, Some(name)))?;
-        Ok(crate::semaphore::PySemaphore::new(sem))
-    }
+        /// A `SpinLock` (Redisson `RSpinLock`) named `name`; `backoff` is `None` (Redisson's default,
+        /// 1 ms doubling to 128 ms), `("exponential", initial, max)` or `("constant", pause)`, seconds.
+        #[pyo3(signature = (name, backoff = None))]
+        fn spin_lock(
+            &self,
+            py: Python<'_>,
+            name: &str,
+            backoff: Option<(String, f64, Option<f64>)>,
+        ) -> PyResult<PyLock> {
+            let backoff = match backoff {
+                None => Ok(Backoff::default()),
+                Some((kind, a, b)) => backoff_of(name, &kind, a, b),
+            };
+            let lock = backoff
+                .and_then(|b| self.client.spin_lock_with(name, b))
+                .map(|l| l.erased());
+            self.erased(py, name, lock)
+        }
 
-    /// A `PermitExpirableSemaphore` (Redisson `RPermitExpirableSemaphore`) named `name`.
-    fn permit_expirable_semaphore(
-        &self,
-        py: Python<'_>,
-        name: &str,
-    ) -> PyResult<crate::permit_expirable_semaphore::PyPermitExpirableSemaphore> {
-        let sem = self
-            .client
-            .permit_expirable_semaphore(name)
-            .map_err(|e| to_py_err(py, e, Some(name)))?;
-        Ok(crate::permit_expirable_semaphore::PyPermitExpirableSemaphore::new(sem))
-    }
+        /// A `FencedLock` (Redisson `RFencedLock`) named `name`.
+        fn fenced_lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
+            self.erased(py, name, self.client.fenced_lock(name).map(|l| l.erased()))
+        }
 
-    /// A `CountDownLatch` (Redisson `RCountDownLatch`) named `name`.
-    fn count_down_latch(
-        &self,
-        py: Python<'_>,
-        name: &str,
-    ) -> PyResult<crate::count_down_latch::PyCountDownLatch> {
-        let latch = self
-            .client
-            .count_down_latch(name)
-            .map_err(|e| to_py_err(py, e, Some(name)))?;
-        Ok(crate::count_down_latch::PyCountDownLatch::new(latch))
-    }
+        /// A `NonReentrantLock` named `name`.
+        fn non_reentrant_lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
+            self.erased(
+                py,
+                name,
+                self.client.non_reentrant_lock(name).map(|l| l.erased()),
+            )
+        }
 
-    /// The read and the write lock of the `ReadWriteLock` (Redisson `RReadWriteLock`) `name`.
-    fn read_write_lock(&self, py: Python<'_>, name: &str) -> PyResult<(PyLock, PyLock)> {
-        let rw = self
-            .client
-            .read_write_lock(name)
-            .map_err(|e| to_py_err(py, e, Some(name)))?;
-        Ok((
-            PyLock::new(rw.read().erased()),
-            PyLock::new(rw.write().erased()),
-        ))
-    }
+        /// A `NonReentrantFairLock` (Redisson's non-reentrant fair lock) named `name`.
+        fn non_reentrant_fair_lock(&self, py: Python<'_>, name: &str) -> PyResult<PyLock> {
+            self.erased(
+                py,
+                name,
+                self.client
+                    .non_reentrant_fair_lock(name)
+                    .map(|l| l.erased()),
+            )
+        }
 
-    /// Closes: pending acquires fail, held locks are released, renewal stops. Idempotent.
-    ///
-    /// After the last client's close (once its calls in flight have ended) core's runtime shuts
-    /// down; this waits, with the GIL released, until its threads and this client's lost-lock
-    /// dispatcher are joined, so that a `fork()` right after finds none of them.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let client = self.client.clone();
-        runtime::wait(
-            py,
-            async move {
-                client.close().await;
-                Ok(())
-            },
-            OnSignal::Detach,
-            None,
-        )?;
-        let dispatcher = self.take_dispatcher();
-        // Not when `close` runs on that thread (a lost-lock callback): it ends once it returns.
-        let dispatcher =
-            dispatcher.filter(|thread| thread.thread().id() != std::thread::current().id());
-        py.detach(move || {
-            crosslock::runtime::settle();
-            if let Some(dispatcher) = dispatcher {
-                let _ = dispatcher.join();
-            }
-            // No client left in the process: the log bridge's thread goes too (the next event
-            // starts it again).
-            if !crosslock::runtime::is_running()
-                && let Some(bridge) = crate::logging::stop_dispatcher()
-                && bridge.thread().id() != std::thread::current().id()
-            {
-                let _ = bridge.join();
-            }
-        });
-        Ok(())
-    }
+        /// A `GroupLock` (Redisson's `getMultiLock(group, values)`) on `values` of `group`, their
+        /// fields hashed from the `codec` ("kryo5" or "string") encoding; with the values' fields,
+        /// sorted (the lost-event route of its holds is `group#field,field…`).
+        fn group_lock(
+            &self,
+            py: Python<'_>,
+            group: &str,
+            values: Vec<String>,
+            codec: &str,
+        ) -> PyResult<(PyLock, Vec<String>)> {
+            let lock = crosslock::GroupCodec::from_name(codec)
+                .and_then(|codec| self.client.group_lock_with(group, &values, codec));
+            let fields = lock
+                .as_ref()
+                .map(|l| l.fields().to_vec())
+                .unwrap_or_default();
+            Ok((self.erased(py, group, lock.map(|l| l.erased()))?, fields))
+        }
 
-    /// As `close`, as an awaitable.
-    fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let client = self.client.clone();
-        runtime::awaitable(
-            py,
-            async move {
-                client.close().await;
-                Ok(())
-            },
-            None,
-        )
-    }
+        /// A `Semaphore` (Redisson `RSemaphore`) named `name`.
+        fn semaphore(&self, py: Python<'_>, name: &str) -> PyResult<crate::semaphore::PySemaphore> {
+            let sem = self
+                .client
+                .semaphore(name)
+                .map_err(|e| to_py_err(py, e, Some(name)))?;
+            Ok(crate::semaphore::PySemaphore::new(sem))
+        }
 
-    /// Sets the function called as `listener(name, owner, kind, holder)` on a background thread whenever
-    /// a hold of this client is found lost. Replaces any previous listener. Call it again in a
-    /// forked child (the dispatcher thread does not survive a fork).
-    fn set_lost_listener(&self, listener: Py<PyAny>) -> PyResult<()> {
-        // Core calls the listener on a runtime thread, which must never wait for the GIL: events
-        // go through a channel to one dispatcher thread per client, which calls Python.
-        let (sender, receiver) = mpsc::channel::<LostLock>();
-        let dispatcher = std::thread::Builder::new()
-            .name("crosslock-lost".into())
-            .spawn(move || {
-                // Ends when the client (and with it the sender) is dropped or replaced.
-                while let Ok(lost) = receiver.recv() {
-                    // `try_attach`: nothing to tell once the interpreter is shutting down.
-                    let done = Python::try_attach(|py| {
-                        let listener = listener.bind(py);
-                        let args = (
-                            lost.name.as_str(),
-                            lost.owner.get(),
-                            lost.kind.as_str(),
-                            lost.holder.as_str(),
-                        );
-                        if let Err(e) = listener.call1(args) {
-                            e.write_unraisable(py, Some(listener));
-                        }
-                    });
-                    if done.is_none() {
-                        return;
-                    }
+        /// A `PermitExpirableSemaphore` (Redisson `RPermitExpirableSemaphore`) named `name`.
+        fn permit_expirable_semaphore(
+            &self,
+            py: Python<'_>,
+            name: &str,
+        ) -> PyResult<crate::permit_expirable_semaphore::PyPermitExpirableSemaphore> {
+            let sem = self
+                .client
+                .permit_expirable_semaphore(name)
+                .map_err(|e| to_py_err(py, e, Some(name)))?;
+            Ok(crate::permit_expirable_semaphore::PyPermitExpirableSemaphore::new(sem))
+        }
+
+        /// A `CountDownLatch` (Redisson `RCountDownLatch`) named `name`.
+        fn count_down_latch(
+            &self,
+            py: Python<'_>,
+            name: &str,
+        ) -> PyResult<crate::count_down_latch::PyCountDownLatch> {
+            let latch = self
+                .client
+                .count_down_latch(name)
+                .map_err(|e| to_py_err(py, e, Some(name)))?;
+            Ok(crate::count_down_latch::PyCountDownLatch::new(latch))
+        }
+
+        /// The read and the write lock of the `ReadWriteLock` (Redisson `RReadWriteLock`) `name`.
+        fn read_write_lock(&self, py: Python<'_>, name: &str) -> PyResult<(PyLock, PyLock)> {
+            let rw = self
+                .client
+                .read_write_lock(name)
+                .map_err(|e| to_py_err(py, e, Some(name)))?;
+            Ok((
+                PyLock::new(rw.read().erased()),
+                PyLock::new(rw.write().erased()),
+            ))
+        }
+
+        /// Closes: pending acquires fail, held locks are released, renewal stops. Idempotent.
+        ///
+        /// After the last client's close (once its calls in flight have ended) core's runtime shuts
+        /// down; this waits, with the GIL released, until its threads and this client's lost-lock
+        /// dispatcher are joined, so that a `fork()` right after finds none of them.
+        fn close(&self, py: Python<'_>) -> PyResult<()> {
+            let client = self.client.clone();
+            runtime::wait(
+                py,
+                async move {
+                    client.close().await;
+                    Ok(())
+                },
+                OnSignal::Detach,
+                None,
+            )?;
+            let dispatcher = self.take_dispatcher();
+            // Not when `close` runs on that thread (a lost-lock callback): it ends once it returns.
+            let dispatcher =
+                dispatcher.filter(|thread| thread.thread().id() != std::thread::current().id());
+            py.detach(move || {
+                crosslock::runtime::settle();
+                if let Some(dispatcher) = dispatcher {
+                    let _ = dispatcher.join();
                 }
-            })
-            .map_err(|e| {
-                pyo3::exceptions::PyRuntimeError::new_err(format!(
-                    "crosslock: cannot start the lost-lock dispatcher thread: {e}"
-                ))
-            })?;
-        // The one it replaces (if any) ends by itself once core drops its listener below.
-        drop(self.take_dispatcher());
-        *self.dispatcher.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((std::process::id(), dispatcher));
-        let sender = std::sync::Mutex::new(sender);
-        self.client.on_lock_lost(move |lost: LostLock| {
-            let _ = sender.lock().unwrap_or_else(|e| e.into_inner()).send(lost);
-        });
-        Ok(())
-    }
+                // No client left in the process: the log bridge's thread goes too (the next event
+                // starts it again).
+                if !crosslock::runtime::is_running()
+                    && let Some(bridge) = crate::logging::stop_dispatcher()
+                    && bridge.thread().id() != std::thread::current().id()
+                {
+                    let _ = bridge.join();
+                }
+            });
+            Ok(())
+        }
 
-    /// How many channels the shared subscription connection listens to (diagnostics, tests).
-    fn subscribed_channels(&self) -> usize {
-        self.client.subscribed_channels()
-    }
+        /// As `close`, as an awaitable.
+        fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+            let client = self.client.clone();
+            runtime::awaitable(
+                py,
+                async move {
+                    client.close().await;
+                    Ok(())
+                },
+                None,
+            )
+        }
 
-    /// How many holds the watchdog renews (diagnostics, tests).
-    fn watched_locks(&self) -> usize {
-        self.client.watched_locks()
-    }
+        /// Sets the function called as `listener(name, owner, kind, holder)` on a background thread whenever
+        /// a hold of this client is found lost. Replaces any previous listener. Call it again in a
+        /// forked child (the dispatcher thread does not survive a fork).
+        fn set_lost_listener(&self, listener: Py<PyAny>) -> PyResult<()> {
+            // Core calls the listener on a runtime thread, which must never wait for the GIL: events
+            // go through a channel to one dispatcher thread per client, which calls Python.
+            let (sender, receiver) = mpsc::channel::<LostLock>();
+            let dispatcher = std::thread::Builder::new()
+                .name("crosslock-lost".into())
+                .spawn(move || {
+                    // Ends when the client (and with it the sender) is dropped or replaced.
+                    while let Ok(lost) = receiver.recv() {
+                        // `try_attach`: nothing to tell once the interpreter is shutting down.
+                        let done = Python::try_attach(|py| {
+                            let listener = listener.bind(py);
+                            let args = (
+                                lost.name.as_str(),
+                                lost.owner.get(),
+                                lost.kind.as_str(),
+                                lost.holder.as_str(),
+                            );
+                            if let Err(e) = listener.call1(args) {
+                                e.write_unraisable(py, Some(listener));
+                            }
+                        });
+                        if done.is_none() {
+                            return;
+                        }
+                    }
+                })
+                .map_err(|e| {
+                    pyo3::exceptions::PyRuntimeError::new_err(format!(
+                        "crosslock: cannot start the lost-lock dispatcher thread: {e}"
+                    ))
+                })?;
+            // The one it replaces (if any) ends by itself once core drops its listener below.
+            drop(self.take_dispatcher());
+            *self.dispatcher.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((std::process::id(), dispatcher));
+            let sender = std::sync::Mutex::new(sender);
+            self.client.on_lock_lost(move |lost: LostLock| {
+                let _ = sender.lock().unwrap_or_else(|e| e.into_inner()).send(lost);
+            });
+            Ok(())
+        }
 
-    fn __repr__(&self) -> String {
-        format!("<crosslock._native.Client {:?}>", self.client)
+        /// How many channels the shared subscription connection listens to (diagnostics, tests).
+        fn subscribed_channels(&self) -> usize {
+            self.client.subscribed_channels()
+        }
+
+        /// How many holds the watchdog renews (diagnostics, tests).
+        fn watched_locks(&self) -> usize {
+            self.client.watched_locks()
+        }
+
+        fn __repr__(&self) -> String {
+            format!("<crosslock._native.Client {:?}>", self.client)
+        }
+    }
+    twins {
+        /// What lives at `name`, as a dict (blocking, GIL released).
+        fn inspect | inspect_async (&self, py, name: String) -> PyInspection {
+            let client = self.client.clone();
+            async move { client.inspect(&name).await.map(PyInspection) }
+        }
+
+        /// The names of objects matching `pattern` (SCAN), sorted, at most `limit`.
+        fn scan | scan_async (&self, py, pattern: String, limit: usize) -> Vec<String> {
+            let client = self.client.clone();
+            async move { client.scan(&pattern, limit).await }
+        }
     }
 }
 

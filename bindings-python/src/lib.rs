@@ -32,6 +32,7 @@ mod multi_lock;
 mod permit_expirable_semaphore;
 mod runtime;
 mod semaphore;
+mod twins;
 mod unowned;
 mod watch;
 

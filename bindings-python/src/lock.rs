@@ -12,12 +12,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crosslock::{AcquireOptions, AnyLock, CancellationToken, Owner, ffi};
+use crosslock::{AcquireOptions, AnyLock, Owner, ffi};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 
 use crate::error::to_py_err;
-use crate::runtime::{self, OnSignal, Unclaimed, Undo};
+use crate::runtime::Unclaimed;
+use crate::twins::{Named, cancel_by, py_twins};
 
 /// A handle on one named lock of any kind; the public wrappers are `crosslock.Lock`,
 /// `crosslock.FairLock`, …
@@ -91,228 +92,114 @@ impl PyLock {
     }
 }
 
-#[pymethods]
-impl PyLock {
-    /// The lock's name: its key in Redis.
-    #[getter(name)]
-    fn py_name(&self) -> &str {
-        self.name()
+impl Named for PyLock {
+    fn lock_name(&self) -> Option<&str> {
+        Some(self.name())
     }
+}
 
-    /// The kind of lock (`"lock"`, `"fair_lock"`, `"read_lock"`, …).
-    #[getter]
-    fn kind(&self) -> &'static str {
-        self.lock.kind().as_str()
+py_twins! {
+    impl PyLock {
+        /// The lock's name: its key in Redis.
+        #[getter(name)]
+        fn py_name(&self) -> &str {
+            self.name()
+        }
+
+        /// The kind of lock (`"lock"`, `"fair_lock"`, `"read_lock"`, …).
+        #[getter]
+        fn kind(&self) -> &'static str {
+            self.lock.kind().as_str()
+        }
+
+        /// Whether the hold of `owner` may be lost and was not released since: found so, or its
+        /// deadline passed (decided from the clock on the spot, no round trip).
+        fn is_lost(&self, owner: u64) -> bool {
+            self.lock.is_lost(Owner::new(owner))
+        }
+
+        fn __repr__(&self) -> String {
+            format!("<crosslock._native.Lock {} {:?}>", self.kind(), self.name())
+        }
     }
-
-    /// Acquires for `owner` (blocking, GIL released, Ctrl-C honoured). `wait`: seconds, `None`
-    /// waits without limit, `0` tries once. `lease`: seconds, `None` means watchdog renewal.
-    /// Returns `None` when the wait limit passes (or raises `LockTimeoutError` if
-    /// `raise_timeout`), else the fencing token (0 for kinds without one).
-    #[pyo3(signature = (owner, wait = None, lease = None, raise_timeout = false))]
-    fn acquire(
-        &self,
-        py: Python<'_>,
-        owner: u64,
-        wait: Option<f64>,
-        lease: Option<f64>,
-        raise_timeout: bool,
-    ) -> PyResult<Option<u64>> {
-        let owner = Owner::new(owner);
-        let token = CancellationToken::new();
-        let options = self
-            .options(wait, lease)
-            .map_err(|e| self.err(py, e))?
-            .cancel(token.clone());
-        let lock = self.lock.clone();
-        // If the acquire completed just as Ctrl-C arrived, give that hold back.
-        let undo: Undo<Option<u64>> = Box::new(move |acquired| {
-            Box::pin(async move {
+    twins {
+        /// Acquires for `owner` (blocking, GIL released, Ctrl-C honoured). `wait`: seconds, `None`
+        /// waits without limit, `0` tries once. `lease`: seconds, `None` means watchdog renewal.
+        /// Returns `None` when the wait limit passes (or raises `LockTimeoutError` if
+        /// `raise_timeout`), else the fencing token (0 for kinds without one).
+        #[pyo3(signature = (owner, wait = None, lease = None, raise_timeout = false))]
+        cancel(token) hold(Won::Token) fn acquire | acquire_async (
+            &self,
+            py,
+            owner: u64,
+            wait: Option<f64>,
+            lease: Option<f64>,
+            raise_timeout: bool,
+        ) -> Option<u64> {
+            let owner = Owner::new(owner);
+            let options = self.options(wait, lease).map_err(|e| self.err(py, e))?;
+            let acquire = self.acquire_future(owner, cancel_by(options, token), raise_timeout);
+            let lock = self.lock.clone();
+            // A hold won just as Ctrl-C arrived, or never claimed, is given back.
+            let undo = move |acquired: Option<u64>| async move {
                 if acquired.is_some() {
+                    // NotHeld / LockLost: nothing left to give back.
                     let _ = lock.release_as(owner).await;
                 }
-            })
-        });
-        runtime::wait(
-            py,
-            self.acquire_future(owner, options, raise_timeout),
-            OnSignal::Cancel { token, undo },
-            Some(self.name()),
-        )
-    }
+            };
+            (acquire, undo)
+        }
 
-    /// As `acquire`, as an awaitable (an `asyncio.Future`) of a [`PyPendingHold`]: the caller
-    /// must `claim()` it to keep a won hold. If it is dropped unclaimed (the awaiting task was
-    /// cancelled just as the acquire completed), that hold is given back. Cancelling it while it
-    /// waits leaves nothing behind (core's cancel-safety).
-    #[pyo3(signature = (owner, wait = None, lease = None, raise_timeout = false))]
-    fn acquire_async<'py>(
-        &self,
-        py: Python<'py>,
-        owner: u64,
-        wait: Option<f64>,
-        lease: Option<f64>,
-        raise_timeout: bool,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let options = self.options(wait, lease).map_err(|e| self.err(py, e))?;
-        let owner = Owner::new(owner);
-        let acquire = self.acquire_future(owner, options, raise_timeout);
-        let lock = self.lock.clone();
-        let future = async move {
-            // No await between the acquire's success and the guard: from here on, a hold that
-            // never reaches the caller is given back.
-            let acquired = acquire.await?;
-            Ok(PyPendingHold::new(acquired, lock, owner))
-        };
-        runtime::awaitable(py, future, Some(self.name()))
-    }
+        /// Releases one hold of `owner`; `True` when that fully released the lock. Raises
+        /// `NotHeldError` (Redis unchanged) or `LockLostError`.
+        fn release | release_async (&self, py, owner: u64) -> bool {
+            let lock = self.lock.clone();
+            async move { lock.release_as(Owner::new(owner)).await }
+        }
 
-    /// Releases one hold of `owner`; `True` when that fully released the lock. Raises
-    /// `NotHeldError` (Redis unchanged) or `LockLostError`.
-    fn release(&self, py: Python<'_>, owner: u64) -> PyResult<bool> {
-        let lock = self.lock.clone();
-        let future = async move { lock.release_as(Owner::new(owner)).await };
-        runtime::wait(py, future, OnSignal::Detach, Some(self.name()))
-    }
+        /// Sets the lease of the hold of `owner` to `lease` seconds from now. Raises `NotHeldError`
+        /// or `LockLostError`.
+        fn extend | extend_async (&self, py, owner: u64, lease: f64) -> () {
+            let lock = self.lock.clone();
+            let lease = self.extend_lease(lease).map_err(|e| self.err(py, e))?;
+            async move { lock.extend_as(Owner::new(owner), lease).await }
+        }
 
-    /// As `release`, as an awaitable.
-    fn release_async<'py>(&self, py: Python<'py>, owner: u64) -> PyResult<Bound<'py, PyAny>> {
-        let lock = self.lock.clone();
-        let future = async move { lock.release_as(Owner::new(owner)).await };
-        runtime::awaitable(py, future, Some(self.name()))
-    }
+        /// Deletes the lock whoever holds it; `True` if it was locked.
+        fn force_unlock | force_unlock_async (&self, py) -> bool {
+            let lock = self.lock.clone();
+            async move { lock.force_unlock().await }
+        }
 
-    /// Sets the lease of the hold of `owner` to `lease` seconds from now. Raises `NotHeldError`
-    /// or `LockLostError`.
-    fn extend(&self, py: Python<'_>, owner: u64, lease: f64) -> PyResult<()> {
-        let lock = self.lock.clone();
-        let lease = self.extend_lease(lease).map_err(|e| self.err(py, e))?;
-        let future = async move { lock.extend_as(Owner::new(owner), lease).await };
-        runtime::wait(py, future, OnSignal::Detach, Some(self.name()))
-    }
+        /// Whether anyone holds the lock.
+        fn is_locked | is_locked_async (&self, py) -> bool {
+            let lock = self.lock.clone();
+            async move { lock.is_locked().await }
+        }
 
-    /// As `extend`, as an awaitable.
-    fn extend_async<'py>(
-        &self,
-        py: Python<'py>,
-        owner: u64,
-        lease: f64,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let lock = self.lock.clone();
-        let lease = self.extend_lease(lease).map_err(|e| self.err(py, e))?;
-        let future = async move { lock.extend_as(Owner::new(owner), lease).await };
-        runtime::awaitable(py, future, Some(self.name()))
-    }
+        /// Whether `owner` of this client holds the lock.
+        fn is_held_by | is_held_by_async (&self, py, owner: u64) -> bool {
+            let lock = self.lock.clone();
+            async move { Ok(lock.hold_count_of(Owner::new(owner)).await? > 0) }
+        }
 
-    /// Deletes the lock whoever holds it; `True` if it was locked.
-    fn force_unlock(&self, py: Python<'_>) -> PyResult<bool> {
-        let lock = self.lock.clone();
-        runtime::wait(
-            py,
-            async move { lock.force_unlock().await },
-            OnSignal::Detach,
-            Some(self.name()),
-        )
-    }
+        /// How many times `owner` holds the lock (0 when it does not).
+        fn hold_count_of | hold_count_of_async (&self, py, owner: u64) -> u32 {
+            let lock = self.lock.clone();
+            async move { lock.hold_count_of(Owner::new(owner)).await }
+        }
 
-    /// As `force_unlock`, as an awaitable.
-    fn force_unlock_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let lock = self.lock.clone();
-        runtime::awaitable(
-            py,
-            async move { lock.force_unlock().await },
-            Some(self.name()),
-        )
-    }
+        /// Seconds before the lock expires: `None` when unlocked, `inf` when it has no expiry.
+        fn remaining_lease | remaining_lease_async (&self, py) -> Option<f64> {
+            let lock = self.lock.clone();
+            async move { lock.remaining_lease().await.map(lease_seconds) }
+        }
 
-    /// Whether anyone holds the lock.
-    fn is_locked(&self, py: Python<'_>) -> PyResult<bool> {
-        let lock = self.lock.clone();
-        runtime::wait(
-            py,
-            async move { lock.is_locked().await },
-            OnSignal::Detach,
-            Some(self.name()),
-        )
-    }
-
-    /// As `is_locked`, as an awaitable.
-    fn is_locked_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let lock = self.lock.clone();
-        runtime::awaitable(py, async move { lock.is_locked().await }, Some(self.name()))
-    }
-
-    /// Whether `owner` of this client holds the lock.
-    fn is_held_by(&self, py: Python<'_>, owner: u64) -> PyResult<bool> {
-        let lock = self.lock.clone();
-        let future = async move { Ok(lock.hold_count_of(Owner::new(owner)).await? > 0) };
-        runtime::wait(py, future, OnSignal::Detach, Some(self.name()))
-    }
-
-    /// As `is_held_by`, as an awaitable.
-    fn is_held_by_async<'py>(&self, py: Python<'py>, owner: u64) -> PyResult<Bound<'py, PyAny>> {
-        let lock = self.lock.clone();
-        let future = async move { Ok(lock.hold_count_of(Owner::new(owner)).await? > 0) };
-        runtime::awaitable(py, future, Some(self.name()))
-    }
-
-    /// How many times `owner` holds the lock (0 when it does not).
-    fn hold_count_of(&self, py: Python<'_>, owner: u64) -> PyResult<u32> {
-        let lock = self.lock.clone();
-        let future = async move { lock.hold_count_of(Owner::new(owner)).await };
-        runtime::wait(py, future, OnSignal::Detach, Some(self.name()))
-    }
-
-    /// As `hold_count_of`, as an awaitable.
-    fn hold_count_of_async<'py>(&self, py: Python<'py>, owner: u64) -> PyResult<Bound<'py, PyAny>> {
-        let lock = self.lock.clone();
-        let future = async move { lock.hold_count_of(Owner::new(owner)).await };
-        runtime::awaitable(py, future, Some(self.name()))
-    }
-
-    /// Seconds before the lock expires: `None` when unlocked, `inf` when it has no expiry.
-    fn remaining_lease(&self, py: Python<'_>) -> PyResult<Option<f64>> {
-        let lock = self.lock.clone();
-        let future = async move { lock.remaining_lease().await.map(lease_seconds) };
-        runtime::wait(py, future, OnSignal::Detach, Some(self.name()))
-    }
-
-    /// As `remaining_lease`, as an awaitable.
-    fn remaining_lease_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let lock = self.lock.clone();
-        let future = async move { lock.remaining_lease().await.map(lease_seconds) };
-        runtime::awaitable(py, future, Some(self.name()))
-    }
-
-    /// The current holder strings (`<client-uuid>:<n>`, `…:write`); empty when unlocked.
-    fn holders(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        let lock = self.lock.clone();
-        runtime::wait(
-            py,
-            async move { lock.holders_now().await },
-            OnSignal::Detach,
-            Some(self.name()),
-        )
-    }
-
-    /// As `holders`, as an awaitable.
-    fn holders_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let lock = self.lock.clone();
-        runtime::awaitable(
-            py,
-            async move { lock.holders_now().await },
-            Some(self.name()),
-        )
-    }
-
-    /// Whether the hold of `owner` may be lost and was not released since: found so, or its
-    /// deadline passed (decided from the clock on the spot, no round trip).
-    fn is_lost(&self, owner: u64) -> bool {
-        self.lock.is_lost(Owner::new(owner))
-    }
-
-    fn __repr__(&self) -> String {
-        format!("<crosslock._native.Lock {} {:?}>", self.kind(), self.name())
+        /// The current holder strings (`<client-uuid>:<n>`, `…:write`); empty when unlocked.
+        fn holders | holders_async (&self, py) -> Vec<String> {
+            let lock = self.lock.clone();
+            async move { lock.holders_now().await }
+        }
     }
 }
 
@@ -353,13 +240,6 @@ impl Won {
 }
 
 impl PyPendingHold {
-    fn new(acquired: Option<u64>, lock: Arc<dyn AnyLock>, owner: Owner) -> Self {
-        Self::holding(Won::Token(acquired), async move {
-            // NotHeld / LockLost: nothing left to give back.
-            let _ = lock.release_as(owner).await;
-        })
-    }
-
     /// A result whose win (if `won` is one) is undone by `undo` unless claimed.
     pub(crate) fn holding(
         won: Won,

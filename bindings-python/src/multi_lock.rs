@@ -3,12 +3,12 @@
 //! An acquire answers `None` when the wait limit passed, else `(validity, parts)`: the validity in
 //! seconds (with a lease; `None` without) and the names of the parts held.
 
-use crosslock::{AcquireOptions, CancellationToken, MultiLock, Owner, RedLock, ffi};
+use crosslock::{AcquireOptions, MultiLock, Owner, RedLock, ffi};
 use pyo3::prelude::*;
 
 use crate::error::to_py_err;
-use crate::lock::{PyLock, PyPendingHold, Won};
-use crate::runtime::{self, OnSignal, Undo};
+use crate::lock::{PyLock, Won};
+use crate::twins::{Named, cancel_by, py_twins};
 
 #[derive(Clone)]
 enum Composite {
@@ -106,147 +106,92 @@ impl PyMultiLock {
     }
 }
 
-#[pymethods]
-impl PyMultiLock {
-    /// A multi-lock over `locks` (native `Lock`s, in order); a red lock (a majority) if `red`.
-    #[new]
-    #[pyo3(signature = (locks, red = false))]
-    fn new(py: Python<'_>, locks: Vec<PyRef<'_, PyLock>>, red: bool) -> PyResult<Self> {
-        let parts: Vec<_> = locks.iter().map(|l| l.lock.clone()).collect();
-        let label = parts
-            .iter()
-            .map(|l| format!("'{}'", l.name()))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let inner = if red {
-            RedLock::new(parts).map(Composite::Red)
-        } else {
-            MultiLock::new(parts).map(Composite::Multi)
-        };
-        let inner = inner.map_err(|e| to_py_err(py, e, None))?;
-        Ok(PyMultiLock { inner, label })
+impl Named for PyMultiLock {
+    /// A multi-lock's errors name no one lock (their messages name the parts).
+    fn lock_name(&self) -> Option<&str> {
+        None
     }
+}
 
-    /// The parts' names, in order.
-    #[getter]
-    fn names(&self) -> Vec<String> {
-        self.inner.names()
+py_twins! {
+    impl PyMultiLock {
+        /// A multi-lock over `locks` (native `Lock`s, in order); a red lock (a majority) if `red`.
+        #[new]
+        #[pyo3(signature = (locks, red = false))]
+        fn new(py: Python<'_>, locks: Vec<PyRef<'_, PyLock>>, red: bool) -> PyResult<Self> {
+            let parts: Vec<_> = locks.iter().map(|l| l.lock.clone()).collect();
+            let label = parts
+                .iter()
+                .map(|l| format!("'{}'", l.name()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let inner = if red {
+                RedLock::new(parts).map(Composite::Red)
+            } else {
+                MultiLock::new(parts).map(Composite::Multi)
+            };
+            let inner = inner.map_err(|e| to_py_err(py, e, None))?;
+            Ok(PyMultiLock { inner, label })
+        }
+
+        /// The parts' names, in order.
+        #[getter]
+        fn names(&self) -> Vec<String> {
+            self.inner.names()
+        }
+
+        /// Whether the acquisition of `owner` may be lost.
+        fn is_lost(&self, owner: u64) -> bool {
+            self.inner.is_lost(Owner::new(owner))
+        }
+
+        fn __repr__(&self) -> String {
+            format!("<crosslock._native.MultiLock {}>", self.label)
+        }
     }
-
-    /// Acquires for `owner` (blocking, GIL released, Ctrl-C honoured).
-    #[pyo3(signature = (owner, wait = None, lease = None, raise_timeout = false))]
-    fn acquire(
-        &self,
-        py: Python<'_>,
-        owner: u64,
-        wait: Option<f64>,
-        lease: Option<f64>,
-        raise_timeout: bool,
-    ) -> PyResult<Held> {
-        let owner = Owner::new(owner);
-        let token = CancellationToken::new();
-        let options = self
-            .options(wait, lease)
-            .map_err(|e| to_py_err(py, e, None))?
-            .cancel(token.clone());
-        let inner = self.inner.clone();
-        let undo: Undo<Held> = {
-            let inner = inner.clone();
-            Box::new(move |held| {
-                Box::pin(async move {
+    twins {
+        /// Acquires for `owner` (blocking, GIL released, Ctrl-C honoured).
+        #[pyo3(signature = (owner, wait = None, lease = None, raise_timeout = false))]
+        cancel(token) hold(Won::Multi) fn acquire | acquire_async (
+            &self,
+            py,
+            owner: u64,
+            wait: Option<f64>,
+            lease: Option<f64>,
+            raise_timeout: bool,
+        ) -> Held {
+            let owner = Owner::new(owner);
+            let options = self
+                .options(wait, lease)
+                .map_err(|e| to_py_err(py, e, None))?;
+            let options = cancel_by(options, token);
+            let inner = self.inner.clone();
+            let undo = {
+                let inner = inner.clone();
+                move |held: Held| async move {
                     if held.is_some() {
                         let _ = inner.release_as(owner).await;
                     }
-                })
-            })
-        };
-        let future = Self::acquire_inner(inner, self.label.clone(), owner, options, raise_timeout);
-        runtime::wait(py, future, OnSignal::Cancel { token, undo }, None)
-    }
+                }
+            };
+            let future =
+                Self::acquire_inner(inner, self.label.clone(), owner, options, raise_timeout);
+            (future, undo)
+        }
 
-    /// As `acquire`, as an awaitable of a `PendingHold` (released if dropped unclaimed).
-    #[pyo3(signature = (owner, wait = None, lease = None, raise_timeout = false))]
-    fn acquire_async<'py>(
-        &self,
-        py: Python<'py>,
-        owner: u64,
-        wait: Option<f64>,
-        lease: Option<f64>,
-        raise_timeout: bool,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let owner = Owner::new(owner);
-        let options = self
-            .options(wait, lease)
-            .map_err(|e| to_py_err(py, e, None))?;
-        let inner = self.inner.clone();
-        let label = self.label.clone();
-        let future = async move {
-            let held =
-                Self::acquire_inner(inner.clone(), label, owner, options, raise_timeout).await?;
-            Ok(PyPendingHold::holding(Won::Multi(held), async move {
-                let _ = inner.release_as(owner).await;
-            }))
-        };
-        runtime::awaitable(py, future, None)
-    }
+        /// Releases every part `owner` holds.
+        fn release | release_async (&self, py, owner: u64) -> () {
+            let inner = self.inner.clone();
+            async move { inner.release_as(Owner::new(owner)).await }
+        }
 
-    /// Releases every part `owner` holds.
-    fn release(&self, py: Python<'_>, owner: u64) -> PyResult<()> {
-        let inner = self.inner.clone();
-        runtime::wait(
-            py,
-            async move { inner.release_as(Owner::new(owner)).await },
-            OnSignal::Detach,
-            None,
-        )
-    }
-
-    /// As `release`, as an awaitable.
-    fn release_async<'py>(&self, py: Python<'py>, owner: u64) -> PyResult<Bound<'py, PyAny>> {
-        let inner = self.inner.clone();
-        runtime::awaitable(
-            py,
-            async move { inner.release_as(Owner::new(owner)).await },
-            None,
-        )
-    }
-
-    /// Sets the lease of every part `owner` holds to `lease` seconds from now; the validity (s).
-    fn extend(&self, py: Python<'_>, owner: u64, lease: f64) -> PyResult<f64> {
-        let inner = self.inner.clone();
-        let lease = ffi::duration(lease, 1.0, "the lease an extend of the multi-lock sets")
-            .map_err(|e| to_py_err(py, e, None))?;
-        runtime::wait(
-            py,
-            async move { inner.extend_as(Owner::new(owner), lease).await },
-            OnSignal::Detach,
-            None,
-        )
-    }
-
-    /// As `extend`, as an awaitable.
-    fn extend_async<'py>(
-        &self,
-        py: Python<'py>,
-        owner: u64,
-        lease: f64,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let inner = self.inner.clone();
-        let lease = ffi::duration(lease, 1.0, "the lease an extend of the multi-lock sets")
-            .map_err(|e| to_py_err(py, e, None))?;
-        runtime::awaitable(
-            py,
-            async move { inner.extend_as(Owner::new(owner), lease).await },
-            None,
-        )
-    }
-
-    /// Whether the acquisition of `owner` may be lost.
-    fn is_lost(&self, owner: u64) -> bool {
-        self.inner.is_lost(Owner::new(owner))
-    }
-
-    fn __repr__(&self) -> String {
-        format!("<crosslock._native.MultiLock {}>", self.label)
+        /// Sets the lease of every part `owner` holds to `lease` seconds from now; the validity
+        /// (s).
+        fn extend | extend_async (&self, py, owner: u64, lease: f64) -> f64 {
+            let inner = self.inner.clone();
+            let lease = ffi::duration(lease, 1.0, "the lease an extend of the multi-lock sets")
+                .map_err(|e| to_py_err(py, e, None))?;
+            async move { inner.extend_as(Owner::new(owner), lease).await }
+        }
     }
 }

@@ -59,7 +59,7 @@ from .count_down_latch import CountDownLatch
 from .fair_lock import FairLock, NonReentrantFairLock
 from .fenced_lock import FencedLock
 from .inspect import HolderInfo, Inspection, PermitInfo, ProcessInfo, QueuedWaiter, Watch, WatchEvent
-from ._lockable import Acquisition
+from ._acquisition import Acquisition
 from .lock import Lock
 from .multi_lock import MultiLock, RedLock
 from .non_reentrant_lock import NonReentrantLock

@@ -20,14 +20,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Generic, Hashable, Optional, TypeVar, Union
 
 from . import _identity, _native
+from ._acquisition import Acquisition, _abandon_if_won
+from ._args import Timeout, _lease, _refuse_in_loop, _seconds, _wait_limit
 from ._identity import current_owner
 from ._routes import lock_route
 from .errors import (
-    BlockingInEventLoopError,
-    InvalidArgumentError,
     InvalidArgumentTypeError,
     LockLostError,
-    LockTimeoutError,
     NotHeldError,
 )
 
@@ -44,8 +43,6 @@ LostCallback = Callable[[Any], object]
 
 _log = logging.getLogger("crosslock")
 
-#: A wait limit: seconds, ``-1`` or ``None`` for no limit.
-Timeout = Optional[float]
 _Entered = TypeVar("_Entered")
 _Self = TypeVar("_Self", bound="_Lockable")
 _Func = TypeVar("_Func", bound=Callable[..., Any])
@@ -74,84 +71,6 @@ def _synchronized(scope: Any, func: _Func) -> _Func:
             return func(*args, **kwargs)
 
     return run  # type: ignore[return-value]
-
-
-def _seconds(value: object, what: str, lock_name: Optional[str] = None) -> float:
-    """``value`` as float seconds; the type and float range are checked here, the rest by core."""
-    where = f" of lock {lock_name!r}" if lock_name is not None else ""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidArgumentTypeError(
-            f"the {what}{where} must be a number of seconds, got {type(value).__name__} {value!r}",
-            lock_name=lock_name,
-        )
-    try:
-        return float(value)
-    except OverflowError:
-        raise InvalidArgumentError(
-            f"the {what}{where} is too large to be a number of seconds (an int of "
-            f"{len(str(abs(int(value))))} digits); the longest is 2**53-1 ms, about 285,000 years",
-            lock_name=lock_name,
-        ) from None
-
-
-def _wait_limit(blocking: object, timeout: object, lock_name: str) -> Optional[float]:
-    """``threading.Lock.acquire``'s ``blocking``/``timeout`` as core's wait limit: ``None`` waits
-    without limit, ``0.0`` tries once. ``timeout=None`` means no limit, as ``-1`` does."""
-    if not isinstance(blocking, bool):
-        hint = f"; did you mean timeout={blocking!r}?" if isinstance(blocking, (int, float)) else ""
-        raise InvalidArgumentTypeError(
-            f"blocking of {lock_name!r} must be True or False, got {type(blocking).__name__} "
-            f"{blocking!r}{hint}",
-            lock_name=lock_name,
-        )
-    seconds = -1.0 if timeout is None else _seconds(timeout, "timeout", lock_name)
-    if not blocking:
-        if seconds != -1:
-            raise InvalidArgumentError(
-                f"can't specify a timeout for a non-blocking call (lock {lock_name!r}): pass "
-                "either blocking=False or a timeout",
-                lock_name=lock_name,
-            )
-        return 0.0
-    if seconds == -1:
-        return None
-    return seconds  # core rejects negative, NaN and infinite values with a clear message
-
-
-def _refuse_in_loop(
-    wait: Optional[float], name: str, sync_form: str, async_form: str, what: Optional[str] = None
-) -> None:
-    """Refuses a blocking wait (anything but a single try) on a thread whose asyncio event loop is
-    running, before anything is sent: it would block the loop, and with it every other task,
-    including one that holds what it waits for (a certain deadlock)."""
-    if wait == 0.0 or asyncio._get_running_loop() is None:
-        return
-    raise BlockingInEventLoopError(
-        f"{sync_form} inside a running asyncio event loop would block the loop (and every task on "
-        f"it, including any that holds {what or repr(name)}) while it waits; use {async_form} instead, or "
-        "run the blocking call in a thread (await asyncio.to_thread(...))",
-        lock_name=None if what else name,
-    )
-
-
-def _lease(lease: object, lock_name: str) -> Optional[float]:
-    return None if lease is None else _seconds(lease, "lease", lock_name)
-
-
-def _abandon_if_won(pending: "asyncio.Future[Any]") -> None:
-    """The awaiting task was cancelled: give back what the native acquire won, if it did."""
-    if pending.done() and not pending.cancelled() and pending.exception() is None:
-        pending.result().abandon()
-
-
-async def _claimed(pending: "asyncio.Future[_native.PendingHold]") -> Any:
-    """Awaits a native acquire and claims what it won (see :func:`_acquired_async`)."""
-    try:
-        outcome = await pending
-    except BaseException:
-        _abandon_if_won(pending)
-        raise
-    return outcome.claim()
 
 
 def _acquired_async(
@@ -198,57 +117,6 @@ async def _acquired_as(
 
 async def _is_some(acquiring: Awaitable[Optional[int]]) -> bool:
     return await acquiring is not None
-
-
-class Acquisition:
-    """What a sync ``acquire()`` returns: truthy (and ``== True``) when acquired, falsy (and
-    ``== False``) when not, as ``threading.Lock.acquire``'s ``bool`` (only ``is True`` differs).
-
-    It is also a context manager, so ``with lock.acquire(timeout=2):`` (meant:
-    ``lock.acquired(timeout=2)``) never leaves the lock held: leaving the block releases what this
-    acquire took; entering it after a failed acquire raises
-    :class:`~crosslock.LockTimeoutError` (nothing is held, the block does not run).
-
-    Example::
-
-        with lock.acquire(timeout=2.0):    # as lock.acquired(timeout=2.0)
-            ...
-    """
-
-    __slots__ = ("_ok", "_release", "_name")
-
-    def __init__(self, ok: bool, release: Callable[[], None], name: str) -> None:
-        self._ok, self._release, self._name = ok, release, name
-
-    def __bool__(self) -> bool:
-        return self._ok
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Acquisition):
-            return self._ok == other._ok
-        if isinstance(other, (bool, int)):
-            return self._ok == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._ok)
-
-    def __repr__(self) -> str:
-        return repr(self._ok)
-
-    def __enter__(self) -> Acquisition:
-        if not self._ok:
-            raise LockTimeoutError(
-                f"{self._name!r} was not acquired (acquire() returned False), so the `with` block "
-                "does not run; `with x.acquired(timeout=...)` raises this with who holds it",
-                lock_name=self._name,
-            )
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._ok:
-            self._ok = False  # released once, even if __exit__ is called again
-            self._release()
 
 
 class _Lockable:

@@ -12,7 +12,8 @@ from typing import Any, Callable, Hashable, Iterable, Optional, Union
 from . import _native
 from ._identity import current_owner
 from ._limits import _whole
-from ._lockable import _WRITE_LOCK, _Lockable, _seconds
+from ._args import _seconds
+from ._lockable import _WRITE_LOCK, _Lockable
 from ._routes import Routes, lock_route
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
 from .fair_lock import FairLock, NonReentrantFairLock
@@ -497,6 +498,12 @@ class Client:
         if not isinstance(pattern, str) or not pattern:
             raise InvalidArgumentError(f"scan(pattern): a non-empty glob pattern such as 'orders:*', got {pattern!r}")
         return self._native.scan(pattern, _whole(limit, "scan_limit", "scan(limit): the number of names"))
+
+    async def scan_async(self, pattern: str = "*", limit: int = 1000) -> list[str]:
+        """:meth:`scan` for asyncio."""
+        if not isinstance(pattern, str) or not pattern:
+            raise InvalidArgumentError(f"scan(pattern): a non-empty glob pattern such as 'orders:*', got {pattern!r}")
+        return await self._native.scan_async(pattern, _whole(limit, "scan_limit", "scan(limit): the number of names"))
 
     def _register_permits(self, sem: PermitExpirableSemaphore) -> None:
         with self._locks_guard:

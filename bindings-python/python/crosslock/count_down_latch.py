@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from . import _native
 from ._limits import _whole
-from ._lockable import _refuse_in_loop, _seconds
-
-if TYPE_CHECKING:
-    from .client import Client
+from ._args import _refuse_in_loop, _seconds
+from ._types import ClientLike
 
 __all__ = ["CountDownLatch"]
 
@@ -37,7 +35,7 @@ class CountDownLatch:
 
     __slots__ = ("_client", "_native")
 
-    def __init__(self, client: Client, native: _native.CountDownLatch) -> None:
+    def __init__(self, client: ClientLike, native: _native.CountDownLatch) -> None:
         self._client = client
         self._native = native
 
@@ -86,6 +84,10 @@ class CountDownLatch:
     def delete(self) -> bool:
         """Deletes the latch; ``True`` if it existed."""
         return self._native.delete()
+
+    async def delete_async(self) -> bool:
+        """:meth:`delete` for asyncio."""
+        return await self._native.delete_async()
 
     def __repr__(self) -> str:
         return f"<crosslock.CountDownLatch {self.name!r}>"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Awaitable, Optional
 
-from ._lockable import Timeout, _Acquired, _Lockable, _lease, _wait_limit
+from ._args import Timeout, _lease, _wait_limit
+from ._lockable import _Acquired, _Lockable
 
 __all__ = ["FencedLock"]
 

@@ -9,7 +9,9 @@ from typing import Any, Awaitable, Coroutine, Iterable, Optional, Sequence
 
 from . import _native
 from ._identity import current_owner
-from ._lockable import Acquisition, Timeout, _claimed, _Func, _Lockable, _lease, _refuse_in_loop, _seconds, _synchronized, _wait_limit
+from ._acquisition import Acquisition, _claimed
+from ._args import Timeout, _lease, _refuse_in_loop, _seconds, _wait_limit
+from ._lockable import _Func, _Lockable, _synchronized
 from .errors import InvalidArgumentTypeError
 
 __all__ = ["MultiLock", "RedLock"]

@@ -4,14 +4,13 @@ with ids and leases."""
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from . import _native
-from ._lockable import Timeout, _claimed, _lease, _refuse_in_loop, _seconds, _wait_limit
+from ._acquisition import _claimed
+from ._args import Timeout, _delta, _lease, _permits, _refuse_in_loop, _seconds, _wait_limit
+from ._types import ClientLike
 from .errors import InvalidArgumentTypeError
-
-if TYPE_CHECKING:
-    from .client import Client
 
 __all__ = ["PermitExpirableSemaphore"]
 
@@ -53,7 +52,7 @@ class PermitExpirableSemaphore:
 
     __slots__ = ("_client", "_native", "_on_lost", "_lost", "_guard", "__weakref__")
 
-    def __init__(self, client: Client, native: _native.PermitExpirableSemaphore, on_lost: Optional[PermitLostCallback]) -> None:
+    def __init__(self, client: ClientLike, native: _native.PermitExpirableSemaphore, on_lost: Optional[PermitLostCallback]) -> None:
         self._client = client
         self._native = native
         self._on_lost = on_lost
@@ -134,6 +133,10 @@ class PermitExpirableSemaphore:
         ``math.inf`` if it never does."""
         return self._native.remaining_lease(self._id(permit_id))
 
+    async def remaining_lease_async(self, permit_id: str) -> Optional[float]:
+        """:meth:`remaining_lease` for asyncio."""
+        return await self._native.remaining_lease_async(self._id(permit_id))
+
     def lost(self, permit_id: str) -> bool:
         """Whether this client's permit ``permit_id`` may be lost (see the class docs). Decided
         from the clock on each read, as :attr:`Lock.lost <crosslock.Lock.lost>` is: true at once
@@ -148,15 +151,19 @@ class PermitExpirableSemaphore:
 
     def try_set_permits(self, permits: int) -> bool:
         """Sets the number of permits unless it is set already; ``True`` if it set them."""
-        from .semaphore import _permits
-
         return self._native.try_set_permits(_permits(permits, self.name, 0))
+
+    async def try_set_permits_async(self, permits: int) -> bool:
+        """:meth:`try_set_permits` for asyncio."""
+        return await self._native.try_set_permits_async(_permits(permits, self.name, 0))
 
     def add_permits(self, permits: int) -> int:
         """Adds ``permits`` (negative: removes) to what is available; returns the new count."""
-        from .semaphore import _delta
-
         return self._native.add_permits(_delta(permits, self.name))
+
+    async def add_permits_async(self, permits: int) -> int:
+        """:meth:`add_permits` for asyncio."""
+        return await self._native.add_permits_async(_delta(permits, self.name))
 
     def available_permits(self) -> int:
         """How many permits are available now (expired ones counted back first)."""

@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from . import _native
-from ._limits import _whole
-from ._lockable import Acquisition, Timeout, _claimed, _refuse_in_loop, _wait_limit
-
-if TYPE_CHECKING:
-    from .client import Client
+from ._acquisition import Acquisition, _claimed
+from ._args import Timeout, _delta, _permits, _refuse_in_loop, _wait_limit
+from ._types import ClientLike
 
 __all__ = ["Semaphore"]
-
-
-def _permits(value: object, name: str, low: int = 1) -> int:
-    """A number of permits to take or give back (``low`` 1), or to set (``low`` 0)."""
-    return _whole(value, "permits" if low else "permits_set", f"the permits of semaphore {name!r}", name)
-
-
-def _delta(value: object, name: str) -> int:
-    """A number of permits to add (negative: remove), within Redisson's ``int``."""
-    return _whole(value, "permit_delta", f"the permits to add to semaphore {name!r}", name)
 
 
 class Semaphore:
@@ -56,7 +44,7 @@ class Semaphore:
 
     __slots__ = ("_client", "_native")
 
-    def __init__(self, client: Client, native: _native.Semaphore) -> None:
+    def __init__(self, client: ClientLike, native: _native.Semaphore) -> None:
         self._client = client
         self._native = native
 
@@ -152,6 +140,10 @@ class Semaphore:
     def delete(self) -> bool:
         """Deletes the semaphore's counter; ``True`` if it existed."""
         return self._native.delete()
+
+    async def delete_async(self) -> bool:
+        """:meth:`delete` for asyncio."""
+        return await self._native.delete_async()
 
     def __enter__(self) -> Semaphore:
         _refuse_in_loop(None, self.name, "`with semaphore:`", "`async with semaphore:`")

@@ -28,10 +28,10 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// How long a delivery may stay unrun before its queue is called again. A lost wake-up then costs
 /// at most about twice this, and a busy process one look per pause.
-pub(crate) const AFTER: Duration = Duration::from_millis(2);
+pub(super) const AFTER: Duration = Duration::from_millis(2);
 
 /// A completion queue the nudger can look at and knock on.
-pub(crate) trait Paced: Send + Sync {
+pub(super) trait Paced: Send + Sync {
     fn pace(&self) -> &Pace;
     /// Calls the thread-safe function once more with nothing to run; `false` once it is closed.
     fn knock(&self) -> bool;
@@ -39,7 +39,7 @@ pub(crate) trait Paced: Send + Sync {
 
 /// One queue's deliveries, as sent and as run.
 #[derive(Default)]
-pub(crate) struct Pace {
+pub(super) struct Pace {
     sent: AtomicU64,
     ran: AtomicU64,
     /// On the nudger's list (or about to be).
@@ -48,7 +48,7 @@ pub(crate) struct Pace {
 
 impl Pace {
     /// A delivery of `queue` was handed to its thread-safe function.
-    pub(crate) fn sent(&self, queue: &Weak<dyn Paced>) {
+    pub(super) fn sent(&self, queue: &Weak<dyn Paced>) {
         self.sent.fetch_add(1, Ordering::AcqRel);
         if !self.listed.swap(true, Ordering::AcqRel) {
             nudger().list(queue.clone());
@@ -56,7 +56,7 @@ impl Pace {
     }
 
     /// A delivery ran on the JavaScript thread.
-    pub(crate) fn ran(&self) {
+    pub(super) fn ran(&self) {
         self.ran.fetch_add(1, Ordering::AcqRel);
     }
 
