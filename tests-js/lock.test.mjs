@@ -242,7 +242,7 @@ describe('watchdog', () => {
   })
 
   // Under Deno this once failed about one run in five: a lane's reply sat unread for seconds
-  // because Deno's thread-safe function can lose a wake-up (bindings-node/src/nudge.rs).
+  // because Deno's thread-safe function can lose a wake-up (bindings-node/src/runtime/nudge.rs).
   test('re-taking a lock as one owner in a tight loop never reports it lost (300 ms watchdog, batches of 1)', async () => {
     const client = await env.connect({ watchdogTimeout: 300, watchdogBatchSize: 1 })
     // Every lost-lock report core makes, including ones the binding would drop as stale: none is
