@@ -14,7 +14,8 @@ use crate::scripts;
 
 use super::non_reentrant_lock::refuse_reentry;
 
-use super::{Hash, busy, check_name, lock_type, ms};
+use super::hash::Hash;
+use super::{busy, check_name, lock_type, ms};
 use crate::layout;
 
 /// How long a waiter's channel stays subscribed after it won its wait, for its owner's next wait:

@@ -5,6 +5,7 @@ pub(crate) mod count_down_latch;
 pub(crate) mod fair_lock;
 pub(crate) mod fenced_lock;
 pub(crate) mod group_lock;
+pub(crate) mod hash;
 pub(crate) mod lock;
 pub(crate) mod multi_lock;
 pub(crate) mod non_reentrant_lock;
@@ -16,13 +17,10 @@ pub(crate) mod spin_lock;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::connection::ToArg;
-use crate::context::Ctx;
 use crate::engine::family::Info;
 use crate::engine::{Attempt, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::layout;
-use crate::scripts;
 
 /// Checks an object name, naming the kind of object in the message. On a Redis Cluster the name
 /// must also keep the object's keys and channels in one hash slot (Redisson's `{name}` tag does
@@ -60,7 +58,7 @@ pub(crate) fn ms(d: Duration) -> u64 {
 }
 
 /// A busy reply's TTL (ms; negative: none) as a retry hint.
-pub(crate) fn busy(ttl: i64) -> Attempt<()> {
+pub(crate) fn busy<W>(ttl: i64) -> Attempt<W> {
     Attempt::Busy {
         retry_in: u64::try_from(ttl).ok().map(Duration::from_millis),
     }
@@ -85,117 +83,6 @@ pub(crate) fn parse_info(reply: &[redis::Value]) -> Info {
                 _ => None,
             })
             .collect(),
-    }
-}
-
-/// An RLock-family hash at `name` with its release channel: the Redis side shared by the lock,
-/// spin, fenced and non-reentrant locks (and the fair lock's queries).
-#[derive(Debug)]
-pub(crate) struct Hash {
-    pub(crate) name: Arc<str>,
-    /// Made when first needed (the first wait or release): a lock object that is only
-    /// acquired, or held, does without it.
-    channel: std::sync::OnceLock<String>,
-}
-
-impl Hash {
-    pub(crate) fn new(name: Arc<str>) -> Self {
-        Hash {
-            name,
-            channel: std::sync::OnceLock::new(),
-        }
-    }
-
-    /// `redisson_lock__channel:{name}`, where releases are published.
-    pub(crate) fn channel(&self) -> &str {
-        self.channel
-            .get_or_init(|| layout::lock_channel(&self.name))
-    }
-
-    /// Runs the RLock release script: one hold (or `all`), publishing `0` unless `quiet`.
-    pub(crate) async fn unlock(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
-        all: bool,
-        quiet: bool,
-    ) -> Result<Option<bool>> {
-        let retry = retry_of.map(|n| n.to_string()).unwrap_or_default();
-        let publish = if quiet { "" } else { cx.conn.publish_command() };
-        let reply: Option<i64> = cx
-            .conn
-            .eval(
-                &scripts::LOCK_RELEASE,
-                &[&self.name, self.channel()],
-                &[
-                    &"0",
-                    &ms(lease_after),
-                    &holder,
-                    &publish,
-                    &retry,
-                    &if all { "all" } else { "1" },
-                ],
-                Some(&self.name),
-            )
-            .await?;
-        Ok(reply.map(|r| r == 1))
-    }
-
-    pub(crate) async fn force_unlock(&self, cx: &Ctx, quiet: bool) -> Result<bool> {
-        let publish = if quiet { "" } else { cx.conn.publish_command() };
-        let deleted: i64 = cx
-            .conn
-            .eval(
-                &scripts::LOCK_FORCE_UNLOCK,
-                &[&self.name, self.channel()],
-                &[&"0", &publish],
-                Some(&self.name),
-            )
-            .await?;
-        Ok(deleted == 1)
-    }
-
-    pub(crate) async fn info(&self, cx: &Ctx, holder: &str) -> Result<Info> {
-        let reply: Vec<redis::Value> = cx
-            .conn
-            .eval(
-                &scripts::LOCK_INFO,
-                &[&self.name],
-                &[&holder],
-                Some(&self.name),
-            )
-            .await?;
-        Ok(parse_info(&reply))
-    }
-
-    /// `Some(())` when Redis counts more holds of `holder` than `recorded`.
-    pub(crate) async fn settle(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        recorded: usize,
-    ) -> Result<Option<()>> {
-        let info = self.info(cx, holder).await?;
-        Ok((u64::from(info.count) > recorded as u64).then_some(()))
-    }
-
-    /// Runs an acquire script whose reply is nil (acquired) or the PTTL.
-    pub(crate) async fn attempt(
-        &self,
-        cx: &Ctx,
-        script: &crate::scripts::Lua,
-        args: &[&dyn ToArg],
-    ) -> Result<Attempt<()>> {
-        let reply: Option<i64> = cx
-            .conn
-            .eval(script, &[&self.name], args, Some(&self.name))
-            .await?;
-        Ok(match reply {
-            None => Attempt::Won(()),
-            Some(ttl) => busy(ttl),
-        })
     }
 }
 
