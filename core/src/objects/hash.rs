@@ -6,53 +6,21 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, LazyLock, OnceLock};
-use std::time::Duration;
 
 use crate::connection::ToArg;
 use crate::context::Ctx;
 use crate::engine::family::{Family, Info};
-use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
+use crate::engine::{Attempt, Protocol, Request, Waiting};
 use crate::error::Result;
 use crate::kinds::LockKind;
 use crate::layout;
 use crate::owner::Owner;
 use crate::scripts::{self, Lua};
 
-use super::{busy, ms, parse_info};
+use super::{Release, ms, parse_info, release_hooks, settled, woken_on, won_or_busy};
 
 /// A script as `scripts` declares it (built at first use).
 pub(crate) type LazyLua = LazyLock<Lua>;
-
-/// Which holds a release drops.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Release {
-    /// One hold; what remains is kept alive for `lease_after`. `retry_of`: on a retry after a
-    /// lost reply, the hold count before the first try (so a release is not applied twice).
-    One {
-        lease_after: Duration,
-        retry_of: Option<usize>,
-    },
-    /// Every hold of the holder (the client closes).
-    All,
-}
-
-impl Release {
-    /// A release's script arguments, in the order every release script takes them:
-    /// `lease_after` (ms), the `retry_of` count (empty: a first try), and `"1"` or `"all"`.
-    pub(crate) fn args(self) -> (u64, String, &'static str) {
-        match self {
-            Release::One {
-                lease_after,
-                retry_of,
-            } => (
-                ms(lease_after),
-                retry_of.map(|n| n.to_string()).unwrap_or_default(),
-                "1",
-            ),
-            Release::All => (0, String::new(), "all"),
-        }
-    }
-}
 
 /// An RLock-family hash at `name` with its release channel: the Redis side shared by the lock,
 /// spin, fenced and non-reentrant locks (and the fair lock's queries).
@@ -143,8 +111,7 @@ impl Hash {
         holder: &str,
         recorded: usize,
     ) -> Result<Option<()>> {
-        let info = self.info(cx, holder).await?;
-        Ok((u64::from(info.count) > recorded as u64).then_some(()))
+        Ok(settled(&self.info(cx, holder).await?, recorded))
     }
 
     /// Runs an acquire script whose reply is nil (acquired) or the PTTL.
@@ -158,10 +125,7 @@ impl Hash {
             .conn
             .eval(script, &[&self.name], args, Some(&self.name))
             .await?;
-        Ok(match reply {
-            None => Attempt::Won(()),
-            Some(ttl) => busy(ttl),
-        })
+        Ok(won_or_busy(reply))
     }
 }
 
@@ -186,11 +150,7 @@ pub(crate) trait Flavour: fmt::Debug + Send + Sync + Sized + 'static {
 
     /// How a waiter waits: on the channel, woken one at a time by releases.
     fn waiting(lock: &HashLock<Self>) -> Waiting {
-        Waiting::PubSub {
-            channel: lock.hash.channel().to_owned(),
-            wake: WakePolicy::Lock,
-            linger: None,
-        }
+        woken_on(lock.hash.channel())
     }
 
     /// A check made before anything is sent.
@@ -251,6 +211,13 @@ impl<F: Flavour> HashLock<F> {
     }
 }
 
+impl<F: Flavour> HashLock<F> {
+    /// Runs the RLock release script, publishing as the flavour says.
+    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
+        self.hash.unlock(cx, holder, release, F::PUBLISHES).await
+    }
+}
+
 impl<F: Flavour> Protocol for HashLock<F> {
     type Won = F::Won;
 
@@ -274,21 +241,7 @@ impl<F: Flavour> Protocol for HashLock<F> {
         F::settle(self, cx, holder, recorded).await
     }
 
-    async fn give_back(
-        self: Arc<Self>,
-        cx: Arc<Ctx>,
-        holder: Arc<str>,
-        lease_after: Duration,
-    ) -> Result<()> {
-        let release = Release::One {
-            lease_after,
-            retry_of: None,
-        };
-        self.hash
-            .unlock(&cx, &holder, release, F::PUBLISHES)
-            .await
-            .map(|_| ())
-    }
+    release_hooks!(give_back);
 }
 
 impl<F: Flavour> Family for HashLock<F> {
@@ -305,26 +258,7 @@ impl<F: Flavour> Family for HashLock<F> {
         F::precheck(self, cx, owner)
     }
 
-    async fn unlock(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
-    ) -> Result<Option<bool>> {
-        let release = Release::One {
-            lease_after,
-            retry_of,
-        };
-        self.hash.unlock(cx, holder, release, F::PUBLISHES).await
-    }
-
-    async fn release_all(self: Arc<Self>, cx: Arc<Ctx>, holder: Arc<str>) -> Result<()> {
-        self.hash
-            .unlock(&cx, &holder, Release::All, F::PUBLISHES)
-            .await
-            .map(|_| ())
-    }
+    release_hooks!(unlock, release_all);
 
     async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
         self.hash.force_unlock(cx, F::PUBLISHES).await

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::family::Info;
-use crate::engine::{Attempt, MAX_DURATION};
+use crate::engine::{Attempt, MAX_DURATION, Waiting, WakePolicy};
 use crate::error::{Error, Result};
 use crate::layout;
 
@@ -64,6 +64,73 @@ pub(crate) fn busy<W>(ttl: i64) -> Attempt<W> {
     }
 }
 
+/// An acquire script's reply, nil (acquired) or the PTTL, as an attempt.
+pub(crate) fn won_or_busy(reply: Option<i64>) -> Attempt<()> {
+    match reply {
+        None => Attempt::Won(()),
+        Some(ttl) => busy(ttl),
+    }
+}
+
+/// After a lost reply: `Some(())` when Redis counts more holds of the holder (`info`'s count)
+/// than the `recorded` ones, i.e. the unanswered attempt won.
+pub(crate) fn settled(info: &Info, recorded: usize) -> Option<()> {
+    (u64::from(info.count) > recorded as u64).then_some(())
+}
+
+/// Waiting on `channel`, woken one waiter at a time by the releases published there.
+pub(crate) fn woken_on(channel: &str) -> Waiting {
+    Waiting::PubSub {
+        channel: channel.to_owned(),
+        wake: WakePolicy::Lock,
+        linger: None,
+    }
+}
+
+/// Which holds a release drops.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Release {
+    /// One hold; what remains is kept alive for `lease_after`. `retry_of`: on a retry after a
+    /// lost reply, the hold count before the first try (so a release is not applied twice).
+    One {
+        lease_after: Duration,
+        retry_of: Option<usize>,
+    },
+    /// Every hold of the holder (the client closes).
+    All,
+}
+
+impl Release {
+    /// One hold, of the holder's `retry_of` holds on a retry.
+    pub(crate) fn one(lease_after: Duration, retry_of: Option<usize>) -> Self {
+        Release::One {
+            lease_after,
+            retry_of,
+        }
+    }
+
+    /// One win nobody will use (the engine's `give_back`).
+    pub(crate) fn give_back(lease_after: Duration) -> Self {
+        Release::one(lease_after, None)
+    }
+
+    /// A release's script arguments, in the order every release script takes them:
+    /// `lease_after` (ms), the `retry_of` count (empty: a first try), and `"1"` or `"all"`.
+    pub(crate) fn args(self) -> (u64, String, &'static str) {
+        match self {
+            Release::One {
+                lease_after,
+                retry_of,
+            } => (
+                ms(lease_after),
+                retry_of.map(|n| n.to_string()).unwrap_or_default(),
+                "1",
+            ),
+            Release::All => (0, String::new(), "all"),
+        }
+    }
+}
+
 /// Parses the `{pttl, locked, count, holders...}` reply of the info scripts.
 pub(crate) fn parse_info(reply: &[redis::Value]) -> Info {
     let int = |v: Option<&redis::Value>| match v {
@@ -85,6 +152,48 @@ pub(crate) fn parse_info(reply: &[redis::Value]) -> Info {
             .collect(),
     }
 }
+
+/// The engine's three release hooks of a lock-family protocol, written once over the type's own
+/// `release(&self, cx, holder, Release) -> Result<Option<bool>>` (each type has one release
+/// script; [`Release`] says which holds it drops). `release_hooks!(give_back)` goes in the
+/// `Protocol` impl, `release_hooks!(unlock, release_all)` in the `Family` impl.
+macro_rules! release_hooks {
+    (give_back) => {
+        async fn give_back(
+            self: std::sync::Arc<Self>,
+            cx: std::sync::Arc<crate::context::Ctx>,
+            holder: std::sync::Arc<str>,
+            lease_after: std::time::Duration,
+        ) -> crate::error::Result<()> {
+            let release = crate::objects::Release::give_back(lease_after);
+            self.release(&cx, &holder, release).await.map(|_| ())
+        }
+    };
+    (unlock, release_all) => {
+        async fn unlock(
+            &self,
+            cx: &crate::context::Ctx,
+            holder: &str,
+            lease_after: std::time::Duration,
+            retry_of: Option<usize>,
+        ) -> crate::error::Result<Option<bool>> {
+            let release = crate::objects::Release::one(lease_after, retry_of);
+            self.release(cx, holder, release).await
+        }
+
+        async fn release_all(
+            self: std::sync::Arc<Self>,
+            cx: std::sync::Arc<crate::context::Ctx>,
+            holder: std::sync::Arc<str>,
+        ) -> crate::error::Result<()> {
+            self.release(&cx, &holder, crate::objects::Release::All)
+                .await
+                .map(|_| ())
+        }
+    };
+}
+
+pub(crate) use release_hooks;
 
 /// Declares a public lock type of the RLock family: a newtype over
 /// [`LockCore`](crate::engine::family::LockCore) with the family's methods, documented once here.
