@@ -52,6 +52,14 @@ pub(crate) fn check_name_with<const N: usize>(
     Ok(Arc::from(name))
 }
 
+/// The client's connected state, for the object named `name` (an error names it).
+pub(crate) async fn state_for(
+    client: &crate::Client,
+    name: &str,
+) -> Result<Arc<crate::context::Ctx>> {
+    client.state().await.map_err(|e| e.with_lock(name))
+}
+
 /// Milliseconds as a script argument (leases are validated to fit long before).
 pub(crate) fn ms(d: Duration) -> u64 {
     d.min(MAX_DURATION).as_millis() as u64

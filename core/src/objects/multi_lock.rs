@@ -65,6 +65,15 @@ impl Parts {
         })
     }
 
+    /// The parts `owner` holds through this process (their clients record a hold).
+    fn taken_by(&self, owner: Owner) -> Vec<Arc<dyn AnyLock>> {
+        self.locks
+            .iter()
+            .filter(|l| l.lost_token(owner).is_some())
+            .cloned()
+            .collect()
+    }
+
     /// What messages call the composite.
     fn what(&self) -> &'static str {
         if self.red { "red lock" } else { "multi-lock" }
@@ -1047,13 +1056,7 @@ impl MultiLock {
     /// # Ok(()) }
     /// ```
     pub async fn release_as(&self, owner: Owner) -> Result<()> {
-        let taken: Vec<_> = self
-            .parts
-            .locks
-            .iter()
-            .filter(|l| l.lost_token(owner).is_some())
-            .cloned()
-            .collect();
+        let taken = self.parts.taken_by(owner);
         let failed = release(&taken, owner).await;
         release_outcome(
             self.parts.what(),
@@ -1089,13 +1092,7 @@ impl MultiLock {
     /// # Ok(()) }
     /// ```
     pub async fn extend_as(&self, owner: Owner, lease: Duration) -> Result<Duration> {
-        let taken: Vec<_> = self
-            .parts
-            .locks
-            .iter()
-            .filter(|l| l.lost_token(owner).is_some())
-            .cloned()
-            .collect();
+        let taken = self.parts.taken_by(owner);
         extend(
             self.parts.what(),
             &taken,
@@ -1123,13 +1120,7 @@ impl MultiLock {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self, owner: Owner) -> bool {
-        let taken: Vec<_> = self
-            .parts
-            .locks
-            .iter()
-            .filter(|l| l.lost_token(owner).is_some())
-            .cloned()
-            .collect();
+        let taken = self.parts.taken_by(owner);
         too_many_lost(&taken, owner, self.parts.quorum)
     }
 
