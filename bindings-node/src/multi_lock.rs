@@ -1,21 +1,16 @@
-//! The native `MultiLock` (core's `MultiLock` / `RedLock`) over native locks.
+//! The native `MultiLock` over native locks: core's one `MultiLock`, of all the parts or
+//! (`red`) a majority (`MultiLock::majority`, what a `RedLock` is).
 
 use napi::bindgen_prelude::{ClassInstance, Object};
 use napi::{Env, Result};
 use napi_derive::napi;
 
-use crosslock::{AcquireOptions, MultiLock, Owner, RedLock, ffi};
+use crosslock::{AcquireOptions, MultiLock, Owner, ffi};
 
 use crate::client::{BackoffOptions, JsClient};
 use crate::error;
 use crate::lock::{JsCancelToken, owner};
 use crate::runtime;
-
-#[derive(Clone)]
-enum Composite {
-    Multi(MultiLock),
-    Red(RedLock),
-}
 
 /// What an acquire resolves to: the validity (ms, with a lease) and the parts held.
 #[napi(object)]
@@ -29,7 +24,7 @@ pub struct MultiHeld {
 /// All of several locks, or (`red`) a majority of them.
 #[napi(js_name = "MultiLock")]
 pub struct JsMultiLock {
-    inner: Composite,
+    inner: MultiLock,
     label: String,
 }
 
@@ -71,9 +66,9 @@ impl JsMultiLock {
             .collect::<Vec<_>>()
             .join(", ");
         let inner = if red {
-            RedLock::new(parts).map(Composite::Red)
+            MultiLock::majority(parts)
         } else {
-            MultiLock::new(parts).map(Composite::Multi)
+            MultiLock::new(parts)
         };
         Ok(JsMultiLock {
             inner: inner.map_err(|e| error::to_napi(&e))?,
@@ -113,11 +108,7 @@ impl JsMultiLock {
         }
         let inner = self.inner.clone();
         runtime::promise(env, async move {
-            let held = match &inner {
-                Composite::Multi(m) => m.acquire_as(owner, &options).await?,
-                Composite::Red(r) => r.acquire_as(owner, &options).await?,
-            };
-            match held {
+            match inner.acquire_as(owner, &options).await? {
                 Some((validity, parts)) => Ok(Some(MultiHeld {
                     validity: validity.map(|v| v.as_secs_f64() * 1000.0),
                     parts,
@@ -142,12 +133,7 @@ impl JsMultiLock {
     pub fn release<'env>(&self, env: &'env Env, owner: f64) -> Result<Object<'env>> {
         let owner = self::owner(owner)?;
         let inner = self.inner.clone();
-        runtime::promise(env, async move {
-            match &inner {
-                Composite::Multi(m) => m.release_as(owner).await,
-                Composite::Red(r) => r.release_as(owner).await,
-            }
-        })
+        runtime::promise(env, async move { inner.release_as(owner).await })
     }
 
     /// Sets the lease of every part `owner` holds to `lease` ms from now; resolves the validity
@@ -159,10 +145,7 @@ impl JsMultiLock {
             .map_err(|e| error::to_napi(&e))?;
         let inner = self.inner.clone();
         runtime::promise(env, async move {
-            let validity = match &inner {
-                Composite::Multi(m) => m.extend_as(owner, lease).await?,
-                Composite::Red(r) => r.extend_as(owner, lease).await?,
-            };
+            let validity = inner.extend_as(owner, lease).await?;
             Ok(validity.as_secs_f64() * 1000.0)
         })
     }
@@ -171,9 +154,6 @@ impl JsMultiLock {
     #[napi]
     pub fn is_lost(&self, owner: f64) -> Result<bool> {
         let owner: Owner = self::owner(owner)?;
-        Ok(match &self.inner {
-            Composite::Multi(m) => m.is_lost(owner),
-            Composite::Red(r) => r.is_lost(owner),
-        })
+        Ok(self.inner.is_lost(owner))
     }
 }

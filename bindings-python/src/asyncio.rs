@@ -5,7 +5,7 @@
 //! `WeakKeyDictionary` keyed by the loop, so it goes when the loop goes): a socket pair whose read
 //! end the loop watches with `loop.add_reader`, and a list of work for the loop's thread. A call
 //! creates the loop's future and polls its core future right away, on the loop's thread
-//! (`crosslock::runtime::EventLoop::poll`): its Redis scripts go over the loop's own lane, a
+//! (`crosslock::host::EventLoop::poll`): its Redis scripts go over the loop's own lane, a
 //! non-blocking connection the loop watches with `add_reader` ([`LaneReader`]), so an uncontended
 //! call costs the loop one wake-up for its reply and no thread hand-off at all; the awaiting task
 //! resumes in that same turn of the loop (see [`FUTURE_TYPE`]). A core future that
@@ -45,7 +45,7 @@ type Completion = Box<dyn FnOnce(Python<'_>) + Send>;
 struct Queue {
     done: Mutex<Vec<Completion>>,
     /// Core's view of the loop: the lanes its calls make their round trips on.
-    lanes: OnceLock<crosslock::runtime::EventLoop>,
+    lanes: OnceLock<crosslock::host::EventLoop>,
     /// Written (one byte) by the thread that makes `done` non-empty.
     wake: UnixStream,
     /// Watched by the loop (`add_reader`); drained before `done` is taken.
@@ -283,7 +283,7 @@ fn running_queue(
         ),
         queue: Arc::downgrade(&queue),
     };
-    let _ = queue.lanes.set(crosslock::runtime::EventLoop::new(watcher));
+    let _ = queue.lanes.set(crosslock::host::EventLoop::new(watcher));
     Ok(queue)
 }
 
@@ -371,8 +371,8 @@ impl LoopWatcher {
     }
 }
 
-impl crosslock::runtime::Watcher for LoopWatcher {
-    fn watch(&self, fd: RawFd, ready: crosslock::runtime::Readable) -> bool {
+impl crosslock::host::Watcher for LoopWatcher {
+    fn watch(&self, fd: RawFd, ready: crosslock::host::Readable) -> bool {
         // On the loop's thread, inside a poll, which holds the GIL.
         Python::attach(|py| {
             let reader = LaneReader {
@@ -413,7 +413,7 @@ impl crosslock::runtime::Watcher for LoopWatcher {
 /// they woke right away.
 #[pyclass(module = "crosslock._native", name = "_LaneReader", frozen)]
 struct LaneReader {
-    ready: crosslock::runtime::Readable,
+    ready: crosslock::host::Readable,
     queue: Weak<Queue>,
 }
 

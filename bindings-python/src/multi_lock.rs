@@ -1,66 +1,22 @@
-//! `crosslock._native.MultiLock`: core's `MultiLock` / `RedLock` over native locks, for Python.
+//! `crosslock._native.MultiLock`: core's one `MultiLock` over native locks, for Python: all the
+//! parts, or (`red`) a majority (`MultiLock::majority`, what a `RedLock` is).
 //!
 //! An acquire answers `None` when the wait limit passed, else `(validity, parts)`: the validity in
 //! seconds (with a lease; `None` without) and the names of the parts held.
 
-use crosslock::{AcquireOptions, MultiLock, Owner, RedLock, ffi};
+use crosslock::{AcquireOptions, MultiLock, Owner, ffi};
 use pyo3::prelude::*;
 
 use crate::error::to_py_err;
 use crate::lock::{PyLock, Won};
 use crate::twins::{Named, cancel_by, py_twins};
 
-#[derive(Clone)]
-enum Composite {
-    Multi(MultiLock),
-    Red(RedLock),
-}
-
 type Held = Option<(Option<f64>, Vec<String>)>;
-
-impl Composite {
-    async fn acquire_as(&self, owner: Owner, options: &AcquireOptions) -> crosslock::Result<Held> {
-        let held = match self {
-            Composite::Multi(m) => m.acquire_as(owner, options).await?,
-            Composite::Red(r) => r.acquire_as(owner, options).await?,
-        };
-        Ok(held.map(|(validity, parts)| (validity.map(|v| v.as_secs_f64()), parts)))
-    }
-
-    async fn release_as(&self, owner: Owner) -> crosslock::Result<()> {
-        match self {
-            Composite::Multi(m) => m.release_as(owner).await,
-            Composite::Red(r) => r.release_as(owner).await,
-        }
-    }
-
-    async fn extend_as(&self, owner: Owner, lease: std::time::Duration) -> crosslock::Result<f64> {
-        let validity = match self {
-            Composite::Multi(m) => m.extend_as(owner, lease).await?,
-            Composite::Red(r) => r.extend_as(owner, lease).await?,
-        };
-        Ok(validity.as_secs_f64())
-    }
-
-    fn is_lost(&self, owner: Owner) -> bool {
-        match self {
-            Composite::Multi(m) => m.is_lost(owner),
-            Composite::Red(r) => r.is_lost(owner),
-        }
-    }
-
-    fn names(&self) -> Vec<String> {
-        match self {
-            Composite::Multi(m) => m.names(),
-            Composite::Red(r) => r.names(),
-        }
-    }
-}
 
 /// All of several locks, or (`red`) a majority of them.
 #[pyclass(module = "crosslock._native", name = "MultiLock", frozen)]
 pub(crate) struct PyMultiLock {
-    inner: Composite,
+    inner: MultiLock,
     label: String,
 }
 
@@ -85,14 +41,17 @@ impl PyMultiLock {
     }
 
     async fn acquire_inner(
-        inner: Composite,
+        inner: MultiLock,
         label: String,
         owner: Owner,
         options: AcquireOptions,
         raise_timeout: bool,
     ) -> crosslock::Result<Held> {
         let wait = options.wait;
-        let held = inner.acquire_as(owner, &options).await?;
+        let held = inner
+            .acquire_as(owner, &options)
+            .await?
+            .map(|(validity, parts)| (validity.map(|v| v.as_secs_f64()), parts));
         if held.is_none() && raise_timeout {
             return Err(ffi::timeout(
                 format!(
@@ -126,9 +85,9 @@ py_twins! {
                 .collect::<Vec<_>>()
                 .join(", ");
             let inner = if red {
-                RedLock::new(parts).map(Composite::Red)
+                MultiLock::majority(parts)
             } else {
-                MultiLock::new(parts).map(Composite::Multi)
+                MultiLock::new(parts)
             };
             let inner = inner.map_err(|e| to_py_err(py, e, None))?;
             Ok(PyMultiLock { inner, label })
@@ -191,7 +150,12 @@ py_twins! {
             let inner = self.inner.clone();
             let lease = ffi::duration(lease, 1.0, "the lease an extend of the multi-lock sets")
                 .map_err(|e| to_py_err(py, e, None))?;
-            async move { inner.extend_as(Owner::new(owner), lease).await }
+            async move {
+                Ok(inner
+                    .extend_as(Owner::new(owner), lease)
+                    .await?
+                    .as_secs_f64())
+            }
         }
     }
 }

@@ -3,7 +3,7 @@
 //! runtime of its own.
 //!
 //! **Sync** ([`wait`]): the core future is started on the calling thread with the GIL released
-//! (`crosslock::runtime::begin_here`: an uncontended call makes its round trip right there, on a
+//! (`crosslock::host::begin_here`: an uncontended call makes its round trip right there, on a
 //! lane, with no thread hand-off); if it has to wait, the calling thread goes on polling it with
 //! the GIL released, parked while core's runtime waits for Redis (so the result needs no hand-off
 //! from a runtime task), and waking every [`TICK`] to run Python's signal handlers
@@ -30,7 +30,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crosslock::CancellationToken;
-use crosslock::runtime::{Here, Waited};
+use crosslock::host::{Here, Waited};
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -76,7 +76,7 @@ where
     // An uncontended call finishes right here, its round trip made on this thread (a lane). One
     // that has to wait goes on being polled on this thread too, between its waits on core's
     // runtime, so its result reaches this thread without a hand-off from a runtime task.
-    let mut call = match py.detach(move || crosslock::runtime::begin_here(future)) {
+    let mut call = match py.detach(move || crosslock::host::begin_here(future)) {
         Ok(result) => return result.map_err(|e| to_py_err(py, e, lock_name)),
         Err(call) => call,
     };

@@ -86,10 +86,6 @@ pub mod runtime;
 mod scripts;
 mod session;
 mod transport;
-// The transport's old crate-root paths, still named by objects/ (another helper's files while
-// issue 55 lands): replace them with `crate::transport::..` paths and drop these.
-use transport as connection;
-use transport::{cluster, lane};
 mod util;
 mod watch;
 

@@ -30,11 +30,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-// The host API's old path, kept until the bindings name `crosslock::host` (the layering house
-// rule allows this one re-export; see `core/tests/house_rules.rs`).
-#[doc(hidden)]
-pub use crate::host::{EventLoop, Here, Readable, Waited, Watcher, begin_here};
-
 use tokio::runtime::{Handle, Runtime};
 use tokio::task::JoinHandle;
 

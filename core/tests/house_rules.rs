@@ -297,9 +297,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("runtime", &["runtime"]),
-    // `connection`, `cluster` and `lane` are the transport's old crate-root paths, aliases in
-    // lib.rs that objects/ still names.
-    ("transport", &["transport", "connection", "cluster", "lane"]),
+    ("transport", &["transport"]),
     ("session + engine", &["session", "engine"]),
     ("client", &["client"]),
     ("objects", &["objects"]),
@@ -308,12 +306,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 ];
 
 /// Imports against the order that are allowed, each with its reason: (file, module it names).
-const EXCEPTIONS: &[(&str, &str, &str)] = &[(
-    "runtime.rs",
-    "host",
-    "`crosslock::runtime::{begin_here, EventLoop, ...}`, the host API's old public path, \
-     re-exported until the bindings name `crosslock::host`",
-)];
+const EXCEPTIONS: &[(&str, &str, &str)] = &[];
 
 /// The top-level module a `crate::` path names: `crate::engine::holds::Holds` is `engine`;
 /// `crate::Owner` (a root re-export) is the module `lib.rs` re-exports it from. `None` for a

@@ -23,7 +23,7 @@ pub(super) struct EnvState {
     pub(super) clients: Clients,
     pub(super) queue: Arc<Queue>,
     /// Core's view of this thread's libuv loop: the lanes its calls make their round trips on.
-    pub(super) event_loop: Arc<crosslock::runtime::EventLoop>,
+    pub(super) event_loop: Arc<crosslock::host::EventLoop>,
     /// Promises created and not yet settled; the queue keeps the event loop alive while > 0.
     pub(super) pending: usize,
 }

@@ -1,7 +1,7 @@
 //! Promises over crosslock's core, and the per-environment clean-up.
 //!
 //! No napi runtime is ever started. A call creates a promise on the JavaScript thread and polls
-//! its core future right there ([`JsTask`](task::JsTask), through `crosslock::runtime::EventLoop::poll`): its
+//! its core future right there ([`JsTask`](task::JsTask), through `crosslock::host::EventLoop::poll`): its
 //! Redis scripts go over the thread's own lane, a non-blocking connection its libuv loop watches
 //! with a `uv_poll_t` ([`UvWatcher`](uv::UvWatcher)), so an uncontended call costs the loop one wake-up for its
 //! reply and no thread hand-off; that wake-up also polls the futures the reply wakes, settles their

@@ -17,7 +17,7 @@ use super::queue::{Completion, POLLING_IN, Queue};
 pub(super) struct JsTask {
     pub(super) future: Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
     pub(super) queue: Arc<Queue>,
-    pub(super) event_loop: Arc<crosslock::runtime::EventLoop>,
+    pub(super) event_loop: Arc<crosslock::host::EventLoop>,
     pub(super) scheduled: AtomicBool,
 }
 

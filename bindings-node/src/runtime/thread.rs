@@ -70,7 +70,7 @@ impl Stop {
 /// what it names) until stopped, or until the environment is gone (its drain is dropped unrun).
 async fn watch_on_runtime(
     socket: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
-    ready: Arc<crosslock::runtime::Readable>,
+    ready: Arc<crosslock::host::Readable>,
     scope: Scope,
     stop: Arc<Stop>,
 ) {
@@ -103,8 +103,8 @@ async fn watch_on_runtime(
     stop.finished();
 }
 
-impl crosslock::runtime::Watcher for ThreadWatcher {
-    fn watch(&self, fd: RawFd, ready: crosslock::runtime::Readable) -> bool {
+impl crosslock::host::Watcher for ThreadWatcher {
+    fn watch(&self, fd: RawFd, ready: crosslock::host::Readable) -> bool {
         // SAFETY: `fd` is the lane's socket, open for the length of this call.
         let Ok(own) = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()
         else {
@@ -166,7 +166,7 @@ unsafe extern "C" fn stop_watching(arg: *mut c_void) {
 pub(super) fn thread_event_loop(
     raw_env: sys::napi_env,
     queue: &Arc<Queue>,
-) -> napi::Result<crosslock::runtime::EventLoop> {
+) -> napi::Result<crosslock::host::EventLoop> {
     let watching: Watching = Arc::default();
     let hook_arg = Arc::into_raw(watching.clone()).cast_mut().cast::<c_void>();
     // SAFETY: `stop_watching` takes back the count leaked into `hook_arg`.
@@ -179,7 +179,7 @@ pub(super) fn thread_event_loop(
             "crosslock: cannot register its clean-up hook",
         ));
     }
-    Ok(crosslock::runtime::EventLoop::new(ThreadWatcher {
+    Ok(crosslock::host::EventLoop::new(ThreadWatcher {
         scope: Scope {
             env: raw_env,
             context: ptr::null_mut(),

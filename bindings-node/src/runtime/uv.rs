@@ -239,7 +239,7 @@ fn exited_cleanly(pid: libc::pid_t) -> bool {
 struct Poller {
     /// The handle's memory (`uv_handle_size(UV_POLL)` bytes, 8-aligned).
     handle: Box<[u64]>,
-    ready: crosslock::runtime::Readable,
+    ready: crosslock::host::Readable,
     scope: Scope,
 }
 
@@ -329,8 +329,8 @@ unsafe extern "C" fn poll_closed(handle: *mut c_void) {
     drop(unsafe { Box::from_raw(*handle.cast::<*mut Poller>()) });
 }
 
-impl crosslock::runtime::Watcher for UvWatcher {
-    fn watch(&self, fd: RawFd, ready: crosslock::runtime::Readable) -> bool {
+impl crosslock::host::Watcher for UvWatcher {
+    fn watch(&self, fd: RawFd, ready: crosslock::host::Readable) -> bool {
         // SAFETY: on the JavaScript thread (inside a poll); the handle memory lives in the
         // `Poller` until `poll_closed` frees it.
         unsafe {
@@ -394,7 +394,7 @@ pub(super) fn uv_event_loop(
     name: &napi::JsString,
     queue: &Arc<Queue>,
     uv: &'static Uv,
-) -> napi::Result<crosslock::runtime::EventLoop> {
+) -> napi::Result<crosslock::host::EventLoop> {
     let raw_env = env.raw();
     let mut uv_loop = ptr::null_mut();
     // SAFETY: on the JavaScript thread, with an out-pointer to a local.
@@ -442,7 +442,7 @@ pub(super) fn uv_event_loop(
             "crosslock: cannot register its clean-up hook",
         ));
     }
-    Ok(crosslock::runtime::EventLoop::new(UvWatcher {
+    Ok(crosslock::host::EventLoop::new(UvWatcher {
         uv,
         uv_loop: UvLoop(uv_loop),
         queue: queue.clone(),

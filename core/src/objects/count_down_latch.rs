@@ -9,10 +9,11 @@ use crate::client::Client;
 use crate::engine::unowned;
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
-use crate::scripts;
+use crate::scripts::{self, Lua};
 use crate::session::Ctx;
+use crate::transport::ToArg;
 
-use super::check_name_with;
+use super::{check_name_with, state_for};
 use crate::layout;
 
 const KIND: &str = "latch";
@@ -22,6 +23,41 @@ struct Keys {
     name: Arc<str>,
     /// `redisson_countdownlatch__channel__{name}`: braces always added, as Redisson does.
     channel: String,
+}
+
+impl Keys {
+    /// The count now (none: 0, open).
+    async fn count(&self, cx: &Ctx) -> Result<i64> {
+        cx.conn
+            .eval(
+                &scripts::LATCH_COUNT,
+                &[&self.name],
+                &[],
+                (KIND, &*self.name),
+            )
+            .await
+    }
+
+    /// Runs a script that may publish on the channel: keys `[name, channel]`, then `args` and
+    /// the publish command.
+    async fn eval_publishing<T: redis::FromRedisValue>(
+        &self,
+        cx: &Ctx,
+        script: &Lua,
+        args: &[&dyn ToArg],
+    ) -> Result<T> {
+        let publish = cx.conn.publish_command();
+        let mut args = args.to_vec();
+        args.push(&publish);
+        cx.conn
+            .eval(
+                script,
+                &[&self.name, &self.channel],
+                &args,
+                (KIND, &*self.name),
+            )
+            .await
+    }
 }
 
 /// Waiting for the count to reach zero.
@@ -45,16 +81,7 @@ impl Protocol for Open {
     }
 
     async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, _request: Request) -> Result<Attempt<()>> {
-        let count: i64 = cx
-            .conn
-            .eval(
-                &scripts::LATCH_COUNT,
-                &[&self.keys.name],
-                &[],
-                (KIND, &*self.keys.name),
-            )
-            .await?;
-        Ok(if count == 0 {
+        Ok(if self.keys.count(&cx).await? == 0 {
             Attempt::Won(())
         } else {
             Attempt::Busy { retry_in: None }
@@ -118,10 +145,7 @@ impl CountDownLatch {
     }
 
     async fn cx(&self) -> Result<Arc<Ctx>> {
-        self.client
-            .state()
-            .await
-            .map_err(|e| e.with_lock(self.name()))
+        state_for(&self.client, self.name()).await
     }
 
     /// Sets the count to `count` (at least 1) unless the latch is already counting; `Ok(false)`
@@ -149,14 +173,9 @@ impl CountDownLatch {
             .check(count, &format!("the count of latch '{}'", self.name()))
             .map_err(|e| e.with_lock(self.name()))?;
         let cx = self.cx().await?;
-        let set: i64 = cx
-            .conn
-            .eval(
-                &scripts::LATCH_TRY_SET,
-                &[&self.keys.name, &self.keys.channel],
-                &[&count, &cx.conn.publish_command()],
-                (KIND, self.name()),
-            )
+        let set: i64 = self
+            .keys
+            .eval_publishing(&cx, &scripts::LATCH_TRY_SET, &[&count])
             .await?;
         Ok(set == 1)
     }
@@ -181,14 +200,9 @@ impl CountDownLatch {
     /// ```
     pub async fn count_down(&self) -> Result<u64> {
         let cx = self.cx().await?;
-        let left: i64 = cx
-            .conn
-            .eval(
-                &scripts::LATCH_COUNT_DOWN,
-                &[&self.keys.name, &self.keys.channel],
-                &[&cx.conn.publish_command()],
-                (KIND, self.name()),
-            )
+        let left: i64 = self
+            .keys
+            .eval_publishing(&cx, &scripts::LATCH_COUNT_DOWN, &[])
             .await?;
         Ok(left.max(0) as u64)
     }
@@ -212,16 +226,7 @@ impl CountDownLatch {
     /// ```
     pub async fn count(&self) -> Result<u64> {
         let cx = self.cx().await?;
-        let count: i64 = cx
-            .conn
-            .eval(
-                &scripts::LATCH_COUNT,
-                &[&self.keys.name],
-                &[],
-                (KIND, self.name()),
-            )
-            .await?;
-        Ok(count.max(0) as u64)
+        Ok(self.keys.count(&cx).await?.max(0) as u64)
     }
 
     /// Waits until the count reaches zero.
@@ -352,14 +357,9 @@ impl CountDownLatch {
     /// ```
     pub async fn delete(&self) -> Result<bool> {
         let cx = self.cx().await?;
-        let deleted: i64 = cx
-            .conn
-            .eval(
-                &scripts::LATCH_DELETE,
-                &[&self.keys.name, &self.keys.channel],
-                &[&cx.conn.publish_command()],
-                (KIND, self.name()),
-            )
+        let deleted: i64 = self
+            .keys
+            .eval_publishing(&cx, &scripts::LATCH_DELETE, &[])
             .await?;
         Ok(deleted == 1)
     }

@@ -14,7 +14,8 @@ use crate::session::Ctx;
 
 use super::non_reentrant_lock::refuse_reentry;
 
-use super::{Hash, busy, check_name, lock_type, ms};
+use super::hash::Hash;
+use super::{Release, check_name, lock_type, ms, release_hooks, won_or_busy};
 use crate::layout;
 
 /// How long a waiter's channel stays subscribed after it won its wait, for its owner's next wait:
@@ -90,26 +91,14 @@ impl<const REENTRANT: bool> Protocol for Fair<REENTRANT> {
                 Some(&self.hash.name),
             )
             .await?;
-        Ok(match reply {
-            None => Attempt::Won(()),
-            Some(ttl) => busy(ttl),
-        })
+        Ok(won_or_busy(reply))
     }
 
     async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<()>> {
         self.hash.settle(cx, holder, recorded).await
     }
 
-    async fn give_back(
-        self: Arc<Self>,
-        cx: Arc<Ctx>,
-        holder: Arc<str>,
-        lease_after: Duration,
-    ) -> Result<()> {
-        self.unlock_n(&cx, &holder, lease_after, None, false)
-            .await
-            .map(|_| ())
-    }
+    release_hooks!(give_back);
 
     async fn give_up(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<()> {
         if request.single_try() {
@@ -140,15 +129,9 @@ impl<const REENTRANT: bool> Protocol for Fair<REENTRANT> {
 }
 
 impl<const REENTRANT: bool> Fair<REENTRANT> {
-    async fn unlock_n(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
-        all: bool,
-    ) -> Result<Option<bool>> {
-        let retry = retry_of.map(|n| n.to_string()).unwrap_or_default();
+    /// Runs the fair release script (see [`Hash::unlock`]).
+    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
+        let (lease_after, retry, count) = release.args();
         let reply: Option<i64> = cx
             .conn
             .eval(
@@ -156,12 +139,12 @@ impl<const REENTRANT: bool> Fair<REENTRANT> {
                 &self.keys(),
                 &[
                     &"0",
-                    &ms(lease_after),
+                    &lease_after,
                     &holder,
                     &epoch_ms(),
                     &cx.conn.publish_command(),
                     &retry,
-                    &if all { "all" } else { "1" },
+                    &count,
                 ],
                 Some(&self.hash.name),
             )
@@ -192,22 +175,7 @@ impl<const REENTRANT: bool> Family for Fair<REENTRANT> {
         refuse_reentry(cx, &self.hash.name, owner, "non-reentrant fair lock")
     }
 
-    async fn unlock(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
-    ) -> Result<Option<bool>> {
-        self.unlock_n(cx, holder, lease_after, retry_of, false)
-            .await
-    }
-
-    async fn release_all(self: Arc<Self>, cx: Arc<Ctx>, holder: Arc<str>) -> Result<()> {
-        self.unlock_n(&cx, &holder, Duration::ZERO, None, true)
-            .await
-            .map(|_| ())
-    }
+    release_hooks!(unlock, release_all);
 
     async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
         let deleted: i64 = cx

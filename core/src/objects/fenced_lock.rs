@@ -1,125 +1,79 @@
 //! [`FencedLock`]: Redisson's `RFencedLock`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::client::Client;
-use crate::engine::family::{Family, Info, LockCore};
-use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
+use crate::engine::family::{Family, LockCore};
+use crate::engine::{Attempt, Request};
 use crate::error::Result;
 use crate::kinds::LockKind;
+use crate::layout;
 use crate::scripts;
 use crate::session::Ctx;
 
-use super::{Hash, check_name, lock_type, ms};
-use crate::layout;
+use super::hash::{Flavour, HashLock, LazyLua};
+use super::{busy, check_name, lock_type, ms};
 
-/// The fenced-lock protocol: the RLock's hash and channel, plus a token counter taken on every
-/// acquisition.
+/// The fenced lock: the RLock's hash and channel, plus a token counter taken on every
+/// acquisition, which its own acquire and settle scripts return.
 #[derive(Debug)]
 pub(crate) struct Fenced {
-    hash: Hash,
     token_key: String,
 }
 
-impl Protocol for Fenced {
+impl Flavour for Fenced {
     type Won = u64;
+    const KIND: LockKind = LockKind::FencedLock;
+    const ACQUIRE: &'static LazyLua = &scripts::FENCED_ACQUIRE;
 
-    fn name(&self) -> &Arc<str> {
-        &self.hash.name
-    }
-
-    fn waiting(&self, _holder: &str) -> Waiting {
-        Waiting::PubSub {
-            channel: self.hash.channel().to_owned(),
-            wake: WakePolicy::Lock,
-            linger: None,
+    fn for_name(name: &Arc<str>) -> Self {
+        Fenced {
+            token_key: layout::fenced_token(name),
         }
     }
 
-    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<u64>> {
+    async fn attempt(
+        lock: Arc<HashLock<Self>>,
+        cx: Arc<Ctx>,
+        request: Request,
+    ) -> Result<Attempt<u64>> {
+        let name = &lock.hash.name;
         let reply: Vec<i64> = cx
             .conn
             .eval(
-                &scripts::FENCED_ACQUIRE,
-                &[&self.hash.name, &self.token_key],
+                Self::ACQUIRE,
+                &[name, &lock.flavour.token_key],
                 &[&ms(request.lease), &&*request.holder],
-                Some(&self.hash.name),
+                Some(name),
             )
             .await?;
         Ok(match reply.as_slice() {
             [-1, token] => Attempt::Won(*token as u64),
-            [ttl, ..] => Attempt::Busy {
-                retry_in: u64::try_from(*ttl).ok().map(Duration::from_millis),
-            },
+            [ttl, ..] => busy(*ttl),
             [] => Attempt::Busy { retry_in: None },
         })
     }
 
-    async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<u64>> {
+    async fn settle(
+        lock: &HashLock<Self>,
+        cx: &Ctx,
+        holder: &str,
+        recorded: usize,
+    ) -> Result<Option<u64>> {
+        let name = &lock.hash.name;
         let reply: Vec<i64> = cx
             .conn
             .eval(
                 &scripts::FENCED_SETTLE,
-                &[&self.hash.name, &self.token_key],
+                &[name, &lock.flavour.token_key],
                 &[&holder],
-                Some(&self.hash.name),
+                Some(name),
             )
             .await?;
         Ok(match reply.as_slice() {
             [count, token] if *count > recorded as i64 => Some(*token as u64),
             _ => None,
         })
-    }
-
-    async fn give_back(
-        self: Arc<Self>,
-        cx: Arc<Ctx>,
-        holder: Arc<str>,
-        lease_after: Duration,
-    ) -> Result<()> {
-        self.hash
-            .unlock(&cx, &holder, lease_after, None, false, false)
-            .await
-            .map(|_| ())
-    }
-}
-
-impl Family for Fenced {
-    const KIND: LockKind = LockKind::FencedLock;
-
-    fn for_name(name: Arc<str>) -> Self {
-        Fenced {
-            token_key: layout::fenced_token(&name),
-            hash: Hash::new(name),
-        }
-    }
-
-    async fn unlock(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
-    ) -> Result<Option<bool>> {
-        self.hash
-            .unlock(cx, holder, lease_after, retry_of, false, false)
-            .await
-    }
-
-    async fn release_all(self: Arc<Self>, cx: Arc<Ctx>, holder: Arc<str>) -> Result<()> {
-        self.hash
-            .unlock(&cx, &holder, Duration::ZERO, None, true, false)
-            .await
-            .map(|_| ())
-    }
-
-    async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
-        self.hash.force_unlock(cx, false).await
-    }
-
-    async fn info(&self, cx: &Ctx, holder: &str) -> Result<Info> {
-        self.hash.info(cx, holder).await
     }
 
     fn token(won: &u64) -> Option<u64> {
@@ -150,7 +104,7 @@ lock_type! {
     /// guard.release().await?;
     /// # Ok(()) }
     /// ```
-    pub struct FencedLock(Fenced) -> u64;
+    pub struct FencedLock(HashLock<Fenced>) -> u64;
     what = "fenced lock";
 }
 
@@ -210,7 +164,7 @@ impl FencedLock {
             .conn
             .eval(
                 &scripts::FENCED_TOKEN,
-                &[&self.core.proto.token_key],
+                &[&self.core.proto.flavour.token_key],
                 &[],
                 Some(self.name()),
             )
@@ -238,7 +192,7 @@ impl Client {
     pub fn fenced_lock(&self, name: &str) -> Result<FencedLock> {
         let name = check_name(self, name, "lock")?;
         Ok(FencedLock {
-            core: LockCore::new(self.clone(), Fenced::for_name(name)),
+            core: LockCore::new(self.clone(), HashLock::<Fenced>::for_name(name)),
         })
     }
 }

@@ -5,18 +5,19 @@
 //! values' fields (`group#field,field…`), so one owner may hold several sets of one group.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::client::Client;
 use crate::engine::family::{Family, Info, LockCore};
 use crate::engine::holds::RenewKind;
-use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy, epoch_ms};
+use crate::engine::{Attempt, Protocol, Request, Waiting, epoch_ms};
 use crate::error::{Error, Result};
 use crate::kinds::LockKind;
 use crate::scripts;
 use crate::session::Ctx;
 
-use super::{busy, check_name, lock_type, ms, parse_info};
+use super::{
+    Release, check_name, lock_type, ms, parse_info, release_hooks, settled, woken_on, won_or_busy,
+};
 use crate::layout;
 
 /// How a group lock's values are encoded before they are hashed into field names: it must be the
@@ -199,31 +200,24 @@ impl FasterMultiLock {
 
     fn field_args<'a>(
         &'a self,
-        head: &[&'a dyn crate::connection::ToArg],
-    ) -> Vec<&'a dyn crate::connection::ToArg> {
-        let mut args: Vec<&dyn crate::connection::ToArg> = head.to_vec();
+        head: &[&'a dyn crate::transport::ToArg],
+    ) -> Vec<&'a dyn crate::transport::ToArg> {
+        let mut args: Vec<&dyn crate::transport::ToArg> = head.to_vec();
         args.extend(
             self.fields
                 .iter()
-                .map(|f| f as &dyn crate::connection::ToArg),
+                .map(|f| f as &dyn crate::transport::ToArg),
         );
         args
     }
 
-    async fn unlock(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
-        all: bool,
-    ) -> Result<Option<bool>> {
-        let retry = retry_of.map(|n| n.to_string()).unwrap_or_default();
-        let lease = ms(lease_after).max(1);
+    /// Runs the group release script.
+    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
+        let (lease_after, retry, which) = release.args();
+        let lease = lease_after.max(1);
         let now = epoch_ms();
         let publish = cx.conn.publish_command();
-        let which = if all { "all" } else { "1" };
-        let head: [&dyn crate::connection::ToArg; 6] =
+        let head: [&dyn crate::transport::ToArg; 6] =
             [&holder, &lease, &publish, &now, &which, &retry];
         let reply: Option<i64> = cx
             .conn
@@ -246,18 +240,14 @@ impl Protocol for FasterMultiLock {
     }
 
     fn waiting(&self, _holder: &str) -> Waiting {
-        Waiting::PubSub {
-            channel: self.channel.clone(),
-            wake: WakePolicy::Lock,
-            linger: None,
-        }
+        woken_on(&self.channel)
     }
 
     async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<()>> {
         let lease = ms(request.lease);
         let now = epoch_ms();
         let holder = &*request.holder;
-        let head: [&dyn crate::connection::ToArg; 3] = [&lease, &now, &holder];
+        let head: [&dyn crate::transport::ToArg; 3] = [&lease, &now, &holder];
         let reply: Option<i64> = cx
             .conn
             .eval(
@@ -267,27 +257,14 @@ impl Protocol for FasterMultiLock {
                 Some(&*self.group),
             )
             .await?;
-        Ok(match reply {
-            None => Attempt::Won(()),
-            Some(ttl) => busy(ttl),
-        })
+        Ok(won_or_busy(reply))
     }
 
     async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<()>> {
-        let info = self.info(cx, holder).await?;
-        Ok((u64::from(info.count) > recorded as u64).then_some(()))
+        Ok(settled(&self.info(cx, holder).await?, recorded))
     }
 
-    async fn give_back(
-        self: Arc<Self>,
-        cx: Arc<Ctx>,
-        holder: Arc<str>,
-        lease_after: Duration,
-    ) -> Result<()> {
-        self.unlock(&cx, &holder, lease_after, None, false)
-            .await
-            .map(|_| ())
-    }
+    release_hooks!(give_back);
 }
 
 impl Family for FasterMultiLock {
@@ -315,26 +292,12 @@ impl Family for FasterMultiLock {
         }
     }
 
-    async fn unlock(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
-    ) -> Result<Option<bool>> {
-        FasterMultiLock::unlock(self, cx, holder, lease_after, retry_of, false).await
-    }
-
-    async fn release_all(self: Arc<Self>, cx: Arc<Ctx>, holder: Arc<str>) -> Result<()> {
-        FasterMultiLock::unlock(&self, &cx, &holder, Duration::ZERO, None, true)
-            .await
-            .map(|_| ())
-    }
+    release_hooks!(unlock, release_all);
 
     async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
         let publish = cx.conn.publish_command();
         let now = epoch_ms();
-        let head: [&dyn crate::connection::ToArg; 2] = [&publish, &now];
+        let head: [&dyn crate::transport::ToArg; 2] = [&publish, &now];
         let freed: i64 = cx
             .conn
             .eval(
@@ -349,7 +312,7 @@ impl Family for FasterMultiLock {
 
     async fn info(&self, cx: &Ctx, holder: &str) -> Result<Info> {
         let now = epoch_ms();
-        let head: [&dyn crate::connection::ToArg; 2] = [&holder, &now];
+        let head: [&dyn crate::transport::ToArg; 2] = [&holder, &now];
         let reply: Vec<redis::Value> = cx
             .conn
             .eval(

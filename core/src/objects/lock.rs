@@ -1,104 +1,28 @@
 //! [`Lock`]: Redisson's `RLock`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::client::Client;
-use crate::engine::family::{Family, Info, LockCore};
-use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
+use crate::engine::family::{Family, LockCore};
 use crate::error::Result;
 use crate::kinds::LockKind;
 use crate::scripts;
-use crate::session::Ctx;
 
-use super::{Hash, check_name, lock_type, ms};
+use super::hash::{Flavour, HashLock, LazyLua};
+use super::{check_name, lock_type};
 
-/// The RLock protocol: a hash at the name, `0` on `redisson_lock__channel:{name}` at release.
+/// The RLock: a hash at the name, `0` on `redisson_lock__channel:{name}` at release; every hook
+/// is [`Flavour`]'s own.
 #[derive(Debug)]
-pub(crate) struct RLock {
-    hash: Hash,
-}
+pub(crate) struct RLock;
 
-impl Protocol for RLock {
+impl Flavour for RLock {
     type Won = ();
-
-    fn name(&self) -> &Arc<str> {
-        &self.hash.name
-    }
-
-    fn waiting(&self, _holder: &str) -> Waiting {
-        Waiting::PubSub {
-            channel: self.hash.channel().to_owned(),
-            wake: WakePolicy::Lock,
-            linger: None,
-        }
-    }
-
-    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<()>> {
-        self.hash
-            .attempt(
-                &cx,
-                &scripts::LOCK_ACQUIRE,
-                &[&ms(request.lease), &&*request.holder],
-            )
-            .await
-    }
-
-    async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<()>> {
-        self.hash.settle(cx, holder, recorded).await
-    }
-
-    async fn give_back(
-        self: Arc<Self>,
-        cx: Arc<Ctx>,
-        holder: Arc<str>,
-        lease_after: Duration,
-    ) -> Result<()> {
-        self.hash
-            .unlock(&cx, &holder, lease_after, None, false, false)
-            .await
-            .map(|_| ())
-    }
-}
-
-impl Family for RLock {
     const KIND: LockKind = LockKind::Lock;
+    const ACQUIRE: &'static LazyLua = &scripts::LOCK_ACQUIRE;
 
-    fn for_name(name: Arc<str>) -> Self {
-        RLock {
-            hash: Hash::new(name),
-        }
-    }
-
-    async fn unlock(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
-    ) -> Result<Option<bool>> {
-        self.hash
-            .unlock(cx, holder, lease_after, retry_of, false, false)
-            .await
-    }
-
-    async fn release_all(self: Arc<Self>, cx: Arc<Ctx>, holder: Arc<str>) -> Result<()> {
-        self.hash
-            .unlock(&cx, &holder, Duration::ZERO, None, true, false)
-            .await
-            .map(|_| ())
-    }
-
-    async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
-        self.hash.force_unlock(cx, false).await
-    }
-
-    async fn info(&self, cx: &Ctx, holder: &str) -> Result<Info> {
-        self.hash.info(cx, holder).await
-    }
-
-    fn token(_won: &()) -> Option<u64> {
-        None
+    fn for_name(_name: &Arc<str>) -> Self {
+        RLock
     }
 }
 
@@ -140,7 +64,7 @@ lock_type! {
     /// }
     /// # Ok(()) }
     /// ```
-    pub struct Lock(RLock) -> ();
+    pub struct Lock(HashLock<RLock>) -> ();
     what = "lock";
 }
 
@@ -177,7 +101,7 @@ impl Client {
     pub fn lock(&self, name: &str) -> Result<Lock> {
         let name = check_name(self, name, "lock")?;
         Ok(Lock {
-            core: LockCore::new(self.clone(), RLock::for_name(name)),
+            core: LockCore::new(self.clone(), HashLock::<RLock>::for_name(name)),
         })
     }
 }

@@ -5,6 +5,7 @@ pub(crate) mod count_down_latch;
 pub(crate) mod fair_lock;
 pub(crate) mod fenced_lock;
 pub(crate) mod group_lock;
+pub(crate) mod hash;
 pub(crate) mod lock;
 pub(crate) mod multi_lock;
 pub(crate) mod non_reentrant_lock;
@@ -16,13 +17,10 @@ pub(crate) mod spin_lock;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::connection::ToArg;
 use crate::engine::family::Info;
-use crate::engine::{Attempt, MAX_DURATION};
+use crate::engine::{Attempt, MAX_DURATION, Waiting, WakePolicy};
 use crate::error::{Error, Result};
 use crate::layout;
-use crate::scripts;
-use crate::session::Ctx;
 
 /// Checks an object name, naming the kind of object in the message. On a Redis Cluster the name
 /// must also keep the object's keys and channels in one hash slot (Redisson's `{name}` tag does
@@ -49,9 +47,17 @@ pub(crate) fn check_name_with<const N: usize>(
             .into_iter()
             .chain(more)
             .collect();
-        crate::cluster::check_one_slot(name, what, &siblings)?;
+        crate::transport::cluster::check_one_slot(name, what, &siblings)?;
     }
     Ok(Arc::from(name))
+}
+
+/// The client's connected state, for the object named `name` (an error names it).
+pub(crate) async fn state_for(
+    client: &crate::Client,
+    name: &str,
+) -> Result<Arc<crate::session::Ctx>> {
+    client.state().await.map_err(|e| e.with_lock(name))
 }
 
 /// Milliseconds as a script argument (leases are validated to fit long before).
@@ -60,9 +66,76 @@ pub(crate) fn ms(d: Duration) -> u64 {
 }
 
 /// A busy reply's TTL (ms; negative: none) as a retry hint.
-pub(crate) fn busy(ttl: i64) -> Attempt<()> {
+pub(crate) fn busy<W>(ttl: i64) -> Attempt<W> {
     Attempt::Busy {
         retry_in: u64::try_from(ttl).ok().map(Duration::from_millis),
+    }
+}
+
+/// An acquire script's reply, nil (acquired) or the PTTL, as an attempt.
+pub(crate) fn won_or_busy(reply: Option<i64>) -> Attempt<()> {
+    match reply {
+        None => Attempt::Won(()),
+        Some(ttl) => busy(ttl),
+    }
+}
+
+/// After a lost reply: `Some(())` when Redis counts more holds of the holder (`info`'s count)
+/// than the `recorded` ones, i.e. the unanswered attempt won.
+pub(crate) fn settled(info: &Info, recorded: usize) -> Option<()> {
+    (u64::from(info.count) > recorded as u64).then_some(())
+}
+
+/// Waiting on `channel`, woken one waiter at a time by the releases published there.
+pub(crate) fn woken_on(channel: &str) -> Waiting {
+    Waiting::PubSub {
+        channel: channel.to_owned(),
+        wake: WakePolicy::Lock,
+        linger: None,
+    }
+}
+
+/// Which holds a release drops.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Release {
+    /// One hold; what remains is kept alive for `lease_after`. `retry_of`: on a retry after a
+    /// lost reply, the hold count before the first try (so a release is not applied twice).
+    One {
+        lease_after: Duration,
+        retry_of: Option<usize>,
+    },
+    /// Every hold of the holder (the client closes).
+    All,
+}
+
+impl Release {
+    /// One hold, of the holder's `retry_of` holds on a retry.
+    pub(crate) fn one(lease_after: Duration, retry_of: Option<usize>) -> Self {
+        Release::One {
+            lease_after,
+            retry_of,
+        }
+    }
+
+    /// One win nobody will use (the engine's `give_back`).
+    pub(crate) fn give_back(lease_after: Duration) -> Self {
+        Release::one(lease_after, None)
+    }
+
+    /// A release's script arguments, in the order every release script takes them:
+    /// `lease_after` (ms), the `retry_of` count (empty: a first try), and `"1"` or `"all"`.
+    pub(crate) fn args(self) -> (u64, String, &'static str) {
+        match self {
+            Release::One {
+                lease_after,
+                retry_of,
+            } => (
+                ms(lease_after),
+                retry_of.map(|n| n.to_string()).unwrap_or_default(),
+                "1",
+            ),
+            Release::All => (0, String::new(), "all"),
+        }
     }
 }
 
@@ -88,116 +161,47 @@ pub(crate) fn parse_info(reply: &[redis::Value]) -> Info {
     }
 }
 
-/// An RLock-family hash at `name` with its release channel: the Redis side shared by the lock,
-/// spin, fenced and non-reentrant locks (and the fair lock's queries).
-#[derive(Debug)]
-pub(crate) struct Hash {
-    pub(crate) name: Arc<str>,
-    /// Made when first needed (the first wait or release): a lock object that is only
-    /// acquired, or held, does without it.
-    channel: std::sync::OnceLock<String>,
-}
-
-impl Hash {
-    pub(crate) fn new(name: Arc<str>) -> Self {
-        Hash {
-            name,
-            channel: std::sync::OnceLock::new(),
+/// The engine's three release hooks of a lock-family protocol, written once over the type's own
+/// `release(&self, cx, holder, Release) -> Result<Option<bool>>` (each type has one release
+/// script; [`Release`] says which holds it drops). `release_hooks!(give_back)` goes in the
+/// `Protocol` impl, `release_hooks!(unlock, release_all)` in the `Family` impl.
+macro_rules! release_hooks {
+    (give_back) => {
+        async fn give_back(
+            self: std::sync::Arc<Self>,
+            cx: std::sync::Arc<crate::session::Ctx>,
+            holder: std::sync::Arc<str>,
+            lease_after: std::time::Duration,
+        ) -> crate::error::Result<()> {
+            let release = crate::objects::Release::give_back(lease_after);
+            self.release(&cx, &holder, release).await.map(|_| ())
         }
-    }
+    };
+    (unlock, release_all) => {
+        async fn unlock(
+            &self,
+            cx: &crate::session::Ctx,
+            holder: &str,
+            lease_after: std::time::Duration,
+            retry_of: Option<usize>,
+        ) -> crate::error::Result<Option<bool>> {
+            let release = crate::objects::Release::one(lease_after, retry_of);
+            self.release(cx, holder, release).await
+        }
 
-    /// `redisson_lock__channel:{name}`, where releases are published.
-    pub(crate) fn channel(&self) -> &str {
-        self.channel
-            .get_or_init(|| layout::lock_channel(&self.name))
-    }
-
-    /// Runs the RLock release script: one hold (or `all`), publishing `0` unless `quiet`.
-    pub(crate) async fn unlock(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
-        all: bool,
-        quiet: bool,
-    ) -> Result<Option<bool>> {
-        let retry = retry_of.map(|n| n.to_string()).unwrap_or_default();
-        let publish = if quiet { "" } else { cx.conn.publish_command() };
-        let reply: Option<i64> = cx
-            .conn
-            .eval(
-                &scripts::LOCK_RELEASE,
-                &[&self.name, self.channel()],
-                &[
-                    &"0",
-                    &ms(lease_after),
-                    &holder,
-                    &publish,
-                    &retry,
-                    &if all { "all" } else { "1" },
-                ],
-                Some(&self.name),
-            )
-            .await?;
-        Ok(reply.map(|r| r == 1))
-    }
-
-    pub(crate) async fn force_unlock(&self, cx: &Ctx, quiet: bool) -> Result<bool> {
-        let publish = if quiet { "" } else { cx.conn.publish_command() };
-        let deleted: i64 = cx
-            .conn
-            .eval(
-                &scripts::LOCK_FORCE_UNLOCK,
-                &[&self.name, self.channel()],
-                &[&"0", &publish],
-                Some(&self.name),
-            )
-            .await?;
-        Ok(deleted == 1)
-    }
-
-    pub(crate) async fn info(&self, cx: &Ctx, holder: &str) -> Result<Info> {
-        let reply: Vec<redis::Value> = cx
-            .conn
-            .eval(
-                &scripts::LOCK_INFO,
-                &[&self.name],
-                &[&holder],
-                Some(&self.name),
-            )
-            .await?;
-        Ok(parse_info(&reply))
-    }
-
-    /// `Some(())` when Redis counts more holds of `holder` than `recorded`.
-    pub(crate) async fn settle(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        recorded: usize,
-    ) -> Result<Option<()>> {
-        let info = self.info(cx, holder).await?;
-        Ok((u64::from(info.count) > recorded as u64).then_some(()))
-    }
-
-    /// Runs an acquire script whose reply is nil (acquired) or the PTTL.
-    pub(crate) async fn attempt(
-        &self,
-        cx: &Ctx,
-        script: &crate::scripts::Lua,
-        args: &[&dyn ToArg],
-    ) -> Result<Attempt<()>> {
-        let reply: Option<i64> = cx
-            .conn
-            .eval(script, &[&self.name], args, Some(&self.name))
-            .await?;
-        Ok(match reply {
-            None => Attempt::Won(()),
-            Some(ttl) => busy(ttl),
-        })
-    }
+        async fn release_all(
+            self: std::sync::Arc<Self>,
+            cx: std::sync::Arc<crate::session::Ctx>,
+            holder: std::sync::Arc<str>,
+        ) -> crate::error::Result<()> {
+            self.release(&cx, &holder, crate::objects::Release::All)
+                .await
+                .map(|_| ())
+        }
+    };
 }
+
+pub(crate) use release_hooks;
 
 /// Declares a public lock type of the RLock family: a newtype over
 /// [`LockCore`](crate::engine::family::LockCore) with the family's methods, documented once here.

@@ -37,6 +37,8 @@ struct Parts {
     /// are taken in decides (the write lock, then the read lock, is allowed; the read lock, then
     /// the write lock, is not), while tries sent together may reach Redis in either order.
     all_at_once: bool,
+    /// Made as a red lock (a majority quorum): what messages call it.
+    red: bool,
 }
 
 /// One acquisition: the parts held, in order.
@@ -59,7 +61,22 @@ impl Parts {
             locks,
             quorum,
             all_at_once,
+            red,
         })
+    }
+
+    /// The parts `owner` holds through this process (their clients record a hold).
+    fn taken_by(&self, owner: Owner) -> Vec<Arc<dyn AnyLock>> {
+        self.locks
+            .iter()
+            .filter(|l| l.lost_token(owner).is_some())
+            .cloned()
+            .collect()
+    }
+
+    /// What messages call the composite.
+    fn what(&self) -> &'static str {
+        if self.red { "red lock" } else { "multi-lock" }
     }
 
     fn names(&self) -> String {
@@ -178,7 +195,7 @@ impl Parts {
         let options = &options;
         let mut outcomes: Vec<Option<Result<bool>>> = Vec::new();
         outcomes.resize_with(self.locks.len(), || None);
-        crate::lane::off(crate::engine::at_most_in_flight(
+        crate::transport::lane::off(crate::engine::at_most_in_flight(
             TRIES_IN_FLIGHT,
             self.locks
                 .iter()
@@ -516,7 +533,7 @@ async fn release(parts: &[Arc<dyn AnyLock>], owner: Owner) -> Vec<(String, Error
     };
     let rest = &rest;
     let mut failed = Vec::new();
-    crate::lane::off(crate::engine::at_most_in_flight(
+    crate::transport::lane::off(crate::engine::at_most_in_flight(
         RELEASES_IN_FLIGHT,
         parts.iter().enumerate().map(|(i, l)| async move {
             let mut release = l.release_as(owner);
@@ -802,331 +819,432 @@ impl fmt::Debug for MultiGuard {
     }
 }
 
-macro_rules! composite {
-    ($(#[$meta:meta])* $ty:ident, $red:literal, $what:literal) => {
-        $(#[$meta])*
-        #[derive(Clone)]
-        pub struct $ty {
-            parts: Parts,
-        }
-
-        impl $ty {
-            #[doc = concat!("A ", $what, " over `locks` (at least one), acquired in the order given.")]
-            ///
-            /// # Errors
-            ///
-            /// [`ErrorKind::InvalidArgument`] for an empty list.
-            ///
-            /// # Examples
-            ///
-            /// ```no_run
-            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-            /// // shown with a MultiLock; a RedLock has the same method
-            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.fair_lock("b")?.erased()])?;
-            /// assert_eq!(both.names(), ["a", "b"]);
-            /// # Ok(()) }
-            /// ```
-            pub fn new(locks: Vec<Arc<dyn AnyLock>>) -> Result<Self> {
-                Ok($ty { parts: Parts::new(locks, $red)? })
-            }
-
-            /// The names of its parts, in order.
-            ///
-            /// # Examples
-            ///
-            /// ```no_run
-            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-            /// // shown with a MultiLock; a RedLock has the same method
-            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
-            /// assert_eq!(both.names(), ["a", "b"]);
-            /// # Ok(()) }
-            /// ```
-            pub fn names(&self) -> Vec<String> {
-                self.parts.locks.iter().map(|l| l.name().to_owned()).collect()
-            }
-
-            /// Waits until it is acquired by [`Owner::current`](crate::Owner::current), each part
-            /// kept by its client's watchdog.
-            ///
-            /// # Errors
-            ///
-            /// A part's error that waiting cannot cure (a wrong type, a refused argument), naming the
-            /// part; nothing is held then.
-            ///
-            /// # Cancel safety
-            ///
-            /// Dropping the future gives back what was taken (each part's own cancel safety).
-            ///
-            /// # Examples
-            ///
-            /// ```no_run
-            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-            /// // shown with a MultiLock; a RedLock has the same method
-            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
-            /// let guard = both.acquire().await?;
-            /// guard.release().await?;
-            /// # Ok(()) }
-            /// ```
-            pub async fn acquire(&self) -> Result<MultiGuard> {
-                self.acquire_with(AcquireOptions::new()).await
-            }
-
-            /// Acquires with `options` (the wait limit covers the whole), failing with
-            /// [`ErrorKind::Timeout`] when it passes, or with the error of the part that failed
-            /// (a server down, say), naming it; nothing is held then.
-            ///
-            /// With a lease, each part is taken with `lease + wait` (so the first is still held
-            /// when the last is taken) and expires between `lease` and `lease + wait` later.
-            ///
-            /// # Errors
-            ///
-            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire), and [`ErrorKind::Timeout`].")]
-            ///
-            /// # Cancel safety
-            ///
-            ///
-            /// # Examples
-            ///
-            /// ```no_run
-            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-            /// // shown with a MultiLock; a RedLock has the same method
-            /// use std::time::Duration;
-            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
-            /// let guard = both.acquire_with(crosslock::AcquireOptions::new().wait(Duration::from_secs(2))).await?;
-            /// guard.release().await?;
-            /// # Ok(()) }
-            /// ```
-            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
-            pub async fn acquire_with(&self, options: AcquireOptions) -> Result<MultiGuard> {
-                let owner = options.owner.unwrap_or_else(crate::Owner::current);
-                let start = Instant::now();
-                match self.parts.acquire_as(owner, &options).await? {
-                    Some(held) => Ok(MultiGuard::new(held, owner, self.parts.quorum, start.elapsed(), options.lease)),
-                    None => Err(Error::new(
-                        ErrorKind::Timeout,
-                        format!(
-                            "gave up waiting for the {} of {} after {:.3}s; nothing is held",
-                            $what,
-                            self.parts.names(),
-                            start.elapsed().as_secs_f64()
-                        ),
-                    )
-                    .with_waited(start.elapsed())),
-                }
-            }
-
-            /// Acquires for an explicit `owner` without a guard (for the bindings and hand-offs):
-            /// `Ok(None)` when the wait limit passed, else the validity (with a lease) and the
-            /// parts held. Release with [`release_as`](Self::release_as).
-            ///
-            /// # Errors
-            ///
-            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
-            ///
-            /// # Cancel safety
-            ///
-            ///
-            /// # Examples
-            ///
-            /// ```no_run
-            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-            /// // shown with a MultiLock; a RedLock has the same method
-            /// use crosslock::{AcquireOptions, Owner};
-            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
-            /// if both.acquire_as(Owner::new(9), &AcquireOptions::new()).await?.is_some() {
-            ///     both.release_as(Owner::new(9)).await?;
-            /// }
-            /// # Ok(()) }
-            /// ```
-            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
-            pub async fn acquire_as(&self, owner: Owner, options: &AcquireOptions) -> Result<Option<(Option<Duration>, Vec<String>)>> {
-                let start = Instant::now();
-                Ok(self.parts.acquire_as(owner, options).await?.map(|held| {
-                    let validity = options.lease.map(|l| l.saturating_sub(start.elapsed()).saturating_sub(clock_drift(l)));
-                    (validity, held.parts.iter().map(|l| l.name().to_owned()).collect())
-                }))
-            }
-
-            /// Releases every part `owner` holds through this process: the parts its clients
-            /// recorded as taken (for a [`RedLock`], the majority reached; a part never taken, on
-            /// a server that is down, say, is not asked).
-            ///
-            /// # Errors
-            ///
-            /// [`ErrorKind::LockLost`], naming a lost part, when the acquisition was lost (as
-            /// [`is_lost`](Self::is_lost) tells); a red lock's lost minority is logged, not
-            /// raised. Else the first part's error other than not-held, naming it (every part is
-            /// tried).
-            ///
-            /// # Cancel safety
-            ///
-            /// Dropping the future may leave some parts unreleased until their lease runs out.
-            ///
-            /// # Examples
-            ///
-            /// ```no_run
-            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-            /// // shown with a MultiLock; a RedLock has the same method
-            /// use crosslock::{AcquireOptions, Owner};
-            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
-            /// both.acquire_as(Owner::new(9), &AcquireOptions::new()).await?;
-            /// both.release_as(Owner::new(9)).await?;
-            /// # Ok(()) }
-            /// ```
-            pub async fn release_as(&self, owner: Owner) -> Result<()> {
-                let taken: Vec<_> = self.parts.locks.iter().filter(|l| l.lost_token(owner).is_some()).cloned().collect();
-                let failed = release(&taken, owner).await;
-                release_outcome($what, taken.len(), self.parts.quorum, failed, true)
-            }
-
-            /// Sets the lease of every part `owner` holds to `lease` from now, as
-            /// [`MultiGuard::extend`] does; answers the validity that leaves.
-            ///
-            /// # Errors
-            ///
-            /// As [`MultiGuard::extend`]; [`ErrorKind::NotHeld`] when `owner` holds none of the parts.
-            ///
-            /// # Cancel safety
-            ///
-            /// As [`MultiGuard::extend`].
-            ///
-            /// # Examples
-            ///
-            /// ```no_run
-            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-            /// // shown with a MultiLock; a RedLock has the same method
-            /// use std::time::Duration;
-            /// use crosslock::{AcquireOptions, Owner};
-            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
-            /// both.acquire_as(Owner::new(9), &AcquireOptions::new()).await?;
-            /// both.extend_as(Owner::new(9), Duration::from_secs(30)).await?;
-            /// both.release_as(Owner::new(9)).await?;
-            /// # Ok(()) }
-            /// ```
-            pub async fn extend_as(&self, owner: Owner, lease: Duration) -> Result<Duration> {
-                let taken: Vec<_> = self.parts.locks.iter().filter(|l| l.lost_token(owner).is_some()).cloned().collect();
-                extend($what, &taken, owner, lease, self.parts.quorum.min(taken.len().max(1))).await
-            }
-
-            /// Whether the acquisition of `owner` may be lost: fewer of the parts it took are still
-            /// held than the quorum (any part lost, for a [`MultiLock`]; for a [`RedLock`], no
-            /// longer a majority of all its parts). Each part decides from the clock on the spot
-            /// (see [`Lock::is_lost`](crate::Lock::is_lost)); nothing is sent.
-            ///
-            /// # Examples
-            ///
-            /// ```no_run
-            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-            /// // shown with a MultiLock; a RedLock has the same method
-            /// use crosslock::{AcquireOptions, Owner};
-            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
-            /// both.acquire_as(Owner::new(9), &AcquireOptions::new()).await?;
-            /// assert!(!both.is_lost(Owner::new(9)));
-            /// # Ok(()) }
-            /// ```
-            pub fn is_lost(&self, owner: Owner) -> bool {
-                let taken: Vec<_> = self.parts.locks.iter().filter(|l| l.lost_token(owner).is_some()).cloned().collect();
-                too_many_lost(&taken, owner, self.parts.quorum)
-            }
-
-            /// As [`acquire_with`](Self::acquire_with), answering `Ok(None)` when the wait limit passed.
-            ///
-            /// # Errors
-            ///
-            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
-            ///
-            /// # Cancel safety
-            ///
-            ///
-            /// # Examples
-            ///
-            /// ```no_run
-            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-            /// // shown with a MultiLock; a RedLock has the same method
-            /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
-            /// if let Some(guard) = both.try_acquire(crosslock::AcquireOptions::new()).await? {
-            ///     guard.release().await?;
-            /// }
-            /// # Ok(()) }
-            /// ```
-            #[doc = concat!("As [`acquire`](", stringify!($ty), "::acquire).")]
-            pub async fn try_acquire(&self, options: AcquireOptions) -> Result<Option<MultiGuard>> {
-                let owner = options.owner.unwrap_or_else(crate::Owner::current);
-                let start = Instant::now();
-                Ok(self
-                    .parts
-                    .acquire_as(owner, &options)
-                    .await?
-                    .map(|held| MultiGuard::new(held, owner, self.parts.quorum, start.elapsed(), options.lease)))
-            }
-        }
-
-        impl fmt::Debug for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_struct(stringify!($ty)).field("parts", &self.names()).finish()
-            }
-        }
-    };
+/// All of several locks, or none: Redisson's `RMultiLock` (`getMultiLock(RLock...)`).
+///
+/// The parts may be locks of any kind, from any clients, so from different Redis deployments
+/// (a lock per shard, per tenant, per resource). It has no keys of its own: each part is
+/// stored and interoperates as its own kind. It acquires the parts in the order given (use one
+/// order everywhere to avoid deadlocks); when one cannot be had, it gives back what it took and
+/// starts over while its wait limit allows (Redisson's algorithm); when one fails (a server
+/// down), the error names it and nothing is held. Released, it releases every part. The guard's
+/// lost signal fires if any part may be lost.
+///
+/// [`MultiLock::majority`] makes the same composite with a majority quorum: a [`RedLock`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(a: &crosslock::Client, b: &crosslock::Client) -> crosslock::Result<()> {
+/// use crosslock::MultiLock;
+/// let both = MultiLock::new(vec![a.lock("account:1")?.erased(), b.lock("account:2")?.erased()])?;
+/// let guard = both.acquire().await?;   // both, or neither
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct MultiLock {
+    parts: Parts,
 }
 
-composite! {
-    /// All of several locks, or none: Redisson's `RMultiLock` (`getMultiLock(RLock...)`).
+impl MultiLock {
+    /// A multi-lock over `locks` (at least one), acquired in the order given, held once all of
+    /// them are (Redisson's `getMultiLock(RLock...)`).
     ///
-    /// The parts may be locks of any kind, from any clients, so from different Redis deployments
-    /// (a lock per shard, per tenant, per resource). It has no keys of its own: each part is
-    /// stored and interoperates as its own kind. It acquires the parts in the order given (use one
-    /// order everywhere to avoid deadlocks); when one cannot be had, it gives back what it took and
-    /// starts over while its wait limit allows (Redisson's algorithm); when one fails (a server
-    /// down), the error names it and nothing is held. Released, it releases every part. The guard's
-    /// lost signal fires if any part may be lost.
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] for an empty list.
     ///
     /// # Examples
     ///
     /// ```no_run
-    /// # async fn example(a: &crosslock::Client, b: &crosslock::Client) -> crosslock::Result<()> {
-    /// use crosslock::MultiLock;
-    /// let both = MultiLock::new(vec![a.lock("account:1")?.erased(), b.lock("account:2")?.erased()])?;
-    /// let guard = both.acquire().await?;   // both, or neither
-    /// guard.release().await?;
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// // shown with a MultiLock; a RedLock has the same method
+    /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.fair_lock("b")?.erased()])?;
+    /// assert_eq!(both.names(), ["a", "b"]);
     /// # Ok(()) }
     /// ```
-    MultiLock, false, "multi-lock"
-}
+    pub fn new(locks: Vec<Arc<dyn AnyLock>>) -> Result<Self> {
+        Ok(MultiLock {
+            parts: Parts::new(locks, false)?,
+        })
+    }
 
-composite! {
-    /// A majority of locks on independent Redis masters: Redisson's `RRedLock`
-    /// (`getRedLock(RLock...)`), the Redlock algorithm.
+    /// A red lock over `locks` (at least one), acquired in the order given, held once a
+    /// majority, `n/2 + 1` of the `n`, are: what [`RedLock::new`] makes, as a `MultiLock`
+    /// (Redisson's `getRedLock(RLock...)`). Its messages call it a red lock.
     ///
-    /// As [`MultiLock`], but it is acquired once `n/2 + 1` of the `n` parts are held (each part
-    /// waits at most its share of what is left of the wait limit), and with a lease the guard
-    /// reports the validity time `lease − time to acquire − clock drift`
-    /// ([`MultiGuard::validity`]).
+    /// # Errors
     ///
-    /// **A lost minority.** A red lock stands while it still holds a majority of its parts:
-    /// its lost signal (and `is_lost`) turns true once fewer than `n/2 + 1` of its parts are
-    /// still held (one lost part of three when only two were taken; two of three taken). With
-    /// a lost minority it is not lost, and its release succeeds: it releases the parts that
-    /// remain and logs the lost one (a warning), since exclusion held all along (the same rule
-    /// that decided it was acquired). `lost`, the signal and `release` always agree.
-    ///
-    /// Redisson deprecates `RRedLock` ("use RLock or RFencedLock instead"), because a majority of
-    /// expiring locks does not make a pause-proof lock (a holder paused past its validity cannot
-    /// tell). crosslock keeps it for compatibility; for correctness under pauses prefer a
-    /// [`FencedLock`](crate::FencedLock): its tokens let the protected resource refuse a stale
-    /// holder's writes, which no lock alone can do.
+    /// [`ErrorKind::InvalidArgument`] for an empty list.
     ///
     /// # Examples
     ///
     /// ```no_run
     /// # async fn example(clients: &[crosslock::Client]) -> crosslock::Result<()> {
-    /// use std::time::Duration;
-    /// use crosslock::{AcquireOptions, RedLock};
     /// let parts = clients.iter().map(|c| Ok(c.lock("job:7")?.erased())).collect::<crosslock::Result<Vec<_>>>()?;
-    /// let red = RedLock::new(parts)?;
-    /// let guard = red.acquire_with(AcquireOptions::new().lease(Duration::from_secs(10))).await?;
-    /// println!("valid for {:?}", guard.validity());
+    /// let red = crosslock::MultiLock::majority(parts)?;
+    /// red.acquire().await?.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn majority(locks: Vec<Arc<dyn AnyLock>>) -> Result<Self> {
+        Ok(MultiLock {
+            parts: Parts::new(locks, true)?,
+        })
+    }
+
+    /// The names of its parts, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// // shown with a MultiLock; a RedLock has the same method
+    /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+    /// assert_eq!(both.names(), ["a", "b"]);
+    /// # Ok(()) }
+    /// ```
+    pub fn names(&self) -> Vec<String> {
+        self.parts
+            .locks
+            .iter()
+            .map(|l| l.name().to_owned())
+            .collect()
+    }
+
+    /// Waits until it is acquired by [`Owner::current`](crate::Owner::current), each part
+    /// kept by its client's watchdog.
+    ///
+    /// # Errors
+    ///
+    /// A part's error that waiting cannot cure (a wrong type, a refused argument), naming the
+    /// part; nothing is held then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future gives back what was taken (each part's own cancel safety).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// // shown with a MultiLock; a RedLock has the same method
+    /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+    /// let guard = both.acquire().await?;
     /// guard.release().await?;
     /// # Ok(()) }
     /// ```
-    RedLock, true, "red lock"
+    pub async fn acquire(&self) -> Result<MultiGuard> {
+        self.acquire_with(AcquireOptions::new()).await
+    }
+
+    /// Acquires with `options` (the wait limit covers the whole), failing with
+    /// [`ErrorKind::Timeout`] when it passes, or with the error of the part that failed
+    /// (a server down, say), naming it; nothing is held then.
+    ///
+    /// With a lease, each part is taken with `lease + wait` (so the first is still held
+    /// when the last is taken) and expires between `lease` and `lease + wait` later.
+    ///
+    /// # Errors
+    ///
+    #[doc = concat!("As [`acquire`](", "MultiLock", "::acquire), and [`ErrorKind::Timeout`].")]
+    ///
+    /// # Cancel safety
+    ///
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// // shown with a MultiLock; a RedLock has the same method
+    /// use std::time::Duration;
+    /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+    /// let guard = both.acquire_with(crosslock::AcquireOptions::new().wait(Duration::from_secs(2))).await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    #[doc = concat!("As [`acquire`](", "MultiLock", "::acquire).")]
+    pub async fn acquire_with(&self, options: AcquireOptions) -> Result<MultiGuard> {
+        let owner = options.owner.unwrap_or_else(crate::Owner::current);
+        let start = Instant::now();
+        match self.parts.acquire_as(owner, &options).await? {
+            Some(held) => Ok(MultiGuard::new(
+                held,
+                owner,
+                self.parts.quorum,
+                start.elapsed(),
+                options.lease,
+            )),
+            None => Err(Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "gave up waiting for the {} of {} after {:.3}s; nothing is held",
+                    self.parts.what(),
+                    self.parts.names(),
+                    start.elapsed().as_secs_f64()
+                ),
+            )
+            .with_waited(start.elapsed())),
+        }
+    }
+
+    /// Acquires for an explicit `owner` without a guard (for the bindings and hand-offs):
+    /// `Ok(None)` when the wait limit passed, else the validity (with a lease) and the
+    /// parts held. Release with [`release_as`](Self::release_as).
+    ///
+    /// # Errors
+    ///
+    #[doc = concat!("As [`acquire`](", "MultiLock", "::acquire).")]
+    ///
+    /// # Cancel safety
+    ///
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// // shown with a MultiLock; a RedLock has the same method
+    /// use crosslock::{AcquireOptions, Owner};
+    /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+    /// if both.acquire_as(Owner::new(9), &AcquireOptions::new()).await?.is_some() {
+    ///     both.release_as(Owner::new(9)).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    #[doc = concat!("As [`acquire`](", "MultiLock", "::acquire).")]
+    pub async fn acquire_as(
+        &self,
+        owner: Owner,
+        options: &AcquireOptions,
+    ) -> Result<Option<(Option<Duration>, Vec<String>)>> {
+        let start = Instant::now();
+        Ok(self.parts.acquire_as(owner, options).await?.map(|held| {
+            let validity = options.lease.map(|l| {
+                l.saturating_sub(start.elapsed())
+                    .saturating_sub(clock_drift(l))
+            });
+            (
+                validity,
+                held.parts.iter().map(|l| l.name().to_owned()).collect(),
+            )
+        }))
+    }
+
+    /// Releases every part `owner` holds through this process: the parts its clients
+    /// recorded as taken (for a [`RedLock`], the majority reached; a part never taken, on
+    /// a server that is down, say, is not asked).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::LockLost`], naming a lost part, when the acquisition was lost (as
+    /// [`is_lost`](Self::is_lost) tells); a red lock's lost minority is logged, not
+    /// raised. Else the first part's error other than not-held, naming it (every part is
+    /// tried).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave some parts unreleased until their lease runs out.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// // shown with a MultiLock; a RedLock has the same method
+    /// use crosslock::{AcquireOptions, Owner};
+    /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+    /// both.acquire_as(Owner::new(9), &AcquireOptions::new()).await?;
+    /// both.release_as(Owner::new(9)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_as(&self, owner: Owner) -> Result<()> {
+        let taken = self.parts.taken_by(owner);
+        let failed = release(&taken, owner).await;
+        release_outcome(
+            self.parts.what(),
+            taken.len(),
+            self.parts.quorum,
+            failed,
+            true,
+        )
+    }
+
+    /// Sets the lease of every part `owner` holds to `lease` from now, as
+    /// [`MultiGuard::extend`] does; answers the validity that leaves.
+    ///
+    /// # Errors
+    ///
+    /// As [`MultiGuard::extend`]; [`ErrorKind::NotHeld`] when `owner` holds none of the parts.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`MultiGuard::extend`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// // shown with a MultiLock; a RedLock has the same method
+    /// use std::time::Duration;
+    /// use crosslock::{AcquireOptions, Owner};
+    /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+    /// both.acquire_as(Owner::new(9), &AcquireOptions::new()).await?;
+    /// both.extend_as(Owner::new(9), Duration::from_secs(30)).await?;
+    /// both.release_as(Owner::new(9)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn extend_as(&self, owner: Owner, lease: Duration) -> Result<Duration> {
+        let taken = self.parts.taken_by(owner);
+        extend(
+            self.parts.what(),
+            &taken,
+            owner,
+            lease,
+            self.parts.quorum.min(taken.len().max(1)),
+        )
+        .await
+    }
+
+    /// Whether the acquisition of `owner` may be lost: fewer of the parts it took are still
+    /// held than the quorum (any part lost, for a [`MultiLock`]; for a [`RedLock`], no
+    /// longer a majority of all its parts). Each part decides from the clock on the spot
+    /// (see [`Lock::is_lost`](crate::Lock::is_lost)); nothing is sent.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// // shown with a MultiLock; a RedLock has the same method
+    /// use crosslock::{AcquireOptions, Owner};
+    /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+    /// both.acquire_as(Owner::new(9), &AcquireOptions::new()).await?;
+    /// assert!(!both.is_lost(Owner::new(9)));
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self, owner: Owner) -> bool {
+        let taken = self.parts.taken_by(owner);
+        too_many_lost(&taken, owner, self.parts.quorum)
+    }
+
+    /// As [`acquire_with`](Self::acquire_with), answering `Ok(None)` when the wait limit passed.
+    ///
+    /// # Errors
+    ///
+    #[doc = concat!("As [`acquire`](", "MultiLock", "::acquire).")]
+    ///
+    /// # Cancel safety
+    ///
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// // shown with a MultiLock; a RedLock has the same method
+    /// let both = crosslock::MultiLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased()])?;
+    /// if let Some(guard) = both.try_acquire(crosslock::AcquireOptions::new()).await? {
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    #[doc = concat!("As [`acquire`](", "MultiLock", "::acquire).")]
+    pub async fn try_acquire(&self, options: AcquireOptions) -> Result<Option<MultiGuard>> {
+        let owner = options.owner.unwrap_or_else(crate::Owner::current);
+        let start = Instant::now();
+        Ok(self.parts.acquire_as(owner, &options).await?.map(|held| {
+            MultiGuard::new(
+                held,
+                owner,
+                self.parts.quorum,
+                start.elapsed(),
+                options.lease,
+            )
+        }))
+    }
+}
+
+impl fmt::Debug for MultiLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ty = if self.parts.red {
+            "RedLock"
+        } else {
+            "MultiLock"
+        };
+        f.debug_struct(ty).field("parts", &self.names()).finish()
+    }
+}
+
+/// A majority of locks on independent Redis masters: Redisson's `RRedLock`
+/// (`getRedLock(RLock...)`), the Redlock algorithm.
+///
+/// As [`MultiLock`], but it is acquired once `n/2 + 1` of the `n` parts are held (each part
+/// waits at most its share of what is left of the wait limit), and with a lease the guard
+/// reports the validity time `lease − time to acquire − clock drift`
+/// ([`MultiGuard::validity`]).
+///
+/// **A lost minority.** A red lock stands while it still holds a majority of its parts:
+/// its lost signal (and `is_lost`) turns true once fewer than `n/2 + 1` of its parts are
+/// still held (one lost part of three when only two were taken; two of three taken). With
+/// a lost minority it is not lost, and its release succeeds: it releases the parts that
+/// remain and logs the lost one (a warning), since exclusion held all along (the same rule
+/// that decided it was acquired). `lost`, the signal and `release` always agree.
+///
+/// Redisson deprecates `RRedLock` ("use RLock or RFencedLock instead"), because a majority of
+/// expiring locks does not make a pause-proof lock (a holder paused past its validity cannot
+/// tell). crosslock keeps it for compatibility; for correctness under pauses prefer a
+/// [`FencedLock`](crate::FencedLock): its tokens let the protected resource refuse a stale
+/// holder's writes, which no lock alone can do.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn example(clients: &[crosslock::Client]) -> crosslock::Result<()> {
+/// use std::time::Duration;
+/// use crosslock::{AcquireOptions, RedLock};
+/// let parts = clients.iter().map(|c| Ok(c.lock("job:7")?.erased())).collect::<crosslock::Result<Vec<_>>>()?;
+/// let red = RedLock::new(parts)?;
+/// let guard = red.acquire_with(AcquireOptions::new().lease(Duration::from_secs(10))).await?;
+/// println!("valid for {:?}", guard.validity());
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedLock(MultiLock);
+
+impl RedLock {
+    /// A red lock over `locks` (at least one), acquired in the order given: a
+    /// [`MultiLock::majority`]. Every method is the [`MultiLock`]'s (through `Deref`).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] for an empty list.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let red = crosslock::RedLock::new(vec![client.lock("a")?.erased(), client.lock("b")?.erased(), client.lock("c")?.erased()])?;
+    /// assert_eq!(red.names(), ["a", "b", "c"]);
+    /// # Ok(()) }
+    /// ```
+    pub fn new(locks: Vec<Arc<dyn AnyLock>>) -> Result<Self> {
+        MultiLock::majority(locks).map(RedLock)
+    }
+}
+
+impl std::ops::Deref for RedLock {
+    type Target = MultiLock;
+
+    fn deref(&self) -> &MultiLock {
+        &self.0
+    }
+}
+
+impl From<RedLock> for MultiLock {
+    fn from(red: RedLock) -> MultiLock {
+        red.0
+    }
+}
+
+impl fmt::Debug for RedLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
 }

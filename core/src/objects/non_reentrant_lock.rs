@@ -1,111 +1,35 @@
 //! [`NonReentrantLock`]: Redisson's non-reentrant lock.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::client::Client;
-use crate::engine::family::{Family, Info, LockCore};
+use crate::engine::family::{Family, LockCore};
 use crate::engine::holds::{HoldKey, Suffix};
-use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kinds::LockKind;
 use crate::owner::Owner;
 use crate::scripts;
 use crate::session::Ctx;
 
-use super::{Hash, check_name, lock_type, ms};
+use super::hash::{Flavour, HashLock, LazyLua};
+use super::{check_name, lock_type};
 
-/// The non-reentrant protocol: the RLock's hash and channel; a second acquire by the holder is
+/// The non-reentrant lock: the RLock's hash and channel; a second acquire by the holder is
 /// refused.
 #[derive(Debug)]
-pub(crate) struct NonReentrant {
-    hash: Hash,
-}
+pub(crate) struct NonReentrant;
 
-impl Protocol for NonReentrant {
+impl Flavour for NonReentrant {
     type Won = ();
-
-    fn name(&self) -> &Arc<str> {
-        &self.hash.name
-    }
-
-    fn waiting(&self, _holder: &str) -> Waiting {
-        Waiting::PubSub {
-            channel: self.hash.channel().to_owned(),
-            wake: WakePolicy::Lock,
-            linger: None,
-        }
-    }
-
-    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<()>> {
-        self.hash
-            .attempt(
-                &cx,
-                &scripts::NON_REENTRANT_ACQUIRE,
-                &[&ms(request.lease), &&*request.holder],
-            )
-            .await
-    }
-
-    async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<()>> {
-        self.hash.settle(cx, holder, recorded).await
-    }
-
-    async fn give_back(
-        self: Arc<Self>,
-        cx: Arc<Ctx>,
-        holder: Arc<str>,
-        lease_after: Duration,
-    ) -> Result<()> {
-        self.hash
-            .unlock(&cx, &holder, lease_after, None, false, false)
-            .await
-            .map(|_| ())
-    }
-}
-
-impl Family for NonReentrant {
     const KIND: LockKind = LockKind::NonReentrantLock;
+    const ACQUIRE: &'static LazyLua = &scripts::NON_REENTRANT_ACQUIRE;
 
-    fn for_name(name: Arc<str>) -> Self {
-        NonReentrant {
-            hash: Hash::new(name),
-        }
+    fn for_name(_name: &Arc<str>) -> Self {
+        NonReentrant
     }
 
-    fn precheck(&self, cx: &Ctx, owner: Owner) -> Result<()> {
-        refuse_reentry(cx, &self.hash.name, owner, "non-reentrant lock")
-    }
-
-    async fn unlock(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
-    ) -> Result<Option<bool>> {
-        self.hash
-            .unlock(cx, holder, lease_after, retry_of, false, false)
-            .await
-    }
-
-    async fn release_all(self: Arc<Self>, cx: Arc<Ctx>, holder: Arc<str>) -> Result<()> {
-        self.hash
-            .unlock(&cx, &holder, Duration::ZERO, None, true, false)
-            .await
-            .map(|_| ())
-    }
-
-    async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
-        self.hash.force_unlock(cx, false).await
-    }
-
-    async fn info(&self, cx: &Ctx, holder: &str) -> Result<Info> {
-        self.hash.info(cx, holder).await
-    }
-
-    fn token(_won: &()) -> Option<u64> {
-        None
+    fn precheck(lock: &HashLock<Self>, cx: &Ctx, owner: Owner) -> Result<()> {
+        refuse_reentry(cx, &lock.hash.name, owner, "non-reentrant lock")
     }
 }
 
@@ -152,7 +76,7 @@ lock_type! {
     /// guard.release().await?;
     /// # Ok(()) }
     /// ```
-    pub struct NonReentrantLock(NonReentrant) -> ();
+    pub struct NonReentrantLock(HashLock<NonReentrant>) -> ();
     what = "non-reentrant lock";
 }
 
@@ -176,7 +100,7 @@ impl Client {
     pub fn non_reentrant_lock(&self, name: &str) -> Result<NonReentrantLock> {
         let name = check_name(self, name, "lock")?;
         Ok(NonReentrantLock {
-            core: LockCore::new(self.clone(), NonReentrant::for_name(name)),
+            core: LockCore::new(self.clone(), HashLock::<NonReentrant>::for_name(name)),
         })
     }
 }

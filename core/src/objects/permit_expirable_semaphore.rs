@@ -20,7 +20,7 @@ use crate::scripts;
 use crate::session::Ctx;
 use crate::util::RetryPause;
 
-use super::{check_name, ms};
+use super::{check_name, ms, state_for};
 use crate::layout;
 
 const KIND: &str = "permit-expirable semaphore";
@@ -294,10 +294,7 @@ impl PermitExpirableSemaphore {
     }
 
     async fn cx(&self) -> Result<Arc<Ctx>> {
-        self.client
-            .state()
-            .await
-            .map_err(|e| e.with_lock(self.name()))
+        state_for(&self.client, self.name()).await
     }
 
     fn semaphore(&self) -> crate::Semaphore {

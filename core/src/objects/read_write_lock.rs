@@ -1,19 +1,20 @@
 //! [`ReadWriteLock`]: Redisson's `RReadWriteLock`, with its [`ReadLock`] and [`WriteLock`].
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::client::Client;
 use crate::engine::family::{Family, Info, LockCore};
 use crate::engine::holds::{HoldKey, RenewKind, Suffix};
-use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
+use crate::engine::{Attempt, Protocol, Request, Waiting};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kinds::LockKind;
 use crate::owner::Owner;
 use crate::scripts;
 use crate::session::Ctx;
 
-use super::{busy, check_name, lock_type, ms, parse_info};
+use super::{
+    Release, check_name, lock_type, ms, parse_info, release_hooks, settled, woken_on, won_or_busy,
+};
 use crate::layout;
 
 /// What the read and the write lock of one name share.
@@ -47,11 +48,7 @@ impl Rw {
     }
 
     fn waiting(&self) -> Waiting {
-        Waiting::PubSub {
-            channel: self.channel.clone(),
-            wake: WakePolicy::Lock,
-            linger: None,
-        }
+        woken_on(&self.channel)
     }
 
     async fn info(&self, cx: &Ctx, holder: &str, which: &str) -> Result<Info> {
@@ -93,14 +90,10 @@ impl Read {
         layout::rw_timeout_prefix(&self.rw.name, holder)
     }
 
-    async fn unlock_n(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        retry_of: Option<usize>,
-        all: bool,
-    ) -> Result<Option<bool>> {
-        let retry = retry_of.map(|n| n.to_string()).unwrap_or_default();
+    /// Runs the read release script (a read hold's lease is its timeout key's: `lease_after`
+    /// is not used).
+    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
+        let (_, retry, count) = release.args();
         let prefix = self.timeout_prefix(holder);
         let reply: Option<i64> = cx
             .conn
@@ -112,13 +105,7 @@ impl Read {
                     &prefix,
                     &self.rw.key_prefix,
                 ],
-                &[
-                    &"0",
-                    &holder,
-                    &cx.conn.publish_command(),
-                    &retry,
-                    &if all { "all" } else { "1" },
-                ],
+                &[&"0", &holder, &cx.conn.publish_command(), &retry, &count],
                 Some(&self.rw.name),
             )
             .await?;
@@ -149,25 +136,14 @@ impl Protocol for Read {
                 Some(&self.rw.name),
             )
             .await?;
-        Ok(match reply {
-            None => Attempt::Won(()),
-            Some(ttl) => busy(ttl),
-        })
+        Ok(won_or_busy(reply))
     }
 
     async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<()>> {
-        let info = self.rw.info(cx, holder, "read").await?;
-        Ok((u64::from(info.count) > recorded as u64).then_some(()))
+        Ok(settled(&self.rw.info(cx, holder, "read").await?, recorded))
     }
 
-    async fn give_back(
-        self: Arc<Self>,
-        cx: Arc<Ctx>,
-        holder: Arc<str>,
-        _lease_after: Duration,
-    ) -> Result<()> {
-        self.unlock_n(&cx, &holder, None, false).await.map(|_| ())
-    }
+    release_hooks!(give_back);
 }
 
 impl Family for Read {
@@ -183,19 +159,7 @@ impl Family for Read {
         }
     }
 
-    async fn unlock(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        _lease_after: Duration,
-        retry_of: Option<usize>,
-    ) -> Result<Option<bool>> {
-        self.unlock_n(cx, holder, retry_of, false).await
-    }
-
-    async fn release_all(self: Arc<Self>, cx: Arc<Ctx>, holder: Arc<str>) -> Result<()> {
-        self.unlock_n(&cx, &holder, None, true).await.map(|_| ())
-    }
+    release_hooks!(unlock, release_all);
 
     async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
         self.rw.force_unlock(cx, "read").await
@@ -217,15 +181,9 @@ pub(crate) struct Write {
 }
 
 impl Write {
-    async fn unlock_n(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
-        all: bool,
-    ) -> Result<Option<bool>> {
-        let retry = retry_of.map(|n| n.to_string()).unwrap_or_default();
+    /// Runs the write release script.
+    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
+        let (lease_after, retry, count) = release.args();
         let reply: Option<i64> = cx
             .conn
             .eval(
@@ -233,11 +191,11 @@ impl Write {
                 &[&self.rw.name, &self.rw.channel],
                 &[
                     &"1",
-                    &ms(lease_after),
+                    &lease_after,
                     &holder,
                     &cx.conn.publish_command(),
                     &retry,
-                    &if all { "all" } else { "1" },
+                    &count,
                 ],
                 Some(&self.rw.name),
             )
@@ -272,27 +230,14 @@ impl Protocol for Write {
                 Some(&self.rw.name),
             )
             .await?;
-        Ok(match reply {
-            None => Attempt::Won(()),
-            Some(ttl) => busy(ttl),
-        })
+        Ok(won_or_busy(reply))
     }
 
     async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<()>> {
-        let info = self.rw.info(cx, holder, "write").await?;
-        Ok((u64::from(info.count) > recorded as u64).then_some(()))
+        Ok(settled(&self.rw.info(cx, holder, "write").await?, recorded))
     }
 
-    async fn give_back(
-        self: Arc<Self>,
-        cx: Arc<Ctx>,
-        holder: Arc<str>,
-        lease_after: Duration,
-    ) -> Result<()> {
-        self.unlock_n(&cx, &holder, lease_after, None, false)
-            .await
-            .map(|_| ())
-    }
+    release_hooks!(give_back);
 }
 
 impl Family for Write {
@@ -332,22 +277,7 @@ impl Family for Write {
         Ok(())
     }
 
-    async fn unlock(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
-    ) -> Result<Option<bool>> {
-        self.unlock_n(cx, holder, lease_after, retry_of, false)
-            .await
-    }
-
-    async fn release_all(self: Arc<Self>, cx: Arc<Ctx>, holder: Arc<str>) -> Result<()> {
-        self.unlock_n(&cx, &holder, Duration::ZERO, None, true)
-            .await
-            .map(|_| ())
-    }
+    release_hooks!(unlock, release_all);
 
     async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
         self.rw.force_unlock(cx, "write").await

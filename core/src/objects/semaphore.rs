@@ -12,7 +12,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::scripts;
 use crate::session::Ctx;
 
-use super::check_name;
+use super::{check_name, state_for};
 use crate::layout;
 
 const KIND: &str = "semaphore";
@@ -166,10 +166,7 @@ impl Semaphore {
     }
 
     async fn cx(&self) -> Result<Arc<Ctx>> {
-        self.client
-            .state()
-            .await
-            .map_err(|e| e.with_lock(self.name()))
+        state_for(&self.client, self.name()).await
     }
 
     /// Sets the number of permits if the semaphore has none set yet; `Ok(false)` if it had.

@@ -1,103 +1,38 @@
 //! [`SpinLock`]: Redisson's `RSpinLock`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::client::Client;
-use crate::engine::family::{Family, Info, LockCore};
-use crate::engine::{Attempt, Backoff, Protocol, Request, Waiting};
+use crate::engine::family::LockCore;
+use crate::engine::{Backoff, Waiting};
 use crate::error::Result;
 use crate::kinds::LockKind;
 use crate::scripts;
-use crate::session::Ctx;
 
-use super::{Hash, check_name, lock_type, ms};
+use super::hash::{Flavour, HashLock, LazyLua};
+use super::{check_name, lock_type};
 
-/// The spin-lock protocol: the RLock's hash, no channel, a back-off between attempts.
+/// The spin lock: the RLock's hash, no channel, a back-off between attempts.
 #[derive(Debug)]
 pub(crate) struct Spin {
-    hash: Hash,
     backoff: Backoff,
 }
 
-impl Protocol for Spin {
+impl Flavour for Spin {
     type Won = ();
-
-    fn name(&self) -> &Arc<str> {
-        &self.hash.name
-    }
-
-    fn waiting(&self, _holder: &str) -> Waiting {
-        Waiting::Backoff(self.backoff)
-    }
-
-    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<()>> {
-        self.hash
-            .attempt(
-                &cx,
-                &scripts::LOCK_ACQUIRE,
-                &[&ms(request.lease), &&*request.holder],
-            )
-            .await
-    }
-
-    async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<()>> {
-        self.hash.settle(cx, holder, recorded).await
-    }
-
-    async fn give_back(
-        self: Arc<Self>,
-        cx: Arc<Ctx>,
-        holder: Arc<str>,
-        lease_after: Duration,
-    ) -> Result<()> {
-        self.hash
-            .unlock(&cx, &holder, lease_after, None, false, true)
-            .await
-            .map(|_| ())
-    }
-}
-
-impl Family for Spin {
     const KIND: LockKind = LockKind::SpinLock;
+    const ACQUIRE: &'static LazyLua = &scripts::LOCK_ACQUIRE;
+    const PUBLISHES: bool = false;
 
     /// With the default back-off (only waiting uses it).
-    fn for_name(name: Arc<str>) -> Self {
+    fn for_name(_name: &Arc<str>) -> Self {
         Spin {
-            hash: Hash::new(name),
             backoff: Backoff::default(),
         }
     }
 
-    async fn unlock(
-        &self,
-        cx: &Ctx,
-        holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
-    ) -> Result<Option<bool>> {
-        self.hash
-            .unlock(cx, holder, lease_after, retry_of, false, true)
-            .await
-    }
-
-    async fn release_all(self: Arc<Self>, cx: Arc<Ctx>, holder: Arc<str>) -> Result<()> {
-        self.hash
-            .unlock(&cx, &holder, Duration::ZERO, None, true, true)
-            .await
-            .map(|_| ())
-    }
-
-    async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
-        self.hash.force_unlock(cx, true).await
-    }
-
-    async fn info(&self, cx: &Ctx, holder: &str) -> Result<Info> {
-        self.hash.info(cx, holder).await
-    }
-
-    fn token(_won: &()) -> Option<u64> {
-        None
+    fn waiting(lock: &HashLock<Self>) -> Waiting {
+        Waiting::Backoff(lock.flavour.backoff)
     }
 }
 
@@ -123,7 +58,7 @@ lock_type! {
     /// guard.release().await?;
     /// # Ok(()) }
     /// ```
-    pub struct SpinLock(Spin) -> ();
+    pub struct SpinLock(HashLock<Spin>) -> ();
     what = "spin lock";
 }
 
@@ -166,13 +101,7 @@ impl Client {
         let name = check_name(self, name, "lock")?;
         backoff.validate(&name)?;
         Ok(SpinLock {
-            core: LockCore::new(
-                self.clone(),
-                Spin {
-                    backoff,
-                    ..Spin::for_name(name)
-                },
-            ),
+            core: LockCore::new(self.clone(), HashLock::with(name, Spin { backoff })),
         })
     }
 }

@@ -11,7 +11,8 @@ use crate::support;
 use std::future::Future;
 use std::time::Duration;
 
-use crosslock::runtime::{Waited, begin_here, block_on};
+use crosslock::host::{Waited, begin_here};
+use crosslock::runtime::block_on;
 use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Lock, MultiLock, Owner};
 use redis::Commands;
 use support::RedisServer;
