@@ -50,7 +50,7 @@ impl Conn {
         keys: &[&str],
         args: &[&dyn ToArg],
     ) -> Option<crate::transport::lane::Trip> {
-        if crate::transport::lane::on_lane()
+        if crate::transport::lane::ambient::on_lane()
             && !lanes.has_overdue()
             && let Some(trip) = lanes.eval(script, keys, args, self.knows(script))
         {

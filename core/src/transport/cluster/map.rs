@@ -12,8 +12,8 @@ impl Conn {
         slot: u16,
     ) -> Option<Arc<crate::transport::lane::Lanes>> {
         // Most calls are on no lane: no map is read for them.
-        if !crate::transport::lane::on_lane()
-            && !crate::transport::lane::event_loop::polled_by_a_loop()
+        if !crate::transport::lane::ambient::on_lane()
+            && !crate::transport::lane::ambient::polled_by_a_loop()
         {
             return None;
         }
