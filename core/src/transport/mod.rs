@@ -59,6 +59,10 @@ pub(crate) struct Route {
     cluster: Option<ClusterRoute>,
     /// What every connection of the client is named (`CLIENT SETNAME`, see [`crate::naming`]).
     pub(crate) name: Arc<str>,
+    /// Which callers may take a lane (`ClientOptions::lanes`): read where the command
+    /// connection's lanes are made ([`Link::new`], [`Conn::open`]) and chosen
+    /// ([`Conn::trip_on_lane`], [`Conn::node_pool`]).
+    pub(crate) lanes: crate::options::Lanes,
 }
 
 /// A cluster, and what its nodes were found to support when the client connected: asked of a
@@ -82,6 +86,7 @@ impl Route {
         timeouts: Timeouts,
         stop: CancellationToken,
         name: String,
+        lanes: crate::options::Lanes,
     ) -> Result<Arc<Route>> {
         let name: Arc<str> = name.into();
         match &endpoint.target {
@@ -96,6 +101,7 @@ impl Route {
                     sentinels: None,
                     cluster: None,
                     name,
+                    lanes,
                 }))
             }
             Target::Cluster(spec) => {
@@ -147,6 +153,7 @@ impl Route {
                         cross_slot_scripts,
                     }),
                     name,
+                    lanes,
                 }))
             }
             Target::Sentinel(spec) => {
@@ -172,6 +179,7 @@ impl Route {
                     sentinels: Some((sentinels, kick.clone())),
                     cluster: None,
                     name,
+                    lanes,
                 });
                 crate::runtime::spawn(follow_sentinels(
                     Arc::downgrade(&route),
@@ -263,28 +271,32 @@ struct Link {
     manager: Handle,
     node: Node,
     /// Blocking connections to `node` for callers on their own thread (see [`lane`]):
-    /// only on a command connection to one node over TCP or a Unix socket.
+    /// only on a command connection to one node over TCP or a Unix socket, unless the client's
+    /// [`Route::lanes`] is `Off`.
     lanes: Option<crate::transport::lane::Lanes>,
 }
 
 impl Link {
-    /// Names the connection (`CLIENT SETNAME name`, sent without waiting for it: the next
-    /// commands are pipelined behind it).
+    /// Names the connection (`CLIENT SETNAME`, with the name of `route`'s client, sent without
+    /// waiting for it: the next commands are pipelined behind it).
     fn new(
         manager: Handle,
         node: Node,
         timeouts: Timeouts,
         role: &'static str,
-        name: &Arc<str>,
+        route: &Route,
     ) -> Self {
+        let name = &route.name;
         name_connection(manager.clone(), name.clone(), timeouts.response);
         let lanes = match (&manager, role) {
-            (Handle::Node(_), "command") => crate::transport::lane::Lanes::new(
-                &node.info,
-                timeouts.connect,
-                timeouts.response,
-                name.clone(),
-            ),
+            (Handle::Node(_), "command") if route.lanes.any() => {
+                crate::transport::lane::Lanes::new(
+                    &node.info,
+                    timeouts.connect,
+                    timeouts.response,
+                    name.clone(),
+                )
+            }
             _ => None,
         };
         Link {
@@ -454,7 +466,7 @@ impl Conn {
         };
         let conn = Conn {
             inner: Arc::new(Inner {
-                link: ArcSwap::from_pointee(Link::new(manager, node, timeouts, role, &route.name)),
+                link: ArcSwap::from_pointee(Link::new(manager, node, timeouts, role, route)),
                 route: route.clone(),
                 response_timeout: timeouts.response,
                 last_used: AtomicU64::new(0),
@@ -467,7 +479,7 @@ impl Conn {
                 timeouts,
                 sync: std::sync::OnceLock::new(),
                 node_lanes: match &route.cluster {
-                    Some(cluster) if role == "command" => {
+                    Some(cluster) if role == "command" && route.lanes.any() => {
                         crate::transport::cluster::NodeLanes::new(
                             &cluster.spec,
                             timeouts.connect,

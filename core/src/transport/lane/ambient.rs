@@ -12,6 +12,8 @@
 //! | `APPLICATION` | this thread's loop for the application runtime (a Rust program's own tokio runtime) it last polled a call in | [`application_loop`], from `application_loop` (`lane/app_runtime.rs`), which makes the loop on a thread's first call | the same |
 //! | `QUIET` | this thread is probing a runtime for a reactor: a panic here is expected, and caught | [`quietly`], from `catch_quietly` (`lane/app_runtime.rs`) | [`is_quiet`], from the panic hook `catch_quietly` installs (`lane/app_runtime.rs`) |
 //!
+//! Whether a caller may take a lane at all is also the client's [`Lanes`](crate::Lanes) setting,
+//! which the transport checks beside these (`Conn::trip_on_lane`, `Conn::node_pool`).//!
 //! The crate's other thread- and task-locals do not route calls, and live beside their users:
 //! the task-local `REPLICA_ACKS` (`transport/replicas.rs`: the fewest replica acks a synced
 //! script of the current acquire attempt saw, set by `eval_and_wait`, read by
