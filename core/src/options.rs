@@ -73,7 +73,7 @@ pub struct ClientOptions {
 /// use crosslock::{ClientOptions, Lanes};
 /// let options = ClientOptions::new().lanes(Lanes::SyncOnly);
 /// assert_eq!(options.lanes, Lanes::SyncOnly);
-/// assert_eq!("none".parse::<Lanes>().unwrap(), Lanes::Off);
+/// assert_eq!(Lanes::from_name("none").unwrap(), Lanes::Off);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -108,22 +108,21 @@ impl Lanes {
         }
     }
 
-    /// Whether any caller may take a lane (everything but [`Lanes::Off`]).
-    pub(crate) fn any(self) -> bool {
-        self != Lanes::Off
-    }
-
-    /// Whether event loops (a binding's, or an application's tokio runtime) may take a lane.
-    pub(crate) fn event_loops(self) -> bool {
-        self == Lanes::All
-    }
-}
-
-impl std::str::FromStr for Lanes {
-    type Err = Error;
-
-    /// Parses a binding's spelling ([`Lanes::name`]): `"all"`, `"sync"` or `"none"`.
-    fn from_str(name: &str) -> Result<Self> {
+    /// The setting a binding names `name` ([`Lanes::name`]): `"all"`, `"sync"` or `"none"`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for any other name,
+    /// naming the three.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use crosslock::Lanes;
+    /// assert_eq!(Lanes::from_name("none").unwrap(), Lanes::Off);
+    /// assert!(Lanes::from_name("off").is_err());
+    /// ```
+    pub fn from_name(name: &str) -> Result<Lanes> {
         [Lanes::All, Lanes::SyncOnly, Lanes::Off]
             .into_iter()
             .find(|lanes| lanes.name() == name)
@@ -132,6 +131,16 @@ impl std::str::FromStr for Lanes {
                     "lanes must be 'all', 'sync' or 'none', got {name:?}"
                 ))
             })
+    }
+
+    /// Whether any caller may take a lane (everything but [`Lanes::Off`]).
+    pub(crate) fn any(self) -> bool {
+        self != Lanes::Off
+    }
+
+    /// Whether event loops (a binding's, or an application's tokio runtime) may take a lane.
+    pub(crate) fn event_loops(self) -> bool {
+        self == Lanes::All
     }
 }
 

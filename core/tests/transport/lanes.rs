@@ -162,7 +162,7 @@ fn no_io_child() {
     let Ok(url) = std::env::var(CHILD_URL) else {
         return;
     };
-    let lanes: Lanes = std::env::var(CHILD_LANES).unwrap().parse().unwrap();
+    let lanes = Lanes::from_name(&std::env::var(CHILD_LANES).unwrap()).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
