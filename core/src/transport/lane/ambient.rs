@@ -1,7 +1,7 @@
 //! The ambient state that routes a call to a lane: every thread-local that says, while a call's
 //! future is polled, whether its scripts may go over a lane and whose. Each is set for the length
-//! of one poll by whoever polls (a setter here restores the value before on return, a panic
-//! included) and read by the transport when it chooses where a script goes.
+//! of one poll by whoever polls (a setter here puts the value it found back when it returns, on
+//! a panic too) and read by the transport when it chooses where a script goes.
 //!
 //! | local | what it means | who sets it (fn, file) | who reads it (fn, file) |
 //! |---|---|---|---|
@@ -9,11 +9,12 @@
 //! | `OFF` | the poll is a fan-out's: no lane at all, neither a blocking one nor an event loop's | [`no_lane`], from `at_most_in_flight` (`engine/mod.rs`), every fan-out's one path | [`on_lane`], [`event_loop`] and [`polled_by_a_loop`] (here) |
 //! | `DEADLINE` | the wait limit of the acquire attempt being polled: a blocking lane is not used when it is nearer than the response timeout | [`with_deadline`], from `InFlight::poll` (`engine/wait.rs`) | [`deadline`], from `Lanes::eval` (`lane/blocking.rs`) |
 //! | `CURRENT` | the binding's event loop this thread polls for | [`with_event_loop`], from `EventLoop::poll` (`lane/event_loop.rs`) | [`event_loop`], from `send` (`lane/event_loop.rs`); [`polled_by_a_loop`], from `Conn::node_pool` (`transport/cluster/map.rs`) |
-//! | `APPLICATION` | this thread's loop for the application runtime (a Rust program's own tokio runtime) it last polled a call in | [`application_loop`], from `application_loop` (`lane/app_runtime.rs`), which makes the loop on a thread's first call | the same |
+//! | `APPLICATION` | this thread's loop for the application runtime (a Rust program's own tokio runtime) it last polled a call in | [`application_loop`], from `application_loop` (`lane/app_runtime.rs`), which makes the loop on a thread's first call | [`application_loop`] (the same call: it returns the loop it kept) |
 //! | `QUIET` | this thread is probing a runtime for a reactor: a panic here is expected, and caught | [`quietly`], from `catch_quietly` (`lane/app_runtime.rs`) | [`is_quiet`], from the panic hook `catch_quietly` installs (`lane/app_runtime.rs`) |
 //!
 //! Whether a caller may take a lane at all is also the client's [`Lanes`](crate::Lanes) setting,
-//! which the transport checks beside these (`Conn::trip_on_lane`, `Conn::node_pool`).//!
+//! which the transport checks beside these (`Conn::trip_on_lane`, `Conn::node_pool`).
+//!
 //! The crate's other thread- and task-locals do not route calls, and live beside their users:
 //! the task-local `REPLICA_ACKS` (`transport/replicas.rs`: the fewest replica acks a synced
 //! script of the current acquire attempt saw, set by `eval_and_wait`, read by
