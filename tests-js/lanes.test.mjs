@@ -154,7 +154,7 @@ describe('lanes', () => {
   })
 
   for (const lanes of ['none', 'sync', 'all']) {
-    test(`lanes: '${lanes}' ${lanes === 'all' ? 'opens' : 'opens no'} connection beyond the client's usual ones for a burst of calls`, async () => {
+    test(`lanes: '${lanes}' ${lanes === 'all' ? 'opens connections' : 'opens no connection'} beyond the client's usual ones for a burst of calls`, async () => {
       // Node has no blocking callers: 'sync' opens no lane here, like 'none'.
       const client = await crosslock.connect(env.server.url, { lanes })
       try {
