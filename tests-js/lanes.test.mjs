@@ -158,9 +158,9 @@ describe('lanes', () => {
       // Node has no blocking callers: 'sync' opens no lane here, like 'none'.
       const client = await crosslock.connect(env.server.url, { lanes })
       try {
-        const lock = client.lock(unique('lanes-switch'))
-        await pairs(lock, 1) // connects
+        // connect() opened the client's usual connections; no call has asked for a lane yet.
         const usual = await normalClients(env.raw)
+        const lock = client.lock(unique('lanes-switch'))
         const deadline = Date.now() + (lanes === 'all' ? 10_000 : 1000)
         let opened = false
         while (!opened && Date.now() < deadline) {
