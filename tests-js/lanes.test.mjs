@@ -152,4 +152,35 @@ describe('lanes', () => {
       await server.stop()
     }
   })
+
+  for (const lanes of ['none', 'sync', 'all']) {
+    test(`lanes: '${lanes}' ${lanes === 'all' ? 'opens connections' : 'opens no connection'} beyond the client's usual ones for a burst of calls`, async () => {
+      // Node has no blocking callers: 'sync' opens no lane here, like 'none'.
+      const client = await crosslock.connect(env.server.url, { lanes })
+      try {
+        // connect() opened the client's usual connections; no call has asked for a lane yet.
+        const usual = await normalClients(env.raw)
+        const lock = client.lock(unique('lanes-switch'))
+        const deadline = Date.now() + (lanes === 'all' ? 10_000 : 1000)
+        let opened = false
+        while (!opened && Date.now() < deadline) {
+          await pairs(lock, 50)
+          await sleep(50)
+          opened = (await normalClients(env.raw)) > usual
+        }
+        assert.equal(opened, lanes === 'all')
+      } finally {
+        await client.close()
+      }
+    })
+  }
+
+  test('a bad lanes value is refused, naming the allowed ones', async () => {
+    for (const bad of ['off', 'ALL', '']) {
+      await assert.rejects(crosslock.connect(env.server.url, { lanes: bad }), (e) =>
+        e instanceof RangeError && e.code === 'INVALID_ARGUMENT' && /'all', 'sync', 'none'/.test(e.message))
+    }
+    await assert.rejects(crosslock.connect(env.server.url, { lanes: 7 }), (e) =>
+      e instanceof TypeError && e.code === 'INVALID_ARGUMENT' && /lanes/.test(e.message))
+  })
 })

@@ -209,3 +209,51 @@ def test_an_acquire_whose_reply_is_lost_leaves_no_hold_behind(flavour: str, run)
         c.close()
     finally:
         server.stop()
+
+
+
+@pytest.mark.parametrize("lanes", ["none", "sync", "all"])
+def test_lanes_says_which_callers_open_connections_of_their_own(url: str, raw: Raw, run, lanes: str) -> None:
+    """``lanes="none"``: a burst of uncontended calls, sync or async, opens no connection beyond
+    the client's usual ones. ``"sync"``: sync methods get lanes, an event loop none. ``"all"`` (the
+    default): both do."""
+    c = crosslock.connect(url, lanes=lanes)  # type: ignore[arg-type]
+    try:
+        lock = c.lock("lanes:switch")
+        pairs(lock, 1)  # connects
+        # Two calls in quick succession may have opened a sync lane: it closes once idle (within
+        # about a second), and the client's usual connections are what is left.
+        time.sleep(1.5)
+        usual = normal_clients(raw)
+
+        async def loop_burst() -> bool:
+            # Counted while the loop lives: its lane closes with it.
+            deadline = time.monotonic() + (10 if lanes == "all" else 1)
+            while time.monotonic() < deadline:
+                await pairs_async(lock, 50)
+                await asyncio.sleep(0.05)
+                if normal_clients(raw) > usual:
+                    return True
+            return False
+
+        loop_opened = run(loop_burst())
+        wait_until(lambda: normal_clients(raw) <= usual, what="the loop's lane to close with its loop")
+        deadline = time.monotonic() + (10 if lanes != "none" else 1)
+        sync_opened = False
+        while not sync_opened and time.monotonic() < deadline:
+            pairs(lock, 50)
+            time.sleep(0.05)
+            sync_opened = normal_clients(raw) > usual
+        expected = {"none": (False, False), "sync": (True, False), "all": (True, True)}[lanes]
+        assert (sync_opened, loop_opened) == expected
+    finally:
+        c.close()
+
+
+def test_a_bad_lanes_value_is_refused_naming_the_allowed_ones(url: str) -> None:
+    for bad in ("off", "ALL", ""):
+        with pytest.raises(ValueError, match="'all', 'sync', 'none'") as refused:
+            crosslock.connect(url, lanes=bad)  # type: ignore[arg-type]
+        assert isinstance(refused.value, crosslock.InvalidArgumentError)
+    with pytest.raises(crosslock.InvalidArgumentTypeError, match="lanes"):
+        crosslock.connect(url, lanes=None)  # type: ignore[arg-type]

@@ -93,6 +93,16 @@ export interface ConnectOptions {
    * characters without spaces (else `InvalidArgumentError`).
    */
   clientName?: string | undefined
+  /**
+   * Which calls may make their round trip on a connection of the caller's own (a *lane*, watched
+   * by this thread's event loop) instead of handing it to crosslock's runtime thread and back:
+   * `'all'` (the default), `'sync'` (blocking callers only, which Node does not have: no lanes
+   * here) or `'none'` (every call goes through crosslock's runtime, and the client opens no
+   * connection beyond its usual ones, for a tight `maxclients`). Lanes open only while calls
+   * come in quick succession, at most 16 per node. Anything else is refused with
+   * `InvalidArgumentError`.
+   */
+  lanes?: 'all' | 'sync' | 'none' | undefined
 }
 
 /** The keys of {@link ConnectOptions}. */
@@ -106,7 +116,11 @@ const CONNECT_KEYS = [
   'waitForReplicas',
   'replicaWaitTimeout',
   'clientName',
+  'lanes',
 ] as const
+
+/** The values of {@link ConnectOptions.lanes}. */
+const LANES = ['all', 'sync', 'none'] as const
 
 function checkConnectOptions(options: unknown): native.ConnectOptions {
   const o = optionsObject(options, 'connect()', CONNECT_KEYS)
@@ -130,6 +144,12 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
   if (clientName !== undefined && clientName !== null) {
     if (typeof clientName !== 'string') throw invalidArgument('type', `clientName must be a string, got ${typeof clientName}`)
     out.clientName = clientName
+  }
+  const lanes = o.lanes
+  if (lanes !== undefined && lanes !== null) {
+    if (typeof lanes !== 'string') throw invalidArgument('type', `lanes must be one of 'all', 'sync', 'none', got ${typeof lanes}`)
+    if (!(LANES as readonly string[]).includes(lanes)) throw invalidArgument('range', `lanes must be one of 'all', 'sync', 'none', got '${lanes}'`)
+    out.lanes = lanes as (typeof LANES)[number]
   }
   const ca = o.tlsCaCert
   if (ca !== undefined && ca !== null) {

@@ -31,6 +31,9 @@ pub struct ConnectOptions {
     /// What this process's connections are called in `CLIENT LIST` (`<clientName>-js-<pid>-<id8>`;
     /// default `crosslock`).
     pub client_name: Option<String>,
+    /// Which calls may take a lane: `'all'` (default), `'sync'` or `'none'`.
+    #[napi(ts_type = "'all' | 'sync' | 'none'")]
+    pub lanes: Option<String>,
 }
 
 /// A lock of this client that a renewal found gone.
@@ -90,6 +93,9 @@ fn options(options: Option<ConnectOptions>) -> crosslock::Result<crosslock::Clie
     }
     if let Some(name) = o.client_name {
         out = out.client_name(name);
+    }
+    if let Some(lanes) = o.lanes {
+        out = out.lanes(crosslock::Lanes::from_name(&lanes)?);
     }
     Ok(out)
 }

@@ -76,6 +76,7 @@ fn options(
     wait_for_replicas: Option<u32>,
     replica_wait_timeout: f64,
     client_name: Option<String>,
+    lanes: &str,
 ) -> crosslock::Result<ClientOptions> {
     let secs = |value: f64, what: &str| ffi::duration(value, 1.0, what);
     let mut options = ClientOptions::new()
@@ -95,7 +96,7 @@ fn options(
     if let Some(name) = client_name {
         options = options.client_name(name);
     }
-    Ok(options)
+    Ok(options.lanes(crosslock::Lanes::from_name(lanes)?))
 }
 
 impl Named for PyClient {
@@ -110,7 +111,7 @@ py_twins! {
         /// Connects (blocking, GIL released). Raises `RedisUnavailableError` naming `host:port` when
         /// the server cannot be reached within `connect_timeout` seconds.
         #[staticmethod]
-        #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0, client_name = None))]
+        #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0, client_name = None, lanes = "all"))]
         #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
         fn connect(
             py: Python<'_>,
@@ -123,6 +124,7 @@ py_twins! {
             wait_for_replicas: Option<u32>,
             replica_wait_timeout: f64,
             client_name: Option<String>,
+            lanes: &str,
         ) -> PyResult<PyClient> {
             let options = options(
                 connect_timeout,
@@ -133,6 +135,7 @@ py_twins! {
                 wait_for_replicas,
                 replica_wait_timeout,
                 client_name,
+                lanes,
             )
             .map_err(|e| to_py_err(py, e, None))?;
             let client = runtime::wait(
@@ -146,10 +149,10 @@ py_twins! {
 
         /// As `connect`, as an awaitable.
         #[staticmethod]
-        #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0, client_name = None))]
+        #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0, client_name = None, lanes = "all"))]
         #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
-        fn connect_async(
-            py: Python<'_>,
+        fn connect_async<'py>(
+            py: Python<'py>,
             url: String,
             connect_timeout: f64,
             response_timeout: f64,
@@ -159,7 +162,8 @@ py_twins! {
             wait_for_replicas: Option<u32>,
             replica_wait_timeout: f64,
             client_name: Option<String>,
-        ) -> PyResult<Bound<'_, PyAny>> {
+            lanes: &str,
+        ) -> PyResult<Bound<'py, PyAny>> {
             let options = options(
                 connect_timeout,
                 response_timeout,
@@ -169,6 +173,7 @@ py_twins! {
                 wait_for_replicas,
                 replica_wait_timeout,
                 client_name,
+                lanes,
             )
             .map_err(|e| to_py_err(py, e, None))?;
             runtime::awaitable(

@@ -107,7 +107,7 @@ pub use objects::permit_expirable_semaphore::{Permit, PermitExpirableSemaphore};
 pub use objects::read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
 pub use objects::semaphore::Semaphore;
 pub use objects::spin_lock::SpinLock;
-pub use options::{ClientOptions, ReplicaSync};
+pub use options::{ClientOptions, Lanes, ReplicaSync};
 pub use owner::Owner;
 pub use redact::redact_url;
 pub use session::Client;

@@ -1,4 +1,5 @@
-//! [`ClientOptions`] and [`ReplicaSync`]: a client's settings, checked before anything connects.
+//! [`ClientOptions`], [`ReplicaSync`] and [`Lanes`]: a client's settings, checked before anything
+//! connects.
 
 use std::time::Duration;
 
@@ -54,6 +55,93 @@ pub struct ClientOptions {
     /// holder. Default `None`: `crosslock`. 1 to 64 printable ASCII characters, no spaces. See
     /// [`crate::naming`].
     pub client_name: Option<String>,
+    /// Which callers may make their round trips on connections of their own (*lanes*) rather
+    /// than through crosslock's runtime. Default [`Lanes::All`]. See [`Lanes`].
+    pub lanes: Lanes,
+}
+
+/// Which callers get *lanes*: connections of their own to the node, on which an uncontended call
+/// makes its round trip where it was made (on the calling thread, or on its event loop) instead
+/// of handing it to crosslock's runtime and back. Lanes open only while calls come in quick
+/// succession, at most 16 per client and node, and never over TLS or across `fork()`; a call
+/// that has to wait (a busy lock) takes the usual way whatever this says. See
+/// [`ClientOptions::lanes`](ClientOptions::lanes()).
+///
+/// # Examples
+///
+/// ```
+/// use crosslock::{ClientOptions, Lanes};
+/// let options = ClientOptions::new().lanes(Lanes::SyncOnly);
+/// assert_eq!(options.lanes, Lanes::SyncOnly);
+/// assert_eq!(Lanes::from_name("none").unwrap(), Lanes::Off);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Lanes {
+    /// Every caller that can use one: a blocking caller's own thread (sync Python), a binding's
+    /// event loop (asyncio, Node.js), and each thread of an application's own tokio runtime
+    /// (`#[tokio::main]`), whose lanes that runtime's reactor watches. The default.
+    #[default]
+    All,
+    /// Blocking callers' lanes only (a sync Python method's thread): no event loop's lanes and
+    /// none on an application's tokio runtime, whose calls all go through crosslock's runtime
+    /// (so no socket is ever registered with your reactor).
+    SyncOnly,
+    /// No lanes: every call goes through crosslock's runtime on the client's usual connections,
+    /// and no connection is opened beyond them (`"none"` in the bindings).
+    Off,
+}
+
+impl Lanes {
+    /// The name the bindings spell this with: `"all"`, `"sync"` or `"none"`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(crosslock::Lanes::SyncOnly.name(), "sync");
+    /// ```
+    pub const fn name(self) -> &'static str {
+        match self {
+            Lanes::All => "all",
+            Lanes::SyncOnly => "sync",
+            Lanes::Off => "none",
+        }
+    }
+
+    /// The setting a binding names `name` ([`Lanes::name`]): `"all"`, `"sync"` or `"none"`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for any other name,
+    /// naming the three.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use crosslock::Lanes;
+    /// assert_eq!(Lanes::from_name("none").unwrap(), Lanes::Off);
+    /// assert!(Lanes::from_name("off").is_err());
+    /// ```
+    pub fn from_name(name: &str) -> Result<Lanes> {
+        [Lanes::All, Lanes::SyncOnly, Lanes::Off]
+            .into_iter()
+            .find(|lanes| lanes.name() == name)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "lanes must be 'all', 'sync' or 'none', got {name:?}"
+                ))
+            })
+    }
+
+    /// Whether any caller may take a lane (everything but [`Lanes::Off`]).
+    pub(crate) fn any(self) -> bool {
+        self != Lanes::Off
+    }
+
+    /// Whether event loops (a binding's, or an application's tokio runtime) may take a lane.
+    pub(crate) fn event_loops(self) -> bool {
+        self == Lanes::All
+    }
 }
 
 /// How many replicas must have an acquisition, and how long to wait for them: see
@@ -87,6 +175,7 @@ impl Default for ClientOptions {
             tls_ca_cert: None,
             replica_sync: None,
             client_name: None,
+            lanes: Lanes::All,
         }
     }
 }
@@ -114,6 +203,22 @@ impl ClientOptions {
     /// ```
     pub fn client_name(mut self, name: impl Into<String>) -> Self {
         self.client_name = Some(name.into());
+        self
+    }
+
+    /// Sets [`lanes`](Self::lanes): which callers may make their round trips on connections of
+    /// their own. [`Lanes::SyncOnly`] keeps crosslock's sockets off your tokio runtime's reactor;
+    /// [`Lanes::Off`] keeps the client to its usual connections (for a tight `maxclients`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use crosslock::{ClientOptions, Lanes};
+    /// let options = ClientOptions::new().lanes(Lanes::Off);
+    /// assert_eq!(options.lanes, Lanes::Off);
+    /// ```
+    pub fn lanes(mut self, lanes: Lanes) -> Self {
+        self.lanes = lanes;
         self
     }
 

@@ -213,7 +213,14 @@ impl Client {
             generation.pid,
             &generation.id,
         );
-        let route = Route::open(&self.inner.endpoint, timeouts, stop.clone(), name).await?;
+        let route = Route::open(
+            &self.inner.endpoint,
+            timeouts,
+            stop.clone(),
+            name,
+            options.lanes,
+        )
+        .await?;
         let (conn, pubsub) = tokio::try_join!(
             Conn::connect(&route, timeouts, stop.clone()),
             PubSub::connect(&route, timeouts, stop.clone()),

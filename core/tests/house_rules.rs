@@ -1,7 +1,8 @@
 //! House rules that no compiler lint keeps: every public async method of the crate documents its
 //! cancel safety (a `# Cancel safety` section in its doc comment), every public item shows an
-//! example (a doctest, compiled by `cargo test --doc`), and every module imports only modules of
-//! its own layer or a lower one ([`LAYERS`]).
+//! example (a doctest, compiled by `cargo test --doc`), every module imports only modules of
+//! its own layer or a lower one ([`LAYERS`]), and every fan-out of calls goes through
+//! `engine::at_most_in_flight` ([`FAN_OUTS`]).
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
@@ -527,4 +528,100 @@ fn the_layering_scan_reads_grouped_and_root_paths() {
          #[cfg(test)]\nmod tests {\n    use crate::watch::Watch;\n}\n",
     );
     assert_eq!(crate_paths(&code), ["client", "error", "runtime"]);
+}
+
+/// The futures combinators that await many calls together. A fan-out of Redis calls goes through
+/// `engine::at_most_in_flight`, which polls its parts with no lane: polled on a blocking caller's
+/// lane, each part would make its round trip in turn.
+const FAN_OUTS: &[&str] = &[
+    "join_all",
+    "try_join_all",
+    "select_all",
+    "FuturesUnordered",
+    "FuturesOrdered",
+    "join!",
+    "try_join!",
+];
+
+/// Where those combinators are allowed outside `at_most_in_flight`, each with its reason: (file,
+/// combinator, why no part of it can take a lane).
+const FAN_OUT_EXCEPTIONS: &[(&str, &str, &str)] = &[
+    (
+        "engine/mod.rs",
+        "FuturesUnordered",
+        "at_most_in_flight itself, inside ambient::no_lane",
+    ),
+    (
+        "engine/renewal.rs",
+        "join_all",
+        "one future per node, each an at_most_in_flight, on crosslock's runtime",
+    ),
+    (
+        "session.rs",
+        "join_all",
+        "one future per master, each an at_most_in_flight",
+    ),
+    (
+        "session.rs",
+        "try_join!",
+        "connects (the command and pub/sub connections), no script",
+    ),
+    (
+        "transport/sentinel.rs",
+        "join_all",
+        "asks the sentinels on their own connections, never Conn::eval",
+    ),
+    (
+        "objects/multi_lock.rs",
+        "select_all",
+        "waits on the parts' lost tokens, no Redis call",
+    ),
+];
+
+#[test]
+fn every_fan_out_goes_through_at_most_in_flight() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    let mut seen = 0;
+    for file in &files {
+        let relative = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        for combinator in FAN_OUTS {
+            let named = code.match_indices(combinator).any(|(at, _)| {
+                // A whole name: `join!` is not `try_join!`.
+                !code[..at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            });
+            if !named {
+                continue;
+            }
+            seen += 1;
+            let excepted = FAN_OUT_EXCEPTIONS
+                .iter()
+                .any(|(f, c, _)| *f == relative && c == combinator);
+            if !excepted {
+                found.push(format!("{relative}: {combinator}"));
+            }
+        }
+    }
+    assert!(
+        seen >= FAN_OUT_EXCEPTIONS.len(),
+        "found only {seen} uses of the fan-out combinators: is the scan broken?"
+    );
+    assert!(
+        found.is_empty(),
+        "calls awaited together outside engine::at_most_in_flight (which polls them with no \
+         lane; a blocking caller's lane makes them one after another), or add an exception \
+         saying why no part can take a lane:\n{}",
+        found.join("\n")
+    );
 }

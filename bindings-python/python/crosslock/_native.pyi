@@ -7,7 +7,7 @@
 # Checked with `python -m mypy.stubtest crosslock._native` (no allowlist needed).
 
 import asyncio
-from typing import Any, Awaitable, Callable, Optional, final
+from typing import Any, Awaitable, Callable, Literal, Optional, final
 
 from .inspect import Inspection, WatchEvent
 
@@ -47,6 +47,7 @@ class Client:
         wait_for_replicas: int | None = None,
         replica_wait_timeout: float = 1.0,
         client_name: str | None = None,
+        lanes: Literal["all", "sync", "none"] = "all",
     ) -> Client: ...
     @staticmethod
     def connect_async(
@@ -59,6 +60,7 @@ class Client:
         wait_for_replicas: int | None = None,
         replica_wait_timeout: float = 1.0,
         client_name: str | None = None,
+        lanes: Literal["all", "sync", "none"] = "all",
     ) -> Awaitable[Client]: ...
     @property
     def id(self) -> str: ...

@@ -7,7 +7,7 @@ import os
 import threading
 import weakref
 from types import TracebackType
-from typing import Any, Callable, Hashable, Iterable, Optional, Union
+from typing import Any, Callable, Hashable, Iterable, Literal, Optional, Union, cast
 
 from . import _native
 from ._identity import current_owner
@@ -32,6 +32,9 @@ from .spin_lock import Backoff, SpinLock
 _PERMIT = _native.KINDS["Permit"]
 
 __all__ = ["Client", "connect", "connect_async"]
+
+#: Which callers get lanes (see :func:`connect`).
+Lanes = Literal["all", "sync", "none"]
 
 # Every live client, so the fork hook can re-create their internal locks in the child. Added to
 # from any thread, so under its own lock (free-threaded CPython has no GIL to serialise the add
@@ -58,7 +61,8 @@ def _options(
     wait_for_replicas: Optional[int],
     replica_wait_timeout: float,
     client_name: Optional[str],
-) -> tuple[float, float, float, float, Optional[bytes], Optional[int], float, Optional[str]]:
+    lanes: Lanes,
+) -> tuple[float, float, float, float, Optional[bytes], Optional[int], float, Optional[str], Lanes]:
     if client_name is not None and not isinstance(client_name, str):
         raise InvalidArgumentTypeError(f"client_name must be a str, got {type(client_name).__name__}")
     return (
@@ -70,7 +74,20 @@ def _options(
         _replicas(wait_for_replicas),
         _seconds(replica_wait_timeout, "replica_wait_timeout"),
         client_name,
+        _lanes(lanes),
     )
+
+
+# The values of connect()'s ``lanes``.
+_LANES = ("all", "sync", "none")
+
+
+def _lanes(value: object) -> Lanes:
+    if not isinstance(value, str):
+        raise InvalidArgumentTypeError(f"lanes must be one of 'all', 'sync', 'none', got {type(value).__name__}")
+    if value not in _LANES:
+        raise InvalidArgumentError(f"lanes must be one of 'all', 'sync', 'none', got {value!r}")
+    return cast(Lanes, value)
 
 
 def _replicas(value: object) -> Optional[int]:
@@ -122,6 +139,7 @@ def connect(
     wait_for_replicas: Optional[int] = None,
     replica_wait_timeout: float = 1.0,
     client_name: Optional[str] = None,
+    lanes: Lanes = "all",
 ) -> Client:
     """Connects to Redis and returns a :class:`Client` (one per process is the usual shape).
 
@@ -154,6 +172,14 @@ def connect(
             ``<client_name>-py-<pid>-<first 8 hex digits of the client id>`` (default
             ``crosslock``), so ``crosslock inspect`` can name the process behind a holder. 1 to
             64 printable ASCII characters without spaces (else :class:`InvalidArgumentError`).
+        lanes: which calls may make their round trip on a connection of the caller's own (a
+            *lane*) instead of handing it to crosslock's runtime: ``"all"`` (the default: sync
+            methods on their thread, and asyncio loops), ``"sync"`` (sync methods only: no
+            socket of crosslock's is ever watched by an asyncio loop) or ``"none"`` (every call
+            goes through crosslock's runtime, and the client opens no connection beyond its
+            usual ones, for a tight ``maxclients``). Lanes open only while calls come in quick
+            succession, at most 16 per node. Anything else raises
+            :class:`InvalidArgumentError` (a :class:`ValueError`).
 
     Raises:
         RedisUnavailableError: the server cannot be reached within ``connect_timeout`` (the
@@ -183,6 +209,7 @@ def connect(
             wait_for_replicas,
             replica_wait_timeout,
             client_name,
+            lanes,
         ),
     )
     return Client(native)
@@ -199,6 +226,7 @@ async def connect_async(
     wait_for_replicas: Optional[int] = None,
     replica_wait_timeout: float = 1.0,
     client_name: Optional[str] = None,
+    lanes: Lanes = "all",
 ) -> Client:
     """:func:`connect` for asyncio.
 
@@ -220,6 +248,7 @@ async def connect_async(
             wait_for_replicas,
             replica_wait_timeout,
             client_name,
+            lanes,
         ),
     )
     return Client(native)

@@ -510,7 +510,7 @@ struct InFlight<P: Protocol> {
     keeper: Arc<dyn Keeper<P::Won>>,
     request: Request,
     /// The wait limit, which a round trip made on the caller's own thread cannot be raced
-    /// against: it bounds that round trip instead (see [`crate::transport::lane::with_deadline`]).
+    /// against: it bounds that round trip instead (see [`crate::transport::lane::ambient::with_deadline`]).
     deadline: Option<Instant>,
 }
 
@@ -520,7 +520,8 @@ impl<P: Protocol> Future for InFlight<P> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let deadline = self.deadline;
         let future = self.future.as_mut().expect("polled after completion");
-        let out = crate::transport::lane::with_deadline(deadline, || future.as_mut().poll(cx));
+        let out =
+            crate::transport::lane::ambient::with_deadline(deadline, || future.as_mut().poll(cx));
         if let Poll::Ready(result) = &out {
             self.heard.note(result, true);
             self.future = None;

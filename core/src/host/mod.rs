@@ -187,7 +187,7 @@ where
     let mut future: Pin<Box<dyn Future<Output = F::Output> + Send>> = Box::pin(future);
     let polled = crate::runtime::entered(|| {
         let mut cx = Context::from_waker(Waker::noop());
-        crate::transport::lane::with_lanes(|| future.as_mut().poll(&mut cx))
+        crate::transport::lane::ambient::with_lanes(|| future.as_mut().poll(&mut cx))
     });
     match polled {
         Poll::Ready(value) => Ok(value),

@@ -195,7 +195,7 @@ impl Parts {
         let options = &options;
         let mut outcomes: Vec<Option<Result<bool>>> = Vec::new();
         outcomes.resize_with(self.locks.len(), || None);
-        crate::transport::lane::off(crate::engine::at_most_in_flight(
+        crate::engine::at_most_in_flight(
             TRIES_IN_FLIGHT,
             self.locks
                 .iter()
@@ -207,7 +207,7 @@ impl Parts {
                 }
                 outcomes[i] = Some(outcome.map(|won| won.is_some()));
             },
-        ))
+        )
         .await;
         let mut outcomes: Vec<Result<bool>> = outcomes
             .into_iter()
@@ -483,12 +483,24 @@ async fn extend(
         ));
     }
     let start = Instant::now();
-    let results =
-        futures_util::future::join_all(parts.iter().map(|p| p.extend_as(owner, lease))).await;
-    let failed: Vec<(String, Error)> = parts
-        .iter()
-        .zip(results)
-        .filter_map(|(p, r)| r.err().map(|e| (p.name().to_owned(), e)))
+    let mut failed: Vec<(usize, Error)> = Vec::new();
+    crate::engine::at_most_in_flight(
+        parts.len(),
+        parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| async move { (i, p.extend_as(owner, lease).await) }),
+        |(i, result)| {
+            if let Err(e) = result {
+                failed.push((i, e));
+            }
+        },
+    )
+    .await;
+    failed.sort_by_key(|&(i, _)| i);
+    let failed: Vec<(String, Error)> = failed
+        .into_iter()
+        .map(|(i, e)| (parts[i].name().to_owned(), e))
         .collect();
     let validity = lease
         .saturating_sub(start.elapsed())
@@ -533,7 +545,7 @@ async fn release(parts: &[Arc<dyn AnyLock>], owner: Owner) -> Vec<(String, Error
     };
     let rest = &rest;
     let mut failed = Vec::new();
-    crate::transport::lane::off(crate::engine::at_most_in_flight(
+    crate::engine::at_most_in_flight(
         RELEASES_IN_FLIGHT,
         parts.iter().enumerate().map(|(i, l)| async move {
             let mut release = l.release_as(owner);
@@ -551,7 +563,7 @@ async fn release(parts: &[Arc<dyn AnyLock>], owner: Owner) -> Vec<(String, Error
                 failed.push((i, e));
             }
         },
-    ))
+    )
     .await;
     failed.sort_by_key(|&(i, _)| i);
     failed

@@ -11,6 +11,7 @@ mod health;
 pub(crate) mod lane;
 pub(crate) mod pubsub;
 mod replicas;
+mod route;
 pub(crate) mod script_call;
 mod script_run;
 pub(crate) mod sentinel;
@@ -32,175 +33,21 @@ use crate::scripts::Lua;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorKind, Result, What};
-use crate::transport::cluster::{ClusterSpec, Sharding};
-use crate::transport::endpoint::{Node, Target};
-use crate::transport::sentinel::Sentinels;
-use crate::transport::sentinel::{follow_master, follow_sentinels};
+use crate::transport::cluster::ClusterSpec;
+use crate::transport::endpoint::Node;
+use crate::transport::sentinel::follow_master;
 use crate::util::lock;
 pub(crate) use cluster::links::MasterLinks;
-use cluster::links::{ask_one_master, open_cluster};
+use cluster::links::open_cluster;
 pub(crate) use cluster::map::SlotRange;
 use cluster::map::slot_masters;
 pub(crate) use endpoint::Endpoint;
 use health::Health;
 pub(crate) use replicas::counting_replica_acks;
+pub(crate) use route::{ClusterRoute, Route};
 use script_call::with_noscript_fallback;
 pub(crate) use script_call::{ToArg, script_cmd};
 use single::{connect_within, keepalive, name_connection, open_manager, resubscribe};
-
-/// Which node the connections of one client talk to: fixed for a single server; for Sentinel,
-/// the current master, followed through failovers.
-pub(crate) struct Route {
-    endpoint: Endpoint,
-    current: tokio::sync::watch::Sender<Node>,
-    /// Set for Sentinel: the sentinels, and the signal that a command suspects the master moved.
-    sentinels: Option<(Sentinels, Arc<tokio::sync::Notify>)>,
-    /// Set for Cluster: the cluster, and what its nodes were found to support at connect.
-    cluster: Option<ClusterRoute>,
-    /// What every connection of the client is named (`CLIENT SETNAME`, see [`crate::naming`]).
-    pub(crate) name: Arc<str>,
-}
-
-/// A cluster, and what its nodes were found to support when the client connected: asked of a
-/// node, not read from a version string (Valkey's, or a vendor's build, say other things).
-pub(crate) struct ClusterRoute {
-    spec: Arc<ClusterSpec>,
-    /// Whether waiters use sharded pub/sub (`sharded_pubsub=on`, or `auto` where the nodes know
-    /// `PUBSUB SHARDNUMSUB`: Redis 7 and later).
-    sharded: bool,
-    /// Whether the nodes run a script marked `#!lua flags=allow-cross-slot-keys` (Redis 7 and
-    /// later; Redis 6.2 cannot compile the mark): the watchdog renews with one script per
-    /// master there, and with one script per slot where they do not.
-    cross_slot_scripts: bool,
-}
-
-impl Route {
-    /// Finds the node to talk to (asking the sentinels, for Sentinel) and, for Sentinel, starts
-    /// following it until `stop` is cancelled.
-    pub(crate) async fn open(
-        endpoint: &Endpoint,
-        timeouts: Timeouts,
-        stop: CancellationToken,
-        name: String,
-    ) -> Result<Arc<Route>> {
-        let name: Arc<str> = name.into();
-        match &endpoint.target {
-            Target::Node(info) => {
-                let node = Node {
-                    info: (**info).clone(),
-                    address: endpoint.address.clone(),
-                };
-                Ok(Arc::new(Route {
-                    endpoint: endpoint.clone(),
-                    current: tokio::sync::watch::Sender::new(node),
-                    sentinels: None,
-                    cluster: None,
-                    name,
-                }))
-            }
-            Target::Cluster(spec) => {
-                let seeds = spec.seed_infos()?;
-                let node = Node {
-                    info: seeds[0].clone(),
-                    address: endpoint.address.clone(),
-                };
-                // Asked of one node each: routed to all of them, the error replies of a
-                // cluster without the command (Redis 6.2) came back as a reply redis-rs cannot
-                // combine rather than as the servers' answer.
-                let ignore = Pushes::new(|_| {});
-                let mut probe = open_cluster(endpoint, spec, timeouts, ignore).await?;
-                let sharded = match spec.sharding {
-                    Sharding::On => true,
-                    Sharding::Off => false,
-                    // Redisson's AUTO: sharded when the cluster knows the sharded commands
-                    // (Redis 7 and later).
-                    Sharding::Auto => {
-                        let mut cmd = redis::cmd("PUBSUB");
-                        cmd.arg("SHARDNUMSUB").arg("0");
-                        // An error reply (an unknown subcommand before Redis 7): plain.
-                        ask_one_master(&mut probe, cmd, timeouts.response)
-                            .await?
-                            .is_none()
-                    }
-                };
-                let mut cmd = redis::cmd("EVAL");
-                cmd.arg(crate::scripts::CROSS_SLOT_PROBE).arg(0);
-                // Only a refusal of the mark itself says no (see renewal's fallback for a node
-                // that refuses it later, mid-upgrade).
-                let cross_slot_scripts = !ask_one_master(&mut probe, cmd, timeouts.response)
-                    .await?
-                    .is_some_and(|e| crate::scripts::refuses_cross_slot_mark(&e.to_string()));
-                tracing::debug!(
-                    target: "crosslock",
-                    "{}: waiters use {} pub/sub; the watchdog renews with one script per {}",
-                    endpoint.address,
-                    if sharded { "sharded" } else { "plain" },
-                    if cross_slot_scripts { "master" } else { "slot" }
-                );
-                Ok(Arc::new(Route {
-                    endpoint: endpoint.clone(),
-                    current: tokio::sync::watch::Sender::new(node),
-                    sentinels: None,
-                    cluster: Some(ClusterRoute {
-                        spec: spec.clone(),
-                        sharded,
-                        cross_slot_scripts,
-                    }),
-                    name,
-                }))
-            }
-            Target::Sentinel(spec) => {
-                let sentinels =
-                    Sentinels::new((**spec).clone(), endpoint.tls_ca.clone(), name.clone());
-                let found = sentinels.locate(timeouts.connect).await?;
-                let node = Node {
-                    info: spec.node_info(&found.host, found.port)?,
-                    address: format!("{}:{}", found.host, found.port),
-                };
-                tracing::debug!(
-                    target: "crosslock",
-                    "the sentinels say master '{}' is {}",
-                    spec.master,
-                    node.address
-                );
-                let listener =
-                    Sentinels::new((**spec).clone(), endpoint.tls_ca.clone(), name.clone());
-                let kick = Arc::new(tokio::sync::Notify::new());
-                let route = Arc::new(Route {
-                    endpoint: endpoint.clone(),
-                    current: tokio::sync::watch::Sender::new(node),
-                    sentinels: Some((sentinels, kick.clone())),
-                    cluster: None,
-                    name,
-                });
-                crate::runtime::spawn(follow_sentinels(
-                    Arc::downgrade(&route),
-                    timeouts,
-                    stop.clone(),
-                ));
-                crate::runtime::spawn(async move {
-                    listener
-                        .listen(timeouts.connect, &stop, &|| kick.notify_one())
-                        .await;
-                });
-                Ok(route)
-            }
-        }
-    }
-
-    /// The node commands go to now.
-    pub(crate) fn current(&self) -> Node {
-        self.current.borrow().clone()
-    }
-
-    /// Asks the sentinels again at once (no-op for a single server): a command's reply suggests
-    /// the master moved.
-    fn suspect(&self) {
-        if let Some((_, kick)) = &self.sentinels {
-            kick.notify_one();
-        }
-    }
-}
 
 /// Timeouts for the connections of one client.
 #[derive(Clone, Copy, Debug)]
@@ -263,28 +110,32 @@ struct Link {
     manager: Handle,
     node: Node,
     /// Blocking connections to `node` for callers on their own thread (see [`lane`]):
-    /// only on a command connection to one node over TCP or a Unix socket.
+    /// only on a command connection to one node over TCP or a Unix socket, unless the client's
+    /// [`Route::lanes`] is `Off`.
     lanes: Option<crate::transport::lane::Lanes>,
 }
 
 impl Link {
-    /// Names the connection (`CLIENT SETNAME name`, sent without waiting for it: the next
-    /// commands are pipelined behind it).
+    /// Names the connection (`CLIENT SETNAME`, with the name of `route`'s client, sent without
+    /// waiting for it: the next commands are pipelined behind it).
     fn new(
         manager: Handle,
         node: Node,
         timeouts: Timeouts,
         role: &'static str,
-        name: &Arc<str>,
+        route: &Route,
     ) -> Self {
+        let name = &route.name;
         name_connection(manager.clone(), name.clone(), timeouts.response);
         let lanes = match (&manager, role) {
-            (Handle::Node(_), "command") => crate::transport::lane::Lanes::new(
-                &node.info,
-                timeouts.connect,
-                timeouts.response,
-                name.clone(),
-            ),
+            (Handle::Node(_), "command") if route.lanes.any() => {
+                crate::transport::lane::Lanes::new(
+                    &node.info,
+                    timeouts.connect,
+                    timeouts.response,
+                    name.clone(),
+                )
+            }
             _ => None,
         };
         Link {
@@ -454,7 +305,7 @@ impl Conn {
         };
         let conn = Conn {
             inner: Arc::new(Inner {
-                link: ArcSwap::from_pointee(Link::new(manager, node, timeouts, role, &route.name)),
+                link: ArcSwap::from_pointee(Link::new(manager, node, timeouts, role, route)),
                 route: route.clone(),
                 response_timeout: timeouts.response,
                 last_used: AtomicU64::new(0),
@@ -467,7 +318,7 @@ impl Conn {
                 timeouts,
                 sync: std::sync::OnceLock::new(),
                 node_lanes: match &route.cluster {
-                    Some(cluster) if role == "command" => {
+                    Some(cluster) if role == "command" && route.lanes.any() => {
                         crate::transport::cluster::NodeLanes::new(
                             &cluster.spec,
                             timeouts.connect,

@@ -42,7 +42,8 @@ impl Conn {
     }
 
     /// Runs `script` over a lane of `lanes`: the caller's own (a sync caller on its thread), or
-    /// its event loop's; `None` when neither is to be had.
+    /// its event loop's where the client's `ClientOptions::lanes` lets event loops take one;
+    /// `None` when neither is to be had.
     pub(in crate::transport) async fn trip_on_lane(
         &self,
         lanes: &crate::transport::lane::Lanes,
@@ -50,11 +51,14 @@ impl Conn {
         keys: &[&str],
         args: &[&dyn ToArg],
     ) -> Option<crate::transport::lane::Trip> {
-        if crate::transport::lane::on_lane()
+        if crate::transport::lane::ambient::on_lane()
             && !lanes.has_overdue()
             && let Some(trip) = lanes.eval(script, keys, args, self.knows(script))
         {
             return Some(trip);
+        }
+        if !self.inner.route.lanes.event_loops() {
+            return None;
         }
         self.eval_on_loop(lanes, script, keys, args).await
     }

@@ -601,7 +601,7 @@ mod follow {
                             node.clone(),
                             timeouts,
                             inner.health.role,
-                            &inner.route.name,
+                            &inner.route,
                         )));
                         let conn = Conn { inner };
                         conn.forget_scripts();

@@ -124,7 +124,7 @@ impl Conn {
             self.inner.link.load().node.clone(),
             self.inner.timeouts,
             self.inner.health.role,
-            &self.inner.route.name,
+            &self.inner.route,
         )));
         // Subscribe the fresh connection to everything (a (un)subscription made meanwhile went
         // to the fresh one already, or is repeated here from the set).

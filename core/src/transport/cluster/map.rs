@@ -12,9 +12,10 @@ impl Conn {
         slot: u16,
     ) -> Option<Arc<crate::transport::lane::Lanes>> {
         // Most calls are on no lane: no map is read for them.
-        if !crate::transport::lane::on_lane()
-            && !crate::transport::lane::event_loop::polled_by_a_loop()
-        {
+        let may_take_one = crate::transport::lane::ambient::on_lane()
+            || (self.inner.route.lanes.event_loops()
+                && crate::transport::lane::ambient::polled_by_a_loop());
+        if !may_take_one {
             return None;
         }
         let (pool, read) = nodes.for_slot(slot);
@@ -242,7 +243,7 @@ impl Conn {
             node,
             self.inner.timeouts,
             self.inner.health.role,
-            &self.inner.route.name,
+            &self.inner.route,
         )));
         *lock(&self.inner.routing_seen) = Some(ranges);
         tracing::info!(

@@ -7,7 +7,7 @@
 //! writes on the caller's thread and sleeps in `read` until the reply: one.
 //!
 //! [`crate::host::begin_here`] polls a call's future once on the caller's thread with this
-//! thread marked as [`on_lane`]. While it is, [`crate::transport::Conn::eval`] sends each script
+//! thread marked as [`on_lane`](super::ambient::on_lane). While it is, [`crate::transport::Conn::eval`] sends each script
 //! over a *lane*: a plain blocking socket to the same node, borrowed from the node's pool for that
 //! one round trip. An uncontended acquire or release thus completes inside that first poll, on the
 //! caller's thread, with no hand-off at all; anything that has to wait (a busy lock's wait loop, a
@@ -46,11 +46,7 @@
 //!   seconds goes the usual way rather than opening a socket), and at most [`MAX_LANES`] per
 //!   node. Never in a forked child: the parent's lanes are its sockets too.
 
-use std::cell::Cell;
-use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
+use std::io::{self, Read};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -58,6 +54,7 @@ use std::time::{Duration, Instant};
 use redis::{ConnectionAddr, ConnectionInfo, RedisResult, Value};
 
 use crate::scripts::Lua;
+use crate::transport::lane::socket::{Restarting, Socket, write_all};
 use crate::transport::script_call::{ToArg, script_cmd, with_noscript_fallback_blocking};
 use crate::util::lock;
 
@@ -71,85 +68,6 @@ const MAX_LANES: usize = 16;
 /// How long a lane whose reply is overdue is watched for it. After that it is reset (closed
 /// with `SO_LINGER` 0, so the server's end discards what it has not read) and commands go on.
 pub(crate) const ORPHAN_LIMIT: Duration = Duration::from_secs(60);
-
-thread_local! {
-    static ON_LANE: Cell<bool> = const { Cell::new(false) };
-    /// Inside [`off`]: no lane at all, an event loop's neither.
-    static OFF: Cell<bool> = const { Cell::new(false) };
-    /// The wait limit of the acquire attempt being polled on this thread, if any.
-    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
-}
-
-/// Runs `f` (one synchronous poll of an acquire attempt) with its wait limit: a blocking lane
-/// cannot be raced against the deadline the way an awaited reply is, so an attempt whose limit is
-/// shorter than the response timeout takes the usual path.
-pub(crate) fn with_deadline<R>(deadline: Option<Instant>, f: impl FnOnce() -> R) -> R {
-    struct Reset(Option<Instant>);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            DEADLINE.with(|c| c.set(self.0));
-        }
-    }
-    let _reset = Reset(DEADLINE.with(|c| c.replace(deadline)));
-    f()
-}
-
-/// Whether the current poll is inside [`off`]: its calls take no lane.
-pub(crate) fn is_off() -> bool {
-    OFF.with(Cell::get)
-}
-
-/// Whether the current thread is inside [`with_lanes`] (a blocking caller's own thread) and not
-/// inside [`off`].
-pub(crate) fn on_lane() -> bool {
-    ON_LANE.with(Cell::get) && !is_off()
-}
-
-/// Runs `f` with this thread marked as one that may block on lanes.
-pub(crate) fn with_lanes<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            ON_LANE.with(|c| c.set(self.0));
-        }
-    }
-    let _reset = Reset(ON_LANE.with(|c| c.replace(true)));
-    f()
-}
-
-/// Polls `future` with no lane for its calls, neither this thread's (a blocking caller's) nor
-/// its event loop's: for a fan-out (many calls awaited together, such as a multi-lock's parts),
-/// whose first poll would otherwise make one blocking round trip per call, one after another,
-/// and which the multiplexed connection pipelines better than a loop's lane (whose replies come
-/// back one loop callback each).
-pub(crate) fn off<F: Future>(future: F) -> Off<F> {
-    Off {
-        future: Box::pin(future),
-    }
-}
-
-/// The future [`off`] returns.
-pub(crate) struct Off<F> {
-    future: std::pin::Pin<Box<F>>,
-}
-
-impl<F: Future> Future for Off<F> {
-    type Output = F::Output;
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<F::Output> {
-        struct Reset(bool);
-        impl Drop for Reset {
-            fn drop(&mut self) {
-                OFF.with(|c| c.set(self.0));
-            }
-        }
-        let _reset = Reset(OFF.with(|c| c.replace(true)));
-        self.future.as_mut().poll(cx)
-    }
-}
 
 /// One node's pool of lanes.
 pub(crate) struct Lanes {
@@ -191,7 +109,7 @@ impl Drop for Lanes {
 /// What a pool knows of the event loops' use of it (see [`Lanes::loops`]).
 #[derive(Default)]
 struct LoopRefs {
-    lanes: Vec<std::sync::Weak<crate::transport::lane::event_loop::LoopLane>>,
+    lanes: Vec<std::sync::Weak<crate::transport::lane::loop_lane::LoopLane>>,
     parked: Vec<std::sync::Weak<Parked>>,
     /// The client closed (or the pool is being dropped): no more lanes or connections are
     /// noted, and the idle pool takes no more lanes.
@@ -299,7 +217,7 @@ impl Lanes {
         // A wait limit shorter than the response timeout cannot be kept by a blocking round
         // trip (the deadline could not interrupt it): such an attempt takes the usual path,
         // where it is raced against the deadline.
-        if let Some(deadline) = DEADLINE.with(Cell::get)
+        if let Some(deadline) = crate::transport::lane::ambient::deadline()
             && deadline.saturating_duration_since(Instant::now()) < self.response_timeout
         {
             return None;
@@ -501,7 +419,7 @@ impl Lanes {
     /// once the client closed: the caller retires it.
     pub(crate) fn add_loop_lane(
         &self,
-        lane: std::sync::Weak<crate::transport::lane::event_loop::LoopLane>,
+        lane: std::sync::Weak<crate::transport::lane::loop_lane::LoopLane>,
     ) -> bool {
         let mut loops = lock(&self.loops);
         if loops.closed {
@@ -588,139 +506,6 @@ impl Lanes {
     fn discard(&self, lane: Lane) {
         drop(lane);
         self.closed_one();
-    }
-}
-
-/// A lane's connection: TCP or a Unix socket.
-pub(crate) enum Socket {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
-impl Socket {
-    fn connect(info: &ConnectionInfo, connect: Duration, response: Duration) -> io::Result<Self> {
-        let socket = match info.addr() {
-            ConnectionAddr::Tcp(host, port) => {
-                let mut last = io::Error::other("the host name resolved to no address");
-                let mut stream = None;
-                for addr in (host.as_str(), *port).to_socket_addrs()? {
-                    match TcpStream::connect_timeout(&addr, connect) {
-                        Ok(s) => {
-                            stream = Some(s);
-                            break;
-                        }
-                        Err(e) => last = e,
-                    }
-                }
-                let stream = stream.ok_or(last)?;
-                stream.set_nodelay(true)?;
-                Socket::Tcp(stream)
-            }
-            ConnectionAddr::Unix(path) => Socket::Unix(UnixStream::connect(path)?),
-            _ => return Err(io::Error::other("lanes are plain TCP or Unix sockets")),
-        };
-        socket.set_read_timeout(response)?;
-        socket.set_write_timeout(response)?;
-        Ok(socket)
-    }
-
-    pub(crate) fn fd(&self) -> i32 {
-        match self {
-            Socket::Tcp(s) => s.as_raw_fd(),
-            Socket::Unix(s) => s.as_raw_fd(),
-        }
-    }
-
-    pub(crate) fn set_nonblocking(&self, on: bool) -> io::Result<()> {
-        match self {
-            Socket::Tcp(s) => s.set_nonblocking(on),
-            Socket::Unix(s) => s.set_nonblocking(on),
-        }
-    }
-
-    pub(crate) fn set_read_timeout(&self, timeout: Duration) -> io::Result<()> {
-        match self {
-            Socket::Tcp(s) => s.set_read_timeout(Some(timeout)),
-            Socket::Unix(s) => s.set_read_timeout(Some(timeout)),
-        }
-    }
-
-    pub(crate) fn set_write_timeout(&self, timeout: Duration) -> io::Result<()> {
-        match self {
-            Socket::Tcp(s) => s.set_write_timeout(Some(timeout)),
-            Socket::Unix(s) => s.set_write_timeout(Some(timeout)),
-        }
-    }
-
-    /// A second descriptor for the same connection.
-    pub(crate) fn try_clone(&self) -> io::Result<Self> {
-        Ok(match self {
-            Socket::Tcp(s) => Socket::Tcp(s.try_clone()?),
-            Socket::Unix(s) => Socket::Unix(s.try_clone()?),
-        })
-    }
-
-    /// Ends the connection for every descriptor of it.
-    pub(crate) fn shut_down(&self) {
-        let _ = match self {
-            Socket::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
-            Socket::Unix(s) => s.shutdown(std::net::Shutdown::Both),
-        };
-    }
-
-    /// Whether the server has not closed this idle connection (checked without blocking).
-    pub(crate) fn still_open(&self) -> bool {
-        let mut byte = 0u8;
-        // SAFETY: a one-byte buffer that lives across the call; `recv` with MSG_PEEK never
-        // consumes data and MSG_DONTWAIT never blocks.
-        let n = unsafe {
-            libc::recv(
-                self.fd(),
-                (&raw mut byte).cast(),
-                1,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        // Nothing to read is the only healthy state: 0 is the server's close, data is unsolicited
-        // (an idle lane is owed nothing), an error is a reset.
-        n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
-    }
-}
-
-impl Read for Socket {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(s) => s.read(buf),
-            Socket::Unix(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Socket {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(s) => s.write(buf),
-            Socket::Unix(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Retries a read or write interrupted by a signal: the caller's signal handlers run when the
-/// call returns (a lane round trip is bounded by the response timeout).
-struct Restarting<'a>(&'a mut Socket);
-
-impl Read for Restarting<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            match self.0.read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                other => return other,
-            }
-        }
     }
 }
 
@@ -834,18 +619,6 @@ impl Lane {
             );
         }
     }
-}
-
-fn write_all(socket: &mut Socket, mut buf: &[u8]) -> io::Result<()> {
-    while !buf.is_empty() {
-        match socket.write(buf) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
