@@ -89,7 +89,8 @@ mod transport;
 mod util;
 mod watch;
 
-pub use engine::family::{AcquireOptions, Acquisition, AnyLock, LockGuard};
+pub use engine::any_lock::{Acquisition, AnyLock};
+pub use engine::guard::LockGuard;
 pub use engine::holds::{LostListener, LostLock, LostReason};
 pub use engine::{Backoff, MAX_DURATION};
 pub use error::{Error, ErrorKind, Result};
@@ -107,7 +108,7 @@ pub use objects::permit_expirable_semaphore::{Permit, PermitExpirableSemaphore};
 pub use objects::read_write_lock::{ReadLock, ReadWriteLock, WriteLock};
 pub use objects::semaphore::Semaphore;
 pub use objects::spin_lock::SpinLock;
-pub use options::{ClientOptions, ReplicaSync};
+pub use options::{AcquireOptions, ClientOptions, ReplicaSync};
 pub use owner::Owner;
 pub use redact::redact_url;
 pub use session::Client;

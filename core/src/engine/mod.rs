@@ -22,7 +22,9 @@
 //!
 //! **A change in this folder runs the whole family's conformance suites** (CONTRIBUTING.md).
 
+pub(crate) mod any_lock;
 pub(crate) mod family;
+pub(crate) mod guard;
 pub(crate) mod holds;
 pub(crate) mod renewal;
 pub(crate) mod settling;

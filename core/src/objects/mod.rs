@@ -708,7 +708,7 @@ macro_rules! lock_type {
             /// # Ok(()) }
             /// ```
             pub fn erased(&self) -> std::sync::Arc<dyn crate::AnyLock> {
-                std::sync::Arc::new(crate::engine::family::Erased(self.core.clone()))
+                std::sync::Arc::new(crate::engine::any_lock::Erased(self.core.clone()))
             }
         }
 
