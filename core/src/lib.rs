@@ -91,7 +91,7 @@ mod watch;
 
 pub use engine::any_lock::{Acquisition, AnyLock};
 pub use engine::guard::LockGuard;
-pub use engine::holds::{LostListener, LostLock, LostReason};
+pub use engine::lost::{LostListener, LostLock, LostReason};
 pub use engine::{Backoff, MAX_DURATION};
 pub use error::{Error, ErrorKind, Result};
 pub use inspect::{HolderInfo, Inspection, ObjectKind, PermitInfo, QueuedWaiter};

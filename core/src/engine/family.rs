@@ -24,7 +24,8 @@ use crate::session::Client;
 use crate::session::Ctx;
 use crate::util::{RetryPause, lock};
 
-use super::holds::{Acquired, HoldKey, LostReason, Releaser, RenewKind, Suffix};
+use super::holds::{Acquired, HoldKey, Releaser, RenewKind, Suffix};
+use super::lost::LostReason;
 use super::wait::{self, Keeper, Outcome};
 use super::{MAX_DURATION, Protocol, Request};
 use crate::kinds::LockKind;
