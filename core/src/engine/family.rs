@@ -57,6 +57,34 @@ pub(crate) struct Info {
     pub(crate) holders: Vec<String>,
 }
 
+/// Which holds a release drops.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Release {
+    /// One hold; what remains is kept alive for `lease_after`. `retry_of`: on a retry after a
+    /// lost reply, the hold count before the first try (so a release is not applied twice).
+    One {
+        lease_after: Duration,
+        retry_of: Option<usize>,
+    },
+    /// Every hold of the holder (the client closes).
+    All,
+}
+
+impl Release {
+    /// One hold, of the holder's `retry_of` holds on a retry.
+    pub(crate) fn one(lease_after: Duration, retry_of: Option<usize>) -> Self {
+        Release::One {
+            lease_after,
+            retry_of,
+        }
+    }
+
+    /// One win nobody will use (the engine's `give_back`).
+    pub(crate) fn give_back(lease_after: Duration) -> Self {
+        Release::one(lease_after, None)
+    }
+}
+
 /// What a lock of the RLock family adds to its [`Protocol`] (Redisson's `RedissonBaseLock` hooks).
 pub(crate) trait Family: Protocol {
     /// Which kind of lock this is.
@@ -94,23 +122,17 @@ pub(crate) trait Family: Protocol {
         Ok(())
     }
 
-    /// Releases one hold: `Some(true)` fully released, `Some(false)` holds remain, `None` the
-    /// holder holds nothing. `retry_of`: on a retry after a lost reply, the hold count before
-    /// the first try (so a release that already happened is not applied twice).
-    fn unlock(
+    /// Drops the holds of `holder` that `release` says, with the type's one release script:
+    /// [`Release::One`] one hold (`Some(true)` fully released, `Some(false)` holds remain,
+    /// `None` the holder holds nothing), [`Release::All`] every hold at once (the client
+    /// closes). The engine's `give_back` of a family protocol is this release too
+    /// ([`Release::give_back`]).
+    fn release(
         &self,
         cx: &Ctx,
         holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
+        release: Release,
     ) -> impl Future<Output = Result<Option<bool>>> + Send;
-
-    /// Drops every hold of `holder` at once (the client closes).
-    fn release_all(
-        self: Arc<Self>,
-        cx: Arc<Ctx>,
-        holder: Arc<str>,
-    ) -> impl Future<Output = Result<()>> + Send + 'static;
 
     /// Deletes the lock whoever holds it; `true` if it was locked.
     fn force_unlock(&self, cx: &Ctx) -> impl Future<Output = Result<bool>> + Send;
@@ -144,7 +166,10 @@ impl<P: Family> Releaser for ByName<P> {
         name: Arc<str>,
         holder: Arc<str>,
     ) -> BoxFuture<'static, Result<()>> {
-        Box::pin(Family::release_all(Arc::new(P::for_name(name)), cx, holder))
+        Box::pin(async move {
+            let proto = P::for_name(name);
+            proto.release(&cx, &holder, Release::All).await.map(|_| ())
+        })
     }
 }
 
@@ -415,7 +440,7 @@ impl<P: Family> LockCore<P> {
                 loop {
                     let reply = lock
                         .proto
-                        .unlock(&cx, &script_holder, lease_after, Some(before))
+                        .release(&cx, &script_holder, Release::one(lease_after, Some(before)))
                         .await;
                     if !reply.as_ref().is_err_and(Error::is_unavailable) {
                         return;
@@ -474,7 +499,10 @@ impl<P: Family> LockCore<P> {
         let on_watchdog = cx.holds.on_watchdog(key);
         let lease_after = cx.holds.lease_after_release(key);
         let mut sent = Instant::now();
-        let mut reply = self.proto.unlock(cx, &holder, lease_after, retry_of).await;
+        let mut reply = self
+            .proto
+            .release(cx, &holder, Release::one(lease_after, retry_of))
+            .await;
         if reply.as_ref().is_err_and(Error::is_unavailable) {
             note(&reply);
             // The reply was lost; the release may or may not have happened. Retry (with
@@ -489,7 +517,7 @@ impl<P: Family> LockCore<P> {
                     let sent = Instant::now();
                     let reply = self
                         .proto
-                        .unlock(cx, &holder, lease_after, Some(before))
+                        .release(cx, &holder, Release::one(lease_after, Some(before)))
                         .await;
                     if !reply.as_ref().is_err_and(Error::is_unavailable) {
                         return (reply, sent);

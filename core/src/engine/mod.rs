@@ -10,7 +10,8 @@
 //!   a wait gives up (the fair lock's queue). Owner-less objects (semaphores, latches) use it too.
 //! - [`wait`]: the one acquire loop over any `Protocol`; deadlines, cancellation, outages.
 //! - [`Family`](family::Family): what a lock of the RLock family adds for *holding*: its holder
-//!   suffix, renewal kind, release script, release-all (for `close()`), force-unlock and queries.
+//!   suffix, renewal kind, its one release script (one hold, or all of a holder's for `close()`:
+//!   [`Release`](family::Release)), force-unlock and queries.
 //!   [`LockCore`](family::LockCore) is the generic lock built from it (Redisson's
 //!   `RedissonBaseLock`); each public lock type is a thin newtype over one. A win returns a
 //!   [`LockGuard`](guard::LockGuard) ([`guard`]); [`any_lock`] erases the type
