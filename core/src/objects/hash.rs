@@ -1,7 +1,8 @@
-//! The RLock hash ([`Hash`]) and the one lock protocol over it ([`HashLock`]): `Lock`, `SpinLock`,
-//! `NonReentrantLock` and `FencedLock` store the same hash and release it with the same script,
-//! so they differ only in what a [`Flavour`] says: the acquire script, whether releases publish,
-//! how waiters wait, a check before sending, and (the fenced lock) what a win carries.
+//! The RLock hash ([`struct@Hash`]) and the one lock protocol over it ([`HashLock`]): `Lock`,
+//! `SpinLock`, `NonReentrantLock` and `FencedLock` store the same hash and release it with the
+//! same script, so they differ only in what a [`Flavour`] says: the acquire script, whether
+//! releases publish, how waiters wait, a check before sending, and (the fenced lock) what a win
+//! carries.
 
 use std::fmt;
 use std::future::Future;
