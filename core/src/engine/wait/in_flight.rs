@@ -19,7 +19,7 @@ use super::settle::give_back_settled;
 use super::{Heard, Keeper, Outcome, Shared};
 
 impl<P: Protocol> Shared<P> {
-    /// Sends the next attempt: the attempt is in flight from now.
+    /// The next attempt, its send time taken now (it goes out when first polled).
     pub(super) fn in_flight(&self) -> InFlight<P> {
         let attempt = self
             .proto
