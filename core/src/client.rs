@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::engine::holds::LostLock;
+use crate::engine::lost::LostLock;
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::owner::Owner;

@@ -1,9 +1,12 @@
 //! [`ClientOptions`], [`ReplicaSync`] and [`Lanes`]: a client's settings, checked before anything
-//! connects.
+//! connects; [`AcquireOptions`]: one acquire's, checked before anything is sent.
 
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::error::{Error, Result};
+use crate::owner::Owner;
 
 /// The longest lease or wait accepted ([`MAX_DURATION`](crate::MAX_DURATION), restated from the
 /// limits table so that this leaf module imports nothing above it).
@@ -381,6 +384,156 @@ impl ClientOptions {
                     sync.timeout
                 )));
             }
+        }
+        Ok(())
+    }
+}
+
+/// How to acquire: wait limit, lease, owner, cancellation.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use crosslock::{AcquireOptions, Owner};
+///
+/// let options = AcquireOptions::new()
+///     .wait(Duration::from_secs(2))        // give up after 2 s
+///     .lease(Duration::from_secs(10))      // expire after 10 s, no renewal
+///     .owner(Owner::new(7));               // acquire as owner 7
+/// assert_eq!(options.wait, Some(Duration::from_secs(2)));
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct AcquireOptions {
+    /// How long to wait: `None` waits until acquired, `Some(ZERO)` tries once. At most
+    /// [`MAX_DURATION`](crate::MAX_DURATION).
+    pub wait: Option<Duration>,
+    /// How long the lock lives without renewal: `None` means watchdog renewal. At least 1 ms and
+    /// at most [`MAX_DURATION`](crate::MAX_DURATION).
+    pub lease: Option<Duration>,
+    /// Who acquires: `None` means [`Owner::current`].
+    pub owner: Option<Owner>,
+    /// Cancels the wait when cancelled; the call then fails with
+    /// [`ErrorKind::Cancelled`](crate::ErrorKind::Cancelled).
+    pub cancel: Option<CancellationToken>,
+}
+
+impl AcquireOptions {
+    /// Wait without limit, watchdog lease, current owner.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let options = crosslock::AcquireOptions::new();
+    /// assert!(options.wait.is_none() && options.lease.is_none() && options.owner.is_none());
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Gives up after `wait` (zero: a single attempt).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.lock("orders:42")?;
+    /// let options = crosslock::AcquireOptions::new().wait(Duration::from_millis(500));
+    /// match lock.acquire_with(options).await {
+    ///     Ok(guard) => guard.release().await?,
+    ///     Err(e) if e.is_timeout() => println!("busy: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Lets the lock expire `lease` after acquiring it, with no renewal. Must be at least 1 ms.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use std::time::Duration;
+    /// let options = crosslock::AcquireOptions::new().lease(Duration::from_secs(10));
+    /// let _guard = client.lock("orders:42")?.acquire_with(options).await?; // expires after 10 s
+    /// # Ok(()) }
+    /// ```
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Acquires on behalf of `owner` instead of [`Owner::current`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use crosslock::{AcquireOptions, Owner};
+    /// let lock = client.lock("orders:42")?;
+    /// let _guard = lock.acquire_with(AcquireOptions::new().owner(Owner::new(7))).await?;
+    /// assert!(lock.is_held_by(Owner::new(7)).await?);
+    /// # Ok(()) }
+    /// ```
+    pub fn owner(mut self, owner: Owner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// Stops waiting when `token` is cancelled.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// use crosslock::{AcquireOptions, CancellationToken};
+    /// let stop = CancellationToken::new();
+    /// let options = AcquireOptions::new().cancel(stop.clone());
+    /// let lock = client.lock("orders:42")?;
+    /// let waiting = lock.acquire_with(options);
+    /// stop.cancel(); // e.g. on shutdown: the wait ends with ErrorKind::Cancelled
+    /// let _ = waiting.await;
+    /// # Ok(()) }
+    /// ```
+    pub fn cancel(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+
+    /// Checks the ranges, naming the lock in the message.
+    pub(crate) fn validate(&self, name: &str) -> Result<()> {
+        if let Some(lease) = self.lease {
+            if lease < Duration::from_millis(1) {
+                return Err(Error::invalid(format!(
+                    "the lease of lock '{name}' must be at least 1 ms, got {lease:?}; leave it out for \
+                     watchdog renewal"
+                ))
+                .with_lock(name));
+            }
+            if lease > LONGEST {
+                return Err(Error::invalid(format!(
+                    "the lease of lock '{name}' is too long: {:.3e} s, the longest is 2^53-1 ms \
+                     (about 285,000 years); leave it out for watchdog renewal",
+                    lease.as_secs_f64()
+                ))
+                .with_lock(name));
+            }
+        }
+        if let Some(wait) = self.wait
+            && wait > LONGEST
+        {
+            return Err(Error::invalid(format!(
+                "the wait limit for lock '{name}' is too long: {:.3e} s, the longest is 2^53-1 ms \
+                 (about 285,000 years); leave it out to wait as long as it takes",
+                wait.as_secs_f64()
+            ))
+            .with_lock(name));
         }
         Ok(())
     }

@@ -13,7 +13,8 @@ use std::time::Duration;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::holds::{Holds, LostListener, Suffix};
+use crate::engine::holds::{Holds, Suffix};
+use crate::engine::lost::LostListener;
 use crate::engine::renewal;
 use crate::engine::unowned::Gates;
 use crate::error::{Error, Result};

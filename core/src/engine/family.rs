@@ -1,10 +1,12 @@
 //! The RLock family: what every owner-held lock adds to a [`Protocol`], and the generic lock
 //! built from it ([`LockCore`], Redisson's `RedissonBaseLock`).
 //!
-//! A lock type supplies its scripts through [`Family`]; everything else is here, once: option
-//! checks, the acquire (through [`wait`]), recording holds, the release with its
-//! lost-reply retry and its not-held / lost distinction, queries, the guard, and the type-erased
-//! [`AnyLock`] the bindings and [`MultiLock`](crate::MultiLock)-style composites hold.
+//! A lock type supplies its scripts through [`Family`]; everything else is here, once: the
+//! acquire (through [`wait`]), recording holds, the release with its lost-reply retry and its
+//! not-held / lost distinction, extending, queries. Beside it, [`guard`](super::guard) holds
+//! the [`LockGuard`](super::guard::LockGuard) a win returns, and [`any_lock`](super::any_lock)
+//! the type-erased [`AnyLock`](super::any_lock::AnyLock) that the bindings and
+//! [`MultiLock`](crate::MultiLock)-style composites hold.
 
 use std::fmt;
 use std::future::Future;
@@ -22,159 +24,12 @@ use crate::session::Client;
 use crate::session::Ctx;
 use crate::util::{RetryPause, lock};
 
-use super::holds::{Acquired, HoldKey, LostReason, Releaser, RenewKind, Suffix};
+use super::holds::{Acquired, HoldKey, Releaser, RenewKind, Suffix};
+use super::lost::LostReason;
 use super::wait::{self, Keeper, Outcome};
 use super::{MAX_DURATION, Protocol, Request};
 use crate::kinds::LockKind;
-
-/// How to acquire: wait limit, lease, owner, cancellation.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use crosslock::{AcquireOptions, Owner};
-///
-/// let options = AcquireOptions::new()
-///     .wait(Duration::from_secs(2))        // give up after 2 s
-///     .lease(Duration::from_secs(10))      // expire after 10 s, no renewal
-///     .owner(Owner::new(7));               // acquire as owner 7
-/// assert_eq!(options.wait, Some(Duration::from_secs(2)));
-/// ```
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct AcquireOptions {
-    /// How long to wait: `None` waits until acquired, `Some(ZERO)` tries once. At most
-    /// [`MAX_DURATION`].
-    pub wait: Option<Duration>,
-    /// How long the lock lives without renewal: `None` means watchdog renewal. At least 1 ms and
-    /// at most [`MAX_DURATION`].
-    pub lease: Option<Duration>,
-    /// Who acquires: `None` means [`Owner::current`].
-    pub owner: Option<Owner>,
-    /// Cancels the wait when cancelled; the call then fails with [`ErrorKind::Cancelled`].
-    pub cancel: Option<CancellationToken>,
-}
-
-impl AcquireOptions {
-    /// Wait without limit, watchdog lease, current owner.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let options = crosslock::AcquireOptions::new();
-    /// assert!(options.wait.is_none() && options.lease.is_none() && options.owner.is_none());
-    /// ```
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Gives up after `wait` (zero: a single attempt).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// use std::time::Duration;
-    /// let lock = client.lock("orders:42")?;
-    /// let options = crosslock::AcquireOptions::new().wait(Duration::from_millis(500));
-    /// match lock.acquire_with(options).await {
-    ///     Ok(guard) => guard.release().await?,
-    ///     Err(e) if e.is_timeout() => println!("busy: {e}"),
-    ///     Err(e) => return Err(e),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = Some(wait);
-        self
-    }
-
-    /// Lets the lock expire `lease` after acquiring it, with no renewal. Must be at least 1 ms.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// use std::time::Duration;
-    /// let options = crosslock::AcquireOptions::new().lease(Duration::from_secs(10));
-    /// let _guard = client.lock("orders:42")?.acquire_with(options).await?; // expires after 10 s
-    /// # Ok(()) }
-    /// ```
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = Some(lease);
-        self
-    }
-
-    /// Acquires on behalf of `owner` instead of [`Owner::current`].
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// use crosslock::{AcquireOptions, Owner};
-    /// let lock = client.lock("orders:42")?;
-    /// let _guard = lock.acquire_with(AcquireOptions::new().owner(Owner::new(7))).await?;
-    /// assert!(lock.is_held_by(Owner::new(7)).await?);
-    /// # Ok(()) }
-    /// ```
-    pub fn owner(mut self, owner: Owner) -> Self {
-        self.owner = Some(owner);
-        self
-    }
-
-    /// Stops waiting when `token` is cancelled.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// use crosslock::{AcquireOptions, CancellationToken};
-    /// let stop = CancellationToken::new();
-    /// let options = AcquireOptions::new().cancel(stop.clone());
-    /// let lock = client.lock("orders:42")?;
-    /// let waiting = lock.acquire_with(options);
-    /// stop.cancel(); // e.g. on shutdown: the wait ends with ErrorKind::Cancelled
-    /// let _ = waiting.await;
-    /// # Ok(()) }
-    /// ```
-    pub fn cancel(mut self, token: CancellationToken) -> Self {
-        self.cancel = Some(token);
-        self
-    }
-
-    /// Checks the ranges, naming the lock in the message.
-    pub(crate) fn validate(&self, name: &str) -> Result<()> {
-        if let Some(lease) = self.lease {
-            if lease < Duration::from_millis(1) {
-                return Err(Error::invalid(format!(
-                    "the lease of lock '{name}' must be at least 1 ms, got {lease:?}; leave it out for \
-                     watchdog renewal"
-                ))
-                .with_lock(name));
-            }
-            if lease > MAX_DURATION {
-                return Err(Error::invalid(format!(
-                    "the lease of lock '{name}' is too long: {:.3e} s, the longest is 2^53-1 ms \
-                     (about 285,000 years); leave it out for watchdog renewal",
-                    lease.as_secs_f64()
-                ))
-                .with_lock(name));
-            }
-        }
-        if let Some(wait) = self.wait
-            && wait > MAX_DURATION
-        {
-            return Err(Error::invalid(format!(
-                "the wait limit for lock '{name}' is too long: {:.3e} s, the longest is 2^53-1 ms \
-                 (about 285,000 years); leave it out to wait as long as it takes",
-                wait.as_secs_f64()
-            ))
-            .with_lock(name));
-        }
-        Ok(())
-    }
-}
+use crate::options::AcquireOptions;
 
 /// Checks the lease an extend sets, naming the lock in the message.
 pub(crate) fn check_extend_lease(name: &str, lease: Duration) -> Result<()> {
@@ -200,6 +55,34 @@ pub(crate) struct Info {
     pub(crate) count: u32,
     /// Every holder string (`<client-uuid>:<n>[:write]`).
     pub(crate) holders: Vec<String>,
+}
+
+/// Which holds a release drops.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Release {
+    /// One hold; what remains is kept alive for `lease_after`. `retry_of`: on a retry after a
+    /// lost reply, the hold count before the first try (so a release is not applied twice).
+    One {
+        lease_after: Duration,
+        retry_of: Option<usize>,
+    },
+    /// Every hold of the holder (the client closes).
+    All,
+}
+
+impl Release {
+    /// One hold, of the holder's `retry_of` holds on a retry.
+    pub(crate) fn one(lease_after: Duration, retry_of: Option<usize>) -> Self {
+        Release::One {
+            lease_after,
+            retry_of,
+        }
+    }
+
+    /// One win nobody will use (the engine's `give_back`).
+    pub(crate) fn give_back(lease_after: Duration) -> Self {
+        Release::one(lease_after, None)
+    }
 }
 
 /// What a lock of the RLock family adds to its [`Protocol`] (Redisson's `RedissonBaseLock` hooks).
@@ -239,23 +122,17 @@ pub(crate) trait Family: Protocol {
         Ok(())
     }
 
-    /// Releases one hold: `Some(true)` fully released, `Some(false)` holds remain, `None` the
-    /// holder holds nothing. `retry_of`: on a retry after a lost reply, the hold count before
-    /// the first try (so a release that already happened is not applied twice).
-    fn unlock(
+    /// Drops the holds of `holder` that `release` says, with the type's one release script:
+    /// [`Release::One`] one hold (`Some(true)` fully released, `Some(false)` holds remain,
+    /// `None` the holder holds nothing), [`Release::All`] every hold at once (the client
+    /// closes). The engine's `give_back` of a family protocol is this release too
+    /// ([`Release::give_back`]).
+    fn release(
         &self,
         cx: &Ctx,
         holder: &str,
-        lease_after: Duration,
-        retry_of: Option<usize>,
+        release: Release,
     ) -> impl Future<Output = Result<Option<bool>>> + Send;
-
-    /// Drops every hold of `holder` at once (the client closes).
-    fn release_all(
-        self: Arc<Self>,
-        cx: Arc<Ctx>,
-        holder: Arc<str>,
-    ) -> impl Future<Output = Result<()>> + Send + 'static;
 
     /// Deletes the lock whoever holds it; `true` if it was locked.
     fn force_unlock(&self, cx: &Ctx) -> impl Future<Output = Result<bool>> + Send;
@@ -289,7 +166,10 @@ impl<P: Family> Releaser for ByName<P> {
         name: Arc<str>,
         holder: Arc<str>,
     ) -> BoxFuture<'static, Result<()>> {
-        Box::pin(Family::release_all(Arc::new(P::for_name(name)), cx, holder))
+        Box::pin(async move {
+            let proto = P::for_name(name);
+            proto.release(&cx, &holder, Release::All).await.map(|_| ())
+        })
     }
 }
 
@@ -560,7 +440,7 @@ impl<P: Family> LockCore<P> {
                 loop {
                     let reply = lock
                         .proto
-                        .unlock(&cx, &script_holder, lease_after, Some(before))
+                        .release(&cx, &script_holder, Release::one(lease_after, Some(before)))
                         .await;
                     if !reply.as_ref().is_err_and(Error::is_unavailable) {
                         return;
@@ -619,7 +499,10 @@ impl<P: Family> LockCore<P> {
         let on_watchdog = cx.holds.on_watchdog(key);
         let lease_after = cx.holds.lease_after_release(key);
         let mut sent = Instant::now();
-        let mut reply = self.proto.unlock(cx, &holder, lease_after, retry_of).await;
+        let mut reply = self
+            .proto
+            .release(cx, &holder, Release::one(lease_after, retry_of))
+            .await;
         if reply.as_ref().is_err_and(Error::is_unavailable) {
             note(&reply);
             // The reply was lost; the release may or may not have happened. Retry (with
@@ -634,7 +517,7 @@ impl<P: Family> LockCore<P> {
                     let sent = Instant::now();
                     let reply = self
                         .proto
-                        .unlock(cx, &holder, lease_after, Some(before))
+                        .release(cx, &holder, Release::one(lease_after, Some(before)))
                         .await;
                     if !reply.as_ref().is_err_and(Error::is_unavailable) {
                         return (reply, sent);
@@ -873,16 +756,13 @@ impl<P: Family> LockCore<P> {
         .with_holder(holder)
         .with_waited(waited)
     }
+}
 
-    /// The guard of a hold of `owner` just won.
-    pub(crate) fn guard<W>(self: &Arc<Self>, owner: Owner, won: W) -> LockGuard<W> {
-        let lost = self.lost_token(owner).unwrap_or_default();
-        LockGuard {
-            lock: Some(self.clone()),
-            owner,
-            lost,
-            won,
-        }
+impl<P: Family> fmt::Debug for LockCore<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(P::KIND.type_name())
+            .field("name", &self.name())
+            .finish()
     }
 }
 
@@ -921,404 +801,5 @@ impl<P: Family> Drop for Settle<P> {
             }
             cx.holds.end_release(&key);
         });
-    }
-}
-
-/// One successful type-erased acquire (see [`AnyLock::acquire_as`]).
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-/// use crosslock::{AcquireOptions, Owner};
-/// let lock = client.fenced_lock("ledger")?.erased();
-/// if let Some(won) = lock.acquire_as(Owner::new(1), &AcquireOptions::new()).await? {
-///     println!("token {:?}", won.token);
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Acquisition {
-    /// The fencing token, for a [`FencedLock`](crate::FencedLock); `None` for other kinds.
-    pub token: Option<u64>,
-}
-
-mod sealed {
-    pub trait Sealed {}
-}
-
-/// Any lock of the RLock family, type-erased: what the bindings and composite locks hold.
-///
-/// Every lock type converts into one (`Arc<dyn AnyLock>`, via `erased()`). The methods are those
-/// of [`Lock`](crate::Lock) for an explicit owner; see there for errors and cancel safety.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-/// use std::sync::Arc;
-/// use crosslock::{AcquireOptions, AnyLock, Owner};
-///
-/// let locks: Vec<Arc<dyn AnyLock>> = vec![client.lock("a")?.erased(), client.fair_lock("b")?.erased()];
-/// let owner = Owner::new(1);
-/// for lock in &locks {
-///     lock.acquire_as(owner, &AcquireOptions::new()).await?;
-/// }
-/// for lock in &locks {
-///     lock.release_as(owner).await?;
-/// }
-/// # Ok(()) }
-/// ```
-pub trait AnyLock: Send + Sync + fmt::Debug + sealed::Sealed {
-    /// The lock's name.
-    fn name(&self) -> &str;
-    /// Which kind of lock it is.
-    fn kind(&self) -> LockKind;
-    /// The client it belongs to.
-    fn client(&self) -> &Client;
-    /// Acquires for `owner`; `Ok(None)` when the wait limit passed.
-    fn acquire_as<'a>(
-        &'a self,
-        owner: Owner,
-        options: &'a AcquireOptions,
-    ) -> BoxFuture<'a, Result<Option<Acquisition>>>;
-    /// Releases one hold of `owner`; `Ok(true)` when that fully released the lock.
-    fn release_as(&self, owner: Owner) -> BoxFuture<'_, Result<bool>>;
-    /// Sets the lease of the hold of `owner` to `lease` from now (see
-    /// [`Lock::extend_as`](crate::Lock::extend_as)).
-    fn extend_as(&self, owner: Owner, lease: Duration) -> BoxFuture<'_, Result<()>>;
-    /// Deletes the lock whoever holds it; `Ok(true)` if it was locked.
-    fn force_unlock(&self) -> BoxFuture<'_, Result<bool>>;
-    /// Whether anyone holds it.
-    fn is_locked(&self) -> BoxFuture<'_, Result<bool>>;
-    /// How many times `owner` of this client holds it.
-    fn hold_count_of(&self, owner: Owner) -> BoxFuture<'_, Result<u32>>;
-    /// The time before it expires (`None`: not locked; `Duration::MAX`: no expiry).
-    fn remaining_lease(&self) -> BoxFuture<'_, Result<Option<Duration>>>;
-    /// The current holder strings.
-    fn holders_now(&self) -> BoxFuture<'_, Result<Vec<String>>>;
-    /// The lost-lock token of the hold of `owner`, if this process records one.
-    fn lost_token(&self, owner: Owner) -> Option<CancellationToken>;
-    /// Whether the hold of `owner` may be lost and was not released since: found so, or its
-    /// deadline passed (decided from the clock on the spot).
-    fn is_lost(&self, owner: Owner) -> bool;
-    /// The [`ErrorKind::Timeout`] error an acquire that waited `waited` reports.
-    fn timeout_error(&self, owner: Owner, waited: Duration) -> BoxFuture<'_, Error>;
-}
-
-impl<P: Family> sealed::Sealed for LockCore<P> {}
-
-impl<P: Family> fmt::Debug for LockCore<P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(P::KIND.type_name())
-            .field("name", &self.name())
-            .finish()
-    }
-}
-
-/// `Arc<LockCore<P>>` as the erased lock (its release needs the `Arc`).
-pub(crate) struct Erased<P: Family>(pub(crate) Arc<LockCore<P>>);
-
-impl<P: Family> sealed::Sealed for Erased<P> {}
-
-impl<P: Family> fmt::Debug for Erased<P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl<P: Family> AnyLock for Erased<P> {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-
-    fn kind(&self) -> LockKind {
-        P::KIND
-    }
-
-    fn client(&self) -> &Client {
-        &self.0.client
-    }
-
-    fn acquire_as<'a>(
-        &'a self,
-        owner: Owner,
-        options: &'a AcquireOptions,
-    ) -> BoxFuture<'a, Result<Option<Acquisition>>> {
-        Box::pin(async move {
-            let won = self.0.acquire_as(owner, options).await?;
-            Ok(won.map(|w| Acquisition {
-                token: P::token(&w),
-            }))
-        })
-    }
-
-    fn release_as(&self, owner: Owner) -> BoxFuture<'_, Result<bool>> {
-        Box::pin(LockCore::release_as(&self.0, owner))
-    }
-
-    fn extend_as(&self, owner: Owner, lease: Duration) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.0.extend_as(owner, lease))
-    }
-
-    fn force_unlock(&self) -> BoxFuture<'_, Result<bool>> {
-        Box::pin(self.0.force_unlock())
-    }
-
-    fn is_locked(&self) -> BoxFuture<'_, Result<bool>> {
-        Box::pin(self.0.is_locked())
-    }
-
-    fn hold_count_of(&self, owner: Owner) -> BoxFuture<'_, Result<u32>> {
-        Box::pin(self.0.hold_count_of(owner))
-    }
-
-    fn remaining_lease(&self) -> BoxFuture<'_, Result<Option<Duration>>> {
-        Box::pin(self.0.remaining_lease())
-    }
-
-    fn holders_now(&self) -> BoxFuture<'_, Result<Vec<String>>> {
-        Box::pin(self.0.holders_now())
-    }
-
-    fn lost_token(&self, owner: Owner) -> Option<CancellationToken> {
-        self.0.lost_token(owner)
-    }
-
-    fn is_lost(&self, owner: Owner) -> bool {
-        self.0.is_lost(owner)
-    }
-
-    fn timeout_error(&self, owner: Owner, waited: Duration) -> BoxFuture<'_, Error> {
-        Box::pin(self.0.timeout_error(owner, waited))
-    }
-}
-
-/// Proof that an owner holds a lock; releases it when dropped.
-///
-/// `W` is what the acquire won: nothing for most locks, the fencing token (`u64`) for a
-/// [`FencedLock`](crate::FencedLock) ([`token`](LockGuard::token)).
-///
-/// Prefer [`release`](Self::release), which reports errors; a dropped guard releases in the
-/// background and can only log nothing. This client's next acquire of the lock waits for that
-/// background release, so the same owner never finds its old hold still there.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-/// let guard = client.lock("orders:42")?.acquire().await?;
-/// // ... the protected work ...
-/// guard.release().await?; // or drop it: released in the background
-/// # Ok(()) }
-/// ```
-#[must_use = "dropping the guard releases the lock at once"]
-pub struct LockGuard<W = ()> {
-    lock: Option<Arc<dyn GuardLock>>,
-    owner: Owner,
-    lost: CancellationToken,
-    won: W,
-}
-
-/// What a guard needs of its lock (kept apart from [`AnyLock`] to release through the `Arc`).
-trait GuardLock: Send + Sync {
-    fn name(&self) -> &str;
-    /// Decides from the clock whether the hold of `owner` is lost ([`Holds::is_lost`](
-    /// super::holds::Holds::is_lost)), cancelling its token if it is.
-    fn check_lost(&self, owner: Owner);
-    fn release_as(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<bool>>;
-    fn extend_as(&self, owner: Owner, lease: Duration) -> BoxFuture<'_, Result<()>>;
-    /// Counts a release left to the background (see [`Settling`](super::settling::Settling)).
-    fn settling(&self) -> Option<super::settling::Running>;
-}
-
-impl<P: Family> GuardLock for LockCore<P> {
-    fn name(&self) -> &str {
-        LockCore::name(self)
-    }
-
-    fn check_lost(&self, owner: Owner) {
-        let _ = self.is_lost(owner);
-    }
-
-    fn release_as(self: Arc<Self>, owner: Owner) -> BoxFuture<'static, Result<bool>> {
-        Box::pin(async move { LockCore::release_as(&self, owner).await })
-    }
-
-    fn extend_as(&self, owner: Owner, lease: Duration) -> BoxFuture<'_, Result<()>> {
-        Box::pin(LockCore::extend_as(self, owner, lease))
-    }
-
-    fn settling(&self) -> Option<super::settling::Running> {
-        let cx = self.client.state_now()?;
-        Some(cx.settling.begin(self.name()))
-    }
-}
-
-impl<W> LockGuard<W> {
-    /// The owner holding the lock.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// let guard = client.lock("orders:42")?.acquire().await?;
-    /// println!("held as {}", client.holder(guard.owner()));
-    /// # Ok(()) }
-    /// ```
-    pub fn owner(&self) -> Owner {
-        self.owner
-    }
-
-    /// Cancelled as soon as the lock may be lost: a renewal found it gone (expired or
-    /// force-unlocked), or no renewal was confirmed before its last confirmed lease ran out.
-    /// Watch it next to the protected work and stop when it fires. Reading it checks the hold's
-    /// deadline against the clock first (no round trip): once that deadline has passed the token
-    /// returned is cancelled, even right after the process resumes from a pause, before the
-    /// renewal loop has had a chance to run.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// let guard = client.lock("orders:42")?.acquire().await?;
-    /// tokio::select! {
-    ///     _ = guard.lost().cancelled() => println!("lost the lock: stop writing"),
-    ///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
-    /// }
-    /// guard.release().await.ok();
-    /// # Ok(()) }
-    /// ```
-    pub fn lost(&self) -> &CancellationToken {
-        if !self.lost.is_cancelled()
-            && let Some(lock) = &self.lock
-        {
-            lock.check_lost(self.owner);
-        }
-        &self.lost
-    }
-
-    /// Whether the lock may be lost (as [`lost`](Self::lost) tells): decided on the spot from
-    /// the clock, so it is true from the moment the last confirmed lease's deadline has passed,
-    /// even if the renewal loop has not run since (a process paused past it).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// let guard = client.lock("orders:42")?.acquire().await?;
-    /// if !guard.is_lost() {
-    ///     // still ours
-    /// }
-    /// guard.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn is_lost(&self) -> bool {
-        self.lost().is_cancelled()
-    }
-
-    /// Sets the lease of this hold to `lease` from now, as
-    /// [`Lock::extend_as`](crate::Lock::extend_as) does for the guard's owner: a watchdog hold
-    /// becomes a hold with that lease.
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::extend_as`](crate::Lock::extend_as): [`ErrorKind::LockLost`] when the hold is
-    /// lost, [`ErrorKind::NotHeld`] after a [`release_as`](crate::Lock::release_as) of its owner.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`Lock::extend_as`](crate::Lock::extend_as): the hold counts as ending no later than
-    /// the new lease until an answer says otherwise.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// use std::time::Duration;
-    /// let options = crosslock::AcquireOptions::new().lease(Duration::from_secs(5));
-    /// let guard = client.lock("orders:42")?.acquire_with(options).await?;
-    /// // ... the work takes longer than planned ...
-    /// guard.extend(Duration::from_secs(30)).await?; // now expires 30 s from here
-    /// guard.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn extend(&self, lease: Duration) -> Result<()> {
-        let lock = self
-            .lock
-            .as_ref()
-            .expect("a guard holds its lock until released");
-        lock.extend_as(self.owner, lease).await
-    }
-
-    /// Releases this hold.
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::release_as`](crate::Lock::release_as); [`ErrorKind::LockLost`] tells that
-    /// exclusion was broken.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future does not stop the release: it completes in the background.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// let guard = client.lock("orders:42")?.acquire().await?;
-    /// if let Err(e) = guard.release().await {
-    ///     eprintln!("release failed: {e}"); // e.g. the lock was lost meanwhile
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn release(mut self) -> Result<()> {
-        let lock = self.lock.take().expect("released once");
-        Box::pin(lock.release_as(self.owner)).await.map(|_| ())
-    }
-}
-
-impl LockGuard<u64> {
-    /// The fencing token this acquire got: strictly greater than every token handed out before
-    /// on this lock, by any client in any language. Pass it to the resource the lock protects so
-    /// it can refuse writes carrying an older token.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// let guard = client.fenced_lock("ledger")?.acquire().await?;
-    /// println!("write with fencing token {}", guard.token());
-    /// guard.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn token(&self) -> u64 {
-        self.won
-    }
-}
-
-impl<W> Drop for LockGuard<W> {
-    fn drop(&mut self) {
-        if let Some(lock) = self.lock.take() {
-            let owner = self.owner;
-            // The owner's next acquire of this lock waits for this release.
-            let running = lock.settling();
-            runtime::spawn(async move {
-                let _running = running;
-                let _ = Box::pin(lock.release_as(owner)).await;
-            });
-        }
-    }
-}
-
-impl<W: fmt::Debug> fmt::Debug for LockGuard<W> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("lock", &self.lock.as_ref().map(|l| l.name().to_owned()))
-            .field("owner", &self.owner)
-            .field("lost", &self.is_lost())
-            .field("won", &self.won)
-            .finish()
     }
 }

@@ -10,20 +10,27 @@
 //!   a wait gives up (the fair lock's queue). Owner-less objects (semaphores, latches) use it too.
 //! - [`wait`]: the one acquire loop over any `Protocol`; deadlines, cancellation, outages.
 //! - [`Family`](family::Family): what a lock of the RLock family adds for *holding*: its holder
-//!   suffix, renewal kind, release script, release-all (for `close()`), force-unlock and queries.
+//!   suffix, renewal kind, its one release script (one hold, or all of a holder's for `close()`:
+//!   [`Release`](family::Release)), force-unlock and queries.
 //!   [`LockCore`](family::LockCore) is the generic lock built from it (Redisson's
-//!   `RedissonBaseLock`); each public lock type is a thin newtype over one.
+//!   `RedissonBaseLock`); each public lock type is a thin newtype over one. A win returns a
+//!   [`LockGuard`](guard::LockGuard) ([`guard`]); [`any_lock`] erases the type
+//!   ([`AnyLock`](any_lock::AnyLock)) for the bindings and composite locks.
 //! - [`unowned`]: waiting for what nobody holds (semaphore permits, a latch reaching zero): wins
 //!   are not recorded as holds, and a local FIFO gate keeps one process's waiters in order.
 //! - [`holds`]: what this client holds, keyed by lock name and holder (`…:write` beside `…`).
 //! - [`renewal`]: the one renewal loop per client: batched per renewal kind, retried within the
 //!   period, and the lost-lock signal, both when a renewal finds a lock gone and when no renewal
-//!   was confirmed before the last confirmed lease ran out.
+//!   was confirmed before the last confirmed lease ran out; [`lost`] holds what that signal tells
+//!   the application ([`LostLock`](lost::LostLock)).
 //!
 //! **A change in this folder runs the whole family's conformance suites** (CONTRIBUTING.md).
 
+pub(crate) mod any_lock;
 pub(crate) mod family;
+pub(crate) mod guard;
 pub(crate) mod holds;
+pub(crate) mod lost;
 pub(crate) mod renewal;
 pub(crate) mod settling;
 pub(crate) mod unowned;

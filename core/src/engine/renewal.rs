@@ -36,7 +36,8 @@ use crate::scripts;
 use crate::transport::{Conn, MasterLinks, ToArg};
 use crate::util::{lock, sleep_until};
 
-use super::holds::{Holds, LostListener, LostLock, LostReason, RenewKind, Watched};
+use super::holds::{Holds, RenewKind, Watched};
+use super::lost::{LostListener, LostLock, LostReason};
 
 /// The first pause before retrying a failed renewal; it doubles up to a quarter of the period.
 const RETRY_FIRST: Duration = Duration::from_millis(20);

@@ -15,7 +15,7 @@ use crate::session::Ctx;
 use super::non_reentrant_lock::refuse_reentry;
 
 use super::hash::Hash;
-use super::{Release, check_name, lock_type, ms, release_hooks, won_or_busy};
+use super::{Release, check_name, give_back_by_release, lock_type, ms, won_or_busy};
 use crate::layout;
 
 /// How long a waiter's channel stays subscribed after it won its wait, for its owner's next wait:
@@ -98,7 +98,7 @@ impl<const REENTRANT: bool> Protocol for Fair<REENTRANT> {
         self.hash.settle(cx, holder, recorded).await
     }
 
-    release_hooks!(give_back);
+    give_back_by_release!();
 
     async fn give_up(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<()> {
         if request.single_try() {
@@ -128,31 +128,6 @@ impl<const REENTRANT: bool> Protocol for Fair<REENTRANT> {
     }
 }
 
-impl<const REENTRANT: bool> Fair<REENTRANT> {
-    /// Runs the fair release script (see [`Hash::unlock`]).
-    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
-        let (lease_after, retry, count) = release.args();
-        let reply: Option<i64> = cx
-            .conn
-            .eval(
-                &scripts::FAIR_RELEASE,
-                &self.keys(),
-                &[
-                    &"0",
-                    &lease_after,
-                    &holder,
-                    &epoch_ms(),
-                    &cx.conn.publish_command(),
-                    &retry,
-                    &count,
-                ],
-                Some(&self.hash.name),
-            )
-            .await?;
-        Ok(reply.map(|r| r == 1))
-    }
-}
-
 impl<const REENTRANT: bool> Family for Fair<REENTRANT> {
     const KIND: LockKind = if REENTRANT {
         LockKind::FairLock
@@ -175,7 +150,28 @@ impl<const REENTRANT: bool> Family for Fair<REENTRANT> {
         refuse_reentry(cx, &self.hash.name, owner, "non-reentrant fair lock")
     }
 
-    release_hooks!(unlock, release_all);
+    /// Runs the fair release script (see [`Hash::unlock`]).
+    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
+        let (lease_after, retry, count) = release.args();
+        let reply: Option<i64> = cx
+            .conn
+            .eval(
+                &scripts::FAIR_RELEASE,
+                &self.keys(),
+                &[
+                    &"0",
+                    &lease_after,
+                    &holder,
+                    &epoch_ms(),
+                    &cx.conn.publish_command(),
+                    &retry,
+                    &count,
+                ],
+                Some(&self.hash.name),
+            )
+            .await?;
+        Ok(reply.map(|r| r == 1))
+    }
 
     async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
         let deleted: i64 = cx

@@ -16,7 +16,8 @@ use crate::scripts;
 use crate::session::Ctx;
 
 use super::{
-    Release, check_name, lock_type, ms, parse_info, release_hooks, settled, woken_on, won_or_busy,
+    Release, check_name, give_back_by_release, lock_type, ms, parse_info, settled, woken_on,
+    won_or_busy,
 };
 use crate::layout;
 
@@ -210,26 +211,6 @@ impl FasterMultiLock {
         );
         args
     }
-
-    /// Runs the group release script.
-    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
-        let (lease_after, retry, which) = release.args();
-        let lease = lease_after.max(1);
-        let now = epoch_ms();
-        let publish = cx.conn.publish_command();
-        let head: [&dyn crate::transport::ToArg; 6] =
-            [&holder, &lease, &publish, &now, &which, &retry];
-        let reply: Option<i64> = cx
-            .conn
-            .eval(
-                &scripts::GROUP_RELEASE,
-                &[&self.group, &self.channel],
-                &self.field_args(&head),
-                Some(&*self.group),
-            )
-            .await?;
-        Ok(reply.map(|r| r == 1))
-    }
 }
 
 impl Protocol for FasterMultiLock {
@@ -264,7 +245,7 @@ impl Protocol for FasterMultiLock {
         Ok(settled(&self.info(cx, holder).await?, recorded))
     }
 
-    release_hooks!(give_back);
+    give_back_by_release!();
 }
 
 impl Family for FasterMultiLock {
@@ -292,7 +273,25 @@ impl Family for FasterMultiLock {
         }
     }
 
-    release_hooks!(unlock, release_all);
+    /// Runs the group release script.
+    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
+        let (lease_after, retry, which) = release.args();
+        let lease = lease_after.max(1);
+        let now = epoch_ms();
+        let publish = cx.conn.publish_command();
+        let head: [&dyn crate::transport::ToArg; 6] =
+            [&holder, &lease, &publish, &now, &which, &retry];
+        let reply: Option<i64> = cx
+            .conn
+            .eval(
+                &scripts::GROUP_RELEASE,
+                &[&self.group, &self.channel],
+                &self.field_args(&head),
+                Some(&*self.group),
+            )
+            .await?;
+        Ok(reply.map(|r| r == 1))
+    }
 
     async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
         let publish = cx.conn.publish_command();

@@ -1,7 +1,8 @@
-//! The RLock hash ([`struct@Hash`]) and the one lock protocol over it ([`HashLock`]): `Lock`, `SpinLock`,
-//! `NonReentrantLock` and `FencedLock` store the same hash and release it with the same script,
-//! so they differ only in what a [`Flavour`] says: the acquire script, whether releases publish,
-//! how waiters wait, a check before sending, and (the fenced lock) what a win carries.
+//! The RLock hash ([`struct@Hash`]) and the one lock protocol over it ([`HashLock`]): `Lock`,
+//! `SpinLock`, `NonReentrantLock` and `FencedLock` store the same hash and release it with the
+//! same script, so they differ only in what a [`Flavour`] says: the acquire script, whether
+//! releases publish, how waiters wait, a check before sending, and (the fenced lock) what a win
+//! carries.
 
 use std::fmt;
 use std::future::Future;
@@ -17,7 +18,7 @@ use crate::scripts::{self, Lua};
 use crate::session::Ctx;
 use crate::transport::ToArg;
 
-use super::{Release, ms, parse_info, release_hooks, settled, woken_on, won_or_busy};
+use super::{Release, give_back_by_release, ms, parse_info, settled, woken_on, won_or_busy};
 
 /// A script as `scripts` declares it (built at first use).
 pub(crate) type LazyLua = LazyLock<Lua>;
@@ -211,13 +212,6 @@ impl<F: Flavour> HashLock<F> {
     }
 }
 
-impl<F: Flavour> HashLock<F> {
-    /// Runs the RLock release script, publishing as the flavour says.
-    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
-        self.hash.unlock(cx, holder, release, F::PUBLISHES).await
-    }
-}
-
 impl<F: Flavour> Protocol for HashLock<F> {
     type Won = F::Won;
 
@@ -241,7 +235,7 @@ impl<F: Flavour> Protocol for HashLock<F> {
         F::settle(self, cx, holder, recorded).await
     }
 
-    release_hooks!(give_back);
+    give_back_by_release!();
 }
 
 impl<F: Flavour> Family for HashLock<F> {
@@ -258,7 +252,10 @@ impl<F: Flavour> Family for HashLock<F> {
         F::precheck(self, cx, owner)
     }
 
-    release_hooks!(unlock, release_all);
+    /// Runs the RLock release script, publishing as the flavour says.
+    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
+        self.hash.unlock(cx, holder, release, F::PUBLISHES).await
+    }
 
     async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
         self.hash.force_unlock(cx, F::PUBLISHES).await

@@ -17,7 +17,7 @@ pub(crate) mod spin_lock;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::family::Info;
+use crate::engine::family::{Info, Release};
 use crate::engine::{Attempt, MAX_DURATION, Waiting, WakePolicy};
 use crate::error::{Error, Result};
 use crate::layout;
@@ -95,33 +95,8 @@ pub(crate) fn woken_on(channel: &str) -> Waiting {
     }
 }
 
-/// Which holds a release drops.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Release {
-    /// One hold; what remains is kept alive for `lease_after`. `retry_of`: on a retry after a
-    /// lost reply, the hold count before the first try (so a release is not applied twice).
-    One {
-        lease_after: Duration,
-        retry_of: Option<usize>,
-    },
-    /// Every hold of the holder (the client closes).
-    All,
-}
-
+/// The script side of a [`Release`].
 impl Release {
-    /// One hold, of the holder's `retry_of` holds on a retry.
-    pub(crate) fn one(lease_after: Duration, retry_of: Option<usize>) -> Self {
-        Release::One {
-            lease_after,
-            retry_of,
-        }
-    }
-
-    /// One win nobody will use (the engine's `give_back`).
-    pub(crate) fn give_back(lease_after: Duration) -> Self {
-        Release::one(lease_after, None)
-    }
-
     /// A release's script arguments, in the order every release script takes them:
     /// `lease_after` (ms), the `retry_of` count (empty: a first try), and `"1"` or `"all"`.
     pub(crate) fn args(self) -> (u64, String, &'static str) {
@@ -161,47 +136,26 @@ pub(crate) fn parse_info(reply: &[redis::Value]) -> Info {
     }
 }
 
-/// The engine's three release hooks of a lock-family protocol, written once over the type's own
-/// `release(&self, cx, holder, Release) -> Result<Option<bool>>` (each type has one release
-/// script; [`Release`] says which holds it drops). `release_hooks!(give_back)` goes in the
-/// `Protocol` impl, `release_hooks!(unlock, release_all)` in the `Family` impl.
-macro_rules! release_hooks {
-    (give_back) => {
+/// The engine's `give_back` hook of a lock-family protocol, written once over the type's
+/// [`Family::release`](crate::engine::family::Family::release) (a trait cannot provide a
+/// `Protocol` method from `Family`, so each family protocol's `Protocol` impl invokes this).
+macro_rules! give_back_by_release {
+    () => {
         async fn give_back(
             self: std::sync::Arc<Self>,
             cx: std::sync::Arc<crate::session::Ctx>,
             holder: std::sync::Arc<str>,
             lease_after: std::time::Duration,
         ) -> crate::error::Result<()> {
-            let release = crate::objects::Release::give_back(lease_after);
-            self.release(&cx, &holder, release).await.map(|_| ())
-        }
-    };
-    (unlock, release_all) => {
-        async fn unlock(
-            &self,
-            cx: &crate::session::Ctx,
-            holder: &str,
-            lease_after: std::time::Duration,
-            retry_of: Option<usize>,
-        ) -> crate::error::Result<Option<bool>> {
-            let release = crate::objects::Release::one(lease_after, retry_of);
-            self.release(cx, holder, release).await
-        }
-
-        async fn release_all(
-            self: std::sync::Arc<Self>,
-            cx: std::sync::Arc<crate::session::Ctx>,
-            holder: std::sync::Arc<str>,
-        ) -> crate::error::Result<()> {
-            self.release(&cx, &holder, crate::objects::Release::All)
+            let release = crate::engine::family::Release::give_back(lease_after);
+            crate::engine::family::Family::release(&*self, &cx, &holder, release)
                 .await
                 .map(|_| ())
         }
     };
 }
 
-pub(crate) use release_hooks;
+pub(crate) use give_back_by_release;
 
 /// Declares a public lock type of the RLock family: a newtype over
 /// [`LockCore`](crate::engine::family::LockCore) with the family's methods, documented once here.
@@ -708,7 +662,7 @@ macro_rules! lock_type {
             /// # Ok(()) }
             /// ```
             pub fn erased(&self) -> std::sync::Arc<dyn crate::AnyLock> {
-                std::sync::Arc::new(crate::engine::family::Erased(self.core.clone()))
+                std::sync::Arc::new(crate::engine::any_lock::Erased(self.core.clone()))
             }
         }
 

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::any_lock::AnyLock;
 use crate::engine::clock_drift;
-use crate::engine::family::{AcquireOptions, AnyLock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kinds::LockKind;
+use crate::options::AcquireOptions;
 use crate::owner::Owner;
 
 /// From how many parts a round first tries them all at once ([`Parts::try_all`]): with fewer,

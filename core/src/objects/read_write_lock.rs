@@ -13,7 +13,8 @@ use crate::scripts;
 use crate::session::Ctx;
 
 use super::{
-    Release, check_name, lock_type, ms, parse_info, release_hooks, settled, woken_on, won_or_busy,
+    Release, check_name, give_back_by_release, lock_type, ms, parse_info, settled, woken_on,
+    won_or_busy,
 };
 use crate::layout;
 
@@ -89,28 +90,6 @@ impl Read {
     fn timeout_prefix(&self, holder: &str) -> String {
         layout::rw_timeout_prefix(&self.rw.name, holder)
     }
-
-    /// Runs the read release script (a read hold's lease is its timeout key's: `lease_after`
-    /// is not used).
-    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
-        let (_, retry, count) = release.args();
-        let prefix = self.timeout_prefix(holder);
-        let reply: Option<i64> = cx
-            .conn
-            .eval(
-                &scripts::READ_RELEASE,
-                &[
-                    &self.rw.name,
-                    &self.rw.channel,
-                    &prefix,
-                    &self.rw.key_prefix,
-                ],
-                &[&"0", &holder, &cx.conn.publish_command(), &retry, &count],
-                Some(&self.rw.name),
-            )
-            .await?;
-        Ok(reply.map(|r| r == 1))
-    }
 }
 
 impl Protocol for Read {
@@ -143,7 +122,7 @@ impl Protocol for Read {
         Ok(settled(&self.rw.info(cx, holder, "read").await?, recorded))
     }
 
-    release_hooks!(give_back);
+    give_back_by_release!();
 }
 
 impl Family for Read {
@@ -159,7 +138,27 @@ impl Family for Read {
         }
     }
 
-    release_hooks!(unlock, release_all);
+    /// Runs the read release script (a read hold's lease is its timeout key's: `lease_after`
+    /// is not used).
+    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
+        let (_, retry, count) = release.args();
+        let prefix = self.timeout_prefix(holder);
+        let reply: Option<i64> = cx
+            .conn
+            .eval(
+                &scripts::READ_RELEASE,
+                &[
+                    &self.rw.name,
+                    &self.rw.channel,
+                    &prefix,
+                    &self.rw.key_prefix,
+                ],
+                &[&"0", &holder, &cx.conn.publish_command(), &retry, &count],
+                Some(&self.rw.name),
+            )
+            .await?;
+        Ok(reply.map(|r| r == 1))
+    }
 
     async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
         self.rw.force_unlock(cx, "read").await
@@ -178,30 +177,6 @@ impl Family for Read {
 #[derive(Debug)]
 pub(crate) struct Write {
     rw: Rw,
-}
-
-impl Write {
-    /// Runs the write release script.
-    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
-        let (lease_after, retry, count) = release.args();
-        let reply: Option<i64> = cx
-            .conn
-            .eval(
-                &scripts::WRITE_RELEASE,
-                &[&self.rw.name, &self.rw.channel],
-                &[
-                    &"1",
-                    &lease_after,
-                    &holder,
-                    &cx.conn.publish_command(),
-                    &retry,
-                    &count,
-                ],
-                Some(&self.rw.name),
-            )
-            .await?;
-        Ok(reply.map(|r| r == 1))
-    }
 }
 
 impl Protocol for Write {
@@ -237,7 +212,7 @@ impl Protocol for Write {
         Ok(settled(&self.rw.info(cx, holder, "write").await?, recorded))
     }
 
-    release_hooks!(give_back);
+    give_back_by_release!();
 }
 
 impl Family for Write {
@@ -277,7 +252,27 @@ impl Family for Write {
         Ok(())
     }
 
-    release_hooks!(unlock, release_all);
+    /// Runs the write release script.
+    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
+        let (lease_after, retry, count) = release.args();
+        let reply: Option<i64> = cx
+            .conn
+            .eval(
+                &scripts::WRITE_RELEASE,
+                &[&self.rw.name, &self.rw.channel],
+                &[
+                    &"1",
+                    &lease_after,
+                    &holder,
+                    &cx.conn.publish_command(),
+                    &retry,
+                    &count,
+                ],
+                Some(&self.rw.name),
+            )
+            .await?;
+        Ok(reply.map(|r| r == 1))
+    }
 
     async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
         self.rw.force_unlock(cx, "write").await

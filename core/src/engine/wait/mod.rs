@@ -38,16 +38,20 @@
 //! object whose attempts cannot be settled (the plain semaphore) fails only on a reply lost after
 //! sending; after its subscription connection dropped (a restart), it waits until Redis answers
 //! a `PING` before its next attempt, so that attempt does not go out on the dead connection.
+//!
+//! The loop is here; beside it, [`in_flight`] holds one attempt in flight (and the caller's side
+//! of the acquire task), [`settle`] what settles an attempt whose reply was lost, and [`herd`]
+//! the pause of a waiter that keeps losing the race after a release.
 
-use std::future::Future;
-use std::pin::Pin;
+mod herd;
+mod in_flight;
+mod settle;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -56,6 +60,9 @@ use crate::session::Ctx;
 use crate::util::{RetryPause, lock, sleep_until};
 
 use super::{Attempt, Protocol, Request, Waiting, WakePolicy};
+use herd::LostRaces;
+use in_flight::Call;
+use settle::settle_unanswered;
 
 /// Waits until the clean-ups this client's callers left running for object `name` are done (see
 /// [`Settling`](super::settling::Settling)): a win of a cancelled acquire still being given back
@@ -368,34 +375,6 @@ impl<P: Protocol> Shared<P> {
         ))
     }
 
-    fn in_flight(&self) -> InFlight<P> {
-        let attempt = self
-            .proto
-            .clone()
-            .attempt(self.cx.clone(), self.request.clone());
-        let future: AttemptFuture<P::Won> = match self.cx.replica_sync {
-            None => Box::pin(attempt),
-            Some(sync) => Box::pin(synced(
-                attempt,
-                sync,
-                self.proto.clone(),
-                self.cx.clone(),
-                self.request.clone(),
-                self.keeper.clone(),
-            )),
-        };
-        InFlight {
-            future: Some(future),
-            heard: self.heard.clone(),
-            sent: Instant::now(),
-            cx: self.cx.clone(),
-            proto: self.proto.clone(),
-            keeper: self.keeper.clone(),
-            request: self.request.clone(),
-            deadline: self.deadline,
-        }
-    }
-
     /// Keeps a win, unless the caller left (or the client closed) while it was in flight: then
     /// the one win just taken is given back.
     async fn finish(&self, won: P::Won, sent: Instant) -> Result<Outcome<P::Won>> {
@@ -458,149 +437,6 @@ impl<P: Protocol> Shared<P> {
 
     fn out_of_time(&self) -> bool {
         self.deadline.is_some_and(|d| Instant::now() >= d)
-    }
-}
-
-/// An attempt under `ClientOptions::wait_for_replicas`: a win that fewer replicas than asked
-/// acknowledged is given back (until Redis confirms it gone) and the acquire fails with a
-/// settled [`ErrorKind::Unavailable`] (nothing is left to ask Redis about).
-async fn synced<P: Protocol>(
-    attempt: impl Future<Output = Result<Attempt<P::Won>>>,
-    sync: crate::options::ReplicaSync,
-    proto: Arc<P>,
-    cx: Arc<Ctx>,
-    request: Request,
-    keeper: Arc<dyn Keeper<P::Won>>,
-) -> Result<Attempt<P::Won>> {
-    let (result, acks) = crate::transport::counting_replica_acks(attempt).await;
-    match (result, acks) {
-        (Ok(Attempt::Won(_)), Some(acks)) if acks < i64::from(sync.replicas) => {
-            let deadline = Instant::now() + cx.outage_tolerance;
-            give_back_settled(&proto, &cx, &request, &keeper, deadline).await;
-            let name = proto.name();
-            Err(Error::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "'{name}' was acquired on the master, but {acks} of the {} replica(s) asked for \
-                     acknowledged it within {:?}, so it was given back and nothing is held; check \
-                     the replicas (INFO replication), or lower wait_for_replicas",
-                    sync.replicas, sync.timeout
-                ),
-            )
-            .with_lock(name)
-            .with_holder(&*request.holder)
-            .settled())
-        }
-        (result, _) => result,
-    }
-}
-
-/// One attempt, boxed so that it can be moved into a background task after being polled.
-type AttemptFuture<W> = Pin<Box<dyn Future<Output = Result<Attempt<W>>> + Send>>;
-
-/// An attempt in flight. Dropped before its answer (the deadline passed, the caller left or
-/// cancelled), it finishes in the background: a win is given back, then the give-up clean-up runs.
-struct InFlight<P: Protocol> {
-    future: Option<AttemptFuture<P::Won>>,
-    /// Told how the attempt ended, even after it was abandoned.
-    heard: Arc<Heard>,
-    sent: Instant,
-    cx: Arc<Ctx>,
-    proto: Arc<P>,
-    keeper: Arc<dyn Keeper<P::Won>>,
-    request: Request,
-    /// The wait limit, which a round trip made on the caller's own thread cannot be raced
-    /// against: it bounds that round trip instead (see [`crate::transport::lane::ambient::with_deadline`]).
-    deadline: Option<Instant>,
-}
-
-impl<P: Protocol> Future for InFlight<P> {
-    type Output = Result<Attempt<P::Won>>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let deadline = self.deadline;
-        let future = self.future.as_mut().expect("polled after completion");
-        let out =
-            crate::transport::lane::ambient::with_deadline(deadline, || future.as_mut().poll(cx));
-        if let Poll::Ready(result) = &out {
-            self.heard.note(result, true);
-            self.future = None;
-        }
-        out
-    }
-}
-
-impl<P: Protocol> InFlight<P> {
-    /// Finishes the attempt in the background (see the type's docs) and returns the handle of
-    /// that clean-up; `None` if the attempt had already finished.
-    fn finish_in_background(&mut self) -> Option<JoinHandle<()>> {
-        let future = self.future.take()?;
-        let (cx, proto, keeper, request, heard) = (
-            self.cx.clone(),
-            self.proto.clone(),
-            self.keeper.clone(),
-            self.request.clone(),
-            self.heard.clone(),
-        );
-        let running = cx.settling.begin(proto.name());
-        Some(runtime::spawn(async move {
-            let _running = running;
-            let result = future.await;
-            heard.note(&result, true);
-            let won = match result {
-                Ok(Attempt::Won(_)) => true,
-                // The reply was lost: ask Redis (on the same connection, after the attempt).
-                Err(e) if e.is_unanswered() && proto.can_settle() => {
-                    matches!(
-                        proto.settle(&cx, &request.holder, keeper.recorded()).await,
-                        Ok(Some(_))
-                    )
-                }
-                _ => false,
-            };
-            if won {
-                let deadline = Instant::now() + cx.outage_tolerance;
-                give_back_settled(&proto, &cx, &request, &keeper, deadline).await;
-            }
-            let _ = proto.give_up(cx, request).await;
-        }))
-    }
-
-    /// The caller will not wait for the answer: finish the attempt, give back its win and give
-    /// up, waiting for all that at most `bound` (it goes on in the background after that), so
-    /// that in the usual case the caller sees nothing left behind.
-    async fn abandon(mut self, bound: Duration) {
-        if let Some(cleanup) = self.finish_in_background() {
-            let _ = tokio::time::timeout(bound, cleanup).await;
-        }
-    }
-}
-
-impl<P: Protocol> Drop for InFlight<P> {
-    fn drop(&mut self) {
-        self.finish_in_background();
-    }
-}
-
-/// The caller's side of an acquire task. Dropped before the result was claimed, it cancels the
-/// task and gives back whatever the task won.
-struct Call<P: Protocol> {
-    task: Option<JoinHandle<Result<Outcome<P::Won>>>>,
-    shared: Arc<Shared<P>>,
-}
-
-impl<P: Protocol> Drop for Call<P> {
-    fn drop(&mut self) {
-        let Some(task) = self.task.take() else { return };
-        self.shared.token.cancel();
-        let keeper = self.shared.keeper.clone();
-        let running = self.shared.cx.settling.begin(self.shared.proto.name());
-        runtime::spawn(async move {
-            let _running = running;
-            if let Ok(Ok(Outcome::Won(_))) = task.await {
-                keeper.unkeep().await;
-            }
-        });
     }
 }
 
@@ -760,92 +596,6 @@ async fn run_loop<P: Protocol>(
     }
 }
 
-/// A waiter's losses to the herd, and the pause they earn it.
-///
-/// An unlock message on a lock's channel reaches every process that waits there (Redisson's
-/// protocol: the release publishes once, to the channel). Each wakes one waiter, which sends an
-/// attempt; one of them (or the releaser itself, taking the lock again) wins and the rest lose.
-/// With eight processes hammering one lock that is about seven lost round trips per acquire, and
-/// as many wake-ups: on a small machine they take the CPU time the holders need. So a waiter
-/// that lost the race after a message pauses before its next attempt, the longer the more races
-/// in a row it lost (0.5 ms, doubling, up to 8 ms, each with jitter), and meanwhile lets further
-/// messages pass: the attempt after the pause sees whatever they announced. A waiter woken for
-/// the first time tries at once, so a hand-over to a lone waiter costs nothing more; a pause never
-/// runs past the caller's deadline (the last attempt is made in time instead); and a waiter whose
-/// retry hint fired (the holder's lease ran out) tries at once as well.
-///
-/// A waiter pauses only during the first [`LostRaces::AGED`] of its wait. Past that the pauses
-/// (up to 8 ms each, while further releases go by) are what keeps it waiting, not the other
-/// processes: it answers every message again, as Redisson's waiters do, until it wins. With eight
-/// processes on one lock that cut the longest wait (medians of six rounds: Python 493 → 223 ms, Node
-/// 327 → 222 ms) for 4–6% of the ops/s and a few more Redis calls per op (`bench/notes.md` §4).
-///
-/// Only a process's lone waiter on the channel pauses. With several, a message wakes just one of
-/// them (the next message the next one), so the process sends one attempt per release however
-/// many wait, and pausing the loser would only leave the lock to whoever runs nearest to it:
-/// threads and tasks of one process waited twice as long at worst, for no more throughput.
-struct LostRaces {
-    /// Only on lock channels (an unlock wakes a waiter in every process); a fair lock's message
-    /// is for its one waiter, a semaphore's for as many as there are permits.
-    herd: bool,
-    /// The attempt about to be made follows a message.
-    after_message: bool,
-    /// Races lost in a row: attempts after a message that found the lock taken.
-    lost: u32,
-    /// When the wait began.
-    since: Instant,
-}
-
-impl LostRaces {
-    const FIRST: Duration = Duration::from_micros(500);
-    const MOST: Duration = Duration::from_millis(8);
-    /// How long into a wait its waiter may pause.
-    const AGED: Duration = Duration::from_millis(200);
-
-    fn new(herd: bool) -> Self {
-        LostRaces {
-            herd,
-            after_message: false,
-            lost: 0,
-            since: Instant::now(),
-        }
-    }
-
-    /// The wait woke: by a message (`true`) or by the retry hint or the deadline.
-    fn woken(&mut self, by_message: bool) {
-        self.after_message = by_message;
-    }
-
-    /// The attempt just made found the lock taken.
-    fn busy(&mut self) {
-        if self.herd && self.after_message {
-            self.lost = self.lost.saturating_add(1);
-        }
-    }
-
-    /// How long to pause before the next attempt, if at all (never up to `deadline`). `alone`:
-    /// the process has no other waiter on the channel.
-    fn pause(&self, alone: bool, deadline: Option<Instant>) -> Option<Duration> {
-        if !self.herd || !alone || !self.after_message || self.lost == 0 {
-            return None;
-        }
-        if self.since.elapsed() >= Self::AGED {
-            return None;
-        }
-        let full = Self::FIRST
-            .saturating_mul(1u32 << (self.lost - 1).min(8))
-            .min(Self::MOST);
-        // Between half and all of it, so the losers of one race do not meet again in the next.
-        let half = full / 2;
-        let micros = u64::try_from(half.as_micros()).unwrap_or(u64::MAX);
-        let pause = half + Duration::from_micros(super::fastrand_below(micros + 1));
-        match deadline {
-            Some(d) if Instant::now() + pause >= d => None,
-            _ => Some(pause),
-        }
-    }
-}
-
 /// What a gated attempt came to.
 enum Gated<W> {
     Won(W, Instant),
@@ -877,141 +627,6 @@ async fn gated_attempt<P: Protocol>(s: &Shared<P>, abandoned: &mut bool) -> Resu
             settle_unanswered(s, e, attempt.sent, abandoned).await
         }
         Err(e) => Err(e),
-    }
-}
-
-/// The error of an attempt of an object that cannot be settled ([`Protocol::can_settle`])
-/// whose reply was lost after it was sent.
-fn unknown_outcome<P: Protocol>(s: &Shared<P>, error: &Error) -> Error {
-    Error::new(
-        ErrorKind::Unavailable,
-        format!(
-            "{}; the answer to the attempt was lost after it was sent, and what it takes has no \
-             owner to ask Redis about, so it is unknown whether it took it and crosslock did not \
-             retry it (that could take it twice): if it did take it, it stays taken until given \
-             back or the count is reset",
-            error.message()
-        ),
-    )
-    .with_lock(s.proto.name())
-}
-
-/// After an attempt that failed for want of Redis: its reply was lost (it may have won: ask
-/// Redis before trying again), or it was never sent (a refused connection: nothing to ask).
-/// Backs off and tries again for as long as the outage tolerance and the deadline allow.
-async fn settle_unanswered<P: Protocol>(
-    s: &Shared<P>,
-    mut error: Error,
-    mut sent: Instant,
-    abandoned: &mut bool,
-) -> Result<Gated<P::Won>> {
-    // Whether an attempt of this wait may have run without our knowing its outcome.
-    let mut unsettled = !error.is_unsent();
-    if unsettled && !s.proto.can_settle() {
-        return Err(unknown_outcome(s, &error));
-    }
-    let since = Instant::now();
-    // A single try is bounded by the response timeout from its start: once that has passed, an
-    // unanswered attempt is settled in the background and the caller hears that Redis did not
-    // answer.
-    let settle_by = s.single_by;
-    let mut backoff = RetryPause::new();
-    loop {
-        // The previous attempt may be unsettled: whatever ends the wait now must settle it in
-        // the background.
-        tokio::select! {
-            biased;
-            _ = s.token.cancelled() => {
-                let cleanup = abandon_unsettled(s);
-                let _ = tokio::time::timeout(s.cx.response_timeout(), cleanup).await;
-                *abandoned = true;
-                return Err(s.cancelled());
-            }
-            _ = s.cx.stop.cancelled() => return Err(s.cancelled()),
-            _ = sleep_until(s.deadline) => {
-                abandon_unsettled(s);
-                *abandoned = true;
-                return Ok(Gated::TimedOut);
-            }
-            _ = sleep_until(settle_by) => {
-                abandon_unsettled(s);
-                *abandoned = true;
-                return Err(error);
-            }
-            _ = tokio::time::sleep(backoff.current()) => {}
-        }
-        backoff.grow();
-        if unsettled {
-            // Did Redis count a win we have not recorded? (Sent after the attempt on the same
-            // connection, so it sees the attempt's effect if the attempt ran.)
-            let settled = tokio::select! {
-                biased;
-                r = s.proto.settle(&s.cx, &s.request.holder, s.keeper.recorded()) => r,
-                _ = sleep_until(s.deadline) => {
-                    abandon_unsettled(s);
-                    *abandoned = true;
-                    return Ok(Gated::TimedOut);
-                }
-                _ = sleep_until(settle_by) => {
-                    abandon_unsettled(s);
-                    *abandoned = true;
-                    return Err(error);
-                }
-            };
-            s.heard.note(&settled, false);
-            match settled {
-                Ok(Some(won)) => return Ok(Gated::Won(won, sent)),
-                Ok(None) if since.elapsed() >= s.cx.outage_tolerance => return Err(error),
-                Ok(None) => unsettled = false,
-                Err(e) if e.is_unavailable() => {
-                    if since.elapsed() >= s.cx.outage_tolerance {
-                        abandon_unsettled(s);
-                        *abandoned = true;
-                        return Err(e);
-                    }
-                    error = e;
-                    continue; // settle again before any new attempt
-                }
-                Err(e) => return Err(e),
-            }
-        } else if since.elapsed() >= s.cx.outage_tolerance {
-            return Err(error);
-        }
-        let mut attempt = s.in_flight();
-        let result = tokio::select! {
-            biased;
-            r = &mut attempt => r,
-            _ = sleep_until(s.deadline) => {
-                attempt.abandon(GIVE_UP_GRACE).await;
-                *abandoned = true;
-                return Ok(Gated::TimedOut);
-            }
-            _ = sleep_until(settle_by) => {
-                attempt.abandon(GIVE_UP_GRACE).await;
-                *abandoned = true;
-                return Err(error);
-            }
-            _ = s.token.cancelled() => {
-                attempt.abandon(s.cx.response_timeout()).await;
-                *abandoned = true;
-                return Err(s.cancelled());
-            }
-        };
-        match result {
-            Ok(Attempt::Won(won)) => return Ok(Gated::Won(won, attempt.sent)),
-            Ok(Attempt::Busy { retry_in }) => return Ok(Gated::Busy(retry_in)),
-            // Never sent: nothing to settle; wait the outage out.
-            Err(e) if e.is_unsent() => error = e,
-            Err(e) if e.is_unanswered() => {
-                if !s.proto.can_settle() {
-                    return Err(unknown_outcome(s, &e));
-                }
-                error = e;
-                sent = attempt.sent;
-                unsettled = true;
-            }
-            Err(e) => return Err(e),
-        }
     }
 }
 
@@ -1104,67 +719,4 @@ fn subscribe_failed<P: Protocol>(s: &Shared<P>, e: &Error) -> Error {
         format!("the wait for '{name}' could not subscribe to its wake-ups: {e}"),
     )
     .with_lock(name)
-}
-
-/// The deadline passed before an unanswered attempt could be settled: settle it in the
-/// background, give back a win, then give up.
-fn abandon_unsettled<P: Protocol>(s: &Shared<P>) -> JoinHandle<()> {
-    let (cx, proto, keeper, request) = (
-        s.cx.clone(),
-        s.proto.clone(),
-        s.keeper.clone(),
-        s.request.clone(),
-    );
-    let running = cx.settling.begin(proto.name());
-    runtime::spawn(async move {
-        let _running = running;
-        let deadline = Instant::now() + cx.outage_tolerance;
-        loop {
-            match proto.settle(&cx, &request.holder, keeper.recorded()).await {
-                Ok(Some(_)) => {
-                    give_back_settled(&proto, &cx, &request, &keeper, deadline).await;
-                    break;
-                }
-                Ok(None) => break,
-                Err(e) if e.is_unavailable() && Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(_) => break,
-            }
-        }
-        let _ = proto.give_up(cx, request).await;
-    })
-}
-
-/// Gives back the hold an abandoned attempt won. A give-back that gets no answer may or may not
-/// have run, so it is not sent twice: Redis is asked again (a hold given back settles to
-/// nothing left) and the give-back repeated only while the hold is still there, until
-/// `deadline`.
-async fn give_back_settled<P: Protocol>(
-    proto: &Arc<P>,
-    cx: &Arc<Ctx>,
-    request: &Request,
-    keeper: &Arc<dyn Keeper<P::Won>>,
-    deadline: Instant,
-) {
-    let mut held = true;
-    loop {
-        if held {
-            let given = proto
-                .clone()
-                .give_back(cx.clone(), request.holder.clone(), keeper.lease_after())
-                .await;
-            match given {
-                Err(e) if e.is_unavailable() && proto.can_settle() && Instant::now() < deadline => {
-                }
-                _ => return,
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        match proto.settle(cx, &request.holder, keeper.recorded()).await {
-            Ok(Some(_)) => held = true,
-            Err(e) if e.is_unavailable() && Instant::now() < deadline => held = false,
-            _ => return,
-        }
-    }
 }
