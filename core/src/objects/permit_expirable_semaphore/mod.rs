@@ -13,13 +13,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::AcquireOptions;
 use crate::client::Client;
-use crate::engine::holds::{Acquired, HoldKey, Releaser, RenewKind, Suffix};
+use crate::engine::holds::{Acquired, HoldKey, PermitId, Releaser, RenewKind};
 use crate::engine::unowned;
 use crate::engine::wait::{self, Keeper, Outcome};
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy, epoch_ms};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kinds::LockKind;
-use crate::owner::Owner;
 use crate::scripts;
 use crate::session::Ctx;
 use crate::util::RetryPause;
@@ -124,16 +123,11 @@ impl Keys {
         ])
     }
 
-    /// The hold key of permit `id` in this client's registry.
+    /// The hold key of permit `id` (one [`acquire`](PermitExpirableSemaphore::acquire) made, or
+    /// `check_id` passed) in this client's registry.
     fn hold_key(&self, id: &str) -> HoldKey {
-        // The owner is a number taken from the (random) id: unique enough, and never mistaken
-        // for a lock's, whose suffix differs.
-        let owner = u64::from_str_radix(&id[..16.min(id.len())], 16).unwrap_or(0);
-        HoldKey {
-            name: self.name.clone(),
-            owner: Owner::new(owner),
-            suffix: Suffix::Permit,
-        }
+        let id = PermitId::parse(id).expect("a permit id here is 32 hex characters");
+        HoldKey::of_permit(self.name.clone(), id)
     }
 }
 
