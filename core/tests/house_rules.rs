@@ -176,7 +176,10 @@ fn lock_kinds_are_spelled_only_in_their_table() {
         ),
         ("bindings-python/python/crosslock/__main__.py", "fair_lock"),
         // The permit struct's own Debug name.
-        ("core/src/objects/permit_expirable_semaphore.rs", "Permit"),
+        (
+            "core/src/objects/permit_expirable_semaphore/permit.rs",
+            "Permit",
+        ),
         // The Python classes' names, and the package's exports (its type names as Python has them).
         ("bindings-python/src/lock.rs", "Lock"),
         ("bindings-python/python/crosslock/", "Lock"),
@@ -572,7 +575,7 @@ const FAN_OUT_EXCEPTIONS: &[(&str, &str, &str)] = &[
         "asks the sentinels on their own connections, never Conn::eval",
     ),
     (
-        "objects/multi_lock.rs",
+        "objects/multi_lock/guard.rs",
         "select_all",
         "waits on the parts' lost tokens, no Redis call",
     ),

@@ -244,11 +244,7 @@ impl<P: Family> LockCore<P> {
     }
 
     fn key(&self, owner: Owner) -> HoldKey {
-        HoldKey {
-            name: self.proto.name().clone(),
-            owner,
-            suffix: self.proto.suffix(),
-        }
+        HoldKey::of_owner(self.proto.name().clone(), owner, self.proto.suffix())
     }
 
     /// Acquires for `owner`; `Ok(None)` when the wait limit passed.
@@ -423,7 +419,7 @@ impl<P: Family> LockCore<P> {
     /// Redis answers; the release script still runs, in the background and bounded, as a
     /// clean-up (on a lock another holder took meanwhile it changes nothing).
     fn release_lost(self: &Arc<Self>, cx: &Arc<Ctx>, key: HoldKey) -> Error {
-        let holder = cx.holder(key.owner, self.proto.suffix());
+        let holder = cx.holder(key.owner(), self.proto.suffix());
         let before = cx.holds.count(&key).max(1);
         let lease_after = cx.holds.lease_after_release(&key);
         let on_watchdog = cx.holds.on_watchdog(&key);
@@ -494,7 +490,7 @@ impl<P: Family> LockCore<P> {
                 *lock(last) = Some(e.message().to_owned());
             }
         };
-        let holder = cx.holder(key.owner, self.proto.suffix());
+        let holder = cx.holder(key.owner(), self.proto.suffix());
         let was_lost = cx.holds.is_lost(key);
         let on_watchdog = cx.holds.on_watchdog(key);
         let lease_after = cx.holds.lease_after_release(key);

@@ -1,4 +1,5 @@
-//! What this client holds: every lock-family hold, keyed by lock name and holder.
+//! What this client holds: every lock-family hold and every permit, keyed by the object's name
+//! and whose hold it is (an owner, or a permit's id).
 //!
 //! A hold is recorded by a successful acquire and popped by each release. It knows how it is
 //! renewed and released (its [`Releaser`]), which tenure it is, and until when its lease was last
@@ -77,9 +78,9 @@ pub(crate) struct Drained {
     pub(crate) releaser: &'static dyn Releaser,
 }
 
-/// What a holder string has after `<client-id>:<owner>`, and what tells a permit's hold key from a
-/// lock's: one byte in every hold's key rather than a `&'static str`'s two words (a key is 32
-/// bytes instead of 40, in every slot of the hold table and every renewal window).
+/// What a lock-family holder string has after `<client-id>:<owner>`: one byte in every such hold's
+/// key rather than a `&'static str`'s two words (a key is 32 bytes instead of 40, in every slot of
+/// the hold table and every renewal window).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
 pub(crate) enum Suffix {
     /// Nothing: every lock but the write lock.
@@ -87,8 +88,6 @@ pub(crate) enum Suffix {
     None,
     /// `:write`, the write lock's.
     Write,
-    /// A permit's key (its holder string is its id).
-    Permit,
 }
 
 impl Suffix {
@@ -96,7 +95,6 @@ impl Suffix {
         match self {
             Suffix::None => "",
             Suffix::Write => ":write",
-            Suffix::Permit => ":permit",
         }
     }
 }
@@ -107,15 +105,77 @@ impl std::fmt::Display for Suffix {
     }
 }
 
-/// The key of a hold: lock name, owner and holder suffix.
+/// A permit's id as its hold's key has it: the number its 32 hex characters spell, behind one
+/// pointer, so that a key stays 32 bytes (inline, the id's 16 bytes would make every key 40,
+/// a lock's too).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct PermitId(Arc<u128>);
+
+impl PermitId {
+    /// The id `text` spells: 32 hex characters, in either case (as a permit-expirable semaphore
+    /// makes and checks ids); `None` for any other text.
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        if text.len() != 32 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        u128::from_str_radix(text, 16)
+            .ok()
+            .map(|id| PermitId(Arc::new(id)))
+    }
+}
+
+impl std::fmt::Display for PermitId {
+    /// The 32 lowercase hex characters of the id, as the semaphore spells it (its holder string).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:032x}", *self.0)
+    }
+}
+
+/// Whose hold a [`HoldKey`] names, which also spells the hold's holder string.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub(crate) enum HeldBy {
+    /// A lock-family hold: its owner, and what its holder string `<client-id>:<owner><suffix>`
+    /// has after the owner.
+    Owner(Owner, Suffix),
+    /// A permit of a permit-expirable semaphore: its id, which is its holder string.
+    Permit(PermitId),
+}
+
+/// The key of a hold: the object's name, and whose hold it is.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct HoldKey {
     pub(crate) name: Arc<str>,
-    pub(crate) owner: Owner,
-    pub(crate) suffix: Suffix,
+    pub(crate) by: HeldBy,
 }
 
-/// One hold: 104 bytes, kept small since a process may hold tens of thousands (the two times as
+impl HoldKey {
+    /// The key of `owner`'s hold of the lock named `name`, whose holder strings end in `suffix`.
+    pub(crate) fn of_owner(name: Arc<str>, owner: Owner, suffix: Suffix) -> Self {
+        HoldKey {
+            name,
+            by: HeldBy::Owner(owner, suffix),
+        }
+    }
+
+    /// The key of the permit `id` of the semaphore named `name`.
+    pub(crate) fn of_permit(name: Arc<str>, id: PermitId) -> Self {
+        HoldKey {
+            name,
+            by: HeldBy::Permit(id),
+        }
+    }
+
+    /// The owner of a lock-family hold. A permit has none: its loss is reported
+    /// ([`LostLock::owner`]) under the number the first 16 hex digits of its id spell.
+    pub(crate) fn owner(&self) -> Owner {
+        match &self.by {
+            HeldBy::Owner(owner, _) => *owner,
+            HeldBy::Permit(id) => Owner::new((*id.0 >> 64) as u64),
+        }
+    }
+}
+
+/// One hold: 88 bytes, kept small since a process may hold tens of thousands (the two times as
 /// nanoseconds since the table's epoch rather than `Instant`s, re-entrant leases behind one
 /// pointer, the lost flag beside the other small fields: 144 bytes before, 48 more per hold in
 /// glibc's size classes). `hold_stays_small` keeps it so.
@@ -129,11 +189,6 @@ struct Hold {
     /// guard's `lost_token`, a multi-lock): a token per hold cost an allocation per acquire and
     /// about 150 bytes per held lock.
     lost_token: Option<CancellationToken>,
-    /// The holder string when it is not the key's own `<client-id>:<owner><suffix>` (a permit's
-    /// id); `None` for the lock family, whose string is made when a renewal or an event needs
-    /// it. At 10,000 holds of distinct owners (every Node acquire outside an owner scope) a
-    /// string of each kept ~80 bytes per hold.
-    holder: Option<Arc<str>>,
     kind: LockKind,
     releaser: &'static dyn Releaser,
     /// Which tenure this is: a hold released and taken again is a new tenure, so a renewal that
@@ -265,9 +320,6 @@ impl Hold {
 /// One watched hold, as the renewal loop sees it.
 pub(crate) struct Watched {
     pub(crate) key: HoldKey,
-    /// As [`Hold`]'s: `None` when it is the key's `<client-id>:<owner><suffix>`
-    /// ([`Holds::write_holder`]).
-    pub(crate) holder: Option<Arc<str>>,
     pub(crate) tenure: u64,
     pub(crate) renew: RenewKind,
 }
@@ -362,16 +414,11 @@ impl Holds {
         }
         let lease = acquired.lease.unwrap_or(self.watchdog_timeout);
         let sent = self.at(acquired.sent);
-        let own = if acquired.kind == LockKind::Permit {
-            Some(acquired.holder.clone())
-        } else {
-            debug_assert_eq!(
-                *acquired.holder,
-                *self.holder(&key, &None),
-                "a lock-family holder is <client-id>:<owner><suffix>"
-            );
-            None
-        };
+        debug_assert_eq!(
+            *acquired.holder,
+            *self.holder(&key),
+            "a holder string is the key's: <client-id>:<owner><suffix>, or a permit's id"
+        );
         // A re-entry sent after the hold's deadline had passed unnoticed (a paused process that
         // re-enters before anything read `is_lost`) does not carry the old tenure on: that one
         // is lost as a read would have found it (token, listener), and this acquire begins anew.
@@ -390,7 +437,6 @@ impl Holds {
                 leases: Leases::default(),
                 lost: false,
                 lost_token: None,
-                holder: own,
                 kind: acquired.kind,
                 releaser: acquired.releaser,
                 tenure: self.next_tenure.fetch_add(1, Ordering::Relaxed),
@@ -654,8 +700,8 @@ impl Holds {
     fn event(&self, key: &HoldKey, hold: &Hold, reason: LostReason) -> LostLock {
         LostLock {
             name: key.name.to_string(),
-            owner: key.owner,
-            holder: self.holder(key, &hold.holder).to_string(),
+            owner: key.owner(),
+            holder: self.holder(key).to_string(),
             kind: hold.kind,
             reason,
         }
@@ -677,34 +723,32 @@ impl Holds {
         self.closed.store(true, Ordering::Relaxed);
         map.drain()
             .map(|(k, h)| Drained {
-                holder: self.holder(&k, &h.holder),
+                holder: self.holder(&k),
                 name: k.name,
                 releaser: h.releaser,
             })
             .collect()
     }
 
-    /// The holder string of the hold keyed `key` whose own string (if it has one) is `own`.
-    fn holder(&self, key: &HoldKey, own: &Option<Arc<str>>) -> Arc<str> {
-        match own {
-            Some(holder) => holder.clone(),
-            None => {
-                let mut text = String::new();
-                self.write_holder(key, own, &mut text);
-                Arc::from(text)
-            }
-        }
+    /// The holder string of the hold keyed `key`.
+    fn holder(&self, key: &HoldKey) -> Arc<str> {
+        let mut text = String::new();
+        self.write_holder(key, &mut text);
+        Arc::from(text)
     }
 
-    /// Appends the holder string of the hold keyed `key` (own string `own`) to `out`.
-    pub(crate) fn write_holder(&self, key: &HoldKey, own: &Option<Arc<str>>, out: &mut String) {
+    /// Appends the holder string of the hold keyed `key` to `out`: `<client-id>:<owner><suffix>`
+    /// for a lock-family hold, the id for a permit's. A hold keeps no string of its own, it is
+    /// spelled when a renewal or an event needs it: at 10,000 holds of distinct owners (every
+    /// Node acquire outside an owner scope) a string of each kept ~80 bytes per hold.
+    pub(crate) fn write_holder(&self, key: &HoldKey, out: &mut String) {
         use std::fmt::Write as _;
-        match own {
-            Some(holder) => out.push_str(holder),
-            None => {
-                let _ = write!(out, "{}:{}{}", self.client_id, key.owner.get(), key.suffix);
+        let _ = match &key.by {
+            HeldBy::Owner(owner, suffix) => {
+                write!(out, "{}:{}{}", self.client_id, owner.get(), suffix)
             }
-        }
+            HeldBy::Permit(id) => write!(out, "{id}"),
+        };
     }
 
     /// Records how the renewal loop goes to sleep and returns until when: the next renewal round
@@ -800,7 +844,6 @@ impl Holds {
             };
             chunks[at].push(Watched {
                 key: k.clone(),
-                holder: h.holder.clone(),
                 tenure: h.tenure,
                 renew,
             });

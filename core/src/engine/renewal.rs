@@ -430,12 +430,12 @@ async fn renew_batch<'a>(
             _ => None,
         })
         .collect();
-    // The holder strings, written one after another into one string (a lock-family hold keeps
-    // none of its own: `Holds::write_holder`).
+    // The holder strings, written one after another into one string (a hold keeps none of its
+    // own: `Holds::write_holder` spells each from its key).
     let mut text = String::new();
     let mut ends = Vec::with_capacity(batch.holds.len());
     for w in &batch.holds {
-        holds.write_holder(&w.key, &w.holder, &mut text);
+        holds.write_holder(&w.key, &mut text);
         ends.push(text.len());
     }
     let mut start = 0;

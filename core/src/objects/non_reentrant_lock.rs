@@ -37,11 +37,7 @@ impl Flavour for NonReentrant {
 /// a [`NonReentrantFairLock`](crate::NonReentrantFairLock)), made from what this process records
 /// before anything is sent; `what` is the kind in the message.
 pub(crate) fn refuse_reentry(cx: &Ctx, name: &Arc<str>, owner: Owner, what: &str) -> Result<()> {
-    let key = HoldKey {
-        name: name.clone(),
-        owner,
-        suffix: Suffix::None,
-    };
+    let key = HoldKey::of_owner(name.clone(), owner, Suffix::None);
     if cx.holds.count(&key) > 0 && !cx.holds.is_lost(&key) {
         return Err(Error::new(
             ErrorKind::NonReentrant,

@@ -227,16 +227,8 @@ impl Family for Write {
     }
 
     fn precheck(&self, cx: &Ctx, owner: Owner) -> Result<()> {
-        let read = HoldKey {
-            name: self.rw.name.clone(),
-            owner,
-            suffix: Suffix::None,
-        };
-        let write = HoldKey {
-            name: self.rw.name.clone(),
-            owner,
-            suffix: Suffix::Write,
-        };
+        let read = HoldKey::of_owner(self.rw.name.clone(), owner, Suffix::None);
+        let write = HoldKey::of_owner(self.rw.name.clone(), owner, Suffix::Write);
         if cx.holds.count(&read) > 0 && cx.holds.count(&write) == 0 && !cx.holds.is_lost(&read) {
             return Err(Error::new(
                 ErrorKind::UpgradeRefused,

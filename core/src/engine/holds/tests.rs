@@ -4,10 +4,10 @@ use super::*;
 
 #[test]
 fn hold_stays_small() {
-    // 104 bytes is glibc's 112-byte size class with its 8-byte header; one field more and
+    // 88 bytes is glibc's 96-byte size class with its 8-byte header; one field more and
     // every held lock costs 16 bytes more.
     let size = std::mem::size_of::<Hold>();
-    assert!(size <= 104, "a hold grew to {size} bytes");
+    assert!(size <= 88, "a hold grew to {size} bytes");
     // A key is in every slot of the hold table (spare ones too) and every renewal window.
     let key = std::mem::size_of::<HoldKey>();
     assert!(key <= 32, "a hold key grew to {key} bytes");
@@ -64,11 +64,7 @@ impl Releaser for NoRelease {
 fn a_re_entry_after_the_deadline_passed_unread_loses_the_old_tenure() {
     let lease = Duration::from_millis(100);
     let holds = Holds::new("id", lease, 100, Default::default());
-    let key = || HoldKey {
-        name: Arc::from("paused"),
-        owner: Owner::new(7),
-        suffix: Suffix::None,
-    };
+    let key = || HoldKey::of_owner(Arc::from("paused"), Owner::new(7), Suffix::None);
     let acquired = |sent| Acquired {
         holder: Arc::from(format!("id:{}", Owner::new(7)).as_str()),
         kind: LockKind::Lock,
@@ -93,6 +89,47 @@ fn a_re_entry_after_the_deadline_passed_unread_loses_the_old_tenure() {
     );
     assert_eq!(holds.count(&key()), 1);
     assert!(!holds.token(&key()).unwrap().is_cancelled());
+}
+
+#[test]
+fn a_permit_is_keyed_by_its_whole_id_and_reported_as_it() {
+    let holds = Holds::new("id", Duration::from_secs(30), 100, Default::default());
+    // Two ids alike in their first 16 hex digits: two holds.
+    let ids = [
+        "0123456789abcdef0000000000000001",
+        "0123456789abcdef0000000000000002",
+    ];
+    let key = |id: &str| HoldKey::of_permit(Arc::from("slots"), PermitId::parse(id).unwrap());
+    for id in ids {
+        let acquired = Acquired {
+            holder: Arc::from(id),
+            kind: LockKind::Permit,
+            releaser: &NoRelease,
+            lease: None,
+            sent: Instant::now(),
+        };
+        assert!(holds.acquired(key(id), acquired));
+    }
+    assert_eq!(
+        (holds.count(&key(ids[0])), holds.count(&key(ids[1]))),
+        (1, 1)
+    );
+    holds.released(&key(ids[0]), true);
+    assert_eq!(
+        (holds.count(&key(ids[0])), holds.count(&key(ids[1]))),
+        (0, 1)
+    );
+    // Its holder string is its id (lowercase, as the semaphore spells it).
+    let upper = ids[1].to_ascii_uppercase();
+    assert_eq!(key(&upper), key(ids[1]));
+    assert_eq!(&*holds.holder(&key(&upper)), ids[1]);
+    let hold = lock(&holds.map).remove(&key(ids[1])).unwrap();
+    let event = holds.event(&key(ids[1]), &hold, LostReason::Gone);
+    assert_eq!(
+        (event.holder.as_str(), event.owner, event.kind),
+        (ids[1], Owner::new(0x0123_4567_89ab_cdef), LockKind::Permit)
+    );
+    assert!(PermitId::parse("0123").is_none() && PermitId::parse(&"g".repeat(32)).is_none());
 }
 
 #[test]
