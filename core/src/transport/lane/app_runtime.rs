@@ -124,6 +124,10 @@ impl Watcher for RuntimeWatcher {
         drop(state);
         stop.notify.notify_one();
     }
+
+    fn can_watch(&self) -> bool {
+        !self.no_io.load(Ordering::Relaxed)
+    }
 }
 
 /// Runs `f`, catching a panic without the panic hook's message: the one way to learn that a

@@ -70,6 +70,12 @@ pub trait Watcher: Send + Sync + 'static {
     /// Stop watching `fd`, then run `done` on the loop's thread (it closes `fd`). May be called
     /// from any thread.
     fn unwatch(&self, fd: RawFd, done: Box<dyn FnOnce() + Send>);
+    /// `false` once the loop knows that it can never watch a socket (a [`Watcher::watch`] that
+    /// fails only for one socket need not say so): no lane is then opened for it, and its calls
+    /// take the multiplexed connection. Asked before every lane is opened; `true` by default.
+    fn can_watch(&self) -> bool {
+        true
+    }
 }
 
 /// A binding's event loop, on whose thread core futures are polled (see [`EventLoop::poll`]).
@@ -172,7 +178,7 @@ impl std::fmt::Debug for EventLoop {
 /// takes the usual path, and `build` is not called: most calls are not on a loop).
 pub(crate) fn send(lanes: &Lanes, build: impl FnOnce() -> redis::Cmd) -> Option<Request> {
     let event_loop = ambient::event_loop(application_loop)?;
-    if lanes.has_overdue() || !lanes.in_this_process() {
+    if lanes.has_overdue() || !lanes.in_this_process() || !event_loop.watcher.can_watch() {
         return None;
     }
     let lane = event_loop.lane(lanes)?;
