@@ -100,8 +100,6 @@ pub trait AnyLock: Send + Sync + fmt::Debug + sealed::Sealed {
     fn timeout_error(&self, owner: Owner, waited: Duration) -> BoxFuture<'_, Error>;
 }
 
-impl<P: Family> sealed::Sealed for LockCore<P> {}
-
 /// `Arc<LockCore<P>>` as the erased lock (its release needs the `Arc`).
 pub(crate) struct Erased<P: Family>(pub(crate) Arc<LockCore<P>>);
 
