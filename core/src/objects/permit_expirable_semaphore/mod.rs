@@ -780,7 +780,7 @@ impl PermitExpirableSemaphore {
 
 fn check_id(name: &str, id: &str) -> Result<Arc<str>> {
     let id = id.trim().to_ascii_lowercase();
-    if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if PermitId::parse(&id).is_none() {
         return Err(Error::invalid(format!(
             "{KIND} '{name}': a permit id is 32 hex characters (as acquire returns it), got {id:?}"
         ))
