@@ -265,7 +265,9 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn waiting(&self, holder: &str) -> Waiting;
 
     /// One attempt. The future owns what it needs, so an attempt still in flight when its caller
-    /// leaves can finish in the background.
+    /// leaves can finish in the background. It runs its acquire script (a
+    /// [`Synced`](crate::scripts::Synced) one) with `cx.conn.eval_synced(&request.acks, ..)`, so
+    /// that under `ClientOptions::wait_for_replicas` the loop sees how many replicas have the win.
     fn attempt(
         self: Arc<Self>,
         cx: Arc<Ctx>,

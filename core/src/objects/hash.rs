@@ -170,16 +170,11 @@ pub(crate) trait Flavour: fmt::Debug + Send + Sync + Sized + 'static {
     ) -> impl Future<Output = Result<Attempt<Self::Won>>> + Send + 'static {
         async move {
             let args: [&dyn ToArg; 2] = [&ms(request.lease), &&*request.holder];
-            Ok(
-                match lock
-                    .hash
-                    .attempt(&cx, &request.acks, Self::ACQUIRE, &args)
-                    .await?
-                {
-                    Attempt::Won(()) => Attempt::Won(Self::Won::default()),
-                    Attempt::Busy { retry_in } => Attempt::Busy { retry_in },
-                },
-            )
+            let attempt = lock.hash.attempt(&cx, &request.acks, Self::ACQUIRE, &args);
+            Ok(match attempt.await? {
+                Attempt::Won(()) => Attempt::Won(Self::Won::default()),
+                Attempt::Busy { retry_in } => Attempt::Busy { retry_in },
+            })
         }
     }
 
