@@ -335,11 +335,11 @@ impl<P: Family> LockCore<P> {
             holder: holder.clone(),
             lease: options.lease,
         });
-        let request = Request {
+        let request = Request::new(
             holder,
-            lease: options.lease.unwrap_or(cx.watchdog_timeout),
-            wait: options.wait,
-        };
+            options.lease.unwrap_or(cx.watchdog_timeout),
+            options.wait,
+        );
         let outcome = wait::acquire(wait::Acquire {
             cx,
             proto: self.proto.clone(),

@@ -43,6 +43,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::session::Ctx;
+use crate::transport::ReplicaAcks;
 pub(crate) use crate::transport::pubsub::WakePolicy;
 
 /// The longest lease or wait crosslock accepts: 2^53 − 1 ms (about 285,000 years), the largest
@@ -229,9 +230,24 @@ pub(crate) struct Request {
     pub(crate) lease: Duration,
     /// The caller's wait limit (`None`: none; `Some(ZERO)`: a single try).
     pub(crate) wait: Option<Duration>,
+    /// Where this attempt's acquisition notes its replica acks: an attempt runs its
+    /// [`Synced`](crate::scripts::Synced) script with
+    /// `cx.conn.eval_synced(&request.acks, ..)`. Under `ClientOptions::wait_for_replicas` the loop
+    /// gives each attempt one of its own and reads it afterwards; otherwise it notes nothing.
+    pub(crate) acks: ReplicaAcks,
 }
 
 impl Request {
+    /// The request of a caller: `holder`, for `lease`, waiting at most `wait`.
+    pub(crate) fn new(holder: Arc<str>, lease: Duration, wait: Option<Duration>) -> Self {
+        Request {
+            holder,
+            lease,
+            wait,
+            acks: ReplicaAcks::default(),
+        }
+    }
+
     pub(crate) fn single_try(&self) -> bool {
         self.wait == Some(Duration::ZERO)
     }
@@ -249,7 +265,9 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn waiting(&self, holder: &str) -> Waiting;
 
     /// One attempt. The future owns what it needs, so an attempt still in flight when its caller
-    /// leaves can finish in the background.
+    /// leaves can finish in the background. It runs its acquire script (a
+    /// [`Synced`](crate::scripts::Synced) one) with `cx.conn.eval_synced(&request.acks, ..)`, so
+    /// that under `ClientOptions::wait_for_replicas` the loop sees how many replicas have the win.
     fn attempt(
         self: Arc<Self>,
         cx: Arc<Ctx>,

@@ -131,11 +131,7 @@ pub(crate) async fn acquire<P: Protocol>(
         proto: proto.clone(),
         holder: holder.clone(),
     });
-    let request = Request {
-        holder,
-        lease: Duration::ZERO,
-        wait,
-    };
+    let request = Request::new(holder, Duration::ZERO, wait);
     let outcome = wait::acquire(wait::Acquire {
         cx,
         proto,

@@ -77,7 +77,8 @@ impl<const REENTRANT: bool> Protocol for Fair<REENTRANT> {
         let single = if request.single_try() { "1" } else { "0" };
         let reply: Option<i64> = cx
             .conn
-            .eval(
+            .eval_synced(
+                &request.acks,
                 &scripts::FAIR_ACQUIRE,
                 &[&self.hash.name, &self.queue, &self.timeouts],
                 &[

@@ -11,7 +11,7 @@ use crate::layout;
 use crate::scripts;
 use crate::session::Ctx;
 
-use super::hash::{Flavour, HashLock, LazyLua};
+use super::hash::{Flavour, HashLock, LazySynced};
 use super::{busy, check_name, lock_type, ms};
 
 /// The fenced lock: the RLock's hash and channel, plus a token counter taken on every
@@ -24,7 +24,7 @@ pub(crate) struct Fenced {
 impl Flavour for Fenced {
     type Won = u64;
     const KIND: LockKind = LockKind::FencedLock;
-    const ACQUIRE: &'static LazyLua = &scripts::FENCED_ACQUIRE;
+    const ACQUIRE: &'static LazySynced = &scripts::FENCED_ACQUIRE;
 
     fn for_name(name: &Arc<str>) -> Self {
         Fenced {
@@ -40,7 +40,8 @@ impl Flavour for Fenced {
         let name = &lock.hash.name;
         let reply: Vec<i64> = cx
             .conn
-            .eval(
+            .eval_synced(
+                &request.acks,
                 Self::ACQUIRE,
                 &[name, &lock.flavour.token_key],
                 &[&ms(request.lease), &&*request.holder],

@@ -231,7 +231,8 @@ impl Protocol for FasterMultiLock {
         let head: [&dyn crate::transport::ToArg; 3] = [&lease, &now, &holder];
         let reply: Option<i64> = cx
             .conn
-            .eval(
+            .eval_synced(
+                &request.acks,
                 &scripts::GROUP_ACQUIRE,
                 &[&self.group],
                 &self.field_args(&head),

@@ -14,14 +14,14 @@ use crate::error::Result;
 use crate::kinds::LockKind;
 use crate::layout;
 use crate::owner::Owner;
-use crate::scripts::{self, Lua};
+use crate::scripts::{self, Synced};
 use crate::session::Ctx;
-use crate::transport::ToArg;
+use crate::transport::{ReplicaAcks, ToArg};
 
 use super::{Release, give_back_by_release, ms, parse_info, settled, woken_on, won_or_busy};
 
-/// A script as `scripts` declares it (built at first use).
-pub(crate) type LazyLua = LazyLock<Lua>;
+/// An acquire script as `scripts` declares it (built at first use).
+pub(crate) type LazySynced = LazyLock<Synced>;
 
 /// An RLock-family hash at `name` with its release channel: the Redis side shared by the lock,
 /// spin, fenced and non-reentrant locks (and the fair lock's queries).
@@ -115,16 +115,18 @@ impl Hash {
         Ok(settled(&self.info(cx, holder).await?, recorded))
     }
 
-    /// Runs an acquire script whose reply is nil (acquired) or the PTTL.
+    /// Runs an acquire script whose reply is nil (acquired) or the PTTL, noting its replica acks
+    /// in `acks` (the attempt's).
     pub(crate) async fn attempt(
         &self,
         cx: &Ctx,
-        script: &Lua,
+        acks: &ReplicaAcks,
+        script: &Synced,
         args: &[&dyn ToArg],
     ) -> Result<Attempt<()>> {
         let reply: Option<i64> = cx
             .conn
-            .eval(script, &[&self.name], args, Some(&self.name))
+            .eval_synced(acks, script, &[&self.name], args, Some(&self.name))
             .await?;
         Ok(won_or_busy(reply))
     }
@@ -141,7 +143,7 @@ pub(crate) trait Flavour: fmt::Debug + Send + Sync + Sized + 'static {
 
     /// The acquire script, given the lease (ms) and the holder; its reply is nil (acquired) or
     /// the PTTL.
-    const ACQUIRE: &'static LazyLua;
+    const ACQUIRE: &'static LazySynced;
 
     /// Whether releases publish `0` on the channel (a spin lock's wake nobody).
     const PUBLISHES: bool = true;
@@ -168,7 +170,8 @@ pub(crate) trait Flavour: fmt::Debug + Send + Sync + Sized + 'static {
     ) -> impl Future<Output = Result<Attempt<Self::Won>>> + Send + 'static {
         async move {
             let args: [&dyn ToArg; 2] = [&ms(request.lease), &&*request.holder];
-            Ok(match lock.hash.attempt(&cx, Self::ACQUIRE, &args).await? {
+            let attempt = lock.hash.attempt(&cx, &request.acks, Self::ACQUIRE, &args);
+            Ok(match attempt.await? {
                 Attempt::Won(()) => Attempt::Won(Self::Won::default()),
                 Attempt::Busy { retry_in } => Attempt::Busy { retry_in },
             })

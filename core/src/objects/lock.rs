@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::kinds::LockKind;
 use crate::scripts;
 
-use super::hash::{Flavour, HashLock, LazyLua};
+use super::hash::{Flavour, HashLock, LazySynced};
 use super::{check_name, lock_type};
 
 /// The RLock: a hash at the name, `0` on `redisson_lock__channel:{name}` at release; every hook
@@ -19,7 +19,7 @@ pub(crate) struct RLock;
 impl Flavour for RLock {
     type Won = ();
     const KIND: LockKind = LockKind::Lock;
-    const ACQUIRE: &'static LazyLua = &scripts::LOCK_ACQUIRE;
+    const ACQUIRE: &'static LazySynced = &scripts::LOCK_ACQUIRE;
 
     fn for_name(_name: &Arc<str>) -> Self {
         RLock

@@ -11,7 +11,7 @@ use crate::owner::Owner;
 use crate::scripts;
 use crate::session::Ctx;
 
-use super::hash::{Flavour, HashLock, LazyLua};
+use super::hash::{Flavour, HashLock, LazySynced};
 use super::{check_name, lock_type};
 
 /// The non-reentrant lock: the RLock's hash and channel; a second acquire by the holder is
@@ -22,7 +22,7 @@ pub(crate) struct NonReentrant;
 impl Flavour for NonReentrant {
     type Won = ();
     const KIND: LockKind = LockKind::NonReentrantLock;
-    const ACQUIRE: &'static LazyLua = &scripts::NON_REENTRANT_ACQUIRE;
+    const ACQUIRE: &'static LazySynced = &scripts::NON_REENTRANT_ACQUIRE;
 
     fn for_name(_name: &Arc<str>) -> Self {
         NonReentrant

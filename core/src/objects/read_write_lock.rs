@@ -108,7 +108,8 @@ impl Protocol for Read {
         let write = format!("{}:write", request.holder);
         let reply: Option<i64> = cx
             .conn
-            .eval(
+            .eval_synced(
+                &request.acks,
                 &scripts::READ_ACQUIRE,
                 &[&self.rw.name, &prefix],
                 &[&ms(request.lease), &&*request.holder, &write],
@@ -198,7 +199,8 @@ impl Protocol for Write {
             .to_owned();
         let reply: Option<i64> = cx
             .conn
-            .eval(
+            .eval_synced(
+                &request.acks,
                 &scripts::WRITE_ACQUIRE,
                 &[&self.rw.name],
                 &[&ms(request.lease), &&*request.holder, &reader],

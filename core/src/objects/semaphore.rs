@@ -81,10 +81,11 @@ impl Protocol for Take {
         }
     }
 
-    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, _request: Request) -> Result<Attempt<()>> {
+    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<()>> {
         let taken: i64 = cx
             .conn
-            .eval(
+            .eval_synced(
+                &request.acks,
                 &scripts::SEMAPHORE_ACQUIRE,
                 &[&self.counter.name],
                 &[&self.permits],

@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::kinds::LockKind;
 use crate::scripts;
 
-use super::hash::{Flavour, HashLock, LazyLua};
+use super::hash::{Flavour, HashLock, LazySynced};
 use super::{check_name, lock_type};
 
 /// The spin lock: the RLock's hash, no channel, a back-off between attempts.
@@ -21,7 +21,7 @@ pub(crate) struct Spin {
 impl Flavour for Spin {
     type Won = ();
     const KIND: LockKind = LockKind::SpinLock;
-    const ACQUIRE: &'static LazyLua = &scripts::LOCK_ACQUIRE;
+    const ACQUIRE: &'static LazySynced = &scripts::LOCK_ACQUIRE;
     const PUBLISHES: bool = false;
 
     /// With the default back-off (only waiting uses it).

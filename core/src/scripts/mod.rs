@@ -13,8 +13,9 @@
 //! argument or a name collision never leaves Redis half-changed. The layout they implement is
 //! described in `docs/protocol.md`.
 //!
-//! Two marks on top: `script!(synced …)` marks a script that takes something (followed by `WAIT`
-//! under `ClientOptions::wait_for_replicas`), and `node_script!` builds the per-cluster-node
+//! Two marks on top: `script!(synced …)` makes a script that takes something a [`Synced`] (run
+//! only by `Conn::eval_synced`, which follows it by `WAIT` under
+//! `ClientOptions::wait_for_replicas`), and `node_script!` builds the per-cluster-node
 //! variant of a renewal script. Every body is wrapped (see [`PROTECTED_BODY`]) so that an error a
 //! check raises reaches the caller as its error reply on Redis 6.2 too; elsewhere the wrapper
 //! costs one `pcall` per call.
@@ -28,9 +29,6 @@ use redis::Script;
 pub(crate) struct Lua {
     pub(crate) script: Script,
     pub(crate) code: String,
-    /// A script that takes a lock, a permit or a hold: with
-    /// [`crate::ClientOptions::wait_for_replicas`], it is followed by `WAIT`.
-    pub(crate) synced: bool,
     /// The script's number in this process (its bit in a [`ScriptSet`]).
     id: usize,
 }
@@ -41,7 +39,6 @@ impl Lua {
         Lua {
             script: Script::new(&code),
             code,
-            synced: false,
             id: NEXT.fetch_add(1, Ordering::Relaxed),
         }
     }
@@ -49,6 +46,19 @@ impl Lua {
     /// The script's SHA1, as `EVALSHA` names it.
     pub(crate) fn hash(&self) -> &str {
         self.script.get_hash()
+    }
+}
+
+/// A script that takes a lock, a permit or a hold. Only `Conn::eval_synced` runs one: with
+/// [`crate::ClientOptions::wait_for_replicas`], it follows the script by `WAIT` and notes how many
+/// replicas acknowledged it in the attempt's `ReplicaAcks`. A type of its own, so that no
+/// acquisition can be sent through `Conn::eval`, past the `WAIT` and the count.
+pub(crate) struct Synced(Lua);
+
+impl Synced {
+    /// The script itself, for the transport that runs it.
+    pub(crate) fn lua(&self) -> &Lua {
+        &self.0
     }
 }
 
@@ -175,10 +185,8 @@ fn with_prelude(header: &str, body: &str) -> String {
 
 macro_rules! script {
     (synced $name:ident, $file:literal) => {
-        pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| Lua {
-            synced: true,
-            ..Lua::new(with_prelude("", include_str!($file)))
-        });
+        pub(crate) static $name: LazyLock<Synced> =
+            LazyLock::new(|| Synced(Lua::new(with_prelude("", include_str!($file)))));
     };
     ($name:ident, $file:literal) => {
         pub(crate) static $name: LazyLock<Lua> =
@@ -301,17 +309,23 @@ mod tests {
 
     fn all() -> Vec<(&'static str, &'static Lua)> {
         macro_rules! list {
-            ($($name:ident)*) => { vec![$((stringify!($name), &*$name)),*] };
+            (synced: $($synced:ident)*; plain: $($name:ident)*) => {
+                vec![
+                    $((stringify!($synced), $synced.lua()),)*
+                    $((stringify!($name), &*$name),)*
+                ]
+            };
         }
         list!(
-            LOCK_ACQUIRE LOCK_RELEASE LOCK_FORCE_UNLOCK LOCK_INFO FENCED_ACQUIRE FENCED_SETTLE
-            FENCED_TOKEN NON_REENTRANT_ACQUIRE FAIR_ACQUIRE FAIR_GIVE_UP FAIR_RELEASE
-            FAIR_FORCE_UNLOCK READ_ACQUIRE READ_RELEASE WRITE_ACQUIRE WRITE_RELEASE RW_FORCE_UNLOCK
-            RW_INFO LOCK_EXTEND READ_EXTEND RENEW_HASH RENEW_READ RENEW_HASH_NODE RENEW_READ_NODE SEMAPHORE_ACQUIRE
+            synced: LOCK_ACQUIRE FENCED_ACQUIRE NON_REENTRANT_ACQUIRE FAIR_ACQUIRE READ_ACQUIRE
+            WRITE_ACQUIRE SEMAPHORE_ACQUIRE PES_ACQUIRE GROUP_ACQUIRE;
+            plain: LOCK_RELEASE LOCK_FORCE_UNLOCK LOCK_INFO FENCED_SETTLE FENCED_TOKEN FAIR_GIVE_UP
+            FAIR_RELEASE FAIR_FORCE_UNLOCK READ_RELEASE WRITE_RELEASE RW_FORCE_UNLOCK RW_INFO
+            LOCK_EXTEND READ_EXTEND RENEW_HASH RENEW_READ RENEW_HASH_NODE RENEW_READ_NODE
             SEMAPHORE_RELEASE SEMAPHORE_TRY_SET SEMAPHORE_ADD SEMAPHORE_DRAIN SEMAPHORE_AVAILABLE
-            COUNTER_DELETE LATCH_TRY_SET LATCH_COUNT_DOWN LATCH_COUNT LATCH_DELETE PES_ACQUIRE
-            PES_RELEASE PES_UPDATE_LEASE PES_INFO RENEW_PERMIT RENEW_PERMIT_NODE INSPECT GROUP_ACQUIRE
-            GROUP_RELEASE GROUP_EXTEND GROUP_INFO GROUP_FORCE_UNLOCK RENEW_GROUP RENEW_GROUP_NODE
+            COUNTER_DELETE LATCH_TRY_SET LATCH_COUNT_DOWN LATCH_COUNT LATCH_DELETE PES_RELEASE
+            PES_UPDATE_LEASE PES_INFO RENEW_PERMIT RENEW_PERMIT_NODE INSPECT GROUP_RELEASE
+            GROUP_EXTEND GROUP_INFO GROUP_FORCE_UNLOCK RENEW_GROUP RENEW_GROUP_NODE
         )
     }
 
@@ -381,7 +395,7 @@ mod tests {
             }
         }
         // The lock's acquire keeps its checks and leaves the fair lock's and the semaphores' out.
-        let acquire = &LOCK_ACQUIRE.code;
+        let acquire = &LOCK_ACQUIRE.lua().code;
         for kept in [
             "ms_arg",
             "wrong_type",

@@ -43,7 +43,7 @@ pub(crate) use cluster::map::SlotRange;
 use cluster::map::slot_masters;
 pub(crate) use endpoint::Endpoint;
 use health::Health;
-pub(crate) use replicas::counting_replica_acks;
+pub(crate) use replicas::ReplicaAcks;
 pub(crate) use route::{ClusterRoute, Route};
 use script_call::with_noscript_fallback;
 pub(crate) use script_call::{ToArg, script_cmd};
@@ -448,7 +448,8 @@ impl Conn {
     ///
     /// The first run on this connection sends the script whole (`EVAL`), the others `EVALSHA`
     /// (falling back to `EVAL` on `NOSCRIPT`; see [`Conn::first_send`]): a first run whose caller
-    /// stops waiting still runs once Redis gets to it.
+    /// stops waiting still runs once Redis gets to it. Acquisitions go through
+    /// [`Conn::eval_synced`] instead.
     pub(crate) async fn eval<'w, T: redis::FromRedisValue>(
         &self,
         script: &Lua,
@@ -457,10 +458,6 @@ impl Conn {
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
         let subject = subject.into();
-        if let Some((acquisitions, sync)) = self.inner.sync.get().filter(|_| script.synced) {
-            // Boxed: rare, and kept out of the state of every other call.
-            return Box::pin(acquisitions.eval_and_wait(script, keys, args, subject, *sync)).await;
-        }
         let slot = if self.is_cluster() {
             crate::transport::cluster::script_slot(keys)?
         } else {

@@ -155,6 +155,98 @@ async fn too_few_replicas_give_the_acquisition_back_and_fail_clearly() {
     client.close().await;
 }
 
+/// Every kind's acquisition counts its replicas: each one's win, too few acknowledged, is given
+/// back, and its acquire fails the same way as the lock's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_acquisition_too_few_replicas_acknowledged_is_given_back() {
+    let (master, _replica) = replicated();
+    let client = client(&master, 2).await;
+    let mut raw = master.raw();
+    let refused = |result: crosslock::Result<()>, name: &str| {
+        let err = result.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{name}: {err}");
+        let message = err.to_string();
+        assert!(
+            message.contains("1 of the 2 replica(s)") && message.contains("given back"),
+            "{name}: {message}"
+        );
+        // A group lock's error names the group and its values.
+        let named = err.lock_name().unwrap_or_default();
+        assert!(
+            named == name || named.starts_with(&format!("{name}#")),
+            "{name}: {named}"
+        );
+    };
+
+    refused(
+        unit(client.fenced_lock("sync:fenced").unwrap().acquire().await),
+        "sync:fenced",
+    );
+    refused(
+        unit(client.spin_lock("sync:spin").unwrap().acquire().await),
+        "sync:spin",
+    );
+    refused(
+        unit(
+            client
+                .non_reentrant_lock("sync:nr")
+                .unwrap()
+                .acquire()
+                .await,
+        ),
+        "sync:nr",
+    );
+    refused(
+        unit(client.fair_lock("sync:fair").unwrap().acquire().await),
+        "sync:fair",
+    );
+    let rw = client.read_write_lock("sync:rw").unwrap();
+    refused(unit(rw.read().acquire().await), "sync:rw");
+    refused(unit(rw.write().acquire().await), "sync:rw");
+    refused(
+        unit(
+            client
+                .group_lock("sync:group", ["a", "b"])
+                .unwrap()
+                .acquire()
+                .await,
+        ),
+        "sync:group",
+    );
+    for name in [
+        "sync:fenced",
+        "sync:spin",
+        "sync:nr",
+        "sync:fair",
+        "sync:rw",
+        "sync:group",
+    ] {
+        assert!(
+            !raw.exists::<_, bool>(name).unwrap(),
+            "{name} was given back"
+        );
+    }
+
+    let semaphore = client.semaphore("sync:sem").unwrap();
+    assert!(semaphore.try_set_permits(3).await.unwrap());
+    refused(semaphore.acquire(2).await, "sync:sem");
+    let left: String = raw.get("sync:sem").unwrap();
+    assert_eq!(left, "3", "the permits were given back");
+
+    let pes = client.permit_expirable_semaphore("sync:pes").unwrap();
+    assert!(pes.try_set_permits(1).await.unwrap());
+    refused(unit(pes.acquire().await), "sync:pes");
+    let on_lease: i64 = raw.zcard("{sync:pes}:timeout").unwrap();
+    assert_eq!(on_lease, 0, "the permit was given back");
+    assert_eq!(client.watched_locks(), 0);
+    client.close().await;
+}
+
+/// An acquire's outcome, what it held left out.
+fn unit<T>(result: crosslock::Result<T>) -> crosslock::Result<()> {
+    result.map(drop)
+}
+
 async fn client_with_one(master: &RedisServer) -> Client {
     client(master, 1).await
 }

@@ -14,6 +14,7 @@ use crate::engine::{Attempt, Protocol, Request};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
 use crate::session::Ctx;
+use crate::transport::ReplicaAcks;
 
 use super::settle::give_back_settled;
 use super::{Heard, Keeper, Outcome, Shared};
@@ -21,14 +22,13 @@ use super::{Heard, Keeper, Outcome, Shared};
 impl<P: Protocol> Shared<P> {
     /// The next attempt, its send time taken now (it goes out when first polled).
     pub(super) fn in_flight(&self) -> InFlight<P> {
-        let attempt = self
-            .proto
-            .clone()
-            .attempt(self.cx.clone(), self.request.clone());
         let future: AttemptFuture<P::Won> = match self.cx.replica_sync {
-            None => Box::pin(attempt),
+            None => Box::pin(
+                self.proto
+                    .clone()
+                    .attempt(self.cx.clone(), self.request.clone()),
+            ),
             Some(sync) => Box::pin(synced(
-                attempt,
                 sync,
                 self.proto.clone(),
                 self.cx.clone(),
@@ -49,19 +49,24 @@ impl<P: Protocol> Shared<P> {
     }
 }
 
-/// An attempt under `ClientOptions::wait_for_replicas`: a win that fewer replicas than asked
-/// acknowledged is given back (until Redis confirms it gone) and the acquire fails with a
+/// An attempt under `ClientOptions::wait_for_replicas`, given [`ReplicaAcks`] of its own in its
+/// request: a win that fewer replicas than asked acknowledged (the fewest any of its synced
+/// scripts saw) is given back (until Redis confirms it gone) and the acquire fails with a
 /// settled [`ErrorKind::Unavailable`] (nothing is left to ask Redis about).
 async fn synced<P: Protocol>(
-    attempt: impl Future<Output = Result<Attempt<P::Won>>>,
     sync: crate::options::ReplicaSync,
     proto: Arc<P>,
     cx: Arc<Ctx>,
     request: Request,
     keeper: Arc<dyn Keeper<P::Won>>,
 ) -> Result<Attempt<P::Won>> {
-    let (result, acks) = crate::transport::counting_replica_acks(attempt).await;
-    match (result, acks) {
+    let acks = ReplicaAcks::counting();
+    let attempt = Request {
+        acks: acks.clone(),
+        ..request.clone()
+    };
+    let result = proto.clone().attempt(cx.clone(), attempt).await;
+    match (result, acks.fewest()) {
         (Ok(Attempt::Won(_)), Some(acks)) if acks < i64::from(sync.replicas) => {
             let deadline = Instant::now() + cx.outage_tolerance;
             give_back_settled(&proto, &cx, &request, &keeper, deadline).await;

@@ -157,7 +157,8 @@ impl Protocol for Take {
         let expiry = now.saturating_add(ms(request.lease));
         let reply: Vec<i64> = cx
             .conn
-            .eval(
+            .eval_synced(
+                &request.acks,
                 &scripts::PES_ACQUIRE,
                 &self.keys.keys(),
                 &[&&*self.id, &expiry, &now, &cx.conn.publish_command()],
@@ -500,11 +501,11 @@ impl PermitExpirableSemaphore {
             id: id.clone(),
             lease: options.lease,
         });
-        let request = Request {
-            holder: id.clone(),
-            lease: options.lease.unwrap_or(cx.watchdog_timeout),
-            wait: options.wait,
-        };
+        let request = Request::new(
+            id.clone(),
+            options.lease.unwrap_or(cx.watchdog_timeout),
+            options.wait,
+        );
         let proto = Arc::new(Take {
             keys: self.keys.clone(),
             id: id.clone(),

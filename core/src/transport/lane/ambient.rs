@@ -16,11 +16,10 @@
 //! which the transport checks beside these (`Conn::trip_on_lane`, `Conn::node_pool`).
 //!
 //! The crate's other thread- and task-locals do not route calls, and live beside their users:
-//! the task-local `REPLICA_ACKS` (`transport/replicas.rs`: the fewest replica acks a synced
-//! script of the current acquire attempt saw, set by `eval_and_wait`, read by
-//! `counting_replica_acks` from the engine's `synced`), `owner.rs`'s `SCOPED` and `THREAD_OWNER`
-//! (who the current caller is), `runtime.rs`'s `CACHED` (the process runtime's handle and pid)
-//! and `engine/mod.rs`'s `STATE` (the back-off jitter's generator).
+//! `owner.rs`'s `SCOPED` and `THREAD_OWNER` (who the current caller is), `runtime.rs`'s `CACHED`
+//! (the process runtime's handle and pid) and `engine/mod.rs`'s `STATE` (the back-off jitter's
+//! generator). The replica acks of an acquire attempt ride no local: they go explicitly, into the
+//! `ReplicaAcks` its request carries (`transport/replicas.rs`).
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
