@@ -85,13 +85,14 @@ mod redact;
 pub mod runtime;
 mod scripts;
 mod session;
+pub mod telemetry;
 mod transport;
 mod util;
 mod watch;
 
 pub use engine::any_lock::{Acquisition, AnyLock};
 pub use engine::guard::LockGuard;
-pub use engine::lost::{LostListener, LostLock, LostReason};
+pub use engine::lost::{LostListener, LostLock};
 pub use engine::{Backoff, MAX_DURATION};
 pub use error::{Error, ErrorKind, Result};
 pub use inspect::{HolderInfo, Inspection, ObjectKind, PermitInfo, QueuedWaiter};
@@ -112,6 +113,7 @@ pub use options::{AcquireOptions, ClientOptions, Lanes, ReplicaSync};
 pub use owner::Owner;
 pub use redact::redact_url;
 pub use session::Client;
+pub use telemetry::LostReason;
 pub use tokio_util::sync::CancellationToken;
 pub use watch::{Watch, WatchEvent, WatchEventKind};
 

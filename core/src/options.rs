@@ -61,6 +61,9 @@ pub struct ClientOptions {
     /// Which callers may make their round trips on connections of their own (*lanes*) rather
     /// than through crosslock's runtime. Default [`Lanes::All`]. See [`Lanes`].
     pub lanes: Lanes,
+    /// Where the client tells what it measures of its waits and holds. Default `None`: nothing
+    /// is measured. See [`crate::telemetry`].
+    pub telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 /// Which callers get *lanes*: connections of their own to the node, on which an uncontended call
@@ -179,6 +182,7 @@ impl Default for ClientOptions {
             replica_sync: None,
             client_name: None,
             lanes: Lanes::All,
+            telemetry: None,
         }
     }
 }
@@ -222,6 +226,23 @@ impl ClientOptions {
     /// ```
     pub fn lanes(mut self, lanes: Lanes) -> Self {
         self.lanes = lanes;
+        self
+    }
+
+    /// Sets [`telemetry`](Self::telemetry): the recorder told of every wait and hold (with the
+    /// cargo feature `opentelemetry`, [`OpenTelemetry`](crate::telemetry) records them as
+    /// OpenTelemetry metrics).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use crosslock::telemetry::{Event, Telemetry};
+    /// let options = crosslock::ClientOptions::new()
+    ///     .telemetry(Telemetry::from_fn(|event: &Event<'_>| eprintln!("{event:?}")));
+    /// assert!(options.telemetry.is_some());
+    /// ```
+    pub fn telemetry(mut self, telemetry: crate::telemetry::Telemetry) -> Self {
+        self.telemetry = Some(telemetry);
         self
     }
 

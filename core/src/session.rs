@@ -238,6 +238,7 @@ impl Client {
             options.watchdog_timeout,
             options.watchdog_batch_size,
             self.inner.listener.clone(),
+            options.telemetry.clone(),
         );
         crate::runtime::spawn(renewal::run(
             Arc::downgrade(&holds),

@@ -296,8 +296,17 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaf",
         &[
-            "util", "error", "owner", "kinds", "layout", "limits", "naming", "redact", "scripts",
+            "util",
+            "error",
+            "owner",
+            "kinds",
+            "layout",
+            "limits",
+            "naming",
+            "redact",
+            "scripts",
             "options",
+            "telemetry",
         ],
     ),
     ("runtime", &["runtime"]),

@@ -30,6 +30,7 @@ use super::wait::{self, Keeper, Outcome};
 use super::{MAX_DURATION, Protocol, Request};
 use crate::kinds::LockKind;
 use crate::options::AcquireOptions;
+use crate::telemetry::{self, ObjectType};
 
 /// Checks the lease an extend sets, naming the lock in the message.
 pub(crate) fn check_extend_lease(name: &str, lease: Duration) -> Result<()> {
@@ -260,6 +261,21 @@ impl<P: Family> LockCore<P> {
         options: &AcquireOptions,
     ) -> Result<Option<P::Won>> {
         let start = Instant::now();
+        let telemetry = self.client.options().telemetry.as_ref();
+        let object = ObjectType::from(P::KIND);
+        telemetry::measured(telemetry, object, self.name(), start, async {
+            self.acquire_from(start, owner, options).await
+        })
+        .await
+    }
+
+    /// [`acquire_as`](Self::acquire_as), unmeasured, for a call made at `start`.
+    async fn acquire_from(
+        &self,
+        start: Instant,
+        owner: Owner,
+        options: &AcquireOptions,
+    ) -> Result<Option<P::Won>> {
         options.validate(self.name())?;
         // Connecting (first use, after a fork) counts against the wait limit too.
         let deadline = options

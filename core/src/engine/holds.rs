@@ -24,6 +24,7 @@ use crate::util::lock;
 
 use super::clock_drift;
 use super::lost::{LostListener, LostLock, LostReason};
+use crate::telemetry::{Event, HoldEnd, ObjectType, Telemetry};
 
 /// How a hold is renewed by the watchdog (made per renewal round from the hold's name).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -192,7 +193,9 @@ struct Hold {
     kind: LockKind,
     releaser: &'static dyn Releaser,
     /// Which tenure this is: a hold released and taken again is a new tenure, so a renewal that
-    /// ran in the gap between the two is not mistaken for a loss of the new one.
+    /// ran in the gap between the two is not mistaken for a loss of the new one. It is also when
+    /// the tenure began ([`Holds::at`] of its winning attempt's send, moved on a nanosecond where
+    /// two tenures began at once: [`Holds::new_tenure`]), which telemetry's hold time counts from.
     tenure: u64,
     /// Releases of this hold in flight: a renewal that finds the lock gone meanwhile saw our own
     /// release, not a loss.
@@ -335,7 +338,8 @@ pub(crate) struct Holds {
     map: Mutex<HashMap<HoldKey, Box<Hold>>>,
     /// Set (under `map`'s lock) when the client closes: no new hold may be recorded after.
     closed: AtomicBool,
-    next_tenure: AtomicU64,
+    /// The last tenure begun ([`Holds::new_tenure`]).
+    last_tenure: AtomicU64,
     /// Notified when a hold appears that the renewal loop's current sleep does not cover.
     pub(crate) changed: Notify,
     /// How the renewal loop last went to sleep (always taken after `map`).
@@ -345,6 +349,8 @@ pub(crate) struct Holds {
     /// The client's lost-lock listener ([`Client::on_lock_lost`](crate::Client::on_lock_lost)),
     /// told of a loss found on a read ([`Holds::is_lost`]) as of one the renewal loop finds.
     listener: Arc<ArcSwapOption<LostListener>>,
+    /// Told when a hold begins and ends ([`ClientOptions::telemetry`](crate::ClientOptions::telemetry)).
+    telemetry: Option<Telemetry>,
 }
 
 /// `duration` in nanoseconds, at most `u64::MAX` (584 years: the deadline of a longer lease, which
@@ -379,19 +385,62 @@ impl Holds {
         watchdog_timeout: Duration,
         batch: usize,
         listener: Arc<ArcSwapOption<LostListener>>,
+        telemetry: Option<Telemetry>,
     ) -> Arc<Self> {
         Arc::new(Holds {
             client_id: Arc::from(client_id),
             epoch: Instant::now(),
             map: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
-            next_tenure: AtomicU64::new(1),
+            last_tenure: AtomicU64::new(0),
             changed: Notify::new(),
             plan: Mutex::new(Plan::default()),
             watchdog_timeout,
             batch: batch.max(1),
             listener,
+            telemetry,
         })
+    }
+
+    /// A new tenure begun at `at` ([`Holds::at`]): `at`, or one more than the last tenure begun
+    /// if that is not before it, so that no two tenures are alike.
+    fn new_tenure(&self, at: u64) -> u64 {
+        let mut last = self.last_tenure.load(Ordering::Relaxed);
+        loop {
+            let tenure = at.max(last.saturating_add(1));
+            match self.last_tenure.compare_exchange_weak(
+                last,
+                tenure,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return tenure,
+                Err(now) => last = now,
+            }
+        }
+    }
+
+    /// Tells telemetry (if any) that the hold `hold` keyed `key` began.
+    fn began(&self, key: &HoldKey, hold: &Hold) {
+        if let Some(telemetry) = &self.telemetry {
+            telemetry.record(&Event::HoldBegan {
+                object: ObjectType::from(hold.kind),
+                name: &key.name,
+            });
+        }
+    }
+
+    /// Tells telemetry (if any) that the hold `hold` keyed `key`, not lost before, ended `end`.
+    fn ended(&self, key: &HoldKey, hold: &Hold, end: HoldEnd) {
+        if let Some(telemetry) = &self.telemetry {
+            let now = self.at(Instant::now());
+            telemetry.record(&Event::HoldEnded {
+                object: ObjectType::from(hold.kind),
+                name: &key.name,
+                held: Duration::from_nanos(now.saturating_sub(hold.tenure)),
+                end,
+            });
+        }
     }
 
     /// `instant` as a hold keeps it: nanoseconds since the table's epoch (an instant before it,
@@ -432,14 +481,18 @@ impl Holds {
             hold.mark_lost();
             overdue = Some(self.event(&key, hold, LostReason::Expired));
         }
+        let mut began = false;
+        // The key again for telemetry's event (the entry takes it): a clone only where told.
+        let told = self.telemetry.is_some().then(|| key.clone());
         let hold = map.entry(key).or_insert_with(|| {
+            began = true;
             Box::new(Hold {
                 leases: Leases::default(),
                 lost: false,
                 lost_token: None,
                 kind: acquired.kind,
                 releaser: acquired.releaser,
-                tenure: self.next_tenure.fetch_add(1, Ordering::Relaxed),
+                tenure: self.new_tenure(sent),
                 releasing: 0,
                 round: 0,
                 confirmed_sent: sent,
@@ -451,8 +504,12 @@ impl Holds {
             hold.leases.clear();
             hold.lost = false;
             hold.lost_token = None;
-            hold.tenure = self.next_tenure.fetch_add(1, Ordering::Relaxed);
+            hold.tenure = self.new_tenure(sent);
             hold.confirmed_sent = sent;
+            began = true;
+        }
+        if began && let Some(key) = &told {
+            self.began(key, hold);
         }
         hold.leases.push(acquired.lease);
         hold.confirm(sent, lease);
@@ -602,6 +659,9 @@ impl Holds {
         if let Some(hold) = map.get_mut(key) {
             hold.leases.pop();
             if fully || hold.leases.is_empty() {
+                if !hold.lost {
+                    self.ended(key, hold, HoldEnd::Released);
+                }
                 map.remove(key);
             }
         }
@@ -698,6 +758,7 @@ impl Holds {
 
     /// The event telling that the hold `hold` keyed `key` is lost for `reason`.
     fn event(&self, key: &HoldKey, hold: &Hold, reason: LostReason) -> LostLock {
+        self.ended(key, hold, HoldEnd::Lost(reason));
         LostLock {
             name: key.name.to_string(),
             owner: key.owner(),
@@ -722,6 +783,11 @@ impl Holds {
         let mut map = lock(&self.map);
         self.closed.store(true, Ordering::Relaxed);
         map.drain()
+            .inspect(|(k, h)| {
+                if !h.lost {
+                    self.ended(k, h, HoldEnd::Released);
+                }
+            })
             .map(|(k, h)| Drained {
                 holder: self.holder(&k),
                 name: k.name,

@@ -6,45 +6,7 @@ use std::sync::Arc;
 use crate::kinds::LockKind;
 use crate::owner::Owner;
 
-/// Why a hold was found lost.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-/// use crosslock::LostReason;
-/// client.on_lock_lost(|lost| match lost.reason {
-///     LostReason::Gone => eprintln!("{} was deleted or expired in Redis", lost.name),
-///     _ => eprintln!("{} may be held by someone else: {}", lost.name, lost.reason),
-/// });
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum LostReason {
-    /// A renewal found the lock gone in Redis (it expired, was force-unlocked or deleted).
-    Gone,
-    /// No renewal was confirmed before the last confirmed lease ran out (Redis unreachable, a
-    /// partition, a paused process), or a hold taken with an explicit lease outlived it: the lock
-    /// may now be held by someone else.
-    Expired,
-}
-
-impl std::fmt::Display for LostReason {
-    /// Why, in words: `a renewal found it gone (…)` or `its lease ran out before a renewal was
-    /// confirmed (…)`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            LostReason::Gone => {
-                "a renewal found it gone (it expired, was force-unlocked or deleted)"
-            }
-            LostReason::Expired => {
-                "its lease ran out before a renewal was confirmed (Redis unreachable, a partition, \
-                 a paused process, or an explicit lease outlived)"
-            }
-        })
-    }
-}
+pub(crate) use crate::telemetry::LostReason;
 
 /// A hold of this client found lost.
 ///

@@ -11,6 +11,7 @@ use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scripts::{self, Lua};
 use crate::session::Ctx;
+use crate::telemetry::{self, ObjectType};
 use crate::transport::ToArg;
 
 use super::{check_name_with, state_for};
@@ -319,6 +320,18 @@ impl CountDownLatch {
     /// ```
     pub async fn open_within(&self, options: AcquireOptions) -> Result<bool> {
         let start = Instant::now();
+        let telemetry = self.client.options().telemetry.as_ref();
+        let object = ObjectType::CountDownLatch;
+        let opened = telemetry::measured(telemetry, object, self.name(), start, async {
+            self.open_from(start, options).await
+        })
+        .await?;
+        Ok(opened.is_some())
+    }
+
+    /// [`open_within`](Self::open_within), unmeasured, for a call made at `start`; `Some` when
+    /// open.
+    async fn open_from(&self, start: Instant, options: AcquireOptions) -> Result<Option<()>> {
         if options.lease.is_some() || options.owner.is_some() {
             return Err(Error::invalid(format!(
                 "latch '{}': a wait has no lease and no owner; leave them out",
@@ -331,11 +344,7 @@ impl CountDownLatch {
         let proto = Arc::new(Open {
             keys: self.keys.clone(),
         });
-        Ok(
-            unowned::acquire(cx, proto, None, options.wait, options.cancel, start)
-                .await?
-                .is_some(),
-        )
+        unowned::acquire(cx, proto, None, options.wait, options.cancel, start).await
     }
 
     /// Deletes the latch (publishing `1`); `Ok(true)` if it existed.

@@ -11,6 +11,7 @@ use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
 use crate::scripts;
 use crate::session::Ctx;
+use crate::telemetry::{self, ObjectType};
 
 use super::{check_name, state_for};
 use crate::layout;
@@ -466,6 +467,25 @@ impl Semaphore {
     /// As [`acquire`](Self::acquire).
     pub async fn take(&self, permits: u32, options: AcquireOptions) -> Result<bool> {
         let start = Instant::now();
+        let telemetry = self.client.options().telemetry.as_ref();
+        let taken = telemetry::measured(
+            telemetry,
+            ObjectType::Semaphore,
+            self.name(),
+            start,
+            async { self.take_from(start, permits, options).await },
+        )
+        .await?;
+        Ok(taken.is_some())
+    }
+
+    /// [`take`](Self::take), unmeasured, for a call made at `start`; `Some` when taken.
+    async fn take_from(
+        &self,
+        start: Instant,
+        permits: u32,
+        options: AcquireOptions,
+    ) -> Result<Option<()>> {
         if options.lease.is_some() || options.owner.is_some() {
             return Err(Error::invalid(format!(
                 "semaphore '{}': permits have no lease and no owner; leave them out",
@@ -475,7 +495,7 @@ impl Semaphore {
         }
         options.validate(self.name())?;
         if permits == 0 {
-            return Ok(true);
+            return Ok(Some(()));
         }
         let cx = self.cx().await?;
         let proto = Arc::new(Take {
@@ -483,11 +503,7 @@ impl Semaphore {
             permits,
         });
         let gate = format!("semaphore:{}", self.name());
-        Ok(
-            unowned::acquire(cx, proto, Some(&gate), options.wait, options.cancel, start)
-                .await?
-                .is_some(),
-        )
+        unowned::acquire(cx, proto, Some(&gate), options.wait, options.cancel, start).await
     }
 
     /// The [`ErrorKind::Timeout`] error of a wait for `permits` permits that lasted `waited`.

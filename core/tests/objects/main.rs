@@ -19,3 +19,4 @@ mod permit_expirable_semaphore;
 mod read_write_lock;
 mod semaphore;
 mod spin_lock;
+mod telemetry;

@@ -63,7 +63,7 @@ impl Releaser for NoRelease {
 #[test]
 fn a_re_entry_after_the_deadline_passed_unread_loses_the_old_tenure() {
     let lease = Duration::from_millis(100);
-    let holds = Holds::new("id", lease, 100, Default::default());
+    let holds = Holds::new("id", lease, 100, Default::default(), None);
     let key = || HoldKey::of_owner(Arc::from("paused"), Owner::new(7), Suffix::None);
     let acquired = |sent| Acquired {
         holder: Arc::from(format!("id:{}", Owner::new(7)).as_str()),
@@ -93,7 +93,7 @@ fn a_re_entry_after_the_deadline_passed_unread_loses_the_old_tenure() {
 
 #[test]
 fn a_permit_is_keyed_by_its_whole_id_and_reported_as_it() {
-    let holds = Holds::new("id", Duration::from_secs(30), 100, Default::default());
+    let holds = Holds::new("id", Duration::from_secs(30), 100, Default::default(), None);
     // Two ids alike in their first 16 hex digits: two holds.
     let ids = [
         "0123456789abcdef0000000000000001",
@@ -134,7 +134,7 @@ fn a_permit_is_keyed_by_its_whole_id_and_reported_as_it() {
 
 #[test]
 fn a_holds_times_come_back_as_they_went_in() {
-    let holds = Holds::new("id", Duration::from_secs(30), 100, Default::default());
+    let holds = Holds::new("id", Duration::from_secs(30), 100, Default::default(), None);
     let later = holds.epoch + Duration::from_millis(1234) + Duration::from_nanos(5);
     assert_eq!(holds.instant(holds.at(later)), later);
     assert_eq!(holds.at(holds.epoch), 0);

@@ -21,6 +21,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::kinds::LockKind;
 use crate::scripts;
 use crate::session::Ctx;
+use crate::telemetry::{self, ObjectType};
 use crate::util::RetryPause;
 
 use super::{check_name, ms, state_for};
@@ -472,6 +473,20 @@ impl PermitExpirableSemaphore {
     /// ```
     pub async fn try_acquire(&self, options: AcquireOptions) -> Result<Option<Permit>> {
         let start = Instant::now();
+        let telemetry = self.client.options().telemetry.as_ref();
+        let object = ObjectType::PermitExpirableSemaphore;
+        telemetry::measured(telemetry, object, self.name(), start, async {
+            self.acquire_from(start, options).await
+        })
+        .await
+    }
+
+    /// [`try_acquire`](Self::try_acquire), unmeasured, for a call made at `start`.
+    async fn acquire_from(
+        &self,
+        start: Instant,
+        options: AcquireOptions,
+    ) -> Result<Option<Permit>> {
         if options.owner.is_some() {
             return Err(Error::invalid(format!(
                 "{KIND} '{}': permits have no owner; leave it out",
