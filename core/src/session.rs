@@ -257,6 +257,7 @@ impl Client {
             fair_lock_wait_timeout: options.fair_lock_wait_timeout,
             outage_tolerance: options.connect_timeout,
             replica_sync: options.replica_sync,
+            telemetry: options.telemetry.clone(),
             stop,
             holders: Default::default(),
             settling: Default::default(),
@@ -284,6 +285,8 @@ pub(crate) struct Ctx {
     pub(crate) outage_tolerance: Duration,
     /// Replicas every acquisition must reach (`ClientOptions::wait_for_replicas`).
     pub(crate) replica_sync: Option<crate::options::ReplicaSync>,
+    /// Told what the client measures ([`ClientOptions::telemetry`](crate::ClientOptions::telemetry)).
+    pub(crate) telemetry: Option<crate::telemetry::Telemetry>,
     /// Cancelled when the client closes (or this state is dropped): stops every task.
     pub(crate) stop: CancellationToken,
     /// The holder strings made last (see [`Ctx::holder`]).

@@ -201,6 +201,42 @@ pub enum HoldEnd {
     Lost(LostReason),
 }
 
+/// Why a waiting acquire woke to try again.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(crosslock::telemetry::WakeCause::Message.as_str(), "message");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WakeCause {
+    /// A message on the object's channel (a release, a permit given back).
+    Message,
+    /// Its timer: the lock's expiry or a queue's deadline (the retry hint the last attempt gave),
+    /// with no message. Many of these beside few messages are missed wake-ups.
+    Timer,
+    /// The next step of a spin lock's back-off.
+    Backoff,
+}
+
+impl WakeCause {
+    /// `"message"`, `"timer"` or `"backoff"`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(crosslock::telemetry::WakeCause::Backoff.as_str(), "backoff");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WakeCause::Message => "message",
+            WakeCause::Timer => "timer",
+            WakeCause::Backoff => "backoff",
+        }
+    }
+}
+
 /// What a client tells its [`Recorder`].
 ///
 /// A hold is one owner's tenure of one lock (or one expirable permit): re-entrant acquires add
@@ -254,6 +290,12 @@ pub enum Event<'a> {
         held: Duration,
         /// Released or lost.
         end: HoldEnd,
+    },
+    /// A waiting acquire woke to try again (its first tries, before it waits, are not
+    /// wake-ups; one at its deadline, for a last try, is).
+    Woken {
+        /// What woke it.
+        cause: WakeCause,
     },
 }
 

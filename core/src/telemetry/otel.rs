@@ -14,6 +14,8 @@ const OUTCOME: &str = "crosslock.outcome";
 const HOLD_END: &str = "crosslock.hold.end";
 /// The attribute naming why a hold was lost (`gone`, `expired`).
 const LOST_REASON: &str = "crosslock.lost.reason";
+/// The attribute naming what woke a waiter (`message`, `timer`, `backoff`).
+const WAKE_CAUSE: &str = "crosslock.wake.cause";
 /// The attribute naming the object (only with [`OpenTelemetry::with_lock_names`]).
 const LOCK_NAME: &str = "crosslock.lock.name";
 
@@ -38,6 +40,7 @@ const HOLD_BOUNDS: &[f64] = &[
 /// | `crosslock.lock.hold.duration` | histogram | s | `crosslock.object.type`, `crosslock.hold.end` |
 /// | `crosslock.lock.held` | up-down counter | `{hold}` | `crosslock.object.type` |
 /// | `crosslock.lock.lost` | counter | `{hold}` | `crosslock.object.type`, `crosslock.lost.reason` |
+/// | `crosslock.wait.wakeups` | counter | `{wakeup}` | `crosslock.wake.cause` |
 ///
 /// Lock names are not attributes (one series per lock name would be unbounded); turn them on
 /// with [`with_lock_names`](Self::with_lock_names) where names are few.
@@ -59,6 +62,7 @@ pub struct OpenTelemetry {
     hold: Histogram<f64>,
     held: UpDownCounter<i64>,
     lost: Counter<u64>,
+    wakeups: Counter<u64>,
     names: bool,
 }
 
@@ -100,6 +104,14 @@ impl OpenTelemetry {
                 .u64_counter("crosslock.lock.lost")
                 .with_unit("{hold}")
                 .with_description("Holds found lost, by why")
+                .build(),
+            wakeups: meter
+                .u64_counter("crosslock.wait.wakeups")
+                .with_unit("{wakeup}")
+                .with_description(
+                    "Waiting acquires woken to try again, by what woke them (timer wake-ups \
+                     beside few messages are missed wake-ups)",
+                )
                 .build(),
             names: false,
         }
@@ -178,6 +190,10 @@ impl Recorder for OpenTelemetry {
                     );
                     self.lost.add(1, &attributes);
                 }
+            }
+            Event::Woken { cause } => {
+                self.wakeups
+                    .add(1, &[KeyValue::new(WAKE_CAUSE, cause.as_str())]);
             }
         }
     }

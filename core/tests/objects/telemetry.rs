@@ -8,7 +8,7 @@ use crate::support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crosslock::telemetry::{Event, HoldEnd, ObjectType, Telemetry, WaitOutcome};
+use crosslock::telemetry::{Event, HoldEnd, ObjectType, Telemetry, WaitOutcome, WakeCause};
 use crosslock::{AcquireOptions, Client, ClientOptions, LockKind, LostReason, Owner};
 use support::{RedisServer, until};
 
@@ -19,6 +19,7 @@ enum Seen {
     WaitEnded(ObjectType, String, WaitOutcome, Duration),
     HoldBegan(ObjectType, String),
     HoldEnded(ObjectType, String, HoldEnd, Duration),
+    Woken(WakeCause),
 }
 
 #[derive(Clone, Default)]
@@ -43,14 +44,23 @@ impl Events {
                     held,
                     end,
                 } => Seen::HoldEnded(object, name.into(), end, held),
+                Event::Woken { cause } => Seen::Woken(cause),
                 _ => return,
             };
             events.lock().unwrap().push(seen);
         })
     }
 
+    /// Every event so far but the wake-ups, which are taken too.
     fn take(&self) -> Vec<Seen> {
-        std::mem::take(&mut *self.0.lock().unwrap())
+        let mut seen = std::mem::take(&mut *self.0.lock().unwrap());
+        seen.retain(|e| !matches!(e, Seen::Woken(_)));
+        seen
+    }
+
+    fn wakeups(&self, cause: WakeCause) -> usize {
+        let events = self.0.lock().unwrap();
+        events.iter().filter(|e| **e == Seen::Woken(cause)).count()
     }
 
     /// Waiting and held now, by what began and has not ended.
@@ -63,6 +73,7 @@ impl Events {
                 Seen::WaitEnded(..) => waiting -= 1,
                 Seen::HoldBegan(..) => held += 1,
                 Seen::HoldEnded(..) => held -= 1,
+                Seen::Woken(_) => {}
             }
         }
         (waiting, held)
@@ -97,10 +108,16 @@ async fn a_contended_wait_and_a_re_entrant_hold_are_told_once_each() {
         events.in_progress() == (1, 0)
     })
     .await;
-    // It waits at least as long as the other holder keeps the lock from here.
+    until("the waiter to subscribe", async || {
+        server.subscribers("redisson_lock__channel:{orders:1}") == 1
+    })
+    .await;
+    // It waits at least as long as the other holder keeps the lock from here, and by then it
+    // waits for the release's message.
     tokio::time::sleep(Duration::from_millis(200)).await;
     held_by_them.release().await.unwrap();
     assert!(waiter.await.unwrap().unwrap());
+    assert_eq!(events.wakeups(WakeCause::Message), 1, "{:?}", events.0);
     // A re-entrant acquire and its release begin and end nothing.
     assert!(
         lock.acquire_as(owner, &AcquireOptions::new())
@@ -169,6 +186,11 @@ async fn timeouts_cancels_and_every_waiting_object_type_are_told() {
         .unwrap();
     assert_eq!(events.in_progress(), (0, 1));
     permit.release().await.unwrap();
+    // A spin lock waits by backing off, each step a wake-up.
+    let spin = client.spin_lock("busy").unwrap();
+    let longer = AcquireOptions::new().wait(Duration::from_millis(300));
+    assert!(!spin.acquire_as(Owner::new(3), &longer).await.unwrap());
+    assert!(events.wakeups(WakeCause::Backoff) > 0, "{:?}", events.0);
 
     let ended: Vec<(ObjectType, WaitOutcome)> = events
         .take()
@@ -187,6 +209,7 @@ async fn timeouts_cancels_and_every_waiting_object_type_are_told() {
             (ObjectType::Semaphore, WaitOutcome::Acquired),
             (ObjectType::CountDownLatch, WaitOutcome::Timeout),
             (ObjectType::PermitExpirableSemaphore, WaitOutcome::Acquired),
+            (ObjectType::Lock(LockKind::SpinLock), WaitOutcome::Timeout),
         ]
     );
     assert_eq!(events.in_progress(), (0, 0));
@@ -365,6 +388,19 @@ mod opentelemetry_metrics {
         assert_eq!(
             points(&metrics, "crosslock.lock.waiters").1,
             vec![(pairs(&[lock_type]), 0.0)]
+        );
+
+        // A spin lock's back-off steps are wake-ups.
+        let spin = client.spin_lock("orders:9").unwrap();
+        let longer = AcquireOptions::new().wait(Duration::from_millis(300));
+        assert!(!spin.acquire_as(Owner::new(78), &longer).await.unwrap());
+        let (unit, wakeups) = points(&sdk.last(), "crosslock.wait.wakeups");
+        assert_eq!(unit, "{wakeup}");
+        assert!(
+            wakeups
+                .iter()
+                .any(|(a, n)| *a == pairs(&[("crosslock.wake.cause", "backoff")]) && *n > 0.0),
+            "{wakeups:?}"
         );
 
         // Lost to a force-unlock: counted by reason, the hold time recorded as ended by loss.

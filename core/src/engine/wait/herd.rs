@@ -34,7 +34,7 @@ pub(super) struct LostRaces {
     /// is for its one waiter, a semaphore's for as many as there are permits.
     herd: bool,
     /// The attempt about to be made follows a message.
-    after_message: bool,
+    pub(super) after_message: bool,
     /// Races lost in a row: attempts after a message that found the lock taken.
     lost: u32,
     /// When the wait began.

@@ -57,6 +57,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
 use crate::session::Ctx;
+use crate::telemetry::{Event, WakeCause};
 use crate::util::{RetryPause, lock, sleep_until};
 
 use super::{Attempt, Protocol, Request, Waiting, WakePolicy};
@@ -571,6 +572,13 @@ async fn run_loop<P: Protocol>(
                     _ = notified => herd.woken(true),
                     _ = sleep_until(wake_at) => herd.woken(false),
                 }
+                if let Some(telemetry) = &s.cx.telemetry {
+                    let cause = match herd.after_message {
+                        true => WakeCause::Message,
+                        false => WakeCause::Timer,
+                    };
+                    telemetry.record(&Event::Woken { cause });
+                }
                 continue;
             }
         }
@@ -589,6 +597,11 @@ async fn run_loop<P: Protocol>(
             _ = s.token.cancelled() => return Err(s.cancelled()),
             _ = stop.cancelled() => return Err(s.cancelled()),
             _ = sleep_until(wake_at) => {}
+        }
+        if let Some(telemetry) = &s.cx.telemetry {
+            telemetry.record(&Event::Woken {
+                cause: WakeCause::Backoff,
+            });
         }
         if s.out_of_time() {
             return Ok(Outcome::TimedOut);
