@@ -17,6 +17,7 @@
  */
 import { createInterface } from 'node:readline/promises'
 
+import native = require('../native')
 import { Client } from './client'
 import { CrosslockError, invalidArgument, viaNative } from './errors'
 
@@ -40,7 +41,7 @@ const OURS = new Set(['lock', 'fenced_lock', 'fair_lock', 'read_write_lock', 'pe
 interface Args { url: string, command: string, rest: string[], json: boolean, yes: boolean, all: boolean, limit: number, watchdogMs: number, intervalMs: number }
 
 function parse(argv: string[]): Args | string {
-  const args: Args = { url: process.env.CROSSLOCK_URL || 'redis://127.0.0.1:6379/0', command: '', rest: [], json: false, yes: false, all: false, limit: 1000, watchdogMs: 30000, intervalMs: 100 }
+  const args: Args = { url: process.env.CROSSLOCK_URL || 'redis://127.0.0.1:6379/0', command: '', rest: [], json: false, yes: false, all: false, limit: 1000, watchdogMs: native.clientDefaults().watchdogTimeout, intervalMs: 100 }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string
     if (a === '--url') args.url = argv[++i] ?? ''

@@ -45,7 +45,8 @@ function closeAtExit (): void {
 
 /**
  * Client settings. Durations are milliseconds. A key it does not name is refused with
- * `InvalidArgumentError`, not ignored.
+ * `InvalidArgumentError`, not ignored. A key left out keeps core's default (the one each
+ * comment below names; core/tests/house_rules.rs ties them to core's values).
  *
  * @example
  * ```js

@@ -8,32 +8,63 @@ use napi_derive::napi;
 use crate::error;
 use crate::runtime;
 
-/// Client settings in milliseconds; absent fields keep core's defaults.
+/// Client settings in milliseconds; absent fields keep core's defaults (`clientDefaults()`).
 #[napi(object)]
 pub struct ConnectOptions {
-    /// How long connecting may take (default 5000).
+    /// How long connecting may take.
     pub connect_timeout: Option<f64>,
-    /// How long one command may take (default 3000).
+    /// How long one command may take.
     pub response_timeout: Option<f64>,
-    /// The lease of a lock taken without one, renewed every third of it (default 30000).
+    /// The lease of a lock taken without one, renewed every third of it.
     pub watchdog_timeout: Option<f64>,
-    /// How many locks one renewal script renews (default 100).
+    /// How many locks one renewal script renews.
     pub watchdog_batch_size: Option<u32>,
     /// How long a fair-lock waiter that gave no wait limit may take to come back before the others
-    /// skip it as dead (default 300000, Redisson's `fairLockWaitTimeout`).
+    /// skip it as dead (Redisson's `fairLockWaitTimeout`).
     pub fair_lock_wait_timeout: Option<f64>,
     /// PEM root certificate(s) to trust for a `rediss://` server with a private CA.
     pub tls_ca_cert: Option<napi::bindgen_prelude::Uint8Array>,
     /// After every acquisition, wait until this many replicas have it (Redis `WAIT`).
     pub wait_for_replicas: Option<u32>,
-    /// How long to wait for those replicas (default 1000).
+    /// How long to wait for those replicas.
     pub replica_wait_timeout: Option<f64>,
     /// What this process's connections are called in `CLIENT LIST` (`<clientName>-js-<pid>-<id8>`;
     /// default `crosslock`).
     pub client_name: Option<String>,
-    /// Which calls may take a lane: `'all'` (default), `'sync'` or `'none'`.
+    /// Which calls may take a lane: `'all'`, `'sync'` or `'none'`.
     #[napi(ts_type = "'all' | 'sync' | 'none'")]
     pub lanes: Option<String>,
+}
+
+/// Core's defaults of `ConnectOptions`, in milliseconds: what an absent field means.
+#[napi(object)]
+pub struct ClientDefaults {
+    pub connect_timeout: f64,
+    pub response_timeout: f64,
+    pub watchdog_timeout: f64,
+    pub watchdog_batch_size: u32,
+    pub fair_lock_wait_timeout: f64,
+    pub replica_wait_timeout: f64,
+    #[napi(ts_type = "'all' | 'sync' | 'none'")]
+    pub lanes: String,
+}
+
+/// Core's defaults of the connect options (`crosslock::ClientOptions::default()`), so the
+/// TypeScript layer (the CLI, the tests that tie the documented defaults) spells none of its own.
+#[napi]
+pub fn client_defaults() -> ClientDefaults {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let d = crosslock::ClientOptions::default();
+    ClientDefaults {
+        connect_timeout: ms(d.connect_timeout),
+        response_timeout: ms(d.response_timeout),
+        watchdog_timeout: ms(d.watchdog_timeout),
+        // Within limits::WATCHDOG_BATCH, which fits a u32.
+        watchdog_batch_size: d.watchdog_batch_size as u32,
+        fair_lock_wait_timeout: ms(d.fair_lock_wait_timeout),
+        replica_wait_timeout: ms(crosslock::ReplicaSync::DEFAULT_TIMEOUT),
+        lanes: d.lanes.name().to_owned(),
+    }
 }
 
 /// A lock of this client that a renewal found gone.
@@ -87,7 +118,7 @@ fn options(options: Option<ConnectOptions>) -> crosslock::Result<crosslock::Clie
     if let Some(replicas) = o.wait_for_replicas {
         let wait = match o.replica_wait_timeout {
             Some(ms) => duration_from_millis(ms, "replicaWaitTimeout")?,
-            None => std::time::Duration::from_secs(1),
+            None => crosslock::ReplicaSync::DEFAULT_TIMEOUT,
         };
         out = out.wait_for_replicas(replicas, wait);
     }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::mpsc;
 
-use crosslock::{Backoff, Client, ClientOptions, LostLock, ffi};
+use crosslock::{Backoff, Client, ClientOptions, LostLock, ReplicaSync, ffi};
 use pyo3::prelude::*;
 
 use crate::error::to_py_err;
@@ -66,37 +66,70 @@ impl PyClient {
     }
 }
 
+/// Core's options from `connect()`'s keyword arguments: each one left `None` keeps core's default
+/// (`ClientOptions::default()`, and `ReplicaSync::DEFAULT_TIMEOUT` for the replica wait).
 #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
 fn options(
-    connect_timeout: f64,
-    response_timeout: f64,
-    watchdog_timeout: f64,
-    fair_lock_wait_timeout: f64,
+    connect_timeout: Option<f64>,
+    response_timeout: Option<f64>,
+    watchdog_timeout: Option<f64>,
+    fair_lock_wait_timeout: Option<f64>,
     tls_ca_cert: Option<Vec<u8>>,
     wait_for_replicas: Option<u32>,
-    replica_wait_timeout: f64,
+    replica_wait_timeout: Option<f64>,
     client_name: Option<String>,
-    lanes: &str,
+    lanes: Option<&str>,
 ) -> crosslock::Result<ClientOptions> {
     let secs = |value: f64, what: &str| ffi::duration(value, 1.0, what);
-    let mut options = ClientOptions::new()
-        .connect_timeout(secs(connect_timeout, "connect_timeout")?)
-        .response_timeout(secs(response_timeout, "response_timeout")?)
-        .watchdog_timeout(secs(watchdog_timeout, "watchdog_timeout")?)
-        .fair_lock_wait_timeout(secs(fair_lock_wait_timeout, "fair_lock_wait_timeout")?);
+    let mut options = ClientOptions::new();
+    if let Some(s) = connect_timeout {
+        options = options.connect_timeout(secs(s, "connect_timeout")?);
+    }
+    if let Some(s) = response_timeout {
+        options = options.response_timeout(secs(s, "response_timeout")?);
+    }
+    if let Some(s) = watchdog_timeout {
+        options = options.watchdog_timeout(secs(s, "watchdog_timeout")?);
+    }
+    if let Some(s) = fair_lock_wait_timeout {
+        options = options.fair_lock_wait_timeout(secs(s, "fair_lock_wait_timeout")?);
+    }
     if let Some(pem) = tls_ca_cert {
         options = options.tls_ca_cert(pem);
     }
     if let Some(replicas) = wait_for_replicas {
-        options = options.wait_for_replicas(
-            replicas,
-            secs(replica_wait_timeout, "replica_wait_timeout")?,
-        );
+        let wait = match replica_wait_timeout {
+            Some(s) => secs(s, "replica_wait_timeout")?,
+            None => ReplicaSync::DEFAULT_TIMEOUT,
+        };
+        options = options.wait_for_replicas(replicas, wait);
     }
     if let Some(name) = client_name {
         options = options.client_name(name);
     }
-    Ok(options.lanes(crosslock::Lanes::from_name(lanes)?))
+    if let Some(lanes) = lanes {
+        options = options.lanes(crosslock::Lanes::from_name(lanes)?);
+    }
+    Ok(options)
+}
+
+/// Core's defaults of `connect()`'s durations in seconds, by keyword (`_native.CONNECT_DEFAULTS`),
+/// so the package spells none of its own.
+pub(crate) fn connect_defaults() -> [(&'static str, f64); 5] {
+    let d = ClientOptions::default();
+    [
+        ("connect_timeout", d.connect_timeout.as_secs_f64()),
+        ("response_timeout", d.response_timeout.as_secs_f64()),
+        ("watchdog_timeout", d.watchdog_timeout.as_secs_f64()),
+        (
+            "fair_lock_wait_timeout",
+            d.fair_lock_wait_timeout.as_secs_f64(),
+        ),
+        (
+            "replica_wait_timeout",
+            ReplicaSync::DEFAULT_TIMEOUT.as_secs_f64(),
+        ),
+    ]
 }
 
 impl Named for PyClient {
@@ -109,22 +142,23 @@ impl Named for PyClient {
 py_twins! {
     impl PyClient {
         /// Connects (blocking, GIL released). Raises `RedisUnavailableError` naming `host:port` when
-        /// the server cannot be reached within `connect_timeout` seconds.
+        /// the server cannot be reached within `connect_timeout` seconds. An option left `None`
+        /// keeps core's default (`CONNECT_DEFAULTS`, `DEFAULT_LANES`).
         #[staticmethod]
-        #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0, client_name = None, lanes = "all"))]
+        #[pyo3(signature = (url, connect_timeout = None, response_timeout = None, watchdog_timeout = None, fair_lock_wait_timeout = None, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = None, client_name = None, lanes = None))]
         #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
         fn connect(
             py: Python<'_>,
             url: String,
-            connect_timeout: f64,
-            response_timeout: f64,
-            watchdog_timeout: f64,
-            fair_lock_wait_timeout: f64,
+            connect_timeout: Option<f64>,
+            response_timeout: Option<f64>,
+            watchdog_timeout: Option<f64>,
+            fair_lock_wait_timeout: Option<f64>,
             tls_ca_cert: Option<Vec<u8>>,
             wait_for_replicas: Option<u32>,
-            replica_wait_timeout: f64,
+            replica_wait_timeout: Option<f64>,
             client_name: Option<String>,
-            lanes: &str,
+            lanes: Option<&str>,
         ) -> PyResult<PyClient> {
             let options = options(
                 connect_timeout,
@@ -149,20 +183,20 @@ py_twins! {
 
         /// As `connect`, as an awaitable.
         #[staticmethod]
-        #[pyo3(signature = (url, connect_timeout = 5.0, response_timeout = 3.0, watchdog_timeout = 30.0, fair_lock_wait_timeout = 300.0, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = 1.0, client_name = None, lanes = "all"))]
+        #[pyo3(signature = (url, connect_timeout = None, response_timeout = None, watchdog_timeout = None, fair_lock_wait_timeout = None, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = None, client_name = None, lanes = None))]
         #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
         fn connect_async<'py>(
             py: Python<'py>,
             url: String,
-            connect_timeout: f64,
-            response_timeout: f64,
-            watchdog_timeout: f64,
-            fair_lock_wait_timeout: f64,
+            connect_timeout: Option<f64>,
+            response_timeout: Option<f64>,
+            watchdog_timeout: Option<f64>,
+            fair_lock_wait_timeout: Option<f64>,
             tls_ca_cert: Option<Vec<u8>>,
             wait_for_replicas: Option<u32>,
-            replica_wait_timeout: f64,
+            replica_wait_timeout: Option<f64>,
             client_name: Option<String>,
-            lanes: &str,
+            lanes: Option<&str>,
         ) -> PyResult<Bound<'py, PyAny>> {
             let options = options(
                 connect_timeout,

@@ -80,5 +80,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         kinds.set_item(format!("{kind:?}"), kind.as_str())?;
     }
     m.add("KINDS", kinds)?;
+    // Core's connect defaults, so the package (connect's signature, the CLI) spells none of its own.
+    let defaults = pyo3::types::PyDict::new(m.py());
+    for (name, seconds) in client::connect_defaults() {
+        defaults.set_item(name, seconds)?;
+    }
+    m.add("CONNECT_DEFAULTS", defaults)?;
+    m.add("DEFAULT_LANES", crosslock::Lanes::default().name())?;
     Ok(())
 }

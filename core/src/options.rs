@@ -170,6 +170,25 @@ pub struct ReplicaSync {
     pub timeout: Duration,
 }
 
+impl ReplicaSync {
+    /// How long the bindings wait for the replicas when `connect` is given only their number
+    /// (Python's `replica_wait_timeout`, Node's `replicaWaitTimeout`): 1 s. In Rust
+    /// [`ClientOptions::wait_for_replicas`] takes it explicitly.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use crosslock::{ClientOptions, ReplicaSync};
+    /// let options = ClientOptions::new().wait_for_replicas(1, ReplicaSync::DEFAULT_TIMEOUT);
+    /// assert_eq!(options.replica_sync.unwrap().timeout, std::time::Duration::from_secs(1));
+    /// ```
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+}
+
+/// The defaults, spelled here only: the bindings take theirs from this (through their native
+/// modules' tables, Python's `_native.CONNECT_DEFAULTS`, Node's `clientDefaults()`), and
+/// `core/tests/house_rules.rs` ties every default written in the docs, stubs and doc comments to
+/// these values.
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
@@ -181,7 +200,7 @@ impl Default for ClientOptions {
             tls_ca_cert: None,
             replica_sync: None,
             client_name: None,
-            lanes: Lanes::All,
+            lanes: Lanes::default(),
             telemetry: None,
         }
     }

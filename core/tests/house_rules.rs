@@ -637,3 +637,225 @@ fn every_fan_out_goes_through_at_most_in_flight() {
         found.join("\n")
     );
 }
+
+/// A file's prose as one line: each line without its indentation and comment markers (`///`,
+/// `//!`, `//`, `/**`, `*`, `#`), whitespace runs made one space, so a phrase may wrap.
+fn prose_of(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut line = line.trim_start();
+        for marker in ["//!", "///", "//", "/**", "*/", "*", "#"] {
+            if let Some(rest) = line.strip_prefix(marker) {
+                line = rest;
+                break;
+            }
+        }
+        for word in line.split_whitespace() {
+            out.push_str(word);
+            out.push(' ');
+        }
+    }
+    out
+}
+
+/// Every connect default written in text (core's rustdoc, the bindings' docstrings and doc
+/// comments, docs/api.md, the README) says what core's `ClientOptions::default()` (and
+/// `ReplicaSync::DEFAULT_TIMEOUT`) holds, so none can drift from core's value; and the bindings'
+/// signatures spell none of their own (they take core's: `None` / `undefined` → core's default,
+/// `_native.CONNECT_DEFAULTS`, `clientDefaults()`).
+#[test]
+fn written_connect_defaults_are_cores() {
+    use std::time::Duration;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let d = crosslock::ClientOptions::default();
+    let durations = [
+        ("connect_timeout", d.connect_timeout),
+        ("response_timeout", d.response_timeout),
+        ("watchdog_timeout", d.watchdog_timeout),
+        ("fair_lock_wait_timeout", d.fair_lock_wait_timeout),
+        (
+            "replica_wait_timeout",
+            crosslock::ReplicaSync::DEFAULT_TIMEOUT,
+        ),
+        ("renewal", d.watchdog_timeout / 3),
+    ];
+    // Seconds as prose writes them: `30`, `0.5`.
+    let seconds = |d: Duration| {
+        let s = d.as_secs_f64();
+        if s.fract() == 0.0 {
+            format!("{}", s as u64)
+        } else {
+            format!("{s}")
+        }
+    };
+    let mut values: Vec<(String, String)> = Vec::new();
+    for (name, value) in durations {
+        values.push((format!("{{{name}:s}}"), seconds(value)));
+        values.push((
+            format!("{{{name}:py}}"),
+            format!("{:?}", value.as_secs_f64()),
+        ));
+        values.push((format!("{{{name}:ms}}"), value.as_millis().to_string()));
+        if value.as_secs() % 60 == 0 && value.subsec_nanos() == 0 {
+            values.push((
+                format!("{{{name}:min}}"),
+                (value.as_secs() / 60).to_string(),
+            ));
+        }
+    }
+    values.push((
+        "{watchdog_batch_size}".into(),
+        d.watchdog_batch_size.to_string(),
+    ));
+    values.push(("{lanes}".into(), d.lanes.name().into()));
+    values.push(("{lanes:rust}".into(), format!("{:?}", d.lanes)));
+    // Each default where it is written down: (file, phrases).
+    let written: &[(&str, &[&str])] = &[
+        (
+            "core/src/options.rs",
+            &[
+                "waits out a Redis outage before failing the same way. Default {connect_timeout:s} s.",
+                "How long one command may take before failing. Default {response_timeout:s} s",
+                "renewed every third of it. Default {watchdog_timeout:s} s",
+                "How many locks one renewal script renews. Default {watchdog_batch_size}.",
+                "consider it dead and skip it. Default {fair_lock_wait_timeout:s} s",
+                "Default [`Lanes::{lanes:rust}`]",
+                "`replicaWaitTimeout`): {replica_wait_timeout:s} s.",
+            ],
+        ),
+        (
+            "core/src/objects/lock.rs",
+            &[
+                "a {watchdog_timeout:s} s lease (the client's `watchdog_timeout`) renewed every {renewal:s} s",
+            ],
+        ),
+        (
+            "core/src/objects/group_lock.rs",
+            &["the watchdog keeps it ({watchdog_timeout:s} s renewed every {renewal:s} s)"],
+        ),
+        (
+            "core/src/objects/fair_lock.rs",
+            &[
+                "`fair_lock_wait_timeout` (Redisson's `fairLockWaitTimeout`, {fair_lock_wait_timeout:min} min)",
+            ],
+        ),
+        (
+            "bindings-python/python/crosslock/client.py",
+            &[
+                "connect_timeout: seconds connecting may take (default {connect_timeout:py}).",
+                "response_timeout: seconds one command may take (default {response_timeout:py}).",
+                "renewed every third of it (default {watchdog_timeout:py}).",
+                "skip it as dead (default {fair_lock_wait_timeout:py}).",
+                "replica_wait_timeout: seconds to wait for those replicas (default {replica_wait_timeout:py}).",
+                "``\"{lanes}\"`` (the default",
+            ],
+        ),
+        (
+            "bindings-python/python/crosslock/_lockable.py",
+            &["kept by the watchdog ({watchdog_timeout:s} s, renewed every {renewal:s} s"],
+        ),
+        (
+            "bindings-python/python/crosslock/fair_lock.py",
+            &["``fair_lock_wait_timeout``, {fair_lock_wait_timeout:min} minutes by default"],
+        ),
+        (
+            "bindings-node/lib/client.ts",
+            &[
+                "rejects with `RedisUnavailableError` (default {connect_timeout:ms}).",
+                "How long one command may take (default {response_timeout:ms}).",
+                "renewed every third of it (default {watchdog_timeout:ms},",
+                "How many locks one renewal script renews (default {watchdog_batch_size}).",
+                "skip it as dead (default {fair_lock_wait_timeout:ms},",
+                "How long to wait for those replicas, in milliseconds (default {replica_wait_timeout:ms}).",
+                "`'{lanes}'` (the default)",
+                "expire after their lease ({watchdog_timeout:s} s with the watchdog)",
+            ],
+        ),
+        (
+            "bindings-node/lib/lockable.ts",
+            &["(a {watchdog_timeout:s} s lease renewed every {renewal:s} s by default)"],
+        ),
+        (
+            "bindings-node/lib/fair_lock.ts",
+            &["`fairLockWaitTimeout`, {fair_lock_wait_timeout:min} minutes by default"],
+        ),
+        (
+            "docs/api.md",
+            &[
+                "| connect timeout (default {connect_timeout:s} s) |",
+                "| command timeout (default {response_timeout:s} s) |",
+                "| watchdog timeout (default {watchdog_timeout:s} s) |",
+                "(off by default; at most {replica_wait_timeout:s} s by default)",
+                "| fair-lock wait (default {fair_lock_wait_timeout:min} min) |",
+                ".lanes(Lanes::SyncOnly)`: `{lanes:rust}` (default)",
+                "`connect(url, lanes=\"sync\")`: `\"{lanes}\"` (default)",
+                "`connect(url, { lanes: 'none' })`: `'{lanes}'` (default)",
+            ],
+        ),
+        (
+            "README.md",
+            &[
+                "Without a lease a lock lives {watchdog_timeout:s} s and is renewed every {renewal:s} s",
+                "bounded by the response timeout** (default {response_timeout:s} s)",
+                "The `lanes` option chooses who gets lanes: `{lanes}` (the default)",
+            ],
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (file, phrase) in written
+        .iter()
+        .flat_map(|(file, phrases)| phrases.iter().map(move |p| (file, p)))
+    {
+        let mut expected = (*phrase).to_owned();
+        for (key, value) in &values {
+            expected = expected.replace(key.as_str(), value);
+        }
+        for (at, _) in phrase.match_indices('{') {
+            let key = phrase[at..].split_inclusive('}').next().unwrap();
+            let placeholder = key.ends_with('}')
+                && key[1..key.len() - 1]
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_' || c == ':');
+            assert!(
+                !placeholder || values.iter().any(|(k, _)| k == key),
+                "{key} in {phrase:?} is no placeholder this test knows"
+            );
+        }
+        let text = prose_of(&std::fs::read_to_string(root.join(file)).unwrap());
+        if !text.contains(prose_of(&expected).trim_end()) {
+            wrong.push(format!("{file}: \"{expected}\""));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "connect defaults written otherwise than core's ClientOptions::default() says (or the \
+         phrase moved: update this list):\n{}",
+        wrong.join("\n")
+    );
+    // Signatures take core's defaults: no number after a timeout keyword's `=`.
+    let mut spelled = Vec::new();
+    for file in [
+        "bindings-python/src/client.rs",
+        "bindings-python/python/crosslock/client.py",
+        "bindings-python/python/crosslock/_native.pyi",
+    ] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            for (at, _) in line.match_indices("_timeout") {
+                let rest = line[at + "_timeout".len()..].trim_start();
+                let rest = rest.strip_prefix(": float").unwrap_or(rest).trim_start();
+                if let Some(value) = rest.strip_prefix('=')
+                    && value.trim_start().starts_with(|c: char| c.is_ascii_digit())
+                {
+                    spelled.push(format!("{file}:{}: {}", i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        spelled.is_empty(),
+        "connect defaults spelled in a binding's signature (take core's: None there, \
+         _native.CONNECT_DEFAULTS in the package):\n{}",
+        spelled.join("\n")
+    );
+}

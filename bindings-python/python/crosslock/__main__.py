@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Callable, Optional, Sequence, TextIO
 
-from . import connect
+from . import _native, connect
 from .client import Client
 from .client import _check_name
 from .inspect import Inspection
@@ -38,8 +38,8 @@ EPILOG = """examples:
 The server is --url, else $CROSSLOCK_URL, else redis://127.0.0.1:6379/0.
 Exit status: 0 done, 1 nothing there / refused, 2 bad usage or the server unreachable."""
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
-# Whether a watchdog holder looks alive is judged against this (Redisson's and our default).
-WATCHDOG_S = 30.0
+# Whether a watchdog holder looks alive is judged against this (core's default, and Redisson's).
+WATCHDOG_S = _native.CONNECT_DEFAULTS["watchdog_timeout"]
 
 
 def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, ask: Callable[[str], str] = input) -> int:
@@ -53,7 +53,7 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None, ask
         p.add_argument("--url", default=dflt(os.environ.get("CROSSLOCK_URL", DEFAULT_URL)),
                        help="the Redis server (default: $CROSSLOCK_URL or redis://127.0.0.1:6379/0)")
         p.add_argument("--watchdog-timeout", type=float, default=dflt(WATCHDOG_S), metavar="SECONDS",
-                       help="the holders' watchdog timeout, to tell whether one looks alive (default 30)")
+                       help=f"the holders' watchdog timeout, to tell whether one looks alive (default {WATCHDOG_S:g})")
         p.add_argument("--json", action="store_true", default=dflt(False), help="print JSON")
 
     parser = argparse.ArgumentParser(prog="crosslock", description=DESCRIPTION, epilog=EPILOG,

@@ -26,6 +26,8 @@ __all__ = [
     "__version__",
     "LIMITS",
     "KINDS",
+    "CONNECT_DEFAULTS",
+    "DEFAULT_LANES",
 ]
 
 __version__: str
@@ -33,34 +35,40 @@ __version__: str
 LIMITS: dict[str, tuple[int, int, str]]
 # Core's lock kinds: type name ("WriteLock") -> name ("write_lock"), as Lock.kind and lost events say.
 KINDS: dict[str, str]
+# Core's connect defaults (crosslock::ClientOptions::default()): keyword -> seconds, for
+# connect_timeout, response_timeout, watchdog_timeout, fair_lock_wait_timeout and
+# replica_wait_timeout; and the default of `lanes`.
+CONNECT_DEFAULTS: dict[str, float]
+DEFAULT_LANES: Literal["all", "sync", "none"]
 
 @final
 class Client:
+    # Every option left None keeps core's default (CONNECT_DEFAULTS, DEFAULT_LANES).
     @staticmethod
     def connect(
         url: str,
-        connect_timeout: float = 5.0,
-        response_timeout: float = 3.0,
-        watchdog_timeout: float = 30.0,
-        fair_lock_wait_timeout: float = 300.0,
+        connect_timeout: float | None = None,
+        response_timeout: float | None = None,
+        watchdog_timeout: float | None = None,
+        fair_lock_wait_timeout: float | None = None,
         tls_ca_cert: bytes | None = None,
         wait_for_replicas: int | None = None,
-        replica_wait_timeout: float = 1.0,
+        replica_wait_timeout: float | None = None,
         client_name: str | None = None,
-        lanes: Literal["all", "sync", "none"] = "all",
+        lanes: Literal["all", "sync", "none"] | None = None,
     ) -> Client: ...
     @staticmethod
     def connect_async(
         url: str,
-        connect_timeout: float = 5.0,
-        response_timeout: float = 3.0,
-        watchdog_timeout: float = 30.0,
-        fair_lock_wait_timeout: float = 300.0,
+        connect_timeout: float | None = None,
+        response_timeout: float | None = None,
+        watchdog_timeout: float | None = None,
+        fair_lock_wait_timeout: float | None = None,
         tls_ca_cert: bytes | None = None,
         wait_for_replicas: int | None = None,
-        replica_wait_timeout: float = 1.0,
+        replica_wait_timeout: float | None = None,
         client_name: str | None = None,
-        lanes: Literal["all", "sync", "none"] = "all",
+        lanes: Literal["all", "sync", "none"] | None = None,
     ) -> Awaitable[Client]: ...
     @property
     def id(self) -> str: ...

@@ -36,6 +36,10 @@ __all__ = ["Client", "connect", "connect_async"]
 #: Which callers get lanes (see :func:`connect`).
 Lanes = Literal["all", "sync", "none"]
 
+# Core's connect defaults (seconds, by keyword): connect()'s signature spells no number of its own.
+# Its docstring does, and core/tests/house_rules.rs ties each one written there to core's value.
+_DEFAULTS = _native.CONNECT_DEFAULTS
+
 # Every live client, so the fork hook can re-create their internal locks in the child. Added to
 # from any thread, so under its own lock (free-threaded CPython has no GIL to serialise the add
 # with the fork hook's walk); the collector's removals are the set's own.
@@ -131,15 +135,15 @@ def _pem(value: Union[bytes, str, "os.PathLike[str]", None]) -> Optional[bytes]:
 def connect(
     url: str,
     *,
-    connect_timeout: float = 5.0,
-    response_timeout: float = 3.0,
-    watchdog_timeout: float = 30.0,
-    fair_lock_wait_timeout: float = 300.0,
+    connect_timeout: float = _DEFAULTS["connect_timeout"],
+    response_timeout: float = _DEFAULTS["response_timeout"],
+    watchdog_timeout: float = _DEFAULTS["watchdog_timeout"],
+    fair_lock_wait_timeout: float = _DEFAULTS["fair_lock_wait_timeout"],
     tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None] = None,
     wait_for_replicas: Optional[int] = None,
-    replica_wait_timeout: float = 1.0,
+    replica_wait_timeout: float = _DEFAULTS["replica_wait_timeout"],
     client_name: Optional[str] = None,
-    lanes: Lanes = "all",
+    lanes: Lanes = _native.DEFAULT_LANES,
 ) -> Client:
     """Connects to Redis and returns a :class:`Client` (one per process is the usual shape).
 
@@ -150,14 +154,14 @@ def connect(
             followed through failovers; for Cluster
             ``redis+cluster://[user:password@]host:port[,host:port…]`` (seed nodes;
             ``?sharded_pubsub=auto|on|off``, ``auto`` as Redisson's default).
-        connect_timeout: seconds connecting may take.
-        response_timeout: seconds one command may take.
+        connect_timeout: seconds connecting may take (default 5.0).
+        response_timeout: seconds one command may take (default 3.0).
         watchdog_timeout: the lease, in seconds, of locks acquired without one; renewed every
-            third of it. Keep it equal across every client of a lock (Redisson's
+            third of it (default 30.0). Keep it equal across every client of a lock (Redisson's
             ``lockWatchdogTimeout``, 30 s by default).
         fair_lock_wait_timeout: seconds a :class:`FairLock` waiter that gave no timeout may take to
-            come back before the others skip it as dead (Redisson's ``fairLockWaitTimeout``, 5
-            minutes by default). Keep it equal across every client of a lock.
+            come back before the others skip it as dead (default 300.0). Keep it equal across
+            every client of a lock (Redisson's ``fairLockWaitTimeout``, 5 minutes by default).
         tls_ca_cert: for ``rediss://`` servers whose certificate comes from a private CA: the
             CA certificate(s), as PEM bytes or a path to a PEM file (default: the web roots).
         wait_for_replicas: after every acquisition (a lock, a read or write hold, a permit),
@@ -218,15 +222,15 @@ def connect(
 async def connect_async(
     url: str,
     *,
-    connect_timeout: float = 5.0,
-    response_timeout: float = 3.0,
-    watchdog_timeout: float = 30.0,
-    fair_lock_wait_timeout: float = 300.0,
+    connect_timeout: float = _DEFAULTS["connect_timeout"],
+    response_timeout: float = _DEFAULTS["response_timeout"],
+    watchdog_timeout: float = _DEFAULTS["watchdog_timeout"],
+    fair_lock_wait_timeout: float = _DEFAULTS["fair_lock_wait_timeout"],
     tls_ca_cert: Union[bytes, str, "os.PathLike[str]", None] = None,
     wait_for_replicas: Optional[int] = None,
-    replica_wait_timeout: float = 1.0,
+    replica_wait_timeout: float = _DEFAULTS["replica_wait_timeout"],
     client_name: Optional[str] = None,
-    lanes: Lanes = "all",
+    lanes: Lanes = _native.DEFAULT_LANES,
 ) -> Client:
     """:func:`connect` for asyncio.
 
