@@ -37,14 +37,28 @@ pub(crate) struct PyClient {
     /// The lost-lock dispatcher thread and the process that started it, joined by `close` (core
     /// drops the listener, and with it the thread's channel, when the client closes).
     dispatcher: std::sync::Mutex<Option<(u32, std::thread::JoinHandle<()>)>>,
+    /// The telemetry thread (`connect(metrics=...)`), stopped and joined by `close`.
+    telemetry: std::sync::Mutex<Option<crate::telemetry::Dispatcher>>,
 }
 
 impl PyClient {
-    fn new(client: Client) -> Self {
+    fn new(client: Client, telemetry: Option<crate::telemetry::Dispatcher>) -> Self {
         PyClient {
             client,
             dispatcher: std::sync::Mutex::new(None),
+            telemetry: std::sync::Mutex::new(telemetry),
         }
+    }
+
+    /// Asks the telemetry thread, if any, to end once it has told what was queued; its handle
+    /// to join.
+    fn stop_telemetry(&self) -> Option<std::thread::JoinHandle<()>> {
+        let dispatcher = self
+            .telemetry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
+        dispatcher.stop()
     }
 
     /// The dispatcher thread, if it is this process's: a forked child's copy of the parent's
@@ -79,6 +93,7 @@ fn options(
     replica_wait_timeout: Option<f64>,
     client_name: Option<String>,
     lanes: Option<&str>,
+    telemetry: Option<crosslock::telemetry::Telemetry>,
 ) -> crosslock::Result<ClientOptions> {
     let secs = |value: f64, what: &str| ffi::duration(value, 1.0, what);
     let mut options = ClientOptions::new();
@@ -110,6 +125,9 @@ fn options(
     if let Some(lanes) = lanes {
         options = options.lanes(crosslock::Lanes::from_name(lanes)?);
     }
+    if let Some(telemetry) = telemetry {
+        options = options.telemetry(telemetry);
+    }
     Ok(options)
 }
 
@@ -139,13 +157,31 @@ impl Named for PyClient {
     }
 }
 
+/// The telemetry of `connect(telemetry=sink)`: events to `sink` in batches on a thread of their
+/// own (see [`crate::telemetry`]).
+fn telemetry_of(
+    sink: Option<Py<PyAny>>,
+    names: bool,
+) -> PyResult<(
+    Option<crosslock::telemetry::Telemetry>,
+    Option<crate::telemetry::Dispatcher>,
+)> {
+    Ok(match sink {
+        Some(sink) => {
+            let (telemetry, dispatcher) = crate::telemetry::telemetry(sink, names)?;
+            (Some(telemetry), Some(dispatcher))
+        }
+        None => (None, None),
+    })
+}
+
 py_twins! {
     impl PyClient {
         /// Connects (blocking, GIL released). Raises `RedisUnavailableError` naming `host:port` when
         /// the server cannot be reached within `connect_timeout` seconds. An option left `None`
         /// keeps core's default (`CONNECT_DEFAULTS`, `DEFAULT_LANES`).
         #[staticmethod]
-        #[pyo3(signature = (url, connect_timeout = None, response_timeout = None, watchdog_timeout = None, fair_lock_wait_timeout = None, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = None, client_name = None, lanes = None))]
+        #[pyo3(signature = (url, connect_timeout = None, response_timeout = None, watchdog_timeout = None, fair_lock_wait_timeout = None, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = None, client_name = None, lanes = None, telemetry = None, telemetry_names = false))]
         #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
         fn connect(
             py: Python<'_>,
@@ -159,7 +195,10 @@ py_twins! {
             replica_wait_timeout: Option<f64>,
             client_name: Option<String>,
             lanes: Option<&str>,
+            telemetry: Option<Py<PyAny>>,
+            telemetry_names: bool,
         ) -> PyResult<PyClient> {
+            let (recorder, dispatcher) = telemetry_of(telemetry, telemetry_names)?;
             let options = options(
                 connect_timeout,
                 response_timeout,
@@ -170,6 +209,7 @@ py_twins! {
                 replica_wait_timeout,
                 client_name,
                 lanes,
+                recorder,
             )
             .map_err(|e| to_py_err(py, e, None))?;
             let client = runtime::wait(
@@ -178,12 +218,12 @@ py_twins! {
                 OnSignal::Detach,
                 None,
             )?;
-            Ok(PyClient::new(client))
+            Ok(PyClient::new(client, dispatcher))
         }
 
         /// As `connect`, as an awaitable.
         #[staticmethod]
-        #[pyo3(signature = (url, connect_timeout = None, response_timeout = None, watchdog_timeout = None, fair_lock_wait_timeout = None, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = None, client_name = None, lanes = None))]
+        #[pyo3(signature = (url, connect_timeout = None, response_timeout = None, watchdog_timeout = None, fair_lock_wait_timeout = None, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = None, client_name = None, lanes = None, telemetry = None, telemetry_names = false))]
         #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
         fn connect_async<'py>(
             py: Python<'py>,
@@ -197,7 +237,10 @@ py_twins! {
             replica_wait_timeout: Option<f64>,
             client_name: Option<String>,
             lanes: Option<&str>,
+            telemetry: Option<Py<PyAny>>,
+            telemetry_names: bool,
         ) -> PyResult<Bound<'py, PyAny>> {
+            let (recorder, dispatcher) = telemetry_of(telemetry, telemetry_names)?;
             let options = options(
                 connect_timeout,
                 response_timeout,
@@ -208,11 +251,15 @@ py_twins! {
                 replica_wait_timeout,
                 client_name,
                 lanes,
+                recorder,
             )
             .map_err(|e| to_py_err(py, e, None))?;
             runtime::awaitable(
                 py,
-                async move { Client::connect_with(&url, options).await.map(PyClient::new) },
+                async move {
+                    let client = Client::connect_with(&url, options).await?;
+                    Ok(PyClient::new(client, dispatcher))
+                },
                 None,
             )
         }
@@ -429,10 +476,18 @@ py_twins! {
             // Not when `close` runs on that thread (a lost-lock callback): it ends once it returns.
             let dispatcher =
                 dispatcher.filter(|thread| thread.thread().id() != std::thread::current().id());
+            // Every event of the close (the holds it released) is queued by now: told before
+            // the thread ends, so before `close` returns.
+            let telemetry = self
+                .stop_telemetry()
+                .filter(|thread| thread.thread().id() != std::thread::current().id());
             py.detach(move || {
                 crosslock::runtime::settle();
                 if let Some(dispatcher) = dispatcher {
                     let _ = dispatcher.join();
+                }
+                if let Some(telemetry) = telemetry {
+                    let _ = telemetry.join();
                 }
                 // No client left in the process: the log bridge's thread goes too (the next event
                 // starts it again).
@@ -449,10 +504,14 @@ py_twins! {
         /// As `close`, as an awaitable.
         fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
             let client = self.client.clone();
+            let telemetry = self.telemetry.lock().unwrap_or_else(|e| e.into_inner()).take();
             runtime::awaitable(
                 py,
                 async move {
                     client.close().await;
+                    // The thread tells what the close queued, then ends (not joined: this is
+                    // the event loop's thread).
+                    drop(telemetry.and_then(crate::telemetry::Dispatcher::stop));
                     Ok(())
                 },
                 None,

@@ -13,6 +13,8 @@
 //! - [`watch`]: `Watch` (a live view of one object, for `Client.watch` and `crosslock watch`);
 //! - [`multi_lock`]: `MultiLock` (also the `RedLock`), over native `Lock`s;
 //! - [`logging`]: core's `tracing` events into Python's `logging` (logger `crosslock`);
+//! - [`telemetry`]: core's telemetry events, in batches, to `crosslock/_telemetry.py`
+//!   (`connect(metrics=...)`: OpenTelemetry metrics);
 //! - [`error`]: the one core-error → Python-exception conversion;
 //! - [`runtime`]: the one blocking helper (GIL released, Ctrl-C honoured) and the awaitable
 //!   helper, both on core's process runtime;
@@ -32,6 +34,7 @@ mod multi_lock;
 mod permit_expirable_semaphore;
 mod runtime;
 mod semaphore;
+mod telemetry;
 mod twins;
 mod unowned;
 mod watch;
@@ -42,6 +45,7 @@ mod watch;
 #[pyfunction]
 fn _after_fork() {
     crosslock::runtime::reset_after_fork();
+    telemetry::after_fork();
 }
 
 /// Reports `exc` through `sys.unraisablehook`, naming `obj` (used for exceptions raised by

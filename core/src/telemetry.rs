@@ -55,6 +55,15 @@ impl LostReason {
             LostReason::Expired => "expired",
         }
     }
+
+    /// `"lost:"` and [`as_str`](Self::as_str): how a host binding labels a hold that ended lost.
+    #[doc(hidden)]
+    pub const fn lost_label(self) -> &'static str {
+        match self {
+            LostReason::Gone => "lost:gone",
+            LostReason::Expired => "lost:expired",
+        }
+    }
 }
 
 impl std::fmt::Display for LostReason {

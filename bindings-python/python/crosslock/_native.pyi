@@ -56,6 +56,8 @@ class Client:
         replica_wait_timeout: float | None = None,
         client_name: str | None = None,
         lanes: Literal["all", "sync", "none"] | None = None,
+        telemetry: Callable[[list[tuple[str, str, str | None, str | None, float]]], None] | None = None,
+        telemetry_names: bool = False,
     ) -> Client: ...
     @staticmethod
     def connect_async(
@@ -69,6 +71,8 @@ class Client:
         replica_wait_timeout: float | None = None,
         client_name: str | None = None,
         lanes: Literal["all", "sync", "none"] | None = None,
+        telemetry: Callable[[list[tuple[str, str, str | None, str | None, float]]], None] | None = None,
+        telemetry_names: bool = False,
     ) -> Awaitable[Client]: ...
     @property
     def id(self) -> str: ...

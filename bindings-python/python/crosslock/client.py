@@ -9,7 +9,7 @@ import weakref
 from types import TracebackType
 from typing import Any, Callable, Hashable, Iterable, Literal, Optional, Union, cast
 
-from . import _native
+from . import _native, _telemetry
 from ._identity import current_owner
 from ._limits import _whole
 from ._args import _seconds
@@ -82,6 +82,14 @@ def _options(
     )
 
 
+def _metrics(metrics: Any, with_names: object) -> dict[str, Any]:
+    """The native connect's telemetry arguments for ``connect(metrics=…, metrics_with_names=…)``."""
+    if not isinstance(with_names, bool):
+        raise InvalidArgumentTypeError(f"metrics_with_names must be a bool, got {type(with_names).__name__}")
+    sink = _telemetry.sink(metrics)
+    return {"telemetry": sink, "telemetry_names": with_names} if sink is not None else {}
+
+
 # The values of connect()'s ``lanes``.
 _LANES = ("all", "sync", "none")
 
@@ -144,6 +152,8 @@ def connect(
     replica_wait_timeout: float = _DEFAULTS["replica_wait_timeout"],
     client_name: Optional[str] = None,
     lanes: Lanes = _native.DEFAULT_LANES,
+    metrics: Any = None,
+    metrics_with_names: bool = False,
 ) -> Client:
     """Connects to Redis and returns a :class:`Client` (one per process is the usual shape).
 
@@ -184,6 +194,16 @@ def connect(
             usual ones, for a tight ``maxclients``). Lanes open only while calls come in quick
             succession, at most 16 per node. Anything else raises
             :class:`InvalidArgumentError` (a :class:`ValueError`).
+        metrics: record this client's waits, holds, losses and wake-ups as OpenTelemetry metrics
+            (``crosslock.lock.wait.duration``, ``crosslock.lock.hold.duration``,
+            ``crosslock.lock.lost``, ``crosslock.lock.held``, ``crosslock.lock.waiters``,
+            ``crosslock.wait.wakeups``; docs/api.md lists units and attributes): ``True`` for
+            OpenTelemetry's global MeterProvider, or a MeterProvider. Default ``None``: nothing
+            is measured. Needs the ``opentelemetry-api`` package (``ImportError`` naming it
+            otherwise); the events reach the instruments in batches, on a thread of the client's
+            own that ``close()`` stops once it has told them all.
+        metrics_with_names: add each lock's name as the attribute ``crosslock.lock.name`` (one
+            series per name: only where names are few). Default ``False``.
 
     Raises:
         RedisUnavailableError: the server cannot be reached within ``connect_timeout`` (the
@@ -215,6 +235,7 @@ def connect(
             client_name,
             lanes,
         ),
+        **_metrics(metrics, metrics_with_names),
     )
     return Client(native)
 
@@ -231,6 +252,8 @@ async def connect_async(
     replica_wait_timeout: float = _DEFAULTS["replica_wait_timeout"],
     client_name: Optional[str] = None,
     lanes: Lanes = _native.DEFAULT_LANES,
+    metrics: Any = None,
+    metrics_with_names: bool = False,
 ) -> Client:
     """:func:`connect` for asyncio.
 
@@ -254,6 +277,7 @@ async def connect_async(
             client_name,
             lanes,
         ),
+        **_metrics(metrics, metrics_with_names),
     )
     return Client(native)
 
