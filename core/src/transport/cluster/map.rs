@@ -10,7 +10,7 @@ impl Conn {
         &self,
         nodes: &crate::transport::cluster::NodeLanes,
         slot: u16,
-    ) -> Option<Arc<crate::transport::lane::Lanes>> {
+    ) -> Option<Arc<crate::transport::lane::LanePool>> {
         // Most calls are on no lane: no map is read for them.
         let may_take_one = crate::transport::lane::ambient::on_lane()
             || (self.inner.route.lanes.event_loops()

@@ -24,7 +24,7 @@ pub(crate) mod map;
 
 use crate::transport::SlotRange;
 use crate::transport::endpoint::{credentials, host_port, parse_hosts};
-use crate::transport::lane::Lanes;
+use crate::transport::lane::LanePool;
 use crate::util::lock;
 
 /// The number of hash slots of a Redis Cluster.
@@ -169,11 +169,11 @@ const MAP_MAX_AGE: Duration = Duration::from_secs(5);
 /// A cluster's slot ranges as `CLUSTER SLOTS` read them, sorted, each with its master's lane
 /// pool, and when they were read.
 struct SlotMap {
-    ranges: Vec<(u16, u16, Option<Arc<Lanes>>)>,
+    ranges: Vec<(u16, u16, Option<Arc<LanePool>>)>,
     read: Instant,
 }
 
-/// The lanes of a cluster's command connection: one pool ([`Lanes`]) per master, found by the
+/// The lanes of a cluster's command connection: one pool ([`LanePool`]) per master, found by the
 /// slot a script's keys hash to.
 ///
 /// The routed way (redis-rs's cluster connection) hands each command to a routing task and then
@@ -196,7 +196,7 @@ pub(crate) struct NodeLanes {
     /// Whether a read of the map is under way (one at a time).
     reading: AtomicBool,
     /// The pools of the masters in the map at hand, by address.
-    pools: Mutex<HashMap<(String, u16), Arc<Lanes>>>,
+    pools: Mutex<HashMap<(String, u16), Arc<LanePool>>>,
     /// The connections' name (see [`crate::naming`]).
     name: Arc<str>,
 }
@@ -223,7 +223,7 @@ impl NodeLanes {
     /// The pool of the master serving `slot`, as the map at hand says; `None` without a map or
     /// a master for the slot. Also tells whether the map is to be read (missing or old). Called
     /// on every lane call on a cluster: it takes no lock and allocates nothing.
-    pub(crate) fn for_slot(&self, slot: u16) -> (Option<Arc<Lanes>>, bool) {
+    pub(crate) fn for_slot(&self, slot: u16) -> (Option<Arc<LanePool>>, bool) {
         let map = self.map.load();
         let Some(map) = map.as_deref() else {
             return (None, true);
@@ -258,7 +258,7 @@ impl NodeLanes {
         if let Some(ranges) = ranges.filter(|r| !r.is_empty()) {
             let mut pools = lock(&self.pools);
             pools.retain(|address, _| ranges.iter().any(|(_, _, master)| master == address));
-            let mut ranges: Vec<(u16, u16, Option<Arc<Lanes>>)> = ranges
+            let mut ranges: Vec<(u16, u16, Option<Arc<LanePool>>)> = ranges
                 .into_iter()
                 .map(|(first, last, master)| {
                     let pool = match pools.get(&master) {
@@ -281,12 +281,12 @@ impl NodeLanes {
     }
 
     /// A new pool for the master at `(host, port)`.
-    fn pool_for(&self, (host, port): &(String, u16)) -> Option<Arc<Lanes>> {
+    fn pool_for(&self, (host, port): &(String, u16)) -> Option<Arc<LanePool>> {
         let info = format!("redis://{}/", host_port(host, *port))
             .into_connection_info()
             .ok()?
             .set_redis_settings(self.node.clone());
-        Lanes::new(
+        LanePool::new(
             &info,
             self.connect_timeout,
             self.response_timeout,
@@ -301,7 +301,7 @@ impl NodeLanes {
     }
 
     /// Every pool.
-    pub(crate) fn pools(&self) -> Vec<Arc<Lanes>> {
+    pub(crate) fn pools(&self) -> Vec<Arc<LanePool>> {
         let pools = lock(&self.pools);
         pools.values().cloned().collect()
     }
@@ -330,7 +330,7 @@ impl NodeLanes {
     /// again, waiting for it held every command for the response timeout until its lane was
     /// given up ([`super::lane::ORPHAN_LIMIT`]), so that each of them failed. Without a map, or
     /// without a slot: all of them. Allocates nothing when no reply is overdue, the usual case.
-    fn overdue_for(&self, slot: Option<u16>) -> Vec<Arc<Lanes>> {
+    fn overdue_for(&self, slot: Option<u16>) -> Vec<Arc<LanePool>> {
         if let Some(slot) = slot
             && self.map.load().is_some()
         {
@@ -498,7 +498,7 @@ mod tests {
             (10923, 16383, c.clone()),
         ]));
         let pool_a = nodes.for_slot(0).0.unwrap();
-        let waited = |slot: Option<u16>| -> Vec<*const Lanes> {
+        let waited = |slot: Option<u16>| -> Vec<*const LanePool> {
             let mut pools: Vec<_> = nodes.overdue_for(slot).iter().map(Arc::as_ptr).collect();
             pools.sort();
             pools
