@@ -233,3 +233,155 @@ pub(crate) fn decode(segment: &str) -> std::result::Result<String, String> {
     }
     String::from_utf8(out).map_err(|_| format!("has a master name '{segment}' that is not UTF-8"))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::redact::redact_url;
+    use crate::transport::cluster::ClusterSpec;
+    use crate::transport::sentinel::SentinelSpec;
+
+    /// How a sentinel URL is written, as every sentinel URL message ends.
+    const SENTINEL_FORM: &str = "redis+sentinel://[user:password@]host:port[,host:port…]/<master \
+                                 name>[/db][?sentinel_password=…&sentinel_username=…] (or \
+                                 rediss+sentinel:// for TLS)";
+
+    /// How a cluster URL is written, as every cluster URL message ends.
+    const CLUSTER_FORM: &str = "redis+cluster://[user:password@]host:port[,host:port…]\
+                                [?sharded_pubsub=auto|on|off] (or rediss+cluster:// for TLS)";
+
+    #[test]
+    fn sentinel_and_cluster_url_messages_are_pinned_word_for_word() {
+        for (url, shown, what) in [
+            ("redis://h", "redis://h", "is not a sentinel URL"),
+            (
+                "redis+sentinel://127.0.0.1:26379",
+                "redis+sentinel://127.0.0.1:26379",
+                "names no master group",
+            ),
+            (
+                "redis+sentinel://127.0.0.1:26379/my@master",
+                "redis+sentinel://***@master",
+                "names no master group (an '@' in the master name is written %40)",
+            ),
+            (
+                "redis+sentinel://127.0.0.1:x/m",
+                "redis+sentinel://127.0.0.1:x/m",
+                "has a bad port in the sentinel address '127.0.0.1:x'",
+            ),
+            (
+                "redis+sentinel://,127.0.0.1/m",
+                "redis+sentinel://,127.0.0.1/m",
+                "lists an empty sentinel address",
+            ),
+            (
+                "redis+sentinel://[]:1/m",
+                "redis+sentinel://[]:1/m",
+                "has no host in the sentinel address '[]:1'",
+            ),
+            (
+                "redis+sentinel://u:s3cr3t@127.0.0.1/m/db",
+                "redis+sentinel://***@127.0.0.1/m/db",
+                "has 'db' where the database number goes (a whole number in 0..2^31-1)",
+            ),
+            (
+                "redis+sentinel://127.0.0.1/m/0/extra",
+                "redis+sentinel://127.0.0.1/m/0/extra",
+                "has 'extra' after the database number",
+            ),
+            (
+                "redis+sentinel://127.0.0.1/m%zz",
+                "redis+sentinel://127.0.0.1/m%zz",
+                "has a bad percent escape in the master name 'm%zz'",
+            ),
+            (
+                "redis+sentinel://127.0.0.1/m?s3cr3t",
+                "redis+sentinel://127.0.0.1/m?***",
+                "has a parameter without '=' (write sentinel_username=…&sentinel_password=…)",
+            ),
+            (
+                "rediss+sentinel://127.0.0.1/m?sentinel_password=s3cr3t&password=x",
+                "rediss+sentinel://127.0.0.1/m?sentinel_password=***&password=***",
+                "has the unknown parameter 'password' (sentinel_username and sentinel_password \
+                 are the ones there are)",
+            ),
+        ] {
+            let err = SentinelSpec::parse(url, &redact_url(url)).err().expect(url);
+            assert_eq!(
+                err.to_string(),
+                format!("'{shown}' {what}; write {SENTINEL_FORM}")
+            );
+        }
+        for (url, shown, what) in [
+            ("redis://h", "redis://h", "is not a cluster URL"),
+            (
+                "redis+cluster://u:s3cr3t@h:1/3",
+                "redis+cluster://***@h:1/3",
+                "selects the database '3', but a Redis Cluster has only database 0",
+            ),
+            // The database is checked before the hosts.
+            (
+                "redis+cluster://h:0/3",
+                "redis+cluster://h:0/3",
+                "selects the database '3', but a Redis Cluster has only database 0",
+            ),
+            (
+                "redis+cluster://h:1?sharded_pubsub=maybe",
+                "redis+cluster://h:1?sharded_pubsub=maybe",
+                "sets sharded_pubsub to 'maybe' (auto, on or off are the choices)",
+            ),
+            (
+                "rediss+cluster://h:1?db=2",
+                "rediss+cluster://h:1?db=2",
+                "has the unknown parameter 'db' (sharded_pubsub is the one there is)",
+            ),
+            (
+                "redis+cluster://h:0",
+                "redis+cluster://h:0",
+                "has a bad port in the seed node address 'h:0'",
+            ),
+            (
+                "redis+cluster://h:1,,h:2",
+                "redis+cluster://h:1,,h:2",
+                "lists an empty seed node address",
+            ),
+            (
+                "redis+cluster://h:1?s3cr3t",
+                "redis+cluster://h:1?***",
+                "has a parameter without '=' (write sharded_pubsub=auto|on|off)",
+            ),
+        ] {
+            let err = ClusterSpec::parse(url, &redact_url(url)).err().expect(url);
+            assert_eq!(
+                err.to_string(),
+                format!("'{shown}' {what}; write {CLUSTER_FORM}")
+            );
+        }
+    }
+
+    #[test]
+    fn a_tls_ca_for_a_plain_url_is_refused_word_for_word() {
+        for (url, scheme) in [
+            ("redis+sentinel://u:s3cr3t@h/m", "rediss+sentinel://"),
+            ("redis+cluster://u:s3cr3t@h:1", "rediss+cluster://"),
+            ("redis://u:s3cr3t@h:1/0", "rediss://"),
+        ] {
+            let err = super::Endpoint::parse(url, Some(b"pem".to_vec()))
+                .err()
+                .expect(url);
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "a TLS CA certificate was given but '{}' is not a {scheme} URL",
+                    redact_url(url)
+                )
+            );
+            assert!(!err.to_string().contains("s3cr3t"), "{err}");
+        }
+        let err = super::Endpoint::parse("http://h", None).err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "'http://h' is not a Redis URL: write redis://host:port/db (rediss:// for TLS, \
+             redis+sentinel://host:port/<master>, redis+cluster://host:port)"
+        );
+    }
+}
