@@ -1,6 +1,7 @@
 //! Where to connect: the user's URL parsed for each topology (a single server, a Sentinel group,
-//! a Cluster's seed nodes), and the URL pieces the three share (host lists, `host:port`,
-//! percent-encoded credentials).
+//! a Cluster's seed nodes), and the URL pieces they share: the split of a `redis+sentinel://` or
+//! `redis+cluster://` URL into its parts ([`split_url`], with the one way their messages are
+//! written), host lists, `host:port`, percent-encoded credentials.
 
 use std::sync::Arc;
 
@@ -10,8 +11,8 @@ use redis::{
 
 use crate::error::{Error, Result};
 use crate::redact::redact_url;
-use crate::transport::cluster::ClusterSpec;
-use crate::transport::sentinel::SentinelSpec;
+use crate::transport::cluster::{self, ClusterSpec};
+use crate::transport::sentinel::{self, SentinelSpec};
 
 /// Where and how to connect, parsed from the user's URL.
 #[derive(Clone)]
@@ -49,13 +50,10 @@ impl PartialEq for Node {
 
 impl Endpoint {
     pub(crate) fn parse(url: &str, tls_ca: Option<Vec<u8>>) -> Result<Self> {
-        if url.starts_with("redis+sentinel://") || url.starts_with("rediss+sentinel://") {
+        if sentinel::URL.matches(url) {
             let spec = SentinelSpec::parse(url, &redact_url(url))?;
             if tls_ca.is_some() && !spec.tls {
-                return Err(Error::invalid(format!(
-                    "a TLS CA certificate was given but '{}' is not a rediss+sentinel:// URL",
-                    redact_url(url)
-                )));
+                return Err(tls_ca_refused(url, sentinel::URL.tls));
             }
             return Ok(Endpoint {
                 address: spec.describe(),
@@ -63,13 +61,10 @@ impl Endpoint {
                 tls_ca,
             });
         }
-        if url.starts_with("redis+cluster://") || url.starts_with("rediss+cluster://") {
+        if cluster::URL.matches(url) {
             let spec = ClusterSpec::parse(url, &redact_url(url))?;
             if tls_ca.is_some() && !spec.tls {
-                return Err(Error::invalid(format!(
-                    "a TLS CA certificate was given but '{}' is not a rediss+cluster:// URL",
-                    redact_url(url)
-                )));
+                return Err(tls_ca_refused(url, cluster::URL.tls));
             }
             return Ok(Endpoint {
                 address: spec.describe(),
@@ -109,10 +104,7 @@ impl Endpoint {
             _ => "the configured address".to_owned(),
         };
         if tls_ca.is_some() && !matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
-            return Err(Error::invalid(format!(
-                "a TLS CA certificate was given but '{}' is not a rediss:// URL",
-                redact_url(url)
-            )));
+            return Err(tls_ca_refused(url, "rediss://"));
         }
         Ok(Endpoint {
             target: Target::Node(Box::new(info)),
@@ -154,9 +146,132 @@ impl Endpoint {
     }
 }
 
+/// A TLS CA certificate came with `url`, which is not of the TLS `scheme`.
+fn tls_ca_refused(url: &str, scheme: &str) -> Error {
+    Error::invalid(format!(
+        "a TLS CA certificate was given but '{}' is not a {scheme} URL",
+        redact_url(url)
+    ))
+}
+
+/// A URL form of several hosts (`redis+sentinel://`, `redis+cluster://`): its schemes, and how
+/// it is written, for messages.
+pub(crate) struct UrlForm {
+    /// The scheme without TLS, `redis+…://`.
+    pub(crate) plain: &'static str,
+    /// The scheme with TLS, `rediss+…://`.
+    pub(crate) tls: &'static str,
+    /// What such a URL is called in "is not a … URL".
+    pub(crate) kind: &'static str,
+    /// How such a URL is written: the end of every message about one.
+    pub(crate) written: &'static str,
+}
+
+impl UrlForm {
+    /// Whether `url` has one of this form's schemes.
+    pub(crate) fn matches(&self, url: &str) -> bool {
+        url.starts_with(self.plain) || url.starts_with(self.tls)
+    }
+}
+
+/// A `redis+sentinel://` or `redis+cluster://` URL cut into its parts ([`split_url`]); what the
+/// parts must hold is each form's own rule.
+pub(crate) struct UrlParts<'a> {
+    /// Whether the scheme is the TLS one.
+    pub(crate) tls: bool,
+    /// The user info (before the `@`), as [`redact_url`] finds it.
+    pub(crate) userinfo: Option<&'a str>,
+    /// The hosts, `host[:port],…` (see [`UrlParts::hosts`]).
+    hosts: &'a str,
+    /// What follows the hosts' `/` (without it), up to the query.
+    pub(crate) path: &'a str,
+    /// What follows the `?` (see [`UrlParts::pairs`]).
+    query: &'a str,
+    /// The URL without its credentials, for messages.
+    pub(crate) shown: &'a str,
+    form: &'static UrlForm,
+}
+
+/// Cuts `url`, of the given `form`, into its parts; `shown` is the URL without its credentials,
+/// for messages.
+///
+/// # Errors
+///
+/// `InvalidArgument` when `url` has neither of the form's schemes.
+pub(crate) fn split_url<'a>(
+    url: &'a str,
+    shown: &'a str,
+    form: &'static UrlForm,
+) -> Result<UrlParts<'a>> {
+    let (tls, rest) = if let Some(rest) = url.strip_prefix(form.plain) {
+        (false, rest)
+    } else if let Some(rest) = url.strip_prefix(form.tls) {
+        (true, rest)
+    } else {
+        return Err(bad(shown, form, format!("is not a {} URL", form.kind)));
+    };
+    // The user info first, as redact_url finds it: a password with an unencoded '/' or '?' must
+    // not be read as a host or a path, which messages show.
+    let (userinfo, rest) = match crate::redact::userinfo_end(rest) {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
+    Ok(UrlParts {
+        tls,
+        userinfo,
+        hosts,
+        path,
+        query,
+        shown,
+        form,
+    })
+}
+
+/// `'<shown>' <what>; write <form>`: how every message about a URL of `form` is written.
+fn bad(shown: &str, form: &UrlForm, what: impl std::fmt::Display) -> Error {
+    Error::invalid(format!("'{shown}' {what}; write {}", form.written))
+}
+
+impl<'a> UrlParts<'a> {
+    /// The error that the URL `what` (`has …`, `names …`), with how the form is written.
+    pub(crate) fn bad(&self, what: impl std::fmt::Display) -> Error {
+        bad(self.shown, self.form, what)
+    }
+
+    /// The hosts, each with `default_port` unless it names one; `role` names them in errors
+    /// (see [`parse_hosts`]).
+    pub(crate) fn hosts(&self, default_port: u16, role: &str) -> Result<Vec<(String, u16)>> {
+        parse_hosts(self.hosts, default_port, role).map_err(|what| self.bad(what))
+    }
+
+    /// The user and password of the user info (none without one).
+    pub(crate) fn credentials(&self) -> Result<RedisConnectionInfo> {
+        credentials(self.userinfo.unwrap_or(""), self.shown)
+    }
+
+    /// The query's `key=value` pairs, in order (empty ones skipped); a pair without `=` is an
+    /// error that says `hint` (how the form's parameters are written).
+    pub(crate) fn pairs(
+        &self,
+        hint: &'static str,
+    ) -> impl Iterator<Item = Result<(&'a str, &'a str)>> + '_ {
+        self.query
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .map(move |pair| {
+                // Its text may be a secret written in the wrong place: not echoed (the shown
+                // URL hides it whole too).
+                pair.split_once('=')
+                    .ok_or_else(|| self.bad(format!("has a parameter without '=' (write {hint})")))
+            })
+    }
+}
+
 /// Parses a comma-separated list of `host[:port]` (`[v6]:port` too), naming each a `role`
 /// address in errors (the text after the URL in the message).
-pub(crate) fn parse_hosts(
+fn parse_hosts(
     hosts: &str,
     default_port: u16,
     role: &str,
@@ -209,29 +324,6 @@ pub(crate) fn credentials(userinfo: &str, shown: &str) -> Result<RedisConnection
             ))
         })?;
     Ok(info.redis_settings().clone())
-}
-
-/// Percent-decodes a path segment (the master name).
-pub(crate) fn decode(segment: &str) -> std::result::Result<String, String> {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = segment
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| {
-                    format!("has a bad percent escape in the master name '{segment}'")
-                })?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("has a master name '{segment}' that is not UTF-8"))
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ pub(crate) mod links;
 pub(crate) mod map;
 
 use crate::transport::SlotRange;
-use crate::transport::endpoint::{credentials, host_port, parse_hosts};
+use crate::transport::endpoint::{UrlForm, host_port, split_url};
 use crate::transport::lane::LanePool;
 use crate::util::lock;
 
@@ -33,9 +33,14 @@ const SLOTS: u16 = 16384;
 /// The default port of a cluster node.
 const DEFAULT_PORT: u16 = 6379;
 
-/// The form of a cluster URL, for error messages.
-pub(crate) const FORM: &str = "redis+cluster://[user:password@]host:port[,host:port…]\
-                               [?sharded_pubsub=auto|on|off] (or rediss+cluster:// for TLS)";
+/// The cluster URL form, `redis+cluster://` (or `rediss+cluster://`).
+pub(crate) const URL: UrlForm = UrlForm {
+    plain: "redis+cluster://",
+    tls: "rediss+cluster://",
+    kind: "cluster",
+    written: "redis+cluster://[user:password@]host:port[,host:port…][?sharded_pubsub=auto|on|off] \
+              (or rediss+cluster:// for TLS)",
+};
 
 /// Whether waiters use sharded pub/sub (`SSUBSCRIBE`, and `SPUBLISH` in scripts) or the plain
 /// kind. Every client of a deployment must use the same: a sharded message never reaches a plain
@@ -67,55 +72,30 @@ impl ClusterSpec {
     /// Parses `redis+cluster://…` or `rediss+cluster://…`; `shown` is the URL without its
     /// password, for messages.
     pub(crate) fn parse(url: &str, shown: &str) -> Result<Self> {
-        let bad = |what: String| Error::invalid(format!("'{shown}' {what}; write {FORM}"));
-        let (tls, rest) = if let Some(rest) = url.strip_prefix("redis+cluster://") {
-            (false, rest)
-        } else if let Some(rest) = url.strip_prefix("rediss+cluster://") {
-            (true, rest)
-        } else {
-            return Err(bad("is not a cluster URL".to_owned()));
-        };
-        // The user info first, as redact_url finds it: a password with an unencoded '/' or '?'
-        // must not be read as a host or a path, which messages show.
-        let (userinfo, rest) = match crate::redact::userinfo_end(rest) {
-            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
-            None => (None, rest),
-        };
-        let (rest, query) = match rest.split_once('?') {
-            Some((rest, query)) => (rest, Some(query)),
-            None => (rest, None),
-        };
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        match path.trim_matches('/') {
+        let parts = split_url(url, shown, &URL)?;
+        match parts.path.trim_matches('/') {
             "" | "0" => {}
             other => {
-                return Err(bad(format!(
+                return Err(parts.bad(format!(
                     "selects the database '{other}', but a Redis Cluster has only database 0"
                 )));
             }
         }
-        let hosts = authority;
-        let seeds = parse_hosts(hosts, DEFAULT_PORT, "seed node").map_err(bad)?;
-        let node = credentials(userinfo.unwrap_or(""), shown)?;
+        let seeds = parts.hosts(DEFAULT_PORT, "seed node")?;
+        let node = parts.credentials()?;
         let mut sharding = Sharding::Auto;
-        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-            let Some((key, value)) = pair.split_once('=') else {
-                // Its text may be a secret written in the wrong place: not echoed.
-                return Err(bad(
-                    "has a parameter without '=' (write sharded_pubsub=auto|on|off)".to_owned(),
-                ));
-            };
-            match (key, value) {
+        for pair in parts.pairs("sharded_pubsub=auto|on|off") {
+            match pair? {
                 ("sharded_pubsub", "auto") => sharding = Sharding::Auto,
                 ("sharded_pubsub", "on") => sharding = Sharding::On,
                 ("sharded_pubsub", "off") => sharding = Sharding::Off,
                 ("sharded_pubsub", other) => {
-                    return Err(bad(format!(
+                    return Err(parts.bad(format!(
                         "sets sharded_pubsub to '{other}' (auto, on or off are the choices)"
                     )));
                 }
                 (other, _) => {
-                    return Err(bad(format!(
+                    return Err(parts.bad(format!(
                         "has the unknown parameter '{other}' (sharded_pubsub is the one there is)"
                     )));
                 }
@@ -123,7 +103,7 @@ impl ClusterSpec {
         }
         Ok(ClusterSpec {
             seeds,
-            tls,
+            tls: parts.tls,
             node,
             sharding,
         })
