@@ -1,6 +1,7 @@
 //! Where to connect: the user's URL parsed for each topology (a single server, a Sentinel group,
-//! a Cluster's seed nodes), and the URL pieces the three share (host lists, `host:port`,
-//! percent-encoded credentials).
+//! a Cluster's seed nodes), and the URL pieces they share: the split of a `redis+sentinel://` or
+//! `redis+cluster://` URL into its parts ([`split_url`], with the one way their messages are
+//! written), host lists, `host:port`, percent-encoded credentials.
 
 use std::sync::Arc;
 
@@ -10,8 +11,8 @@ use redis::{
 
 use crate::error::{Error, Result};
 use crate::redact::redact_url;
-use crate::transport::cluster::ClusterSpec;
-use crate::transport::sentinel::SentinelSpec;
+use crate::transport::cluster::{self, ClusterSpec};
+use crate::transport::sentinel::{self, SentinelSpec};
 
 /// Where and how to connect, parsed from the user's URL.
 #[derive(Clone)]
@@ -49,13 +50,10 @@ impl PartialEq for Node {
 
 impl Endpoint {
     pub(crate) fn parse(url: &str, tls_ca: Option<Vec<u8>>) -> Result<Self> {
-        if url.starts_with("redis+sentinel://") || url.starts_with("rediss+sentinel://") {
+        if sentinel::URL.matches(url) {
             let spec = SentinelSpec::parse(url, &redact_url(url))?;
             if tls_ca.is_some() && !spec.tls {
-                return Err(Error::invalid(format!(
-                    "a TLS CA certificate was given but '{}' is not a rediss+sentinel:// URL",
-                    redact_url(url)
-                )));
+                return Err(tls_ca_refused(url, sentinel::URL.tls));
             }
             return Ok(Endpoint {
                 address: spec.describe(),
@@ -63,13 +61,10 @@ impl Endpoint {
                 tls_ca,
             });
         }
-        if url.starts_with("redis+cluster://") || url.starts_with("rediss+cluster://") {
+        if cluster::URL.matches(url) {
             let spec = ClusterSpec::parse(url, &redact_url(url))?;
             if tls_ca.is_some() && !spec.tls {
-                return Err(Error::invalid(format!(
-                    "a TLS CA certificate was given but '{}' is not a rediss+cluster:// URL",
-                    redact_url(url)
-                )));
+                return Err(tls_ca_refused(url, cluster::URL.tls));
             }
             return Ok(Endpoint {
                 address: spec.describe(),
@@ -109,10 +104,7 @@ impl Endpoint {
             _ => "the configured address".to_owned(),
         };
         if tls_ca.is_some() && !matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
-            return Err(Error::invalid(format!(
-                "a TLS CA certificate was given but '{}' is not a rediss:// URL",
-                redact_url(url)
-            )));
+            return Err(tls_ca_refused(url, "rediss://"));
         }
         Ok(Endpoint {
             target: Target::Node(Box::new(info)),
@@ -154,9 +146,132 @@ impl Endpoint {
     }
 }
 
+/// A TLS CA certificate came with `url`, which is not of the TLS `scheme`.
+fn tls_ca_refused(url: &str, scheme: &str) -> Error {
+    Error::invalid(format!(
+        "a TLS CA certificate was given but '{}' is not a {scheme} URL",
+        redact_url(url)
+    ))
+}
+
+/// A URL form of several hosts (`redis+sentinel://`, `redis+cluster://`): its schemes, and how
+/// it is written, for messages.
+pub(crate) struct UrlForm {
+    /// The scheme without TLS, `redis+…://`.
+    pub(crate) plain: &'static str,
+    /// The scheme with TLS, `rediss+…://`.
+    pub(crate) tls: &'static str,
+    /// What such a URL is called in "is not a … URL".
+    pub(crate) kind: &'static str,
+    /// How such a URL is written: the end of every message about one.
+    pub(crate) written: &'static str,
+}
+
+impl UrlForm {
+    /// Whether `url` has one of this form's schemes.
+    pub(crate) fn matches(&self, url: &str) -> bool {
+        url.starts_with(self.plain) || url.starts_with(self.tls)
+    }
+}
+
+/// A `redis+sentinel://` or `redis+cluster://` URL cut into its parts ([`split_url`]); what the
+/// parts must hold is each form's own rule.
+pub(crate) struct UrlParts<'a> {
+    /// Whether the scheme is the TLS one.
+    pub(crate) tls: bool,
+    /// The user info (before the `@`), as [`redact_url`] finds it.
+    pub(crate) userinfo: Option<&'a str>,
+    /// The hosts, `host[:port],…` (see [`UrlParts::hosts`]).
+    hosts: &'a str,
+    /// What follows the hosts' `/` (without it), up to the query.
+    pub(crate) path: &'a str,
+    /// What follows the `?` (see [`UrlParts::pairs`]).
+    query: &'a str,
+    /// The URL without its credentials, for messages.
+    pub(crate) shown: &'a str,
+    form: &'static UrlForm,
+}
+
+/// Cuts `url`, of the given `form`, into its parts; `shown` is the URL without its credentials,
+/// for messages.
+///
+/// # Errors
+///
+/// `InvalidArgument` when `url` has neither of the form's schemes.
+pub(crate) fn split_url<'a>(
+    url: &'a str,
+    shown: &'a str,
+    form: &'static UrlForm,
+) -> Result<UrlParts<'a>> {
+    let (tls, rest) = if let Some(rest) = url.strip_prefix(form.plain) {
+        (false, rest)
+    } else if let Some(rest) = url.strip_prefix(form.tls) {
+        (true, rest)
+    } else {
+        return Err(bad(shown, form, format!("is not a {} URL", form.kind)));
+    };
+    // The user info first, as redact_url finds it: a password with an unencoded '/' or '?' must
+    // not be read as a host or a path, which messages show.
+    let (userinfo, rest) = match crate::redact::userinfo_end(rest) {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
+    Ok(UrlParts {
+        tls,
+        userinfo,
+        hosts,
+        path,
+        query,
+        shown,
+        form,
+    })
+}
+
+/// `'<shown>' <what>; write <form>`: how every message about a URL of `form` is written.
+fn bad(shown: &str, form: &UrlForm, what: impl std::fmt::Display) -> Error {
+    Error::invalid(format!("'{shown}' {what}; write {}", form.written))
+}
+
+impl<'a> UrlParts<'a> {
+    /// The error that the URL `what` (`has …`, `names …`), with how the form is written.
+    pub(crate) fn bad(&self, what: impl std::fmt::Display) -> Error {
+        bad(self.shown, self.form, what)
+    }
+
+    /// The hosts, each with `default_port` unless it names one; `role` names them in errors
+    /// (see [`parse_hosts`]).
+    pub(crate) fn hosts(&self, default_port: u16, role: &str) -> Result<Vec<(String, u16)>> {
+        parse_hosts(self.hosts, default_port, role).map_err(|what| self.bad(what))
+    }
+
+    /// The user and password of the user info (none without one).
+    pub(crate) fn credentials(&self) -> Result<RedisConnectionInfo> {
+        credentials(self.userinfo.unwrap_or(""), self.shown)
+    }
+
+    /// The query's `key=value` pairs, in order (empty ones skipped); a pair without `=` is an
+    /// error that says `hint` (how the form's parameters are written).
+    pub(crate) fn pairs(
+        &self,
+        hint: &'static str,
+    ) -> impl Iterator<Item = Result<(&'a str, &'a str)>> + '_ {
+        self.query
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .map(move |pair| {
+                // Its text may be a secret written in the wrong place: not echoed (the shown
+                // URL hides it whole too).
+                pair.split_once('=')
+                    .ok_or_else(|| self.bad(format!("has a parameter without '=' (write {hint})")))
+            })
+    }
+}
+
 /// Parses a comma-separated list of `host[:port]` (`[v6]:port` too), naming each a `role`
 /// address in errors (the text after the URL in the message).
-pub(crate) fn parse_hosts(
+fn parse_hosts(
     hosts: &str,
     default_port: u16,
     role: &str,
@@ -211,25 +326,154 @@ pub(crate) fn credentials(userinfo: &str, shown: &str) -> Result<RedisConnection
     Ok(info.redis_settings().clone())
 }
 
-/// Percent-decodes a path segment (the master name).
-pub(crate) fn decode(segment: &str) -> std::result::Result<String, String> {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = segment
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| {
-                    format!("has a bad percent escape in the master name '{segment}'")
-                })?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
+#[cfg(test)]
+mod tests {
+    use crate::redact::redact_url;
+    use crate::transport::cluster::ClusterSpec;
+    use crate::transport::sentinel::SentinelSpec;
+
+    /// How a sentinel URL is written, as every sentinel URL message ends.
+    const SENTINEL_FORM: &str = "redis+sentinel://[user:password@]host:port[,host:port…]/<master \
+                                 name>[/db][?sentinel_password=…&sentinel_username=…] (or \
+                                 rediss+sentinel:// for TLS)";
+
+    /// How a cluster URL is written, as every cluster URL message ends.
+    const CLUSTER_FORM: &str = "redis+cluster://[user:password@]host:port[,host:port…]\
+                                [?sharded_pubsub=auto|on|off] (or rediss+cluster:// for TLS)";
+
+    #[test]
+    fn sentinel_and_cluster_url_messages_are_pinned_word_for_word() {
+        for (url, shown, what) in [
+            ("redis://h", "redis://h", "is not a sentinel URL"),
+            (
+                "redis+sentinel://127.0.0.1:26379",
+                "redis+sentinel://127.0.0.1:26379",
+                "names no master group",
+            ),
+            (
+                "redis+sentinel://127.0.0.1:26379/my@master",
+                "redis+sentinel://***@master",
+                "names no master group (an '@' in the master name is written %40)",
+            ),
+            (
+                "redis+sentinel://127.0.0.1:x/m",
+                "redis+sentinel://127.0.0.1:x/m",
+                "has a bad port in the sentinel address '127.0.0.1:x'",
+            ),
+            (
+                "redis+sentinel://,127.0.0.1/m",
+                "redis+sentinel://,127.0.0.1/m",
+                "lists an empty sentinel address",
+            ),
+            (
+                "redis+sentinel://[]:1/m",
+                "redis+sentinel://[]:1/m",
+                "has no host in the sentinel address '[]:1'",
+            ),
+            (
+                "redis+sentinel://u:s3cr3t@127.0.0.1/m/db",
+                "redis+sentinel://***@127.0.0.1/m/db",
+                "has 'db' where the database number goes (a whole number in 0..2^31-1)",
+            ),
+            (
+                "redis+sentinel://127.0.0.1/m/0/extra",
+                "redis+sentinel://127.0.0.1/m/0/extra",
+                "has 'extra' after the database number",
+            ),
+            (
+                "redis+sentinel://127.0.0.1/m%zz",
+                "redis+sentinel://127.0.0.1/m%zz",
+                "has a bad percent escape in the master name 'm%zz'",
+            ),
+            (
+                "redis+sentinel://127.0.0.1/m?s3cr3t",
+                "redis+sentinel://127.0.0.1/m?***",
+                "has a parameter without '=' (write sentinel_username=…&sentinel_password=…)",
+            ),
+            (
+                "rediss+sentinel://127.0.0.1/m?sentinel_password=s3cr3t&password=x",
+                "rediss+sentinel://127.0.0.1/m?sentinel_password=***&password=***",
+                "has the unknown parameter 'password' (sentinel_username and sentinel_password \
+                 are the ones there are)",
+            ),
+        ] {
+            let err = SentinelSpec::parse(url, &redact_url(url)).err().expect(url);
+            assert_eq!(
+                err.to_string(),
+                format!("'{shown}' {what}; write {SENTINEL_FORM}")
+            );
+        }
+        for (url, shown, what) in [
+            ("redis://h", "redis://h", "is not a cluster URL"),
+            (
+                "redis+cluster://u:s3cr3t@h:1/3",
+                "redis+cluster://***@h:1/3",
+                "selects the database '3', but a Redis Cluster has only database 0",
+            ),
+            // The database is checked before the hosts.
+            (
+                "redis+cluster://h:0/3",
+                "redis+cluster://h:0/3",
+                "selects the database '3', but a Redis Cluster has only database 0",
+            ),
+            (
+                "redis+cluster://h:1?sharded_pubsub=maybe",
+                "redis+cluster://h:1?sharded_pubsub=maybe",
+                "sets sharded_pubsub to 'maybe' (auto, on or off are the choices)",
+            ),
+            (
+                "rediss+cluster://h:1?db=2",
+                "rediss+cluster://h:1?db=2",
+                "has the unknown parameter 'db' (sharded_pubsub is the one there is)",
+            ),
+            (
+                "redis+cluster://h:0",
+                "redis+cluster://h:0",
+                "has a bad port in the seed node address 'h:0'",
+            ),
+            (
+                "redis+cluster://h:1,,h:2",
+                "redis+cluster://h:1,,h:2",
+                "lists an empty seed node address",
+            ),
+            (
+                "redis+cluster://h:1?s3cr3t",
+                "redis+cluster://h:1?***",
+                "has a parameter without '=' (write sharded_pubsub=auto|on|off)",
+            ),
+        ] {
+            let err = ClusterSpec::parse(url, &redact_url(url)).err().expect(url);
+            assert_eq!(
+                err.to_string(),
+                format!("'{shown}' {what}; write {CLUSTER_FORM}")
+            );
         }
     }
-    String::from_utf8(out).map_err(|_| format!("has a master name '{segment}' that is not UTF-8"))
+
+    #[test]
+    fn a_tls_ca_for_a_plain_url_is_refused_word_for_word() {
+        for (url, scheme) in [
+            ("redis+sentinel://u:s3cr3t@h/m", "rediss+sentinel://"),
+            ("redis+cluster://u:s3cr3t@h:1", "rediss+cluster://"),
+            ("redis://u:s3cr3t@h:1/0", "rediss://"),
+        ] {
+            let err = super::Endpoint::parse(url, Some(b"pem".to_vec()))
+                .err()
+                .expect(url);
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "a TLS CA certificate was given but '{}' is not a {scheme} URL",
+                    redact_url(url)
+                )
+            );
+            assert!(!err.to_string().contains("s3cr3t"), "{err}");
+        }
+        let err = super::Endpoint::parse("http://h", None).err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "'http://h' is not a Redis URL: write redis://host:port/db (rediss:// for TLS, \
+             redis+sentinel://host:port/<master>, redis+cluster://host:port)"
+        );
+    }
 }

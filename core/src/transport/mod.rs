@@ -112,7 +112,7 @@ struct Link {
     /// Blocking connections to `node` for callers on their own thread (see [`lane`]):
     /// only on a command connection to one node over TCP or a Unix socket, unless the client's
     /// [`Route::lanes`] is `Off`.
-    lanes: Option<crate::transport::lane::Lanes>,
+    lanes: Option<crate::transport::lane::LanePool>,
 }
 
 impl Link {
@@ -129,7 +129,7 @@ impl Link {
         name_connection(manager.clone(), name.clone(), timeouts.response);
         let lanes = match (&manager, role) {
             (Handle::Node(_), "command") if route.lanes.any() => {
-                crate::transport::lane::Lanes::new(
+                crate::transport::lane::LanePool::new(
                     &node.info,
                     timeouts.connect,
                     timeouts.response,

@@ -9,7 +9,7 @@ impl Conn {
     /// there is no such lane.
     pub(in crate::transport) async fn eval_on_loop(
         &self,
-        lanes: &crate::transport::lane::Lanes,
+        lanes: &crate::transport::lane::LanePool,
         script: &Lua,
         keys: &[&str],
         args: &[&dyn ToArg],
@@ -46,7 +46,7 @@ impl Conn {
     /// `None` when neither is to be had.
     pub(in crate::transport) async fn trip_on_lane(
         &self,
-        lanes: &crate::transport::lane::Lanes,
+        lanes: &crate::transport::lane::LanePool,
         script: &Lua,
         keys: &[&str],
         args: &[&dyn ToArg],

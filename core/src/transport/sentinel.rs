@@ -20,7 +20,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::transport::endpoint::{credentials, decode, host_port, parse_hosts};
+use crate::transport::endpoint::{UrlForm, credentials, host_port, split_url};
 
 /// How often the sentinels are asked where the master is, failover or not.
 pub(crate) const POLL: Duration = Duration::from_secs(1);
@@ -43,55 +43,40 @@ pub(crate) struct SentinelSpec {
     sentinel_auth: RedisConnectionInfo,
 }
 
-/// The form of a sentinel URL, for error messages.
-pub(crate) const FORM: &str = "redis+sentinel://[user:password@]host:port[,host:port…]/<master \
-                               name>[/db][?sentinel_password=…&sentinel_username=…] (or \
-                               rediss+sentinel:// for TLS)";
+/// The sentinel URL form, `redis+sentinel://` (or `rediss+sentinel://`).
+pub(crate) const URL: UrlForm = UrlForm {
+    plain: "redis+sentinel://",
+    tls: "rediss+sentinel://",
+    kind: "sentinel",
+    written: "redis+sentinel://[user:password@]host:port[,host:port…]/<master name>[/db]\
+              [?sentinel_password=…&sentinel_username=…] (or rediss+sentinel:// for TLS)",
+};
 
 impl SentinelSpec {
     /// Parses `redis+sentinel://…` or `rediss+sentinel://…`; `shown` is the URL without its
     /// passwords, for messages.
     pub(crate) fn parse(url: &str, shown: &str) -> Result<Self> {
-        let bad = |what: String| Error::invalid(format!("'{shown}' {what}; write {FORM}"));
-        let (tls, rest) = if let Some(rest) = url.strip_prefix("redis+sentinel://") {
-            (false, rest)
-        } else if let Some(rest) = url.strip_prefix("rediss+sentinel://") {
-            (true, rest)
-        } else {
-            return Err(bad("is not a sentinel URL".to_owned()));
-        };
-        // The user info first, as redact_url finds it: a password with an unencoded '/' or '?'
-        // must not be read as a host or a path, which messages show.
-        let (userinfo, rest) = match crate::redact::userinfo_end(rest) {
-            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
-            None => (None, rest),
-        };
-        let (rest, query) = match rest.split_once('?') {
-            Some((rest, query)) => (rest, Some(query)),
-            None => (rest, None),
-        };
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let hosts = authority;
-        let sentinels = parse_hosts(hosts, DEFAULT_PORT, "sentinel").map_err(bad)?;
-        let mut segments = path.split('/').filter(|s| !s.is_empty());
+        let parts = split_url(url, shown, &URL)?;
+        let sentinels = parts.hosts(DEFAULT_PORT, "sentinel")?;
+        let mut segments = parts.path.split('/').filter(|s| !s.is_empty());
         let master = segments.next().ok_or_else(|| {
             // `host/name@x`: the last '@' ends the user info (a password may hold '/'), so an
             // '@' of the master name took the hosts and the name with it.
-            let hint = if userinfo.is_some_and(|u| u.contains('/')) {
+            let hint = if parts.userinfo.is_some_and(|u| u.contains('/')) {
                 " (an '@' in the master name is written %40)"
             } else {
                 ""
             };
-            bad(format!("names no master group{hint}"))
+            parts.bad(format!("names no master group{hint}"))
         })?;
-        let master = decode(master).map_err(bad)?;
+        let master = decode(master).map_err(|what| parts.bad(what))?;
         let db = match segments.next() {
             Some(db) => db
                 .parse::<i64>()
                 .ok()
                 .filter(|db| crate::limits::DB.contains((*db).into()))
                 .ok_or_else(|| {
-                    bad(format!(
+                    parts.bad(format!(
                         "has '{db}' where the database number goes (a whole number in {})",
                         crate::limits::DB.shown
                     ))
@@ -99,25 +84,18 @@ impl SentinelSpec {
             None => 0,
         };
         if let Some(extra) = segments.next() {
-            return Err(bad(format!("has '{extra}' after the database number")));
+            return Err(parts.bad(format!("has '{extra}' after the database number")));
         }
         // The data nodes' credentials: let redis-rs read (and percent-decode) the user info.
-        let node = credentials(userinfo.unwrap_or(""), shown)?.set_db(db);
+        let node = parts.credentials()?.set_db(db);
         let mut sentinel_user = String::new();
         let mut sentinel_password = String::new();
-        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-            let Some((key, value)) = pair.split_once('=') else {
-                // Its text may be a secret written in the wrong place: not echoed.
-                return Err(bad(
-                    "has a parameter without '=' (write sentinel_username=…&sentinel_password=…)"
-                        .to_owned(),
-                ));
-            };
-            match key {
-                "sentinel_username" => sentinel_user = value.to_owned(),
-                "sentinel_password" => sentinel_password = value.to_owned(),
-                other => {
-                    return Err(bad(format!(
+        for pair in parts.pairs("sentinel_username=…&sentinel_password=…") {
+            match pair? {
+                ("sentinel_username", value) => sentinel_user = value.to_owned(),
+                ("sentinel_password", value) => sentinel_password = value.to_owned(),
+                (other, _) => {
+                    return Err(parts.bad(format!(
                         "has the unknown parameter '{other}' (sentinel_username and \
                          sentinel_password are the ones there are)"
                     )));
@@ -132,7 +110,7 @@ impl SentinelSpec {
         Ok(SentinelSpec {
             master,
             sentinels,
-            tls,
+            tls: parts.tls,
             node,
             sentinel_auth,
         })
@@ -189,6 +167,29 @@ impl SentinelSpec {
                 .set_lib_name(crate::naming::LIB_NAME, crate::naming::LIB_VER),
         ))
     }
+}
+
+/// Percent-decodes a path segment (the master name).
+fn decode(segment: &str) -> std::result::Result<String, String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = segment
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| {
+                    format!("has a bad percent escape in the master name '{segment}'")
+                })?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("has a master name '{segment}' that is not UTF-8"))
 }
 
 /// Where one sentinel says the master is.

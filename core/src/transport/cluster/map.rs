@@ -10,7 +10,7 @@ impl Conn {
         &self,
         nodes: &crate::transport::cluster::NodeLanes,
         slot: u16,
-    ) -> Option<Arc<crate::transport::lane::Lanes>> {
+    ) -> Option<Arc<crate::transport::lane::LanePool>> {
         // Most calls are on no lane: no map is read for them.
         let may_take_one = crate::transport::lane::ambient::on_lane()
             || (self.inner.route.lanes.event_loops()
@@ -163,7 +163,7 @@ impl Conn {
     ///
     /// Reads the map (at most once per response timeout) and hands it to the lanes; when it
     /// changed since the last such check (or on the first), opens a fresh cluster connection
-    /// in the background and swaps it in ([`Conn::follow_failover`]).
+    /// in the background and swaps it in ([`Conn::recheck_slot_map`]).
     pub(in crate::transport) fn check_routing(&self) {
         // A subscription connection is rebuilt its own way (see [`Conn::recover`]).
         if !self.is_cluster() || self.inner.health.role != "command" {
@@ -186,7 +186,7 @@ impl Conn {
         }
         let conn = self.clone();
         crate::runtime::spawn(async move {
-            conn.follow_failover().await;
+            conn.recheck_slot_map().await;
             conn.inner.routing_busy.store(false, Ordering::Release);
         });
     }
@@ -196,7 +196,7 @@ impl Conn {
     /// call waits meanwhile (up to the response timeout). A fresh connection is opened while
     /// calls go on with the old one; the stopped master never completes its handshake, so the
     /// new connection's map comes from one that answers.
-    pub(in crate::transport) async fn follow_failover(&self) {
+    pub(in crate::transport) async fn recheck_slot_map(&self) {
         let Some(ClusterRoute { spec, .. }) = &self.inner.route.cluster else {
             return;
         };

@@ -23,8 +23,8 @@ pub(crate) mod links;
 pub(crate) mod map;
 
 use crate::transport::SlotRange;
-use crate::transport::endpoint::{credentials, host_port, parse_hosts};
-use crate::transport::lane::Lanes;
+use crate::transport::endpoint::{UrlForm, host_port, split_url};
+use crate::transport::lane::LanePool;
 use crate::util::lock;
 
 /// The number of hash slots of a Redis Cluster.
@@ -33,9 +33,14 @@ const SLOTS: u16 = 16384;
 /// The default port of a cluster node.
 const DEFAULT_PORT: u16 = 6379;
 
-/// The form of a cluster URL, for error messages.
-pub(crate) const FORM: &str = "redis+cluster://[user:password@]host:port[,host:port…]\
-                               [?sharded_pubsub=auto|on|off] (or rediss+cluster:// for TLS)";
+/// The cluster URL form, `redis+cluster://` (or `rediss+cluster://`).
+pub(crate) const URL: UrlForm = UrlForm {
+    plain: "redis+cluster://",
+    tls: "rediss+cluster://",
+    kind: "cluster",
+    written: "redis+cluster://[user:password@]host:port[,host:port…][?sharded_pubsub=auto|on|off] \
+              (or rediss+cluster:// for TLS)",
+};
 
 /// Whether waiters use sharded pub/sub (`SSUBSCRIBE`, and `SPUBLISH` in scripts) or the plain
 /// kind. Every client of a deployment must use the same: a sharded message never reaches a plain
@@ -67,55 +72,30 @@ impl ClusterSpec {
     /// Parses `redis+cluster://…` or `rediss+cluster://…`; `shown` is the URL without its
     /// password, for messages.
     pub(crate) fn parse(url: &str, shown: &str) -> Result<Self> {
-        let bad = |what: String| Error::invalid(format!("'{shown}' {what}; write {FORM}"));
-        let (tls, rest) = if let Some(rest) = url.strip_prefix("redis+cluster://") {
-            (false, rest)
-        } else if let Some(rest) = url.strip_prefix("rediss+cluster://") {
-            (true, rest)
-        } else {
-            return Err(bad("is not a cluster URL".to_owned()));
-        };
-        // The user info first, as redact_url finds it: a password with an unencoded '/' or '?'
-        // must not be read as a host or a path, which messages show.
-        let (userinfo, rest) = match crate::redact::userinfo_end(rest) {
-            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
-            None => (None, rest),
-        };
-        let (rest, query) = match rest.split_once('?') {
-            Some((rest, query)) => (rest, Some(query)),
-            None => (rest, None),
-        };
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        match path.trim_matches('/') {
+        let parts = split_url(url, shown, &URL)?;
+        match parts.path.trim_matches('/') {
             "" | "0" => {}
             other => {
-                return Err(bad(format!(
+                return Err(parts.bad(format!(
                     "selects the database '{other}', but a Redis Cluster has only database 0"
                 )));
             }
         }
-        let hosts = authority;
-        let seeds = parse_hosts(hosts, DEFAULT_PORT, "seed node").map_err(bad)?;
-        let node = credentials(userinfo.unwrap_or(""), shown)?;
+        let seeds = parts.hosts(DEFAULT_PORT, "seed node")?;
+        let node = parts.credentials()?;
         let mut sharding = Sharding::Auto;
-        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-            let Some((key, value)) = pair.split_once('=') else {
-                // Its text may be a secret written in the wrong place: not echoed.
-                return Err(bad(
-                    "has a parameter without '=' (write sharded_pubsub=auto|on|off)".to_owned(),
-                ));
-            };
-            match (key, value) {
+        for pair in parts.pairs("sharded_pubsub=auto|on|off") {
+            match pair? {
                 ("sharded_pubsub", "auto") => sharding = Sharding::Auto,
                 ("sharded_pubsub", "on") => sharding = Sharding::On,
                 ("sharded_pubsub", "off") => sharding = Sharding::Off,
                 ("sharded_pubsub", other) => {
-                    return Err(bad(format!(
+                    return Err(parts.bad(format!(
                         "sets sharded_pubsub to '{other}' (auto, on or off are the choices)"
                     )));
                 }
                 (other, _) => {
-                    return Err(bad(format!(
+                    return Err(parts.bad(format!(
                         "has the unknown parameter '{other}' (sharded_pubsub is the one there is)"
                     )));
                 }
@@ -123,7 +103,7 @@ impl ClusterSpec {
         }
         Ok(ClusterSpec {
             seeds,
-            tls,
+            tls: parts.tls,
             node,
             sharding,
         })
@@ -169,11 +149,11 @@ const MAP_MAX_AGE: Duration = Duration::from_secs(5);
 /// A cluster's slot ranges as `CLUSTER SLOTS` read them, sorted, each with its master's lane
 /// pool, and when they were read.
 struct SlotMap {
-    ranges: Vec<(u16, u16, Option<Arc<Lanes>>)>,
+    ranges: Vec<(u16, u16, Option<Arc<LanePool>>)>,
     read: Instant,
 }
 
-/// The lanes of a cluster's command connection: one pool ([`Lanes`]) per master, found by the
+/// The lanes of a cluster's command connection: one pool ([`LanePool`]) per master, found by the
 /// slot a script's keys hash to.
 ///
 /// The routed way (redis-rs's cluster connection) hands each command to a routing task and then
@@ -196,7 +176,7 @@ pub(crate) struct NodeLanes {
     /// Whether a read of the map is under way (one at a time).
     reading: AtomicBool,
     /// The pools of the masters in the map at hand, by address.
-    pools: Mutex<HashMap<(String, u16), Arc<Lanes>>>,
+    pools: Mutex<HashMap<(String, u16), Arc<LanePool>>>,
     /// The connections' name (see [`crate::naming`]).
     name: Arc<str>,
 }
@@ -223,7 +203,7 @@ impl NodeLanes {
     /// The pool of the master serving `slot`, as the map at hand says; `None` without a map or
     /// a master for the slot. Also tells whether the map is to be read (missing or old). Called
     /// on every lane call on a cluster: it takes no lock and allocates nothing.
-    pub(crate) fn for_slot(&self, slot: u16) -> (Option<Arc<Lanes>>, bool) {
+    pub(crate) fn for_slot(&self, slot: u16) -> (Option<Arc<LanePool>>, bool) {
         let map = self.map.load();
         let Some(map) = map.as_deref() else {
             return (None, true);
@@ -258,7 +238,7 @@ impl NodeLanes {
         if let Some(ranges) = ranges.filter(|r| !r.is_empty()) {
             let mut pools = lock(&self.pools);
             pools.retain(|address, _| ranges.iter().any(|(_, _, master)| master == address));
-            let mut ranges: Vec<(u16, u16, Option<Arc<Lanes>>)> = ranges
+            let mut ranges: Vec<(u16, u16, Option<Arc<LanePool>>)> = ranges
                 .into_iter()
                 .map(|(first, last, master)| {
                     let pool = match pools.get(&master) {
@@ -281,12 +261,12 @@ impl NodeLanes {
     }
 
     /// A new pool for the master at `(host, port)`.
-    fn pool_for(&self, (host, port): &(String, u16)) -> Option<Arc<Lanes>> {
+    fn pool_for(&self, (host, port): &(String, u16)) -> Option<Arc<LanePool>> {
         let info = format!("redis://{}/", host_port(host, *port))
             .into_connection_info()
             .ok()?
             .set_redis_settings(self.node.clone());
-        Lanes::new(
+        LanePool::new(
             &info,
             self.connect_timeout,
             self.response_timeout,
@@ -301,7 +281,7 @@ impl NodeLanes {
     }
 
     /// Every pool.
-    pub(crate) fn pools(&self) -> Vec<Arc<Lanes>> {
+    pub(crate) fn pools(&self) -> Vec<Arc<LanePool>> {
         let pools = lock(&self.pools);
         pools.values().cloned().collect()
     }
@@ -330,7 +310,7 @@ impl NodeLanes {
     /// again, waiting for it held every command for the response timeout until its lane was
     /// given up ([`super::lane::ORPHAN_LIMIT`]), so that each of them failed. Without a map, or
     /// without a slot: all of them. Allocates nothing when no reply is overdue, the usual case.
-    fn overdue_for(&self, slot: Option<u16>) -> Vec<Arc<Lanes>> {
+    fn overdue_for(&self, slot: Option<u16>) -> Vec<Arc<LanePool>> {
         if let Some(slot) = slot
             && self.map.load().is_some()
         {
@@ -498,7 +478,7 @@ mod tests {
             (10923, 16383, c.clone()),
         ]));
         let pool_a = nodes.for_slot(0).0.unwrap();
-        let waited = |slot: Option<u16>| -> Vec<*const Lanes> {
+        let waited = |slot: Option<u16>| -> Vec<*const LanePool> {
             let mut pools: Vec<_> = nodes.overdue_for(slot).iter().map(Arc::as_ptr).collect();
             pools.sort();
             pools

@@ -29,7 +29,7 @@
 //!   So the lane is not closed when its reply is overdue (closing it would not stop Redis from
 //!   running what it already received): a thread keeps reading it until the reply arrives or the
 //!   server drops the connection, and until then every command to that node waits
-//!   ([`Lanes::settled`]). That wait is bounded by the response timeout, after which the command
+//!   ([`LanePool::settled`]). That wait is bounded by the response timeout, after which the command
 //!   is sent all the same: a command never sent could not run when the server answers again (a
 //!   give-up, a give-back), and that matters more. So the guarantee is exact as long as the
 //!   server answers within the response timeout of the lost request, and best-effort beyond it
@@ -70,7 +70,7 @@ const MAX_LANES: usize = 16;
 pub(crate) const ORPHAN_LIMIT: Duration = Duration::from_secs(60);
 
 /// One node's pool of lanes.
-pub(crate) struct Lanes {
+pub(crate) struct LanePool {
     info: ConnectionInfo,
     /// The connections' name (see [`crate::naming`]).
     name: Arc<str>,
@@ -100,13 +100,13 @@ pub(crate) struct Lanes {
     pid: u32,
 }
 
-impl Drop for Lanes {
+impl Drop for LanePool {
     fn drop(&mut self) {
         self.retire_loop_lanes();
     }
 }
 
-/// What a pool knows of the event loops' use of it (see [`Lanes::loops`]).
+/// What a pool knows of the event loops' use of it (see [`LanePool::loops`]).
 #[derive(Default)]
 struct LoopRefs {
     lanes: Vec<std::sync::Weak<crate::transport::lane::loop_lane::LoopLane>>,
@@ -176,7 +176,7 @@ pub(crate) enum Trip {
     NoAnswer,
 }
 
-impl Lanes {
+impl LanePool {
     /// A pool for the node `info` points at, or `None` where lanes are not used (TLS).
     pub(crate) fn new(
         info: &ConnectionInfo,
@@ -185,7 +185,7 @@ impl Lanes {
         name: Arc<str>,
     ) -> Option<Self> {
         match info.addr() {
-            ConnectionAddr::Tcp(..) | ConnectionAddr::Unix(_) => Some(Lanes {
+            ConnectionAddr::Tcp(..) | ConnectionAddr::Unix(_) => Some(LanePool {
                 info: info.clone(),
                 name,
                 connect_timeout,

@@ -38,7 +38,7 @@ use std::task::{Context, Poll};
 use crate::transport::lane::ambient;
 use crate::transport::lane::app_runtime::application_loop;
 use crate::transport::lane::loop_lane::{LoopLane, Request};
-use crate::transport::lane::{Lanes, Parked};
+use crate::transport::lane::{LanePool, Parked};
 use crate::util::lock;
 
 /// How a binding's event loop watches a socket for core.
@@ -103,13 +103,13 @@ pub struct EventLoop {
 /// A loop's side of its lanes: how it watches their sockets, and which it has.
 pub(crate) struct LoopInner {
     pub(super) watcher: Box<dyn Watcher>,
-    /// One lane per node (by [`Lanes::id`]).
+    /// One lane per node (by [`LanePool::id`]).
     lanes: Mutex<Vec<(u64, Arc<LoopLane>)>>,
     /// Connections opened in the background for this loop, not yet taken into use.
     opened: Mutex<Vec<Opened>>,
 }
 
-/// A lane connection opened for a loop, to the node of the pool [`Lanes::id`] names.
+/// A lane connection opened for a loop, to the node of the pool [`LanePool::id`] names.
 struct Opened {
     id: u64,
     parked: Arc<Parked>,
@@ -176,7 +176,7 @@ impl std::fmt::Debug for EventLoop {
 /// Sends the command `build` makes over the current event loop's lane to the node of `lanes`;
 /// `None` when the thread is not polling for an event loop or no lane is to be had (the caller
 /// takes the usual path, and `build` is not called: most calls are not on a loop).
-pub(crate) fn send(lanes: &Lanes, build: impl FnOnce() -> redis::Cmd) -> Option<Request> {
+pub(crate) fn send(lanes: &LanePool, build: impl FnOnce() -> redis::Cmd) -> Option<Request> {
     let event_loop = ambient::event_loop(application_loop)?;
     if lanes.has_overdue() || !lanes.in_this_process() || !event_loop.watcher.can_watch() {
         return None;
@@ -194,7 +194,7 @@ impl LoopInner {
         })
     }
 
-    fn lane(self: &Arc<Self>, lanes: &Lanes) -> Option<Arc<LoopLane>> {
+    fn lane(self: &Arc<Self>, lanes: &LanePool) -> Option<Arc<LoopLane>> {
         let mut all = lock(&self.lanes);
         let gone: Vec<Arc<LoopLane>> = all
             .iter()

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use redis::{RedisResult, Value};
 
 use crate::transport::lane::event_loop::LoopInner;
-use crate::transport::lane::{Lanes, Socket, Trip};
+use crate::transport::lane::{LanePool, Socket, Trip};
 use crate::util::lock;
 
 /// The most requests in flight on one loop lane; beyond it calls take the usual path. Small
@@ -25,7 +25,7 @@ const MAX_IN_FLIGHT: usize = 32;
 pub(crate) struct LoopLane {
     state: Mutex<LaneState>,
     retired: AtomicBool,
-    /// The node's pool ([`Lanes::alive`]): gone after the client closed or the master moved.
+    /// The node's pool ([`LanePool::alive`]): gone after the client closed or the master moved.
     pool: Weak<()>,
     event_loop: Weak<LoopInner>,
     overdue: Arc<crate::transport::lane::Overdue>,
@@ -102,7 +102,7 @@ impl Drop for Request {
 
 impl LoopLane {
     /// A lane of `event_loop` over `socket` (non-blocking, opened for `lanes`' node).
-    pub(super) fn new(socket: Socket, lanes: &Lanes, event_loop: Weak<LoopInner>) -> Arc<Self> {
+    pub(super) fn new(socket: Socket, lanes: &LanePool, event_loop: Weak<LoopInner>) -> Arc<Self> {
         Arc::new(LoopLane {
             state: Mutex::new(LaneState {
                 socket: Some(socket),
