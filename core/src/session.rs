@@ -110,26 +110,18 @@ impl Client {
         // from being sent (their locks would stay until their leases ran out).
         let deadline = tokio::time::Instant::now() + self.inner.options.response_timeout;
         let holds = cx.holds.drain();
-        let names: Vec<&str> = holds.iter().map(|hold| &*hold.name).collect();
-        let masters = tokio::time::timeout_at(deadline, cx.conn.masters_of(&names)).await;
-        let masters = masters.unwrap_or_else(|_| vec![None; holds.len()]);
-        let mut by_master = std::collections::BTreeMap::<Option<u64>, Vec<_>>::new();
-        for (hold, master) in holds.into_iter().zip(masters) {
-            by_master.entry(master).or_default().push(hold);
-        }
+        let groups = cx.conn.by_master(holds, |hold| &hold.name, deadline).await;
         // A bounded number of releases in flight per master (the connection pipelines them):
         // all at once, 10,000 holds made 10,000 release futures, commands and replies alive
         // together (~30 MB).
-        let work = futures_util::future::join_all(by_master.into_values().map(|releases| {
-            crate::engine::at_most_in_flight(
-                CLOSE_RELEASES_IN_FLIGHT,
-                releases.into_iter().map(|hold| {
-                    hold.releaser
-                        .release_on_close(cx.clone(), hold.name, hold.holder)
-                }),
-                drop,
-            )
-        }));
+        let groups = groups.into_iter().map(|releases| {
+            let releases = releases.into_iter().map(|hold| {
+                hold.releaser
+                    .release_on_close(cx.clone(), hold.name, hold.holder)
+            });
+            (std::future::ready(true), releases)
+        });
+        let work = crate::transport::fanout::per_group(CLOSE_RELEASES_IN_FLIGHT, groups, drop);
         let _ = tokio::time::timeout_at(deadline, work).await;
         cx.stop.cancel();
         // Let go of the connected state, so that the connections close now rather than when the

@@ -2,7 +2,7 @@
 //! cancel safety (a `# Cancel safety` section in its doc comment), every public item shows an
 //! example (a doctest, compiled by `cargo test --doc`), every module imports only modules of
 //! its own layer or a lower one ([`LAYERS`]), and every fan-out of calls goes through
-//! `engine::at_most_in_flight` ([`FAN_OUTS`]).
+//! `transport::fanout::at_most_in_flight` ([`FAN_OUTS`]).
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
@@ -543,7 +543,7 @@ fn the_layering_scan_reads_grouped_and_root_paths() {
 }
 
 /// The futures combinators that await many calls together. A fan-out of Redis calls goes through
-/// `engine::at_most_in_flight`, which polls its parts with no lane: polled on a blocking caller's
+/// `transport::fanout::at_most_in_flight`, which polls its parts with no lane: polled on a blocking caller's
 /// lane, each part would make its round trip in turn.
 const FAN_OUTS: &[&str] = &[
     "join_all",
@@ -559,19 +559,15 @@ const FAN_OUTS: &[&str] = &[
 /// combinator, why no part of it can take a lane).
 const FAN_OUT_EXCEPTIONS: &[(&str, &str, &str)] = &[
     (
-        "engine/mod.rs",
+        "transport/fanout.rs",
         "FuturesUnordered",
         "at_most_in_flight itself, inside ambient::no_lane",
     ),
     (
-        "engine/renewal.rs",
+        "transport/fanout.rs",
         "join_all",
-        "one future per node, each an at_most_in_flight, on crosslock's runtime",
-    ),
-    (
-        "session.rs",
-        "join_all",
-        "one future per master, each an at_most_in_flight",
+        "per_group: one future per node (a cluster master; the one server), each an \
+         at_most_in_flight, inside ambient::no_lane (the renewal rounds and close())",
     ),
     (
         "session.rs",
@@ -631,7 +627,7 @@ fn every_fan_out_goes_through_at_most_in_flight() {
     );
     assert!(
         found.is_empty(),
-        "calls awaited together outside engine::at_most_in_flight (which polls them with no \
+        "calls awaited together outside transport::fanout::at_most_in_flight (which polls them with no \
          lane; a blocking caller's lane makes them one after another), or add an exception \
          saying why no part can take a lane:\n{}",
         found.join("\n")

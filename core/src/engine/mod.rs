@@ -324,36 +324,3 @@ pub(crate) fn epoch_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
-
-/// Awaits the futures `work` yields with at most `limit` of them alive at once (each made only
-/// when it is its turn: the futures, commands and replies of 10,000 holds are never alive
-/// together), handing each output to `each` as it comes. The crate's one fan-out: the renewal
-/// rounds, `close()`, and a multi-lock's tries, extensions and releases all go through it. A loop,
-/// not a stream adapter (whose closures would make the callers' futures' `Send` depend on a
-/// higher-ranked lifetime the compiler cannot prove, and some are spawned).
-///
-/// The parts are polled with no lane ([`no_lane`](crate::transport::lane::ambient::no_lane)):
-/// polled on a blocking caller's lane, each would make its round trip in turn, one blocking
-/// call after another, where the multiplexed connection pipelines them all.
-pub(crate) async fn at_most_in_flight<F: std::future::Future>(
-    limit: usize,
-    work: impl Iterator<Item = F>,
-    mut each: impl FnMut(F::Output),
-) {
-    use futures_util::StreamExt;
-    let mut waiting = work;
-    let mut in_flight = futures_util::stream::FuturesUnordered::new();
-    crate::transport::lane::ambient::no_lane(async move {
-        loop {
-            while in_flight.len() < limit {
-                let Some(next) = waiting.next() else { break };
-                in_flight.push(next);
-            }
-            let Some(output) = in_flight.next().await else {
-                break;
-            };
-            each(output);
-        }
-    })
-    .await;
-}

@@ -7,6 +7,7 @@
 
 pub(crate) mod cluster;
 pub(crate) mod endpoint;
+pub(crate) mod fanout;
 mod health;
 pub(crate) mod lane;
 pub(crate) mod pubsub;
@@ -37,9 +38,9 @@ use crate::transport::cluster::ClusterSpec;
 use crate::transport::endpoint::Node;
 use crate::transport::sentinel::follow_master;
 use crate::util::lock;
-pub(crate) use cluster::links::MasterLinks;
+use cluster::links::MasterLinks;
 use cluster::links::open_cluster;
-pub(crate) use cluster::map::SlotRange;
+use cluster::map::SlotRange;
 use cluster::map::slot_masters;
 pub(crate) use endpoint::Endpoint;
 use health::Health;
@@ -401,7 +402,7 @@ impl Conn {
 
     /// Whether the cluster's nodes run a script that touches keys of many slots (found at
     /// connect, see [`ClusterRoute`]); `false` off a cluster.
-    pub(crate) fn cross_slot_scripts(&self) -> bool {
+    pub(in crate::transport) fn cross_slot_scripts(&self) -> bool {
         self.inner
             .route
             .cluster

@@ -194,7 +194,7 @@ impl Parts {
         let options = &options;
         let mut outcomes: Vec<Option<Result<bool>>> = Vec::new();
         outcomes.resize_with(self.locks.len(), || None);
-        crate::engine::at_most_in_flight(
+        crate::transport::fanout::at_most_in_flight(
             TRIES_IN_FLIGHT,
             self.locks
                 .iter()
@@ -405,7 +405,7 @@ pub(super) fn release_later(parts: Vec<Arc<dyn AnyLock>>, owner: Owner) {
         .filter_map(|l| Some(l.client().state_now()?.settling.begin(l.name())))
         .collect();
     crate::runtime::spawn(async move {
-        crate::engine::at_most_in_flight(
+        crate::transport::fanout::at_most_in_flight(
             RELEASES_IN_FLIGHT,
             parts.iter().map(|l| l.release_as(owner)),
             drop,
@@ -487,7 +487,7 @@ pub(super) async fn extend(
     }
     let start = Instant::now();
     let mut failed: Vec<(usize, Error)> = Vec::new();
-    crate::engine::at_most_in_flight(
+    crate::transport::fanout::at_most_in_flight(
         parts.len(),
         parts
             .iter()
@@ -548,7 +548,7 @@ pub(super) async fn release(parts: &[Arc<dyn AnyLock>], owner: Owner) -> Vec<(St
     };
     let rest = &rest;
     let mut failed = Vec::new();
-    crate::engine::at_most_in_flight(
+    crate::transport::fanout::at_most_in_flight(
         RELEASES_IN_FLIGHT,
         parts.iter().enumerate().map(|(i, l)| async move {
             let mut release = l.release_as(owner);

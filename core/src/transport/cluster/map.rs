@@ -37,7 +37,7 @@ impl Conn {
     /// the lanes' slot map or, where that is not read (over TLS, before any call took a lane),
     /// from `CLUSTER SLOTS` asked now; `None` for every key on one server, or when no node
     /// answers.
-    pub(crate) async fn masters_of(&self, keys: &[&str]) -> Vec<Option<u64>> {
+    pub(in crate::transport) async fn masters_of(&self, keys: &[&str]) -> Vec<Option<u64>> {
         if !self.is_cluster() {
             return vec![None; keys.len()];
         }
@@ -105,7 +105,7 @@ impl Conn {
     /// On a cluster: which master serves each slot, from `CLUSTER SLOTS` asked of every node
     /// the routed way knows, the first answer taken (a node that does not answer, or one whose
     /// slots were failed over, holds nothing up).
-    pub(crate) async fn cluster_slot_ranges(&self) -> Result<Vec<SlotRange>> {
+    pub(in crate::transport) async fn cluster_slot_ranges(&self) -> Result<Vec<SlotRange>> {
         use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
         let Handle::Cluster(mut cluster) = self.manager() else {
             return Err(Error::new(

@@ -6,7 +6,7 @@
 //! | local | what it means | who sets it (fn, file) | who reads it (fn, file) |
 //! |---|---|---|---|
 //! | `ON_LANE` | this thread is a blocking caller's own, polling its call once: a script may go over a blocking lane | [`with_lanes`], from `begin_here` (`host/mod.rs`) | [`on_lane`], from `Conn::trip_on_lane` (`transport/script_run.rs`) and `Conn::node_pool` (`transport/cluster/map.rs`) |
-//! | `OFF` | the poll is a fan-out's: no lane at all, neither a blocking one nor an event loop's | [`no_lane`], from `at_most_in_flight` (`engine/mod.rs`), every fan-out's one path | [`on_lane`], [`event_loop`] and [`polled_by_a_loop`] (here) |
+//! | `OFF` | the poll is a fan-out's: no lane at all, neither a blocking one nor an event loop's | [`no_lane`], from `at_most_in_flight` (`transport/fanout.rs`), every fan-out's one path | [`on_lane`], [`event_loop`] and [`polled_by_a_loop`] (here) |
 //! | `DEADLINE` | the wait limit of the acquire attempt being polled: a blocking lane is not used when it is nearer than the response timeout | [`with_deadline`], from `InFlight::poll` (`engine/wait/in_flight.rs`) | [`deadline`], from `LanePool::eval` (`lane/blocking.rs`) |
 //! | `CURRENT` | the binding's event loop this thread polls for | [`with_event_loop`], from `EventLoop::poll` (`lane/event_loop.rs`) | [`event_loop`], from `send` (`lane/event_loop.rs`); [`polled_by_a_loop`], from `Conn::node_pool` (`transport/cluster/map.rs`) |
 //! | `APPLICATION` | this thread's loop for the application runtime (a Rust program's own tokio runtime) it last polled a call in | [`application_loop`], from `application_loop` (`lane/app_runtime.rs`), which makes the loop on a thread's first call | [`application_loop`] (the same call: it returns the loop it kept) |
@@ -83,7 +83,7 @@ pub(crate) fn deadline() -> Option<Instant> {
 /// its event loop's: for a fan-out (many calls awaited together, such as a multi-lock's parts),
 /// whose first poll would otherwise make one blocking round trip per call, one after another,
 /// and which the multiplexed connection pipelines better than a loop's lane (whose replies come
-/// back one loop callback each). [`crate::engine::at_most_in_flight`] polls its parts this way.
+/// back one loop callback each). [`crate::transport::fanout::at_most_in_flight`] polls its parts this way.
 pub(crate) fn no_lane<F: Future>(future: F) -> NoLane<F> {
     NoLane {
         future: Box::pin(future),
