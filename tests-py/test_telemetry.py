@@ -67,7 +67,7 @@ def telemetry_threads() -> list:
     return names()
 
 
-def test_waits_holds_losses_and_wakeups_are_metrics(url, sdk):
+def test_waits_holds_losses_and_wakeups_are_metrics(url, sdk, raw):
     provider, reader = sdk
     client = crosslock.connect(url, watchdog_timeout=3.0, metrics=provider)
     other = crosslock.connect(url)
@@ -85,6 +85,10 @@ def test_waits_holds_losses_and_wakeups_are_metrics(url, sdk):
                 lambda: points(reader).get("crosslock.lock.waiters", ("", {}))[1].get(attrs(**LOCK)) == 1,
                 what="the waiter counted",
             )
+            # Subscribed, so that the release's message is what wakes it (an event, not a
+            # guess); the pause makes the wait at least 0.2 s long.
+            channel = "redisson_lock__channel:{orders:1}"
+            wait_until(lambda: raw.command("PUBSUB", "NUMSUB", channel)[1] == 1, what="the waiter subscribed")
             time.sleep(0.2)
             theirs.release()  # a contended acquire: woken by the release's message
 
