@@ -128,9 +128,50 @@ def test_waits_holds_losses_and_wakeups_are_metrics(url, sdk, raw):
         assert p["crosslock.lock.held"][1][attrs(**LOCK)] == 0
         with pytest.raises(crosslock.LockLostError):
             lock.release()
+        # The watchdog round that found it gone, by outcome, and timed; the waiter's
+        # subscription counted up and (its channel left, or the client closed) down.
+        unit, renewals = p["crosslock.watchdog.renewals"]
+        assert unit == "{hold}" and renewals[attrs(renewal_outcome="gone")] == 1
+        unit, rounds = p["crosslock.watchdog.renewal.duration"]
+        assert unit == "s" and rounds[frozenset()][0] >= 1
     finally:
         client.close()
         other.close()
+    assert points(reader)["crosslock.pubsub.subscriptions"] == ("{subscription}", {frozenset(): 0})
+
+
+def test_instruments_are_cores_table():
+    """What the package makes on a meter is core's table, one instrument per row, with its
+    kind, unit and histogram bounds (one spelling: crosslock::telemetry::Instrument)."""
+    from opentelemetry.sdk.metrics import Counter, Histogram, UpDownCounter
+
+    from crosslock import _native, _telemetry
+
+    made: Dict[str, Any] = {}
+
+    class Meter:
+        def create_histogram(self, name, unit, description, explicit_bucket_boundaries_advisory=None):
+            made[name] = (Histogram, unit, tuple(explicit_bucket_boundaries_advisory or ()))
+            return type("H", (), {"record": lambda *a: None})()
+
+        def create_counter(self, name, unit, description):
+            made[name] = (Counter, unit, ())
+            return type("C", (), {"add": lambda *a: None})()
+
+        def create_up_down_counter(self, name, unit, description):
+            made[name] = (UpDownCounter, unit, ())
+            return type("U", (), {"add": lambda *a: None})()
+
+    _telemetry._Metrics(Meter())
+    kinds = {"histogram": Histogram, "counter": Counter, "up_down_counter": UpDownCounter}
+    table = {row[0]: (kinds[row[1]], row[2], row[4]) for row in _native.TELEMETRY_INSTRUMENTS}
+    assert made == table
+    assert {
+        "crosslock.lock.wait.duration", "crosslock.lock.hold.duration", "crosslock.lock.lost",
+        "crosslock.lock.held", "crosslock.lock.waiters", "crosslock.watchdog.renewals",
+        "crosslock.watchdog.renewal.duration", "crosslock.pubsub.subscriptions",
+        "crosslock.wait.wakeups", "crosslock.connection.events",
+    } == set(table)
 
 
 def test_close_tells_every_event_before_it_returns_and_names_are_opt_in(url, sdk):

@@ -91,5 +91,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add("CONNECT_DEFAULTS", defaults)?;
     m.add("DEFAULT_LANES", crosslock::Lanes::default().name())?;
+    m.add("TELEMETRY_INSTRUMENTS", telemetry::instruments(m.py())?)?;
     Ok(())
 }

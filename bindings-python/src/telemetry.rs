@@ -1,29 +1,45 @@
-//! Core's telemetry events into Python: a recorder that queues each event (core calls it on any
-//! thread, sometimes under its own locks, so it must never wait for the GIL) and one dispatcher
-//! thread per client that hands them to a Python callable in batches, one GIL acquisition per
-//! batch. `crosslock/_telemetry.py` turns the batches into OpenTelemetry metrics.
+//! Core's telemetry into Python: a recorder that queues each event's measurements (core calls it
+//! on any thread, sometimes under its own locks, so it must never wait for the GIL) and one
+//! dispatcher thread per client that hands them to a Python callable in batches, one GIL
+//! acquisition per batch. `crosslock/_telemetry.py` records them on the OpenTelemetry
+//! instruments of [`INSTRUMENTS`](instruments) (core's table).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use crosslock::telemetry::{Event, HoldEnd, Recorder, Telemetry};
+use crosslock::telemetry::{Event, Instrument, Recorder, Telemetry};
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyList, PyTuple};
 
-/// How many events one call of the Python callable gets at most.
+/// How many measurements one call of the Python callable gets at most.
 const BATCH: usize = 512;
 
-/// One event as it crosses to Python: `(what, object type, name or None, label or None,
-/// seconds)`. `what` is `wait_began`, `wait_ended` (label: the outcome), `hold_began`,
-/// `hold_ended` (label: `released`, or the reason a hold was lost: `lost:gone`,
-/// `lost:expired`) or `woken` (label: the cause).
+/// `_native.TELEMETRY_INSTRUMENTS`: core's instruments, by index, as `(name, kind, unit,
+/// description, bounds, attribute keys)`; kind is `histogram`, `counter` or `up_down_counter`.
+pub(crate) fn instruments(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
+    let rows = Instrument::ALL.iter().map(|i| {
+        (
+            i.name(),
+            i.kind().as_str(),
+            i.unit(),
+            i.description(),
+            PyTuple::new(py, i.bounds()).expect("a tuple of floats"),
+            PyTuple::new(py, i.attributes()).expect("a tuple of str"),
+        )
+    });
+    PyTuple::new(py, rows.collect::<Vec<_>>())
+}
+
+/// One measurement as it crosses to Python: `(instrument index, value, attributes, name or
+/// None)`, the attributes a tuple of `(key, value)` pairs in the instrument's key order.
 struct Owned {
-    what: &'static str,
-    object: &'static str,
+    /// [`Instrument::index`]; [`STOP`] ends the thread.
+    instrument: usize,
+    value: f64,
+    attributes: [(&'static str, &'static str); 2],
+    len: u8,
     name: Option<String>,
-    label: Option<&'static str>,
-    seconds: f64,
 }
 
 /// How many forks this process descends from ([`after_fork`]): a forked child's recorder, whose
@@ -35,8 +51,8 @@ pub(crate) fn after_fork() {
     FORKS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// What `what` says to end the thread (after the events queued before it).
-const STOP: &str = "";
+/// The instrument index that ends the thread (after the measurements queued before it).
+const STOP: usize = usize::MAX;
 
 struct Queued {
     sender: mpsc::Sender<Owned>,
@@ -45,71 +61,23 @@ struct Queued {
     forks: u64,
 }
 
-impl Queued {
-    fn send(
-        &self,
-        what: &'static str,
-        object: &'static str,
-        name: &str,
-        label: Option<&'static str>,
-        seconds: f64,
-    ) {
+impl Recorder for Queued {
+    fn record(&self, event: &Event<'_>) {
         if FORKS.load(Ordering::Relaxed) != self.forks {
             return;
         }
-        let name = self.names.then(|| name.to_owned());
-        // The dispatcher is gone only when the interpreter is: nothing left to tell.
-        let _ = self.sender.send(Owned {
-            what,
-            object,
-            name,
-            label,
-            seconds,
-        });
-    }
-}
-
-impl Recorder for Queued {
-    fn record(&self, event: &Event<'_>) {
-        match *event {
-            Event::WaitBegan { object, name } => {
-                self.send("wait_began", object.as_str(), name, None, 0.0);
-            }
-            Event::WaitEnded {
-                object,
-                name,
-                outcome,
-                waited,
-            } => self.send(
-                "wait_ended",
-                object.as_str(),
-                name,
-                Some(outcome.as_str()),
-                waited.as_secs_f64(),
-            ),
-            Event::HoldBegan { object, name } => {
-                self.send("hold_began", object.as_str(), name, None, 0.0);
-            }
-            Event::HoldEnded {
-                object,
-                name,
-                held,
-                end,
-            } => {
-                let label = match end {
-                    HoldEnd::Lost(reason) => reason.lost_label(),
-                    _ => "released",
-                };
-                self.send(
-                    "hold_ended",
-                    object.as_str(),
-                    name,
-                    Some(label),
-                    held.as_secs_f64(),
-                );
-            }
-            Event::Woken { cause } => self.send("woken", "", "", Some(cause.as_str()), 0.0),
-            _ => {}
+        for m in event.measurements() {
+            let mut attributes = [("", ""); 2];
+            let len = m.attributes().len();
+            attributes[..len].copy_from_slice(m.attributes());
+            // The dispatcher is gone only when the interpreter is: nothing left to tell.
+            let _ = self.sender.send(Owned {
+                instrument: m.instrument.index(),
+                value: m.value,
+                attributes,
+                len: len as u8,
+                name: m.name.filter(|_| self.names).map(str::to_owned),
+            });
         }
     }
 }
@@ -130,19 +98,19 @@ impl Dispatcher {
             return None;
         }
         let _ = self.sender.send(Owned {
-            what: STOP,
-            object: "",
+            instrument: STOP,
+            value: 0.0,
+            attributes: [("", ""); 2],
+            len: 0,
             name: None,
-            label: None,
-            seconds: 0.0,
         });
         Some(self.thread)
     }
 }
 
-/// Telemetry whose events go, in batches of tuples, to `sink(batch)` on a thread of its own
+/// Telemetry whose measurements go, in batches of tuples, to `sink(batch)` on a thread of its own
 /// (`crosslock-telemetry`), which ends at [`Dispatcher::stop`] (or when the client is gone).
-/// `names`: whether each event carries the object's name (else `None`).
+/// `names`: whether each measurement carries the object's name (else `None`).
 pub(crate) fn telemetry(sink: Py<PyAny>, names: bool) -> PyResult<(Telemetry, Dispatcher)> {
     let forks = FORKS.load(Ordering::Relaxed);
     let (sender, receiver) = mpsc::channel::<Owned>();
@@ -158,7 +126,7 @@ pub(crate) fn telemetry(sink: Py<PyAny>, names: bool) -> PyResult<(Telemetry, Di
                         Err(_) => break,
                     }
                 }
-                if let Some(at) = batch.iter().position(|e| e.what == STOP) {
+                if let Some(at) = batch.iter().position(|m| m.instrument == STOP) {
                     batch.truncate(at);
                     stopping = true;
                 }
@@ -168,9 +136,11 @@ pub(crate) fn telemetry(sink: Py<PyAny>, names: bool) -> PyResult<(Telemetry, Di
                 // `try_attach`: nothing to tell once the interpreter is shutting down.
                 let told = Python::try_attach(|py| {
                     let sink = sink.bind(py);
-                    let tuples = batch
-                        .iter()
-                        .map(|e| (e.what, e.object, e.name.as_deref(), e.label, e.seconds));
+                    let tuples = batch.iter().map(|m| {
+                        let attributes = PyTuple::new(py, &m.attributes[..m.len as usize])
+                            .expect("a tuple of pairs of str");
+                        (m.instrument, m.value, attributes, m.name.as_deref())
+                    });
                     let result = PyList::new(py, tuples).and_then(|list| sink.call1((list,)));
                     if let Err(e) = result {
                         e.write_unraisable(py, Some(sink));

@@ -212,6 +212,7 @@ impl Client {
             stop.clone(),
             name,
             options.lanes,
+            options.telemetry.clone(),
         )
         .await?;
         let (conn, pubsub) = tokio::try_join!(

@@ -12,8 +12,10 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::kinds::LockKind;
 
+mod instruments;
 #[cfg(feature = "opentelemetry")]
 mod otel;
+pub use instruments::{Instrument, InstrumentKind, Measurement, attribute};
 #[cfg(feature = "opentelemetry")]
 pub use otel::OpenTelemetry;
 
@@ -246,6 +248,73 @@ impl WakeCause {
     }
 }
 
+/// What happened to one of a client's connections.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(crosslock::telemetry::ConnectionChange::Failover.as_str(), "failover");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConnectionChange {
+    /// A command found it down (refused, dropped, unanswered); the client reconnects.
+    Lost,
+    /// A command was answered on it again after it was lost.
+    Back,
+    /// It moved to a new master: Sentinel named another, or a cluster's slot map changed.
+    Failover,
+}
+
+impl ConnectionChange {
+    /// `"lost"`, `"back"` or `"failover"`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(crosslock::telemetry::ConnectionChange::Back.as_str(), "back");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConnectionChange::Lost => "lost",
+            ConnectionChange::Back => "back",
+            ConnectionChange::Failover => "failover",
+        }
+    }
+}
+
+/// Which of a client's connections an event is about.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(crosslock::telemetry::ConnectionRole::Command.as_str(), "command");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConnectionRole {
+    /// The connection commands and scripts go over.
+    Command,
+    /// The connection waiters' subscriptions are on.
+    Subscription,
+}
+
+impl ConnectionRole {
+    /// `"command"` or `"subscription"`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(crosslock::telemetry::ConnectionRole::Subscription.as_str(), "subscription");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConnectionRole::Command => "command",
+            ConnectionRole::Subscription => "subscription",
+        }
+    }
+}
+
 /// What a client tells its [`Recorder`].
 ///
 /// A hold is one owner's tenure of one lock (or one expirable permit): re-entrant acquires add
@@ -305,6 +374,30 @@ pub enum Event<'a> {
     Woken {
         /// What woke it.
         cause: WakeCause,
+    },
+    /// A watchdog round ended: every watched hold it sent was renewed, found gone (and so
+    /// lost), or failed (Redis did not answer; retried within the period).
+    RenewalRound {
+        /// Holds renewed.
+        renewed: u32,
+        /// Holds found gone.
+        gone: u32,
+        /// Holds whose renewal failed.
+        failed: u32,
+        /// From the round's start to its end.
+        took: Duration,
+    },
+    /// The subscription connection subscribed to a channel (its first waiter came); every
+    /// `Subscribed` is followed by one `Unsubscribed`, at the latest when the client closes.
+    Subscribed,
+    /// The subscription connection left a channel (its last waiter went, or the client closed).
+    Unsubscribed,
+    /// A connection was lost, came back, or moved to a new master.
+    Connection {
+        /// What happened.
+        change: ConnectionChange,
+        /// To which connection.
+        role: ConnectionRole,
     },
 }
 

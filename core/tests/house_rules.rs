@@ -2,7 +2,8 @@
 //! cancel safety (a `# Cancel safety` section in its doc comment), every public item shows an
 //! example (a doctest, compiled by `cargo test --doc`), every module imports only modules of
 //! its own layer or a lower one ([`LAYERS`]), and every fan-out of calls goes through
-//! `transport::fanout::at_most_in_flight` ([`FAN_OUTS`]).
+//! `transport::fanout::at_most_in_flight` ([`FAN_OUTS`]); and docs tell core's tables as they are
+//! (connect defaults, instruments).
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
@@ -853,5 +854,54 @@ fn written_connect_defaults_are_cores() {
         "connect defaults spelled in a binding's signature (take core's: None there, \
          _native.CONNECT_DEFAULTS in the package):\n{}",
         spelled.join("\n")
+    );
+}
+
+/// docs/api.md's table of instruments says what core's table ([`Instrument::ALL`]) says: every
+/// instrument, once, with its kind, unit and attributes, in the table's order.
+///
+/// [`Instrument::ALL`]: crosslock::telemetry::Instrument::ALL
+#[test]
+fn the_documented_instruments_are_cores() {
+    use crosslock::telemetry::{Instrument, InstrumentKind};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let api = std::fs::read_to_string(root.join("docs/api.md")).unwrap();
+    let documented: Vec<Vec<String>> = api
+        .lines()
+        .filter(|l| l.starts_with("| `crosslock."))
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .take(4)
+                .map(|cell| cell.trim().to_owned())
+                .collect()
+        })
+        .collect();
+    let core: Vec<Vec<String>> = Instrument::ALL
+        .iter()
+        .map(|i| {
+            let unit = match i.unit() {
+                "s" => "s".to_owned(),
+                annotation => format!("`{annotation}`"),
+            };
+            let kind = match i.kind() {
+                InstrumentKind::Histogram => "histogram",
+                InstrumentKind::Counter => "counter",
+                InstrumentKind::UpDownCounter => "up-down counter",
+            };
+            let attributes = match i.attributes() {
+                [] => "(none)".to_owned(),
+                keys => keys
+                    .iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            vec![format!("`{}`", i.name()), kind.to_owned(), unit, attributes]
+        })
+        .collect();
+    assert_eq!(
+        documented, core,
+        "docs/api.md's Metrics table against core's"
     );
 }

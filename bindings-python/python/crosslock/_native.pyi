@@ -28,6 +28,7 @@ __all__ = [
     "KINDS",
     "CONNECT_DEFAULTS",
     "DEFAULT_LANES",
+    "TELEMETRY_INSTRUMENTS",
 ]
 
 __version__: str
@@ -40,6 +41,13 @@ KINDS: dict[str, str]
 # replica_wait_timeout; and the default of `lanes`.
 CONNECT_DEFAULTS: dict[str, float]
 DEFAULT_LANES: Literal["all", "sync", "none"]
+# Core's telemetry instruments (crosslock::telemetry::Instrument::ALL), by index: (name, kind,
+# unit, description, histogram bounds in seconds, attribute keys); kind is "histogram",
+# "counter" or "up_down_counter".
+TELEMETRY_INSTRUMENTS: tuple[tuple[str, str, str, str, tuple[float, ...], tuple[str, ...]], ...]
+# One measurement as a telemetry sink gets it: (index into TELEMETRY_INSTRUMENTS, value,
+# ((attribute key, value), ...), the object's name or None).
+_Measurement = tuple[int, float, tuple[tuple[str, str], ...], str | None]
 
 @final
 class Client:
@@ -56,7 +64,7 @@ class Client:
         replica_wait_timeout: float | None = None,
         client_name: str | None = None,
         lanes: Literal["all", "sync", "none"] | None = None,
-        telemetry: Callable[[list[tuple[str, str, str | None, str | None, float]]], None] | None = None,
+        telemetry: Callable[[list[_Measurement]], None] | None = None,
         telemetry_names: bool = False,
     ) -> Client: ...
     @staticmethod
@@ -71,7 +79,7 @@ class Client:
         replica_wait_timeout: float | None = None,
         client_name: str | None = None,
         lanes: Literal["all", "sync", "none"] | None = None,
-        telemetry: Callable[[list[tuple[str, str, str | None, str | None, float]]], None] | None = None,
+        telemetry: Callable[[list[_Measurement]], None] | None = None,
         telemetry_names: bool = False,
     ) -> Awaitable[Client]: ...
     @property

@@ -194,10 +194,9 @@ def connect(
             usual ones, for a tight ``maxclients``). Lanes open only while calls come in quick
             succession, at most 16 per node. Anything else raises
             :class:`InvalidArgumentError` (a :class:`ValueError`).
-        metrics: record this client's waits, holds, losses and wake-ups as OpenTelemetry metrics
-            (``crosslock.lock.wait.duration``, ``crosslock.lock.hold.duration``,
-            ``crosslock.lock.lost``, ``crosslock.lock.held``, ``crosslock.lock.waiters``,
-            ``crosslock.wait.wakeups``; docs/api.md lists units and attributes): ``True`` for
+        metrics: record this client's waits, holds, losses, wake-ups, watchdog rounds,
+            subscriptions and connection changes as OpenTelemetry metrics (docs/api.md lists
+            the instruments, their units and attributes): ``True`` for
             OpenTelemetry's global MeterProvider, or a MeterProvider. Default ``None``: nothing
             is measured. Needs the ``opentelemetry-api`` package (``ImportError`` naming it
             otherwise); the events reach the instruments in batches, on a thread of the client's

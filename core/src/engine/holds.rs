@@ -420,6 +420,11 @@ impl Holds {
         }
     }
 
+    /// What the client tells what it measures (none without [`ClientOptions::telemetry`](crate::ClientOptions::telemetry)).
+    pub(crate) fn telemetry(&self) -> Option<&Telemetry> {
+        self.telemetry.as_ref()
+    }
+
     /// Tells telemetry (if any) that the hold `hold` keyed `key` began.
     fn began(&self, key: &HoldKey, hold: &Hold) {
         if let Some(telemetry) = &self.telemetry {

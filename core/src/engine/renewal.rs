@@ -26,6 +26,7 @@
 //!
 //! Redisson silently drops a lock its renewal finds gone; crosslock never does.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -33,6 +34,7 @@ use arc_swap::ArcSwapOption;
 use tokio_util::sync::CancellationToken;
 
 use crate::scripts;
+use crate::telemetry::Event;
 use crate::transport::fanout::{Call, Fanout, Job};
 use crate::transport::{Conn, ToArg};
 use crate::util::sleep_until;
@@ -169,14 +171,25 @@ async fn renew_round(
         .max(holds.watched_count().div_ceil(WINDOWS_MAX))
         .next_multiple_of(holds.batch);
     fanout.start_round();
+    let started = Instant::now();
     let job = Renewal {
         holds,
         listener,
         bound: (holds.watchdog_timeout / 3).min(fanout.response_timeout()),
+        counts: Default::default(),
     };
     let mut all_ok = true;
     while holds.watched_window(round, renewed_since, size, window) > 0 {
         all_ok &= fanout.run(&job, window).await;
+    }
+    if let Some(telemetry) = holds.telemetry() {
+        let [renewed, gone, failed] = job.counts.map(|c| c.into_inner());
+        telemetry.record(&Event::RenewalRound {
+            renewed,
+            gone,
+            failed,
+            took: started.elapsed(),
+        });
     }
     all_ok
 }
@@ -200,6 +213,8 @@ struct Renewal<'r> {
     /// other master's holds. Waiting out a response timeout longer than a period let a short
     /// watchdog's leases run out on the masters that answer.
     bound: Duration,
+    /// Holds renewed, found gone, and failed to renew, this round (for telemetry).
+    counts: [AtomicU32; 3],
 }
 
 impl Job for Renewal<'_> {
@@ -247,6 +262,8 @@ impl Job for Renewal<'_> {
     fn answered(&self, batch: Vec<&Watched>, sent: Instant, flags: Vec<i64>) {
         let lease = self.holds.watchdog_timeout;
         for (w, flag) in batch.iter().zip(flags) {
+            let outcome = if flag == 1 { 0 } else { 1 };
+            self.counts[outcome].fetch_add(1, Ordering::Relaxed);
             match flag {
                 1 => self.holds.confirm(&w.key, Some(w.tenure), sent, lease),
                 // Gone, or (with declared keys) a key of another type: the hold is lost.
@@ -262,6 +279,7 @@ impl Job for Renewal<'_> {
     /// The holds are kept: the retry (or the local deadline) settles them. Logged as a warning
     /// once per node and round, else as a debug event.
     fn failed(&self, count: usize, master: Option<&str>, e: &crate::Error, again: bool) {
+        self.counts[2].fetch_add(count as u32, Ordering::Relaxed);
         match (again, master) {
             (true, _) => tracing::debug!(
                 target: "crosslock",

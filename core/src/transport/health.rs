@@ -35,9 +35,10 @@ impl Health {
         }
     }
 
-    pub(super) fn lost(&self, address: &str, why: &dyn std::fmt::Display) {
+    /// Logs the connection lost, if it was up: whether it was.
+    pub(super) fn lost(&self, address: &str, why: &dyn std::fmt::Display) -> bool {
         if self.down.swap(true, Ordering::Relaxed) {
-            return;
+            return false;
         }
         let now = self.born.elapsed().as_millis() as u64 + 1;
         let last = self.warned_at.load(Ordering::Relaxed);
@@ -57,10 +58,13 @@ impl Health {
                 self.role,
             );
         }
+        true
     }
 
-    pub(super) fn answered(&self, address: &str) {
-        if self.down.load(Ordering::Relaxed) && self.down.swap(false, Ordering::Relaxed) {
+    /// Logs the connection back, if it was down: whether it was.
+    pub(super) fn answered(&self, address: &str) -> bool {
+        let back = self.down.load(Ordering::Relaxed) && self.down.swap(false, Ordering::Relaxed);
+        if back {
             if self.loud.load(Ordering::Relaxed) {
                 tracing::info!(
                     target: "crosslock",
@@ -75,6 +79,7 @@ impl Health {
                 );
             }
         }
+        back
     }
 }
 

@@ -34,6 +34,7 @@ use crate::scripts::Lua;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorKind, Result, What};
+use crate::telemetry::{ConnectionChange, ConnectionRole};
 use crate::transport::cluster::ClusterSpec;
 use crate::transport::endpoint::Node;
 use crate::transport::sentinel::follow_master;
@@ -363,7 +364,9 @@ impl Conn {
 
     /// Logs the connection going down (once) when `e` says it was lost.
     pub(crate) fn note_lost(&self, why: &dyn std::fmt::Display) {
-        self.inner.health.lost(&self.address(), why);
+        if self.inner.health.lost(&self.address(), why) {
+            self.tell(ConnectionChange::Lost);
+        }
         self.inner.route.suspect();
     }
 
@@ -375,9 +378,27 @@ impl Conn {
 
     /// Logs the connection coming back (once) after it was lost.
     pub(crate) fn note_answered(&self) {
-        if self.inner.health.down.load(Ordering::Relaxed) {
-            self.inner.health.answered(&self.address());
+        if self.inner.health.down.load(Ordering::Relaxed)
+            && self.inner.health.answered(&self.address())
+        {
+            self.tell(ConnectionChange::Back);
         }
+    }
+
+    /// Tells telemetry (if any) what happened to this connection.
+    pub(in crate::transport) fn tell(&self, change: ConnectionChange) {
+        if let Some(telemetry) = &self.inner.route.telemetry {
+            let role = match self.inner.health.role {
+                "subscription" => ConnectionRole::Subscription,
+                _ => ConnectionRole::Command,
+            };
+            telemetry.record(&crate::telemetry::Event::Connection { change, role });
+        }
+    }
+
+    /// What the client tells what it measures (`ClientOptions::telemetry`), if anything.
+    pub(crate) fn telemetry(&self) -> Option<&crate::telemetry::Telemetry> {
+        self.inner.route.telemetry.as_ref()
     }
 
     fn touch(&self) {

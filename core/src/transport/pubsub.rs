@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Result;
 use crate::runtime;
+use crate::telemetry::Event;
 use crate::transport::{Conn, Pushes, Route, Timeouts};
 use crate::util::lock;
 
@@ -86,6 +87,40 @@ struct Shared {
     stop: CancellationToken,
     /// How many times the subscription connection dropped (see [`PubSub::drops`]).
     drops: std::sync::atomic::AtomicU64,
+}
+
+impl Shared {
+    /// Sets a channel's state `subscribed` to `to`, telling telemetry (if any) when the
+    /// subscription is had or no longer known to be had: `crosslock.pubsub.subscriptions` counts
+    /// the channels in [`Subscribed::Yes`].
+    fn set(&self, subscribed: &mut Subscribed, to: Subscribed) {
+        let was = std::mem::replace(subscribed, to) == Subscribed::Yes;
+        if was != (to == Subscribed::Yes)
+            && let Some(telemetry) = self.conn.telemetry()
+        {
+            telemetry.record(match was {
+                false => &Event::Subscribed,
+                true => &Event::Unsubscribed,
+            });
+        }
+    }
+}
+
+impl Drop for Shared {
+    /// The client is gone, and its subscriptions with its connection: told to telemetry.
+    fn drop(&mut self) {
+        let Some(telemetry) = self.conn.telemetry() else {
+            return;
+        };
+        for entry in lock(&self.entries).values() {
+            // Nobody else can hold an entry's state now: its users hold `Shared`.
+            if let Ok(subscribed) = entry.subscribed.try_lock()
+                && *subscribed == Subscribed::Yes
+            {
+                telemetry.record(&Event::Unsubscribed);
+            }
+        }
+    }
 }
 
 /// The subscription connection of one client and its channel table.
@@ -172,7 +207,7 @@ impl PubSub {
                 tracing::debug!(target: "crosslock", "subscribing to {channel} failed: {e}");
                 return Err(e);
             }
-            *subscribed = Subscribed::Yes;
+            self.shared.set(&mut subscribed, Subscribed::Yes);
             tracing::debug!(target: "crosslock", "subscribed to {channel}");
         }
         drop(subscribed);
@@ -298,12 +333,12 @@ async fn unsubscribe(shared: Arc<Shared>, entry: &Entry, subscribed: &mut Subscr
         }
         match s.conn.unsubscribe(&entry.channel).await {
             Ok(()) => {
-                *subscribed = Subscribed::No;
+                s.set(subscribed, Subscribed::No);
                 tracing::debug!(target: "crosslock", "unsubscribed from {}", entry.channel);
                 return;
             }
             Err(e) => {
-                *subscribed = Subscribed::Unknown;
+                s.set(subscribed, Subscribed::Unknown);
                 tracing::debug!(
                     target: "crosslock",
                     "unsubscribing from {} failed ({e}); trying again",

@@ -27,6 +27,9 @@ pub(crate) struct Route {
     /// connection's lanes are made (`Link::new`, `Conn::open`) and chosen
     /// (`Conn::trip_on_lane`, `Conn::node_pool`).
     pub(crate) lanes: crate::options::Lanes,
+    /// What the client tells what it measures (`ClientOptions::telemetry`): the connections'
+    /// changes and the subscriptions.
+    pub(crate) telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 /// A cluster, and what its nodes were found to support when the client connected: asked of a
@@ -51,6 +54,7 @@ impl Route {
         stop: CancellationToken,
         name: String,
         lanes: crate::options::Lanes,
+        telemetry: Option<crate::telemetry::Telemetry>,
     ) -> Result<Arc<Route>> {
         let name: Arc<str> = name.into();
         match &endpoint.target {
@@ -66,6 +70,7 @@ impl Route {
                     cluster: None,
                     name,
                     lanes,
+                    telemetry,
                 }))
             }
             Target::Cluster(spec) => {
@@ -118,6 +123,7 @@ impl Route {
                     }),
                     name,
                     lanes,
+                    telemetry,
                 }))
             }
             Target::Sentinel(spec) => {
@@ -144,6 +150,7 @@ impl Route {
                     cluster: None,
                     name,
                     lanes,
+                    telemetry,
                 });
                 crate::runtime::spawn(follow_sentinels(
                     Arc::downgrade(&route),

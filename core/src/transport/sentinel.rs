@@ -613,6 +613,7 @@ mod follow {
                                 data: Vec::new(),
                             });
                         }
+                        conn.tell(crate::telemetry::ConnectionChange::Failover);
                         tracing::info!(
                             target: "crosslock",
                             "{} connection moved from {from} to the new master {}",

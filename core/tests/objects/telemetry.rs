@@ -1,5 +1,7 @@
 //! Telemetry: every wait and every hold is told to the client's recorder, begun and ended in
-//! pairs, with the outcome and the reason a user reads on a dashboard; with the feature
+//! pairs, with the outcome and the reason a user reads on a dashboard; so are the watchdog's
+//! rounds, the subscriptions (up and down, down at the latest at close) and the connections'
+//! losses and returns; with the feature
 //! `opentelemetry`, the same as OpenTelemetry metrics, read back through the SDK's in-memory
 //! exporter.
 
@@ -8,7 +10,9 @@ use crate::support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crosslock::telemetry::{Event, HoldEnd, ObjectType, Telemetry, WaitOutcome, WakeCause};
+use crosslock::telemetry::{
+    ConnectionChange, ConnectionRole, Event, HoldEnd, ObjectType, Telemetry, WaitOutcome, WakeCause,
+};
 use crosslock::{AcquireOptions, Client, ClientOptions, LockKind, LostReason, Owner};
 use support::{RedisServer, until};
 
@@ -20,6 +24,11 @@ enum Seen {
     HoldBegan(ObjectType, String),
     HoldEnded(ObjectType, String, HoldEnd, Duration),
     Woken(WakeCause),
+    /// Renewed, gone, failed.
+    Round(u32, u32, u32),
+    Subscribed,
+    Unsubscribed,
+    Connection(ConnectionChange, ConnectionRole),
 }
 
 #[derive(Clone, Default)]
@@ -45,17 +54,57 @@ impl Events {
                     end,
                 } => Seen::HoldEnded(object, name.into(), end, held),
                 Event::Woken { cause } => Seen::Woken(cause),
+                Event::RenewalRound {
+                    renewed,
+                    gone,
+                    failed,
+                    ..
+                } => Seen::Round(renewed, gone, failed),
+                Event::Subscribed => Seen::Subscribed,
+                Event::Unsubscribed => Seen::Unsubscribed,
+                Event::Connection { change, role } => Seen::Connection(change, role),
                 _ => return,
             };
             events.lock().unwrap().push(seen);
         })
     }
 
-    /// Every event so far but the wake-ups, which are taken too.
+    /// Every wait and hold event so far; the others are taken too.
     fn take(&self) -> Vec<Seen> {
         let mut seen = std::mem::take(&mut *self.0.lock().unwrap());
-        seen.retain(|e| !matches!(e, Seen::Woken(_)));
+        seen.retain(|e| {
+            matches!(
+                e,
+                Seen::WaitBegan(..)
+                    | Seen::WaitEnded(..)
+                    | Seen::HoldBegan(..)
+                    | Seen::HoldEnded(..)
+            )
+        });
         seen
+    }
+
+    /// How many events so far are `what`.
+    fn count(&self, what: impl Fn(&Seen) -> bool) -> usize {
+        self.0.lock().unwrap().iter().filter(|e| what(e)).count()
+    }
+
+    /// The watchdog rounds so far: renewed, gone, failed, summed.
+    fn rounds(&self) -> (usize, u32, u32, u32) {
+        let events = self.0.lock().unwrap();
+        let mut out = (0, 0, 0, 0);
+        for e in events.iter() {
+            if let Seen::Round(renewed, gone, failed) = e {
+                out = (out.0 + 1, out.1 + renewed, out.2 + gone, out.3 + failed);
+            }
+        }
+        out
+    }
+
+    /// Channels subscribed now, by what was told.
+    fn subscribed(&self) -> i64 {
+        self.count(|e| *e == Seen::Subscribed) as i64
+            - self.count(|e| *e == Seen::Unsubscribed) as i64
     }
 
     fn wakeups(&self, cause: WakeCause) -> usize {
@@ -73,7 +122,7 @@ impl Events {
                 Seen::WaitEnded(..) => waiting -= 1,
                 Seen::HoldBegan(..) => held += 1,
                 Seen::HoldEnded(..) => held -= 1,
-                Seen::Woken(_) => {}
+                _ => {}
             }
         }
         (waiting, held)
@@ -277,6 +326,102 @@ async fn holds_still_held_at_close_end_as_released() {
     ));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_rounds_are_told_with_what_they_renewed_and_found_gone() {
+    let server = RedisServer::start();
+    let events = Events::default();
+    // A round every 200 ms.
+    let client = client_telling(&server, &events, Duration::from_millis(600)).await;
+    let lock = client.lock("renewed").unwrap();
+    let guard = lock.acquire().await.unwrap();
+    until("a round to renew the hold", async || events.rounds().1 >= 1).await;
+    assert_eq!(events.rounds().2, 0, "nothing was gone yet");
+    lock.force_unlock().await.unwrap();
+    until("a round to find it gone", async || events.rounds().2 == 1).await;
+    assert!(guard.is_lost());
+    let (rounds, renewed, gone, failed) = events.rounds();
+    assert!(rounds >= 2 && renewed >= 1, "{:?}", events.rounds());
+    assert_eq!((gone, failed), (1, 0));
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_are_told_up_and_down_and_down_at_close() {
+    let server = RedisServer::start();
+    let events = Events::default();
+    let client = client_telling(&server, &events, Duration::from_secs(30)).await;
+    let lock = client.lock("queue").unwrap();
+    let guard = lock.acquire().await.unwrap();
+    // A second owner waits: its channel is subscribed.
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let owner = Owner::new(2);
+            assert!(
+                lock.acquire_as(owner, &AcquireOptions::new())
+                    .await
+                    .unwrap()
+            );
+            assert!(lock.release_as(owner).await.unwrap());
+        })
+    };
+    until("the waiter's subscription", async || {
+        events.subscribed() == 1
+    })
+    .await;
+    guard.release().await.unwrap();
+    waiter.await.unwrap();
+    // The channel is left (at once, or a moment later when kept for the next waiter).
+    until("the channel left", async || events.subscribed() == 0).await;
+    assert_eq!(events.count(|e| *e == Seen::Subscribed), 1);
+
+    // A waiter still subscribed when the client closes: its subscription ends with the client.
+    let semaphore = client.semaphore("empty").unwrap();
+    let waiting = {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move { semaphore.acquire(1).await })
+    };
+    until("the semaphore waiter's subscription", async || {
+        events.subscribed() == 1
+    })
+    .await;
+    client.close().await;
+    assert!(
+        waiting.await.unwrap().is_err(),
+        "a closed client's wait ends"
+    );
+    until("every subscription told ended", async || {
+        events.subscribed() == 0
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_lost_and_back_is_told_once_each() {
+    let mut server = RedisServer::start();
+    let port = server.port;
+    let events = Events::default();
+    let options = ClientOptions::new()
+        .connect_timeout(Duration::from_secs(10))
+        .telemetry(events.telemetry());
+    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let lock = client.lock("outage").unwrap();
+    lock.acquire().await.unwrap().release().await.unwrap();
+    assert_eq!(events.count(|e| matches!(e, Seen::Connection(..))), 0);
+    server.kill();
+    // A command finds it down; the client reconnects once Redis is back.
+    assert!(lock.is_locked().await.is_err());
+    let _server = RedisServer::start_on(port);
+    until("the command connection back", async || {
+        lock.is_locked().await.is_ok()
+    })
+    .await;
+    let command = |change| Seen::Connection(change, ConnectionRole::Command);
+    assert_eq!(events.count(|e| *e == command(ConnectionChange::Lost)), 1);
+    assert_eq!(events.count(|e| *e == command(ConnectionChange::Back)), 1);
+    client.close().await;
+}
+
 /// The same events as OpenTelemetry metrics, read back through the SDK.
 #[cfg(feature = "opentelemetry")]
 mod opentelemetry_metrics {
@@ -428,7 +573,24 @@ mod opentelemetry_metrics {
             points(&metrics, "crosslock.lock.held").1,
             vec![(pairs(&[lock_type]), 0.0)]
         );
+        // The round that found it gone, counted by outcome, and timed.
+        let (unit, renewals) = points(&metrics, "crosslock.watchdog.renewals");
+        assert_eq!(unit, "{hold}");
+        assert!(
+            renewals.contains(&(pairs(&[("crosslock.renewal.outcome", "gone")]), 1.0)),
+            "{renewals:?}"
+        );
+        let (unit, rounds) = points(&metrics, "crosslock.watchdog.renewal.duration");
+        assert_eq!(unit, "s");
+        assert!(
+            rounds.len() == 1 && rounds[0].0.is_empty() && rounds[0].1 >= 1.0,
+            "{rounds:?}"
+        );
         client.close().await;
+        // Closed: no subscription is left counted.
+        let (unit, subscriptions) = points(&sdk.last(), "crosslock.pubsub.subscriptions");
+        assert_eq!(unit, "{subscription}");
+        assert_eq!(subscriptions, vec![(vec![], 0.0)]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -246,6 +246,7 @@ impl Conn {
             &self.inner.route,
         )));
         *lock(&self.inner.routing_seen) = Some(ranges);
+        self.tell(crate::telemetry::ConnectionChange::Failover);
         tracing::info!(
             target: "crosslock",
             "command connection to the {} opened again after a node stopped answering and the \
