@@ -229,10 +229,13 @@ pub enum WakeCause {
     Timer,
     /// The next step of a spin lock's back-off.
     Backoff,
+    /// The subscription connection came back (or moved to a new master) and woke every waiter:
+    /// what was published meanwhile reached nobody.
+    Reconnect,
 }
 
 impl WakeCause {
-    /// `"message"`, `"timer"` or `"backoff"`.
+    /// `"message"`, `"timer"`, `"backoff"` or `"reconnect"`.
     ///
     /// # Examples
     ///
@@ -244,6 +247,7 @@ impl WakeCause {
             WakeCause::Message => "message",
             WakeCause::Timer => "timer",
             WakeCause::Backoff => "backoff",
+            WakeCause::Reconnect => "reconnect",
         }
     }
 }

@@ -33,7 +33,7 @@ pub mod attribute {
     /// assert_eq!(crosslock::telemetry::attribute::LOST_REASON, "crosslock.lost.reason");
     /// ```
     pub const LOST_REASON: &str = "crosslock.lost.reason";
-    /// What woke a waiter (`message`, `timer`, `backoff`).
+    /// What woke a waiter (`message`, `timer`, `backoff`, `reconnect`).
     ///
     /// ```
     /// assert_eq!(crosslock::telemetry::attribute::WAKE_CAUSE, "crosslock.wake.cause");

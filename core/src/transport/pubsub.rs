@@ -54,6 +54,8 @@ struct Entry {
     wake: WakePolicy,
     /// Number of live `Subscription`s; guarded by the map's mutex.
     users: std::sync::atomic::AtomicUsize,
+    /// Messages delivered on the channel so far (see [`Subscription::wake_marks`]).
+    messages: std::sync::atomic::AtomicU64,
     notify: Notify,
     /// What the server has; holding this serializes SUBSCRIBE/UNSUBSCRIBE.
     subscribed: tokio::sync::Mutex<Subscribed>,
@@ -87,6 +89,8 @@ struct Shared {
     stop: CancellationToken,
     /// How many times the subscription connection dropped (see [`PubSub::drops`]).
     drops: std::sync::atomic::AtomicU64,
+    /// How many times every waiter was woken at once (see [`Subscription::wake_marks`]).
+    everyone_woken: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -151,6 +155,7 @@ impl PubSub {
             entries,
             stop: stop.clone(),
             drops: 0.into(),
+            everyone_woken: 0.into(),
         });
         runtime::spawn(dispatch(Arc::downgrade(&shared), rx, stop.clone()));
         runtime::spawn(keepalive(Arc::downgrade(&shared), stop));
@@ -171,6 +176,7 @@ impl PubSub {
                         channel: channel.to_owned(),
                         wake,
                         users: 0.into(),
+                        messages: 0.into(),
                         notify: Notify::new(),
                         subscribed: tokio::sync::Mutex::new(Subscribed::No),
                     })
@@ -249,6 +255,19 @@ impl Subscription {
     /// follows, so a message arriving during the attempt is not missed.
     pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
         self.entry.notify.notified()
+    }
+
+    /// How many times every waiter was woken at once (the subscription connection came back, or
+    /// moved, and what was published meanwhile reached nobody), and how many messages came on
+    /// this channel, so far. A wake-up after which the first changed, or the second did not, was
+    /// a reconnect's (a reconnect wakes a waiter, and may leave it one more wake-up); one after
+    /// a new message only, a message's.
+    pub(crate) fn wake_marks(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering;
+        (
+            self.shared.everyone_woken.load(Ordering::Relaxed),
+            self.entry.messages.load(Ordering::Relaxed),
+        )
     }
 
     /// Whether this is the only local waiter on its channel (a message then wakes it whatever
@@ -471,6 +490,9 @@ fn deliver(entries: &Entries, push: &redis::PushInfo) {
 
 /// Applies the entry's policy to one message's payload.
 fn wake(entry: &Entry, payload: Option<&redis::Value>) {
+    entry
+        .messages
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let payload: Option<i64> = match payload {
         Some(redis::Value::BulkString(b)) => std::str::from_utf8(b)
             .ok()
@@ -499,6 +521,9 @@ fn wake(entry: &Entry, payload: Option<&redis::Value>) {
 }
 
 fn wake_all(shared: &Shared) {
+    shared
+        .everyone_woken
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let entries: Vec<_> = lock(&shared.entries).values().cloned().collect();
     for entry in entries {
         entry.notify.notify_waiters();

@@ -397,6 +397,38 @@ async fn subscriptions_are_told_up_and_down_and_down_at_close() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_woken_by_its_subscription_coming_back_is_told_so() {
+    let server = RedisServer::start();
+    let events = Events::default();
+    let client = client_telling(&server, &events, Duration::from_secs(30)).await;
+    let lock = client.lock("dropped").unwrap();
+    let guard = lock.acquire().await.unwrap();
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.acquire_as(Owner::new(2), &AcquireOptions::new()).await })
+    };
+    until("the waiter's subscription", async || {
+        events.subscribed() == 1
+    })
+    .await;
+    until("the server to count it", async || {
+        server.subscribers("redisson_lock__channel:{dropped}") == 1
+    })
+    .await;
+    // The server drops the subscription connection: back, it wakes every waiter to try again.
+    server.command(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    until("a reconnect wake-up", async || {
+        events.wakeups(WakeCause::Reconnect) >= 1
+    })
+    .await;
+    // Nothing was published: none of the wake-ups was a message's.
+    assert_eq!(events.wakeups(WakeCause::Message), 0, "{:?}", events.0);
+    guard.release().await.unwrap();
+    assert!(waiter.await.unwrap().unwrap());
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_lost_and_back_is_told_once_each() {
     let mut server = RedisServer::start();
     let port = server.port;

@@ -488,6 +488,12 @@ async fn run_loop<P: Protocol>(
     // The subscription connection's drops seen: after a new one, an attempt that cannot be
     // settled waits until Redis answers (see `reachable`).
     let mut drops = s.cx.pubsub.drops();
+    // For telemetry: the subscription's wake marks as of this waiter's last wake-up, to tell a
+    // reconnect's wake-up from a message's (see `Subscription::wake_marks`).
+    let mut marks = match (&s.cx.telemetry, &subscription) {
+        (Some(_), Some(sub)) => sub.wake_marks(),
+        _ => (0, 0),
+    };
     let mut failures = 1u32;
     // A back-off waiter pauses before its next attempt; a subscriber tries again at once (a
     // release may have come before the subscription).
@@ -573,7 +579,10 @@ async fn run_loop<P: Protocol>(
                     _ = sleep_until(wake_at) => herd.woken(false),
                 }
                 if let Some(telemetry) = &s.cx.telemetry {
+                    let now = subscription.as_ref().map_or(marks, |sub| sub.wake_marks());
+                    let (everyone, messages) = std::mem::replace(&mut marks, now);
                     let cause = match herd.after_message {
+                        true if everyone != now.0 || messages == now.1 => WakeCause::Reconnect,
                         true => WakeCause::Message,
                         false => WakeCause::Timer,
                     };
