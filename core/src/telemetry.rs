@@ -105,11 +105,16 @@ pub enum ObjectType {
     PermitExpirableSemaphore,
     /// A [`CountDownLatch`](crate::CountDownLatch) (its wait is `await_zero`).
     CountDownLatch,
+    /// A [`MultiLock`](crate::MultiLock): its wait (its parts' tries and holds are measured as
+    /// their own types too).
+    MultiLock,
+    /// A [`RedLock`](crate::RedLock): its wait (its parts' as their own types too).
+    RedLock,
 }
 
 impl ObjectType {
     /// The type's name: the lock kind's name ([`LockKind::as_str`]), `"semaphore"`,
-    /// `"permit_expirable_semaphore"` or `"count_down_latch"`.
+    /// `"permit_expirable_semaphore"`, `"count_down_latch"`, `"multi_lock"` or `"red_lock"`.
     ///
     /// # Examples
     ///
@@ -125,6 +130,8 @@ impl ObjectType {
             ObjectType::Lock(kind) => kind.as_str(),
             ObjectType::Semaphore => "semaphore",
             ObjectType::CountDownLatch => "count_down_latch",
+            ObjectType::MultiLock => "multi_lock",
+            ObjectType::RedLock => "red_lock",
         }
     }
 }

@@ -262,6 +262,47 @@ async fn timeouts_cancels_and_every_waiting_object_type_are_told() {
         ]
     );
     assert_eq!(events.in_progress(), (0, 0));
+
+    // A composite's wait is its own type's (its parts' tries are their own types' too).
+    let free = || client.lock("free").unwrap().erased();
+    let busy = || client.lock("busy").unwrap().erased();
+    let both = crosslock::MultiLock::new(vec![free(), busy()]).unwrap();
+    assert!(both.try_acquire(short.clone()).await.unwrap().is_none());
+    let majority = crosslock::RedLock::new(vec![free(), busy(), free()]).unwrap();
+    majority
+        .try_acquire(short)
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let composites: Vec<(ObjectType, String, WaitOutcome)> = events
+        .take()
+        .into_iter()
+        .filter_map(|e| match e {
+            Seen::WaitEnded(object, name, outcome, _) if !matches!(object, ObjectType::Lock(_)) => {
+                Some((object, name, outcome))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        composites,
+        [
+            (
+                ObjectType::MultiLock,
+                "'free', 'busy'".to_owned(),
+                WaitOutcome::Timeout
+            ),
+            (
+                ObjectType::RedLock,
+                "'free', 'busy', 'free'".to_owned(),
+                WaitOutcome::Acquired
+            ),
+        ]
+    );
+    assert_eq!(events.in_progress(), (0, 0));
     client.close().await;
     other.close().await;
 }

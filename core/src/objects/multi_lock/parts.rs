@@ -14,6 +14,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::kinds::LockKind;
 use crate::options::AcquireOptions;
 use crate::owner::Owner;
+use crate::telemetry::ObjectType;
 
 /// From how many parts a round first tries them all at once ([`Parts::try_all`]): with fewer,
 /// one by one costs a few round trips, and a busy first part is not tried along with the rest.
@@ -271,12 +272,34 @@ impl Parts {
         .with_lock(part)
     }
 
+    /// Acquires the parts for `owner` (measured as the composite's wait: its parts' tries are
+    /// measured as their own).
     pub(super) async fn acquire_as(
         &self,
         owner: Owner,
         options: &AcquireOptions,
     ) -> Result<Option<Held>> {
         let start = Instant::now();
+        let Some(telemetry) = self.locks[0].client().options().telemetry.as_ref() else {
+            return self.acquire_from(start, owner, options).await;
+        };
+        let object = match self.red {
+            true => ObjectType::RedLock,
+            false => ObjectType::MultiLock,
+        };
+        let name = self.names();
+        crate::telemetry::measured(Some(telemetry), object, &name, start, async {
+            self.acquire_from(start, owner, options).await
+        })
+        .await
+    }
+
+    async fn acquire_from(
+        &self,
+        start: Instant,
+        owner: Owner,
+        options: &AcquireOptions,
+    ) -> Result<Option<Held>> {
         if let Some(lease) = options.lease {
             AcquireOptions::new().lease(lease).validate(&self.names())?;
         }
