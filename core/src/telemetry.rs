@@ -15,9 +15,11 @@ use crate::kinds::LockKind;
 mod instruments;
 #[cfg(feature = "opentelemetry")]
 mod otel;
+pub(crate) mod spans;
 pub use instruments::{Instrument, InstrumentKind, Measurement, attribute};
 #[cfg(feature = "opentelemetry")]
 pub use otel::OpenTelemetry;
+pub use spans::SpanLevel;
 
 /// Why a hold was found lost.
 ///
@@ -460,6 +462,9 @@ pub trait Recorder: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct Telemetry {
     recorder: Arc<dyn Recorder>,
+    /// What spans are made with, if any ([`OpenTelemetry::with_tracer`]).
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) spans: Option<Arc<spans::Spans>>,
 }
 
 impl Telemetry {
@@ -477,6 +482,8 @@ impl Telemetry {
     pub fn new(recorder: impl Recorder) -> Self {
         Telemetry {
             recorder: Arc::new(recorder),
+            #[cfg(feature = "opentelemetry")]
+            spans: None,
         }
     }
 
@@ -575,7 +582,7 @@ pub(crate) async fn measured<T>(
     let Some(waiting) = Waiting::begin(telemetry, object, name, start) else {
         return wait.await;
     };
-    let result = wait.await;
+    let result = spans::acquire(waiting.telemetry, object, name, wait).await;
     waiting.ended(&result);
     result
 }

@@ -375,8 +375,17 @@ impl<P: Family> LockCore<P> {
     ///
     /// Bounded by the response timeout as a whole (a reply lost to a dropped connection is
     /// retried inside it). Once asked for, a release completes even if the caller's future is
-    /// dropped midway: a guard then settles it in the background.
+    /// dropped midway: a guard then settles it in the background. In a `crosslock.release` span
+    /// with `SpanLevel::All` (see [`crate::telemetry::spans`]).
     pub(crate) async fn release_as(self: &Arc<Self>, owner: Owner) -> Result<bool> {
+        let telemetry = self.client.options().telemetry.as_ref();
+        let object = ObjectType::from(P::KIND);
+        let release = self.release_untraced(owner);
+        telemetry::spans::release(telemetry, object, self.name(), release).await
+    }
+
+    /// [`LockCore::release_as`] without its span.
+    async fn release_untraced(self: &Arc<Self>, owner: Owner) -> Result<bool> {
         let cx = self.cx().await?;
         let key = self.key(owner);
         if cx.holds.is_lost(&key) {

@@ -34,7 +34,7 @@ use arc_swap::ArcSwapOption;
 use tokio_util::sync::CancellationToken;
 
 use crate::scripts;
-use crate::telemetry::Event;
+use crate::telemetry::{Event, spans};
 use crate::transport::fanout::{Call, Fanout, Job};
 use crate::transport::{Conn, ToArg};
 use crate::util::sleep_until;
@@ -179,11 +179,16 @@ async fn renew_round(
         counts: Default::default(),
     };
     let mut all_ok = true;
+    let span = spans::Round::begin(holds.telemetry());
     while holds.watched_window(round, renewed_since, size, window) > 0 {
-        all_ok &= fanout.run(&job, window).await;
+        all_ok &= spans::Round::within(&span, fanout.run(&job, window)).await;
+    }
+    let counts = job.counts.map(|c| c.into_inner());
+    if let Some(span) = span {
+        span.end(counts);
     }
     if let Some(telemetry) = holds.telemetry() {
-        let [renewed, gone, failed] = job.counts.map(|c| c.into_inner());
+        let [renewed, gone, failed] = counts;
         telemetry.record(&Event::RenewalRound {
             renewed,
             gone,

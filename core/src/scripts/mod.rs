@@ -29,16 +29,19 @@ use redis::Script;
 pub(crate) struct Lua {
     pub(crate) script: Script,
     pub(crate) code: String,
+    /// Its file under `scripts/`, without `.lua` (`lock/acquire`): what a span calls it.
+    pub(crate) name: &'static str,
     /// The script's number in this process (its bit in a [`ScriptSet`]).
     id: usize,
 }
 
 impl Lua {
-    fn new(code: String) -> Self {
+    fn new(name: &'static str, code: String) -> Self {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         Lua {
             script: Script::new(&code),
             code,
+            name: name.strip_suffix(".lua").unwrap_or(name),
             id: NEXT.fetch_add(1, Ordering::Relaxed),
         }
     }
@@ -186,11 +189,11 @@ fn with_prelude(header: &str, body: &str) -> String {
 macro_rules! script {
     (synced $name:ident, $file:literal) => {
         pub(crate) static $name: LazyLock<Synced> =
-            LazyLock::new(|| Synced(Lua::new(with_prelude("", include_str!($file)))));
+            LazyLock::new(|| Synced(Lua::new($file, with_prelude("", include_str!($file)))));
     };
     ($name:ident, $file:literal) => {
         pub(crate) static $name: LazyLock<Lua> =
-            LazyLock::new(|| Lua::new(with_prelude("", include_str!($file))));
+            LazyLock::new(|| Lua::new($file, with_prelude("", include_str!($file))));
     };
 }
 
@@ -221,10 +224,13 @@ pub(crate) fn refuses_cross_slot_mark(message: &str) -> bool {
 macro_rules! node_script {
     ($name:ident, $file:literal) => {
         pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
-            Lua::new(with_prelude(
-                concat!(cross_slot_mark!(), include_str!("node_args.lua")),
-                include_str!($file),
-            ))
+            Lua::new(
+                $file,
+                with_prelude(
+                    concat!(cross_slot_mark!(), include_str!("node_args.lua")),
+                    include_str!($file),
+                ),
+            )
         });
     };
 }
@@ -351,7 +357,7 @@ mod tests {
         // A script past the set's room is never in it: sent whole, never over a loop's lane.
         let extra = Lua {
             id: SCRIPT_WORDS * 64,
-            ..Lua::new("return 1".into())
+            ..Lua::new("test.lua", "return 1".into())
         };
         assert!(set.insert(&extra) && set.insert(&extra));
         assert!(!set.contains(&extra));

@@ -5,7 +5,11 @@ use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
 
 use super::instruments::{Instrument, InstrumentKind, attribute};
-use super::{Event, Recorder, Telemetry};
+use super::{Event, Recorder, SpanLevel, Telemetry};
+use std::sync::Arc;
+
+use opentelemetry::global::BoxedTracer;
+use opentelemetry::trace::Tracer;
 
 /// One instrument as made on the meter.
 #[derive(Debug, Clone)]
@@ -31,11 +35,22 @@ enum Made {
 /// let client = Client::connect_with("redis://127.0.0.1:6379/0", options).await?;
 /// # client.close().await; Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenTelemetry {
     /// By [`Instrument::index`].
     made: Vec<Made>,
     names: bool,
+    /// What spans are made with ([`with_tracer`](Self::with_tracer)), and which.
+    tracer: Option<(Arc<BoxedTracer>, SpanLevel)>,
+}
+
+impl std::fmt::Debug for OpenTelemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenTelemetry")
+            .field("names", &self.names)
+            .field("spans", &self.tracer.as_ref().map(|(_, level)| level))
+            .finish_non_exhaustive()
+    }
 }
 
 impl OpenTelemetry {
@@ -76,7 +91,11 @@ impl OpenTelemetry {
                 ),
             })
             .collect();
-        OpenTelemetry { made, names: false }
+        OpenTelemetry {
+            made,
+            names: false,
+            tracer: None,
+        }
     }
 
     /// Adds the attribute `crosslock.lock.name` (the object's name) to every measurement of a
@@ -91,6 +110,32 @@ impl OpenTelemetry {
     /// ```
     pub fn with_lock_names(mut self, names: bool) -> Self {
         self.names = names;
+        self
+    }
+
+    /// Makes spans with `tracer` too, for the operations `level` names: a `crosslock.acquire`
+    /// span per acquire (a child of the caller's current span, with its outcome and attempts)
+    /// and a client span per script call it makes (`db.system.name` = `redis`,
+    /// `db.operation.name` = `EVALSHA`, `server.address`, `server.port`; no argument values);
+    /// with [`SpanLevel::All`], releases, watchdog rounds and every other script call as well.
+    /// The caller's span is OpenTelemetry's current context where the acquire's future is
+    /// polled (see `opentelemetry::context::FutureExt::with_context`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use crosslock::telemetry::{OpenTelemetry, SpanLevel};
+    /// let meter = opentelemetry::global::meter("orders-service");
+    /// let tracer = opentelemetry::global::tracer("orders-service");
+    /// let recorder = OpenTelemetry::new(&meter).with_tracer(tracer, SpanLevel::Acquires);
+    /// # let _ = recorder;
+    /// ```
+    pub fn with_tracer<T>(mut self, tracer: T, level: SpanLevel) -> Self
+    where
+        T: Tracer + Send + Sync + 'static,
+        T::Span: Send + Sync + 'static,
+    {
+        self.tracer = Some((Arc::new(BoxedTracer::new(Box::new(tracer))), level));
         self
     }
 }
@@ -118,6 +163,15 @@ impl Recorder for OpenTelemetry {
 impl From<OpenTelemetry> for Telemetry {
     /// The recorder as [`ClientOptions::telemetry`](crate::ClientOptions::telemetry) takes it.
     fn from(recorder: OpenTelemetry) -> Self {
-        Telemetry::new(recorder)
+        let spans = recorder.tracer.clone().map(|(tracer, level)| {
+            Arc::new(super::spans::Spans {
+                tracer,
+                level,
+                names: recorder.names,
+            })
+        });
+        let mut telemetry = Telemetry::new(recorder);
+        telemetry.spans = spans;
+        telemetry
     }
 }

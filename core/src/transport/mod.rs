@@ -471,7 +471,8 @@ impl Conn {
     /// The first run on this connection sends the script whole (`EVAL`), the others `EVALSHA`
     /// (falling back to `EVAL` on `NOSCRIPT`; see [`Conn::first_send`]): a first run whose caller
     /// stops waiting still runs once Redis gets to it. Acquisitions go through
-    /// [`Conn::eval_synced`] instead.
+    /// [`Conn::eval_synced`] instead. Inside one of crosslock's spans (see
+    /// [`crate::telemetry::spans`]), in a client span of its own.
     pub(crate) async fn eval<'w, T: redis::FromRedisValue>(
         &self,
         script: &Lua,
@@ -479,7 +480,25 @@ impl Conn {
         args: &[&dyn ToArg],
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
-        let subject = subject.into();
+        let call = self.eval_untraced(script, keys, args, subject.into());
+        crate::telemetry::spans::script(
+            self.telemetry(),
+            script.name,
+            || self.address(),
+            false,
+            call,
+        )
+        .await
+    }
+
+    /// [`Conn::eval`] without its span.
+    pub(in crate::transport) async fn eval_untraced<'w, T: redis::FromRedisValue>(
+        &self,
+        script: &Lua,
+        keys: &[&str],
+        args: &[&dyn ToArg],
+        subject: What<'w>,
+    ) -> Result<T> {
         let slot = if self.is_cluster() {
             crate::transport::cluster::script_slot(keys)?
         } else {

@@ -55,13 +55,26 @@ impl Conn {
         args: &[&dyn ToArg],
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
+        let call = self.eval_synced_untraced(acks, script, keys, args, subject.into());
+        let name = script.lua().name;
+        crate::telemetry::spans::script(self.telemetry(), name, || self.address(), true, call).await
+    }
+
+    /// [`Conn::eval_synced`] without its span.
+    async fn eval_synced_untraced<'w, T: redis::FromRedisValue>(
+        &self,
+        acks: &ReplicaAcks,
+        script: &Synced,
+        keys: &[&str],
+        args: &[&dyn ToArg],
+        subject: What<'w>,
+    ) -> Result<T> {
         let Some((acquisitions, sync)) = self.inner.sync.get() else {
-            return self.eval(script.lua(), keys, args, subject).await;
+            return self.eval_untraced(script.lua(), keys, args, subject).await;
         };
         // Boxed: rare, and kept out of the state of every other call.
         let (value, replicas) =
-            Box::pin(acquisitions.eval_and_wait(script.lua(), keys, args, subject.into(), *sync))
-                .await?;
+            Box::pin(acquisitions.eval_and_wait(script.lua(), keys, args, subject, *sync)).await?;
         acks.note(replicas);
         Ok(value)
     }

@@ -666,6 +666,153 @@ mod opentelemetry_metrics {
         assert_eq!(subscriptions, vec![(vec![], 0.0)]);
     }
 
+    mod spans {
+        use super::*;
+
+        use opentelemetry::trace::{SpanKind, TraceContextExt, Tracer as _, TracerProvider as _};
+        use opentelemetry::{Context, context::FutureExt as _};
+        use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+
+        use crosslock::telemetry::SpanLevel;
+
+        struct Traces {
+            provider: SdkTracerProvider,
+            exporter: InMemorySpanExporter,
+        }
+
+        impl Traces {
+            fn new() -> Self {
+                let exporter = InMemorySpanExporter::default();
+                let provider = SdkTracerProvider::builder()
+                    .with_simple_exporter(exporter.clone())
+                    .build();
+                Traces { provider, exporter }
+            }
+
+            fn client_options(&self, level: SpanLevel) -> ClientOptions {
+                let meter = opentelemetry::global::meter("test");
+                let recorder =
+                    OpenTelemetry::new(&meter).with_tracer(self.provider.tracer("test"), level);
+                ClientOptions::new().telemetry(recorder.into())
+            }
+
+            fn finished(&self) -> Vec<SpanData> {
+                self.exporter.get_finished_spans().unwrap()
+            }
+        }
+
+        fn attribute(span: &SpanData, key: &str) -> Option<String> {
+            span.attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == key)
+                .map(|kv| kv.value.to_string())
+        }
+
+        fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {
+            spans.iter().filter(|s| s.name == name).collect()
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn an_acquire_is_a_span_under_the_callers_with_its_script_calls_under_it() {
+            let server = RedisServer::start();
+            let traces = Traces::new();
+            let options = traces.client_options(SpanLevel::Acquires);
+            let client = Client::connect_with(&server.url(), options).await.unwrap();
+            let lock = client.lock("orders:5").unwrap();
+            // The caller's span: the acquire's parent.
+            let request = traces.provider.tracer("app").start("handle request");
+            let cx = Context::current_with_span(request);
+            let request_id = cx.span().span_context().span_id();
+            let guard = lock.acquire().with_context(cx.clone()).await.unwrap();
+            let short = AcquireOptions::new().wait(Duration::from_millis(50));
+            let busy = lock
+                .acquire_as(Owner::new(8), &short)
+                .with_context(cx.clone());
+            assert!(!busy.await.unwrap());
+            guard.release().with_context(cx.clone()).await.unwrap();
+            cx.span().end();
+
+            let spans = traces.finished();
+            let acquires = named(&spans, "crosslock.acquire");
+            assert_eq!(acquires.len(), 2, "{spans:#?}");
+            for (acquire, outcome) in acquires.iter().zip(["acquired", "timeout"]) {
+                assert_eq!(acquire.parent_span_id, request_id);
+                assert_eq!(acquire.span_kind, SpanKind::Internal);
+                assert_eq!(attribute(acquire, "crosslock.object.type").unwrap(), "lock");
+                assert_eq!(attribute(acquire, "crosslock.outcome").unwrap(), outcome);
+                assert!(attribute(acquire, "crosslock.lock.name").is_none());
+                let attempts: i64 = attribute(acquire, "crosslock.attempts")
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                assert!(attempts >= 1, "{acquire:?}");
+                // Its script calls are client spans under it, one per attempt.
+                let id = acquire.span_context.span_id();
+                let calls: Vec<_> = spans.iter().filter(|s| s.parent_span_id == id).collect();
+                assert_eq!(calls.len() as i64, attempts, "{calls:#?}");
+                for call in calls {
+                    assert_eq!(call.name, "EVALSHA lock/acquire");
+                    assert_eq!(call.span_kind, SpanKind::Client);
+                    assert_eq!(attribute(call, "db.system.name").unwrap(), "redis");
+                    assert_eq!(attribute(call, "db.operation.name").unwrap(), "EVALSHA");
+                    assert_eq!(attribute(call, "server.address").unwrap(), "127.0.0.1");
+                    assert_eq!(
+                        attribute(call, "server.port").unwrap(),
+                        server.port.to_string()
+                    );
+                }
+            }
+            // At this level, a release is no span and neither are its script calls.
+            assert!(named(&spans, "crosslock.release").is_empty());
+            assert!(
+                named(&spans, "EVALSHA lock/release").is_empty(),
+                "{spans:#?}"
+            );
+            client.close().await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn at_the_all_level_releases_and_watchdog_rounds_are_spans_too() {
+            let server = RedisServer::start();
+            let traces = Traces::new();
+            let options = traces
+                .client_options(SpanLevel::All)
+                .watchdog_timeout(Duration::from_millis(600));
+            let client = Client::connect_with(&server.url(), options).await.unwrap();
+            let guard = client.lock("orders:6").unwrap().acquire().await.unwrap();
+            until("a watchdog round's span", async || {
+                named(&traces.finished(), "crosslock.renewal")
+                    .iter()
+                    .any(|r| attribute(r, "crosslock.renewal.renewed").as_deref() == Some("1"))
+            })
+            .await;
+            guard.release().await.unwrap();
+            let spans = traces.finished();
+            let rounds = named(&spans, "crosslock.renewal");
+            let round = rounds
+                .iter()
+                .find(|r| attribute(r, "crosslock.renewal.renewed").as_deref() == Some("1"))
+                .unwrap();
+            let id = round.span_context.span_id();
+            assert!(
+                spans
+                    .iter()
+                    .any(|s| s.parent_span_id == id && s.name == "EVALSHA renewal/hash"),
+                "{spans:#?}"
+            );
+            let release = named(&spans, "crosslock.release");
+            assert_eq!(release.len(), 1);
+            let id = release[0].span_context.span_id();
+            assert!(
+                spans
+                    .iter()
+                    .any(|s| s.parent_span_id == id && s.name == "EVALSHA lock/release"),
+                "{spans:#?}"
+            );
+            client.close().await;
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lock_names_are_attributes_only_when_asked_for() {
         let server = RedisServer::start();

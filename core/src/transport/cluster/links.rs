@@ -21,7 +21,21 @@ impl Conn {
         args: &[&dyn ToArg],
         subject: impl Into<What<'w>>,
     ) -> Result<T> {
-        let subject = subject.into();
+        let call = self.eval_on_master_untraced(links, master, slot, script, args, subject.into());
+        let address = || format!("{}:{}", master.0, master.1);
+        crate::telemetry::spans::script(self.telemetry(), script.name, address, false, call).await
+    }
+
+    /// [`Conn::eval_on_master`] without its span.
+    async fn eval_on_master_untraced<'w, T: redis::FromRedisValue>(
+        &self,
+        links: &MasterLinks,
+        master: &(String, u16),
+        slot: u16,
+        script: &Lua,
+        args: &[&dyn ToArg],
+        subject: What<'w>,
+    ) -> Result<T> {
         if let Some(nodes) = &self.inner.node_lanes {
             nodes.settled(Some(slot), self.inner.response_timeout).await;
         }
