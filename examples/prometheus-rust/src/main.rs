@@ -38,7 +38,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let meter = provider.meter("crosslock-example");
 
     let listener = TcpListener::bind(("127.0.0.1", port))?;
-    println!("serving metrics on http://{}/metrics", listener.local_addr()?);
+    println!(
+        "serving metrics on http://{}/metrics",
+        listener.local_addr()?
+    );
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             if let Err(e) = serve(stream, &registry) {
@@ -104,7 +107,11 @@ fn serve(stream: TcpStream, registry: &Registry) -> std::io::Result<()> {
             .map_err(std::io::Error::other)?;
         ("200 OK", body, encoder.format_type().to_owned())
     } else {
-        ("404 Not Found", b"not found\n".to_vec(), "text/plain".to_owned())
+        (
+            "404 Not Found",
+            b"not found\n".to_vec(),
+            "text/plain".to_owned(),
+        )
     };
     write!(
         stream,
