@@ -23,15 +23,12 @@ EXAMPLES = ROOT / "examples"
 DASHBOARD = EXAMPLES / "grafana" / "crosslock.json"
 
 
-def instruments() -> Tuple[Tuple[str, str, str, str, Optional[Tuple[float, ...]]], ...]:
-    """Every instrument crosslock records: (name, kind, unit, description, bounds), from the native
-    module."""
+def instruments() -> Tuple[Tuple[str, str, str, str, Tuple[float, ...]], ...]:
+    """Every instrument crosslock records: (name, kind, unit, description, bounds), from core's
+    table as the native module has it (``_native.TELEMETRY_INSTRUMENTS``)."""
     from crosslock import _native
 
-    found = getattr(_native, "TELEMETRY_INSTRUMENTS", None)
-    if found is None:
-        pytest.skip("crosslock._native.TELEMETRY_INSTRUMENTS is not in this build")
-    return tuple(found)
+    return tuple(tuple(row[:5]) for row in _native.TELEMETRY_INSTRUMENTS)
 
 
 def prometheus_names(name: str, kind: str, unit: str) -> Tuple[str, str, Tuple[str, ...]]:
@@ -156,10 +153,18 @@ def check_operations(scrape: Scrape) -> None:
     if "crosslock_wait_wakeups_total" in families:
         assert families["crosslock_wait_wakeups_total"] == "counter"
         causes = {s.labels["crosslock_wake_cause"] for s in scrape.samples if s.name == "crosslock_wait_wakeups_total"}
-        assert causes and causes <= {"message", "timer", "backoff"}, causes
-    # Every sample of crosslock's carries the object type, but the wake-ups.
+        assert causes and causes <= {"message", "timer", "backoff", "reconnect"}, causes
+    # Its subscription (the contended wait's) was counted, and left again.
+    assert scrape.value("crosslock_pubsub_subscriptions") == 0
+    # Every sample of a lock-scoped instrument carries the object type.
+    from crosslock import _native
+
+    scoped = set()
+    for name, kind, unit, _description, _bounds, keys in _native.TELEMETRY_INSTRUMENTS:
+        if "crosslock.object.type" in keys:
+            scoped.update(prometheus_names(name, kind, unit)[2])
     for s in scrape.samples:
-        if s.name.startswith("crosslock_") and not s.name.startswith("crosslock_wait_wakeups"):
+        if s.name in scoped:
             assert s.labels.get("crosslock_object_type") == "lock", s
 
 
