@@ -1,6 +1,12 @@
 """Turns the raw JSON of one bench/harness.py run into bench/RESULTS.md.
 
     report.py results-raw/<run>.json RESULTS.md
+    report.py --figures-only results-raw/<run>.json [DIR]    only the figures, into DIR (bench/figures)
+
+It also writes the SVG figures (bench/figures.py) from the same raw JSON: beside RESULTS.md in
+bench/figures/, or, for any other output (a smoke or partial run's results-raw/RESULTS-*.md), in
+`<its name>-figures/` next to it, so those never overwrite the committed ones; the Markdown links
+them relatively.
 
 Everything numeric comes from that one run; the prose that explains the numbers (the peers'
 semantics, where the time goes) is in bench/notes.md and is copied in after the tables.
@@ -13,6 +19,8 @@ import math
 import statistics
 import sys
 from pathlib import Path
+
+import figures
 
 BENCH = Path(__file__).resolve().parent
 
@@ -101,9 +109,30 @@ FLOOR = ("floor", "redis-benchmark")
 LANG_NAME = {"rust": "Rust", "python": "Python", "node": "Node", "python->node": "Python → Node"}
 
 
+def figures_dir(out_path):
+    """Where a report's figures go: bench/figures for RESULTS.md, else `<name>-figures` beside it."""
+    out_path = out_path.resolve()
+    if out_path == BENCH / "RESULTS.md":
+        return BENCH / "figures"
+    return out_path.parent / f"{out_path.stem}-figures"
+
+
 def main():
+    if sys.argv[1:2] == ["--figures-only"]:
+        raw_path = Path(sys.argv[2])
+        out_dir = Path(sys.argv[3]) if len(sys.argv) > 3 else BENCH / "figures"
+        for p in figures.write_figures(json.loads(raw_path.read_text()), out_dir).values():
+            print(f"wrote {p}")
+        return
     raw_path, out_path = Path(sys.argv[1]), Path(sys.argv[2])
     R = json.loads(raw_path.read_text())
+    fig_dir = figures_dir(out_path)
+    figures.write_figures(R, fig_dir)
+
+    def figure(name, alt):
+        """A relative image link to one figure of this run."""
+        w(f"![{alt}]({fig_dir.name}/{name})")
+        w("")
     meta = R["meta"]
     md = []
     w = md.append
@@ -366,6 +395,9 @@ def main():
                      "of the floor", "warm-up batches"], rows))
             w("")
 
+    if unc:
+        figure("uncontended.svg", "Uncontended pairs/s per library, with the Redis floor as a line")
+
     pin = {(u["lang"], u["lib"]): u for u in R.get("uncontended_pinned", [])}
     if pin:
         def pin_ratio(a, b):
@@ -430,6 +462,8 @@ def main():
     w(table(["language", "library", "p50 (ms)", "p90 (ms)", "p99 (ms)", "max (ms)", "p50 spread", "rounds",
              "this p50 ÷ crosslock p50 (asyncio: ÷ crosslock-asyncio)"], rows))
     w("")
+    if hand:
+        figure("handoff-cdf.svg", "Handoff latency CDF per library")
     if hand_load:
         w("The same for crosslock with one core kept busy by a CPU hog (a busy loop pinned to CPU 0) for the "
           "whole scenario: what a loaded machine does to the handoff.")
@@ -464,6 +498,8 @@ def main():
     w(table(["language", "workers", "library", "W × K", "ops/s (median)", "min–max", "runs", "max wait (ms)",
              "counter exact", "crosslock ÷ this"], rows))
     w("")
+    if con:
+        figure("contended.svg", "Contended ops/s beside max wait per library")
     rows = [[LANG_NAME[lang], lib, f1(c["calls"]["per_op"]),
              ", ".join(f"{k} {v:.2f}" for k, v in sorted(c["calls"]["by_command"].items(), key=lambda kv: -kv[1]))]
             for (lang, mode, lib), c in con.items() if c.get("calls")]

@@ -10,8 +10,8 @@ object; multi-process scenarios speak a line protocol on stdin/stdout (see bench
     worker.py holders     LIB URL --name N --n COUNT --watchdog-ms MS
     worker.py rtt         crosslock URL --name N --calls C --repeats R  (per-call breakdown)
 
-LIB is one of: crosslock, crosslock-asyncio, redis-py, redis-py-asyncio, python-redis-lock,
-pottery. Every library runs with its own defaults (wait strategy, retry delays); only where a
+LIB is one of: crosslock, crosslock+metrics (crosslock with its OpenTelemetry metrics on),
+crosslock-asyncio, redis-py, redis-py-asyncio, python-redis-lock, pottery. Every library runs with its own defaults (wait strategy, retry delays); only where a
 default is "never expires" do we give a 10 s lease, as any real user would.
 """
 
@@ -60,6 +60,26 @@ class CrosslockSync(Lib):
 
     def close(self):
         self.client.close()
+
+
+class CrosslockMetricsSync(CrosslockSync):
+    """crosslock with its OpenTelemetry metrics on: `connect(url, metrics=provider)`, an SDK
+    MeterProvider read by an in-memory reader (nothing exported: the cost measured is recording)."""
+
+    def __init__(self, url, watchdog_ms=None):
+        Lib.__init__(self, url)
+        import crosslock
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        self.reader = InMemoryMetricReader()
+        self.provider = MeterProvider(metric_readers=[self.reader])
+        kwargs = {} if watchdog_ms is None else {"watchdog_timeout": watchdog_ms / 1000}
+        self.client = crosslock.connect(url, metrics=self.provider, **kwargs)
+
+    def close(self):
+        self.client.close()
+        self.provider.shutdown()
 
 
 class CrosslockFairSync(CrosslockSync):
@@ -180,6 +200,7 @@ class PotteryLib(Lib):
 LIBS = {
     "crosslock": CrosslockSync,
     "crosslock-asyncio": CrosslockAsync,
+    "crosslock+metrics": CrosslockMetricsSync,
     "crosslock-fair": CrosslockFairSync,
     "crosslock-semaphore": CrosslockSemaphore,
     "redis-py": RedisPySync,
