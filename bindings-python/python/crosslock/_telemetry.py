@@ -55,7 +55,8 @@ def _instrument(
             )
         except TypeError:  # opentelemetry-api before 1.23 takes no advisory bounds
             histogram = meter.create_histogram(name, unit=unit, description=description)
-        return histogram.record
+        record: Callable[[float, Dict[str, str]], None] = histogram.record
+        return record
     if kind == "counter":
         counter = meter.create_counter(name, unit=unit, description=description)
         return lambda value, attributes: counter.add(int(value), attributes)
