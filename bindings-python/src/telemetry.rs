@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use crosslock::telemetry::{Event, Instrument, Recorder, Telemetry};
+use crosslock::telemetry::{Event, Instrument, Measurement, Recorder, Telemetry};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
@@ -34,11 +34,7 @@ pub(crate) fn instruments(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
 /// One measurement as it crosses to Python: `(instrument index, value, attributes, name or
 /// None)`, the attributes a tuple of `(key, value)` pairs in the instrument's key order.
 struct Owned {
-    /// [`Instrument::index`]; [`STOP`] ends the thread.
-    instrument: usize,
-    value: f64,
-    attributes: [(&'static str, &'static str); 2],
-    len: u8,
+    measurement: Measurement<'static>,
     name: Option<String>,
 }
 
@@ -51,11 +47,12 @@ pub(crate) fn after_fork() {
     FORKS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The instrument index that ends the thread (after the measurements queued before it).
-const STOP: usize = usize::MAX;
+/// What the dispatcher thread is sent: a measurement, or `None` to end (after the measurements
+/// queued before it).
+type Sent = Option<Owned>;
 
 struct Queued {
-    sender: mpsc::Sender<Owned>,
+    sender: mpsc::Sender<Sent>,
     names: bool,
     /// [`FORKS`] when made.
     forks: u64,
@@ -67,24 +64,19 @@ impl Recorder for Queued {
             return;
         }
         for m in event.measurements() {
-            let mut attributes = [("", ""); 2];
-            let len = m.attributes().len();
-            attributes[..len].copy_from_slice(m.attributes());
+            let name = m.name.filter(|_| self.names).map(str::to_owned);
             // The dispatcher is gone only when the interpreter is: nothing left to tell.
-            let _ = self.sender.send(Owned {
-                instrument: m.instrument.index(),
-                value: m.value,
-                attributes,
-                len: len as u8,
-                name: m.name.filter(|_| self.names).map(str::to_owned),
-            });
+            let _ = self.sender.send(Some(Owned {
+                measurement: m.unnamed(),
+                name,
+            }));
         }
     }
 }
 
 /// The thread of one client's telemetry, stopped by its `close`.
 pub(crate) struct Dispatcher {
-    sender: mpsc::Sender<Owned>,
+    sender: mpsc::Sender<Sent>,
     thread: JoinHandle<()>,
     /// [`FORKS`] when started: a forked child's copy names a thread it does not have.
     forks: u64,
@@ -97,13 +89,7 @@ impl Dispatcher {
         if FORKS.load(Ordering::Relaxed) != self.forks {
             return None;
         }
-        let _ = self.sender.send(Owned {
-            instrument: STOP,
-            value: 0.0,
-            attributes: [("", ""); 2],
-            len: 0,
-            name: None,
-        });
+        let _ = self.sender.send(None);
         Some(self.thread)
     }
 }
@@ -113,7 +99,7 @@ impl Dispatcher {
 /// `names`: whether each measurement carries the object's name (else `None`).
 pub(crate) fn telemetry(sink: Py<PyAny>, names: bool) -> PyResult<(Telemetry, Dispatcher)> {
     let forks = FORKS.load(Ordering::Relaxed);
-    let (sender, receiver) = mpsc::channel::<Owned>();
+    let (sender, receiver) = mpsc::channel::<Sent>();
     let thread = std::thread::Builder::new()
         .name("crosslock-telemetry".into())
         .spawn(move || {
@@ -126,7 +112,7 @@ pub(crate) fn telemetry(sink: Py<PyAny>, names: bool) -> PyResult<(Telemetry, Di
                         Err(_) => break,
                     }
                 }
-                if let Some(at) = batch.iter().position(|m| m.instrument == STOP) {
+                if let Some(at) = batch.iter().position(Option::is_none) {
                     batch.truncate(at);
                     stopping = true;
                 }
@@ -136,10 +122,11 @@ pub(crate) fn telemetry(sink: Py<PyAny>, names: bool) -> PyResult<(Telemetry, Di
                 // `try_attach`: nothing to tell once the interpreter is shutting down.
                 let told = Python::try_attach(|py| {
                     let sink = sink.bind(py);
-                    let tuples = batch.iter().map(|m| {
-                        let attributes = PyTuple::new(py, &m.attributes[..m.len as usize])
-                            .expect("a tuple of pairs of str");
-                        (m.instrument, m.value, attributes, m.name.as_deref())
+                    let tuples = batch.iter().flatten().map(|o| {
+                        let m = &o.measurement;
+                        let attributes =
+                            PyTuple::new(py, m.attributes()).expect("a tuple of pairs of str");
+                        (m.instrument.index(), m.value, attributes, o.name.as_deref())
                     });
                     let result = PyList::new(py, tuples).and_then(|list| sink.call1((list,)));
                     if let Err(e) = result {

@@ -406,6 +406,28 @@ impl<'a> Measurement<'a> {
     pub fn attributes(&self) -> &[(&'static str, &'static str)] {
         &self.attributes[..self.len as usize]
     }
+
+    /// The measurement without its object's name, to keep beyond the event (a binding queues it,
+    /// the name copied beside it when asked for).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use crosslock::telemetry::{Event, ObjectType};
+    /// let event = Event::HoldBegan { object: ObjectType::Semaphore, name: "pool" };
+    /// let kept = event.measurements().next().unwrap().unnamed();
+    /// assert_eq!(kept.name, None);
+    /// assert_eq!(kept.attributes(), [("crosslock.object.type", "semaphore")]);
+    /// ```
+    pub fn unnamed(self) -> Measurement<'static> {
+        Measurement {
+            instrument: self.instrument,
+            value: self.value,
+            name: None,
+            attributes: self.attributes,
+            len: self.len,
+        }
+    }
 }
 
 impl<'a> Event<'a> {
