@@ -22,6 +22,9 @@ import { PermitExpirableSemaphore, Permits } from './permit_expirable_semaphore'
 import { Semaphore } from './semaphore'
 import { SpinLock, type SpinLockOptions } from './spin_lock'
 import { Watch } from './watch'
+import { sink, type MetricsMeterProvider } from './telemetry'
+
+export type { MetricsMeterProvider } from './telemetry'
 
 /** Options of {@link Client.groupLock}. */
 export interface GroupLockOptions {
@@ -104,6 +107,23 @@ export interface ConnectOptions {
    * `InvalidArgumentError`.
    */
   lanes?: 'all' | 'sync' | 'none' | undefined
+  /**
+   * Record this client's waits, holds, losses, wake-ups, watchdog rounds, subscriptions and
+   * connection changes as OpenTelemetry metrics (docs/api.md "Metrics" lists the instruments):
+   * `true` for `@opentelemetry/api`'s global MeterProvider (`metrics.getMeterProvider()`), or a
+   * `MeterProvider`. `@opentelemetry/api` is an optional peer dependency, loaded only then: without
+   * it `connect()` rejects with an error saying `npm install @opentelemetry/api`. Anything but a
+   * boolean or a MeterProvider is refused with `InvalidArgumentError` (a `TypeError`). The
+   * measurements are queued without waiting and recorded in batches on this thread (never keeping
+   * it alive); `close()` records every one made before it. Default: nothing is measured, at no
+   * cost.
+   */
+  metrics?: boolean | MetricsMeterProvider | undefined
+  /**
+   * Add each lock's name as the attribute `crosslock.lock.name` (one series per name: for a few
+   * well-known locks, not for names made per job). Default `false`.
+   */
+  metricsWithNames?: boolean | undefined
 }
 
 /** The keys of {@link ConnectOptions}. */
@@ -118,6 +138,8 @@ const CONNECT_KEYS = [
   'replicaWaitTimeout',
   'clientName',
   'lanes',
+  'metrics',
+  'metricsWithNames',
 ] as const
 
 /** The values of {@link ConnectOptions.lanes}. */
@@ -159,6 +181,8 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
     }
     out.tlsCaCert = typeof ca === 'string' ? new TextEncoder().encode(ca) : ca
   }
+  delete (out as Record<string, unknown>).metrics
+  delete (out as Record<string, unknown>).metricsWithNames
   return out
 }
 
@@ -191,6 +215,8 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
  */
 export class Client implements AsyncDisposable {
   readonly #native: native.Client
+  /** What records this client's measurements (`connect` with `metrics`). */
+  #record: ((batch: native.TelemetryMeasurement[]) => void) | undefined
 
   /** @internal The native client, for the `crosslock` command (lib/cli.ts). */
   get _native(): native.Client {
@@ -212,6 +238,21 @@ export class Client implements AsyncDisposable {
       throw invalidArgument('type', `connect(url): url must be a non-empty string such as 'redis://127.0.0.1:6379/0', got ${url === '' ? 'an empty string' : typeof url}`)
     }
     const opts = checkConnectOptions(options)
+    const withNames = (options as ConnectOptions | undefined)?.metricsWithNames
+    if (withNames !== undefined && withNames !== null && typeof withNames !== 'boolean') {
+      throw invalidArgument('type', `metricsWithNames must be a boolean, got ${typeof withNames}`)
+    }
+    const record = sink((options as ConnectOptions | undefined)?.metrics)
+    const onMeasurements = record === undefined
+      ? undefined
+      : (batch: native.TelemetryMeasurement[]) => {
+          if (batch.length === 0) return
+          try {
+            record(batch)
+          } catch (e) {
+            process.emitWarning(`crosslock: recording metrics failed: ${String(e)}`)
+          }
+        }
     if (debuglog('crosslock').enabled) native.enableDebugLog()
     let self: WeakRef<Client> | undefined
     const onLost = (event: native.LostLockEvent) => {
@@ -219,7 +260,8 @@ export class Client implements AsyncDisposable {
       if (event.kind === LockKind.Permit) client?._permits.onLost(event.name, event.holder)
       else client?._holds.onLost(client.id, event.name, event.owner, event.kind)
     }
-    const client = new Client(await viaNative(() => native.connect(url, opts, onLost)))
+    const client = new Client(await viaNative(() => native.connect(url, opts, onLost, onMeasurements, withNames === true)))
+    client.#record = onMeasurements
     self = new WeakRef(client)
     closeAtExit()
     return client
@@ -530,6 +572,8 @@ export class Client implements AsyncDisposable {
   async close(): Promise<void> {
     this._holds.closeAll()
     await viaNative(() => this.#native.close())
+    // Every measurement core made before its close was done, and nothing after.
+    if (this.#record !== undefined) this.#record(this.#native.takeMeasurements(true))
   }
 
   /**

@@ -28,7 +28,7 @@
  */
 import { Client, type ConnectOptions } from './client'
 
-export { Client, type ConnectOptions, type GroupLockOptions } from './client'
+export { Client, type ConnectOptions, type GroupLockOptions, type MetricsMeterProvider } from './client'
 export type { Inspection, HolderInfo, ProcessInfo, QueuedWaiter, PermitInfo, WatchEvent } from '../native'
 export { Watch } from './watch'
 export { Lockable, type AcquireOptions, type OwnerOptions } from './lockable'
@@ -73,12 +73,15 @@ export {
  * `connectTimeout`, and `InvalidArgumentError` for a malformed URL or options.
  *
  * @param url - where Redis is
- * @param options - `connectTimeout`, `responseTimeout`, `watchdogTimeout` (ms), `watchdogBatchSize`
+ * @param options - `connectTimeout`, `responseTimeout`, `watchdogTimeout` (ms), `watchdogBatchSize`,
+ *   …, and `metrics` (`true` or an OpenTelemetry `MeterProvider`: see {@link ConnectOptions.metrics})
  *
  * @example
  * ```js
  * const { connect } = require('crosslock')
  * const client = await connect('redis://127.0.0.1:6379/0', { connectTimeout: 2000 })
+ * // OpenTelemetry metrics on the global MeterProvider (npm install @opentelemetry/api):
+ * const measured = await connect('redis://127.0.0.1:6379/0', { metrics: true })
  * ```
  */
 export function connect(url: string, options?: ConnectOptions): Promise<Client> {

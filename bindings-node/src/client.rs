@@ -132,20 +132,30 @@ fn options(options: Option<ConnectOptions>) -> crosslock::Result<crosslock::Clie
 }
 
 /// Connects to `url`; `onLockLost` is called (on this thread, never keeping it alive) for every
-/// lock of the client that a renewal finds gone.
+/// lock of the client that a renewal finds gone. With `onMeasurements`, core's telemetry is on:
+/// its measurements come to it in batches, on this thread, never keeping it alive (see
+/// `telemetry.rs`); `measurementNames`: whether they carry the object's name.
 #[napi(ts_return_type = "Promise<Client>")]
 pub fn connect<'env>(
     env: &'env Env,
     url: String,
     options: Option<ConnectOptions>,
     on_lock_lost: Function<'env, LostLockEvent, ()>,
+    on_measurements: Option<Function<'env, Vec<crate::telemetry::TelemetryMeasurement>, ()>>,
+    measurement_names: Option<bool>,
 ) -> Result<Object<'env>> {
     let lost = on_lock_lost
         .build_threadsafe_function::<LostLockEvent>()
         .callee_handled::<false>()
         .weak::<true>()
         .build()?;
-    let options = self::options(options);
+    let mut options = self::options(options);
+    let mut queue = None;
+    if let Some(sink) = on_measurements {
+        let (telemetry, q) = crate::telemetry::telemetry(sink, measurement_names.unwrap_or(false))?;
+        options = options.map(|o| o.telemetry(telemetry));
+        queue = Some(q);
+    }
     runtime::promise_with(
         env,
         async move {
@@ -166,6 +176,7 @@ pub fn connect<'env>(
             Ok(JsClient {
                 inner: client,
                 registration,
+                telemetry: queue,
             })
         },
     )
@@ -200,6 +211,8 @@ pub struct JsClient {
     /// `close()`, the client is dropped like core's: its connections close and renewal stops
     /// (its locks expire after the watchdog timeout).
     registration: runtime::Registration,
+    /// The measurements queued for `onMeasurements` (`connect` with metrics).
+    telemetry: Option<std::sync::Arc<crate::telemetry::Queue>>,
 }
 
 impl JsClient {
@@ -271,6 +284,17 @@ impl JsClient {
             client.close().await;
             Ok(())
         })
+    }
+
+    /// The measurements queued and not yet handed to `onMeasurements`; with `stop`, the last
+    /// ones: nothing is queued after them (`close()` calls it once core's close is done).
+    #[napi]
+    pub fn take_measurements(&self, stop: bool) -> Vec<crate::telemetry::TelemetryMeasurement> {
+        match &self.telemetry {
+            Some(q) if stop => q.stop(),
+            Some(q) => q.take(),
+            None => Vec::new(),
+        }
     }
 
     /// What lives at `name`, as Redis has it (see core's `Client::inspect`).

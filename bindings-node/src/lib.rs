@@ -20,6 +20,7 @@ mod multi_lock;
 mod permit_expirable_semaphore;
 mod runtime;
 mod semaphore;
+mod telemetry;
 mod unowned;
 mod watch;
 

@@ -1,0 +1,101 @@
+/**
+ * A client's waits, holds, renewals, subscriptions and connections as OpenTelemetry metrics:
+ * `connect(url, { metrics: true })` (`@opentelemetry/api`'s global MeterProvider) or
+ * `connect(url, { metrics: provider })`. Core measures; the native module hands the measurements
+ * here in batches, on the client's thread (bindings-node/src/telemetry.rs), and this module records
+ * them on instruments made from core's table (`telemetryInstruments()`). Nothing is measured
+ * without `metrics`, and `@opentelemetry/api` is loaded only then.
+ */
+
+import native = require('../native')
+import { invalidArgument } from './errors'
+
+/** The attribute an object's name goes under (`metricsWithNames: true`). */
+const LOCK_NAME = 'crosslock.lock.name'
+
+/**
+ * What `metrics` takes besides `true`: an OpenTelemetry `MeterProvider` (`@opentelemetry/api`'s
+ * interface, e.g. `@opentelemetry/sdk-metrics`' `MeterProvider`), typed by its shape so that the
+ * package's types are needed only by those who use it.
+ */
+export interface MetricsMeterProvider {
+  getMeter(name: string, version?: string, options?: object): unknown
+}
+
+type Attributes = Record<string, string>
+type Record_ = (value: number, attributes: Attributes) => void
+
+interface MeterLike {
+  createHistogram(name: string, options: object): { record(value: number, attributes?: Attributes): void }
+  createCounter(name: string, options: object): { add(value: number, attributes?: Attributes): void }
+  createUpDownCounter(name: string, options: object): { add(value: number, attributes?: Attributes): void }
+}
+
+/** The instruments of one client, made from core's table, as the functions that record on them. */
+function instruments (meter: MeterLike): Record_[] {
+  return native.telemetryInstruments().map((i) => {
+    const options = { unit: i.unit, description: i.description }
+    switch (i.kind) {
+      case 'histogram': {
+        const h = meter.createHistogram(i.name, { ...options, advice: { explicitBucketBoundaries: i.bounds } })
+        return (v, a) => h.record(v, a)
+      }
+      case 'counter': {
+        const c = meter.createCounter(i.name, options)
+        return (v, a) => c.add(v, a)
+      }
+      case 'up_down_counter': {
+        const u = meter.createUpDownCounter(i.name, options)
+        return (v, a) => u.add(v, a)
+      }
+      default:
+        throw new Error(`crosslock: unknown instrument kind ${String(i.kind)} for ${i.name}`)
+    }
+  })
+}
+
+/** The version of this package, for the meter's name. */
+function version (): string | undefined {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return (require('../../package.json') as { version?: string }).version
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * What records the measurements of a client connected with `metrics`: `undefined` when nothing
+ * is to be measured (`undefined`, `null` or `false`), the global MeterProvider's instruments for
+ * `true`, the given MeterProvider's otherwise.
+ */
+export function sink (metrics: unknown): ((batch: native.TelemetryMeasurement[]) => void) | undefined {
+  if (metrics === undefined || metrics === null || metrics === false) return undefined
+  let provider: unknown = metrics
+  if (metrics === true) {
+    let api: { metrics: { getMeterProvider(): unknown } }
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      api = require('@opentelemetry/api')
+    } catch {
+      throw new Error(
+        'crosslock: connect(url, { metrics }) records OpenTelemetry metrics and needs the ' +
+        '@opentelemetry/api package: npm install @opentelemetry/api (and an SDK, e.g. ' +
+        '@opentelemetry/sdk-metrics, to export them)')
+    }
+    provider = api.metrics.getMeterProvider()
+  }
+  if (typeof provider !== 'object' || provider === null || typeof (provider as MetricsMeterProvider).getMeter !== 'function') {
+    throw invalidArgument('type', `metrics must be true (OpenTelemetry's global MeterProvider), false, or a MeterProvider, got ${provider === null ? 'null' : typeof provider}`)
+  }
+  const record = instruments((provider as MetricsMeterProvider).getMeter('crosslock', version()) as MeterLike)
+  return (batch) => {
+    for (const m of batch) {
+      const attributes: Attributes = {}
+      const pairs = m.attributes
+      for (let k = 0; k + 1 < pairs.length; k += 2) attributes[pairs[k]!] = pairs[k + 1]!
+      if (m.name !== undefined && m.name !== null) attributes[LOCK_NAME] = m.name
+      record[m.instrument]!(m.value, attributes)
+    }
+  }
+}
