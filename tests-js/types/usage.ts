@@ -3,11 +3,14 @@ import {
   connect, runAsOwner, newOwner, currentOwner,
   Client, Lock, HeldLock, CrosslockError, NotHeldError, LockTimeoutError, LockLostError,
   RedisUnavailableError, WrongTypeError, InvalidArgumentError,
-  type AcquireOptions, type OwnerOptions, type ConnectOptions, type ErrorCode,
+  type AcquireOptions, type OwnerOptions, type ConnectOptions, type ErrorCode, type MetricsMeterProvider,
 } from '../..'
 
 export async function usage (url: string): Promise<number> {
   const options: ConnectOptions = { connectTimeout: 1000, watchdogTimeout: 30_000 }
+  const provider: MetricsMeterProvider = { getMeter: () => ({}) }
+  const measured: ConnectOptions[] = [{ metrics: true, metricsWithNames: true }, { metrics: provider }, { metrics: false }]
+  void measured
   const client: Client = await connect(url, options)
   const id: string = client.id
   const lock: Lock = client.lock('orders:42')
