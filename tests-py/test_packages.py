@@ -44,6 +44,21 @@ await held.release()
 await client.close()
 """
 
+# Metrics asked for where the OpenTelemetry API is not installed (an optional dependency in both
+# packages): refused, saying what to install, before anything connects.
+PY_METRICS_PROGRAM = """
+import sys, crosslock
+try:
+    crosslock.connect(sys.argv[1], metrics=True)
+except ImportError as e:
+    print(e)
+"""
+
+MJS_METRICS_PROGRAM = """
+import { connect } from 'crosslock'
+await connect(process.argv[2], { metrics: true }).then(() => console.log('connected'), (e) => console.log(e.message))
+"""
+
 CJS_PROGRAM = """
 const { connect } = require('crosslock')
 ;(async () => {
@@ -72,6 +87,8 @@ def test_the_wheel_installs_into_a_fresh_venv_without_rust_and_works(url, raw, t
     clean["PATH"] = f"{env_dir / 'bin'}:/usr/bin:/bin"  # no cargo, no rustc
     run([str(python), "-m", "pip", "install", "-q", "--no-index", str(wheel)], tmp_path, env=clean)
     assert run([str(python), "-c", PY_PROGRAM, url], tmp_path, env=clean).split() == ["held", "1"]
+    refused = run([str(python), "-c", PY_METRICS_PROGRAM, url], tmp_path, env=clean)
+    assert "pip install opentelemetry-api" in refused, refused
     listed = run([str(env_dir / "bin" / "crosslock"), "--url", url, "list", "--json"], tmp_path, env=clean)
     assert listed == ""  # nothing left: the program released its lock
     assert raw.command("KEYS", "*") == []
@@ -91,6 +108,9 @@ def test_the_npm_tarball_installs_into_a_fresh_project_offline_and_works(url, ra
     (project / "program.cjs").write_text(CJS_PROGRAM)
     assert run(["node", "program.mjs", url], project).split() == ["held", "1"]
     assert run(["node", "program.cjs", url], project).split() == ["held"]
+    (project / "metrics.mjs").write_text(MJS_METRICS_PROGRAM)
+    refused = run(["node", "metrics.mjs", url], project)
+    assert "npm install @opentelemetry/api" in refused, refused
     # Bun and Deno (the checkout's dev dependencies) run the installed package as it is; Deno also
     # as `npm:crosslock`, resolved from the project's node_modules (its package.json lists it).
     bun, deno = ROOT / "node_modules" / ".bin" / "bun", ROOT / "node_modules" / ".bin" / "deno"

@@ -134,6 +134,22 @@ def test_waits_holds_losses_and_wakeups_are_metrics(url, sdk, raw):
         assert unit == "{hold}" and renewals[attrs(renewal_outcome="gone")] == 1
         unit, rounds = p["crosslock.watchdog.renewal.duration"]
         assert unit == "s" and rounds[frozenset()][0] >= 1
+
+        # A lease that runs out: lost as expired.
+        leased = client.lock("orders:2")
+        assert leased.acquire(lease=0.2)
+        wait_until(lambda: leased.lost, what="the lease to run out")
+
+        def expired():
+            p = points(reader)
+            return attrs(**LOCK, lost_reason="expired") in p["crosslock.lock.lost"][1] and p
+        p = wait_until(expired, what="the expiry counted")
+        assert p["crosslock.lock.lost"][1] == {
+            attrs(**LOCK, lost_reason="gone"): 1,
+            attrs(**LOCK, lost_reason="expired"): 1,
+        }
+        assert p["crosslock.lock.hold.duration"][1][attrs(**LOCK, hold_end="lost")][0] == 2
+        assert p["crosslock.lock.held"][1][attrs(**LOCK)] == 0
     finally:
         client.close()
         other.close()
