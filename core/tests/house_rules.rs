@@ -911,3 +911,64 @@ fn the_documented_instruments_are_cores() {
         "docs/api.md's Metrics table against core's"
     );
 }
+
+/// The repository's own text files (docs, sources, scripts), build outputs and dependencies left
+/// out.
+fn repository_texts(dir: &Path, out: &mut Vec<PathBuf>) {
+    const SKIP: &[&str] = &[
+        "target",
+        "node_modules",
+        "dist",
+        "results-raw",
+        "__pycache__",
+    ];
+    const TEXT: &[&str] = &[
+        "md", "rs", "py", "pyi", "ts", "mjs", "cjs", "toml", "json", "sh", "txt", "java", "yml",
+    ];
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with('.') && name != ".ci" {
+            continue;
+        }
+        if path.is_dir() {
+            if !SKIP.contains(&name.as_str()) {
+                repository_texts(&path, out);
+            }
+        } else if name == "dev"
+            || path
+                .extension()
+                .is_some_and(|e| TEXT.contains(&e.to_string_lossy().as_ref()))
+        {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn no_merge_conflict_is_left_in_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut files = Vec::new();
+    repository_texts(root, &mut files);
+    assert!(
+        files.len() > 100,
+        "the walk found only {} files",
+        files.len()
+    );
+    let mut left = Vec::new();
+    for file in &files {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for (i, line) in text.lines().enumerate() {
+            if line.starts_with("<<<<<<< ") || line.starts_with(">>>>>>> ") {
+                left.push(format!("{}:{}: {line}", file.display(), i + 1));
+            }
+        }
+    }
+    assert!(
+        left.is_empty(),
+        "merge conflict markers left in:\n{}",
+        left.join("\n")
+    );
+}
