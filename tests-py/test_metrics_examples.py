@@ -1,4 +1,4 @@
-"""The Prometheus examples (examples/prometheus_metrics.py, examples/prometheus-rust) run as real
+"""The Prometheus examples (examples/prometheus_metrics.py and .mjs, examples/prometheus-rust) run as real
 processes against a real server and are scraped over HTTP: the Prometheus names, types, units and
 labels the OpenTelemetry Prometheus exporters give crosslock's instruments, and counts that match
 the operations done. The Grafana dashboard (examples/grafana/crosslock.json) names only
@@ -203,6 +203,31 @@ def test_python_example_serves_the_operations_it_did(python_scrape):
 
 def test_python_exporter_names_instruments_by_the_rule(python_scrape):
     check_naming_rule(python_scrape)
+
+
+@pytest.fixture(scope="module")
+def node_scrape() -> Iterator[Scrape]:
+    from support import RedisServer
+
+    node = shutil.which("node")
+    assert node is not None, "node is not on PATH: ./dev test installs it with the npm dependencies"
+    server = RedisServer()
+    try:
+        _, scrape = run_and_scrape([node, str(EXAMPLES / "prometheus_metrics.mjs"),
+                                    f"redis://127.0.0.1:{server.port}/0", "0"])
+        yield scrape
+    finally:
+        server.stop()
+
+
+def test_node_example_serves_the_operations_it_did(node_scrape):
+    check_operations(node_scrape)
+
+
+def test_node_exporter_names_instruments_by_the_rule(node_scrape):
+    # The JavaScript exporter adds no unit to names: the example's views add `seconds`, so that
+    # its names are the other two's (and the dashboard's).
+    check_naming_rule(node_scrape)
 
 
 def rust_example() -> str:
