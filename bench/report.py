@@ -106,6 +106,8 @@ def table(head, rows):
 
 # The floor as run in every uncontended round (harness.FLOOR_KEY).
 FLOOR = ("floor", "redis-benchmark")
+# crosslock with its OpenTelemetry metrics on (harness.METRICS_LIB), beside plain crosslock.
+METRICS = "crosslock+metrics"
 LANG_NAME = {"rust": "Rust", "python": "Python", "node": "Node", "python->node": "Python → Node"}
 
 
@@ -369,9 +371,9 @@ def main():
       "application's own multi-thread tokio runtime, as `#[tokio::main]` builds it: how a Rust "
       "program calls it (its round trips go over lanes that runtime's reactor watches).")
     w("")
-    for lang, libs in [("rust", ["crosslock", "crosslock-app"]),
-                       ("python", ["crosslock", "crosslock-asyncio", "redis-py", "redis-py-asyncio", "python-redis-lock", "pottery"]),
-                       ("node", ["crosslock", "redis-semaphore", "redlock"])]:
+    for lang, libs in [("rust", ["crosslock", METRICS, "crosslock-app"]),
+                       ("python", ["crosslock", METRICS, "crosslock-asyncio", "redis-py", "redis-py-asyncio", "python-redis-lock", "pottery"]),
+                       ("node", ["crosslock", METRICS, "redis-semaphore", "redlock"])]:
         mine = unc_rate(lang, "crosslock")
         rows = []
         for lib in libs:
@@ -464,6 +466,31 @@ def main():
     w("")
     if hand:
         figure("handoff-cdf.svg", "Handoff latency CDF per library")
+    rows = []
+    for lang in ("rust", "python", "node"):
+        um, hp, hm = per_round(unc, (lang, METRICS), (lang, "crosslock")), hand.get((lang, "crosslock")), hand.get((lang, METRICS))
+        if not um and not (hp and hm):
+            continue
+        sp, sm = (hand_stats(hp), hand_stats(hm)) if hp and hm else (None, None)
+        rows.append([LANG_NAME[lang], f0(unc_rate(lang, "crosslock")), f0(unc_rate(lang, METRICS)), frr(um),
+                     ms(sp["p50"]) if sp else "–", ms(sm["p50"]) if sm else "–", fr(ratio(sm["p50"], sp["p50"])) if sp else "–",
+                     ms(sp["p99"]) if sp else "–", ms(sm["p99"]) if sm else "–", fr(ratio(sm["p99"], sp["p99"])) if sp else "–"])
+    if rows:
+        w("### The cost of metrics: `crosslock+metrics` against `crosslock`")
+        w("")
+        w("crosslock with its OpenTelemetry metrics on (Python: `crosslock.connect(url, metrics=provider)`, "
+          "an SDK `MeterProvider` with an in-memory reader; Rust: `crosslock::telemetry::OpenTelemetry` on "
+          "an SDK meter read by a periodic reader into an in-memory exporter; Node: `connect(url, { metrics: provider })`, "
+          "an SDK `MeterProvider` with a periodic reader into an in-memory exporter; nothing leaves the process), "
+          "beside plain crosslock in the same run: scenario 1's pairs/s as the median (min–max) of "
+          "per-round ratios (the two run in the same rotation), and scenario 2's percentiles of the two, "
+          "measured one after the other. A ratio of 1 is free metrics: pairs/s below 1 and latency above 1 "
+          "are their cost.")
+        w("")
+        w(table(["language", "pairs/s", "pairs/s with metrics", "with ÷ without (per round)",
+                 "handoff p50 (ms)", "with metrics", "with ÷ without", "handoff p99 (ms)", "with metrics",
+                 "with ÷ without"], rows))
+        w("")
     if hand_load:
         w("The same for crosslock with one core kept busy by a CPU hog (a busy loop pinned to CPU 0) for the "
           "whole scenario: what a loaded machine does to the handoff.")

@@ -29,12 +29,12 @@ def synthetic():
 
     unc = [{"lang": lang, "lib": lib, "runs": runs("pairs_per_s", rate),
             "warmup": {"rates": [rate, rate], "batch": 200}}
-           for lang, lib, rate in [("rust", "crosslock", 9000.0), ("python", "crosslock", 7000.0),
+           for lang, lib, rate in [("rust", "crosslock", 9000.0), ("python", "crosslock", 7000.0), ("python", "crosslock+metrics", 6500.0),
                                    ("python", "redis-py", 6000.0), ("node", "crosslock", 7500.0),
                                    ("floor", "redis-benchmark", 10000.0)]]
     hand = [{"lang": lang, "lib": lib, "span_ms": 3,
              "latencies_us": [[rnd.lognormvariate(mu, 0.4) for _ in range(60)] for _ in range(3)]}
-            for lang, lib, mu in [("python", "crosslock", 5.3), ("python", "redis-py", 8.5), ("node", "crosslock", 5.5)]]
+            for lang, lib, mu in [("python", "crosslock", 5.3), ("python", "crosslock+metrics", 5.4), ("python", "redis-py", 8.5), ("node", "crosslock", 5.5)]]
     con = [{"lang": "python", "mode": "processes", "lib": lib, "workers": 8, "iters": 100,
             "runs": [{"ops_per_s": ops, "max_wait_ms": wait, "exact": True}] * 2}
            for lib, ops, wait in [("crosslock", 3000.0, 40.0), ("crosslock-fair", 1500.0, 12.0), ("redis-py", 900.0, 800.0)]]
@@ -68,7 +68,7 @@ def test_every_figure_is_well_formed_and_deterministic():
 def test_the_figures_show_every_library_and_the_floor():
     R = synthetic()
     root, texts = check_svg(figures.handoff_cdf(R))
-    assert len(list(root.iter(SVG + "path"))) == 3  # one CDF line per library
+    assert len(list(root.iter(SVG + "path"))) == 4  # one CDF line per library
     assert any(t.startswith("Python redis-py: p50") for t in texts)
     _, texts = check_svg(figures.uncontended(R))
     assert "Node crosslock" in texts and not any(t.endswith("redis-benchmark") for t in texts)
@@ -88,6 +88,7 @@ def test_report_writes_figures_beside_a_partial_report(tmp_path):
     out = tmp_path / "RESULTS-smoke.md"
     subprocess.run([sys.executable, str(BENCH / "report.py"), str(raw), str(out)], check=True)
     md = out.read_text()
+    assert "### The cost of metrics" in md and "| Python | 7,070 | 6,565 | 0.93× (0.93–0.93) |" in md
     for name in figures.FIGURES:
         assert f"](RESULTS-smoke-figures/{name})" in md
         check_svg((tmp_path / "RESULTS-smoke-figures" / name).read_text())

@@ -11,7 +11,7 @@
 //   node worker.js holders     LIB URL --name N --n COUNT --watchdog-ms MS
 //   node worker.js rtt         crosslock URL --name N --calls C --repeats R   (per-call breakdown)
 //
-// LIB: crosslock, redlock (v4, with ioredis), redis-semaphore (Mutex, with ioredis). Each runs with
+// LIB: crosslock, crosslock+metrics (its OpenTelemetry metrics on), redlock (v4, with ioredis), redis-semaphore (Mutex, with ioredis). Each runs with
 // its own defaults for waiting; see LIBS below for the two settings we change and why.
 
 const path = require('node:path');
@@ -55,10 +55,30 @@ class RedlockHandle {
   async release() { const h = this.held; this.held = null; await h.unlock(); }
 }
 
-/** crosslock's `kind` of lock (`lock`, `fairLock`) with the interface the scenarios use. */
+/**
+ * An SDK MeterProvider whose periodic reader exports to memory once a minute (nothing leaves the
+ * process: what the crosslock+metrics rows measure is the recording), made once per process.
+ */
+let meterProvider;
+function sdkMeterProvider() {
+  if (meterProvider === undefined) {
+    const { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } = require('@opentelemetry/sdk-metrics');
+    const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+    const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 60_000 });
+    meterProvider = new MeterProvider({ readers: [reader] });
+  }
+  return meterProvider;
+}
+
+/**
+ * crosslock's `kind` of lock (`lock`, `fairLock`) with the interface the scenarios use; with
+ * `opts.metrics`, connected with its OpenTelemetry metrics on (`connect(url, { metrics })`).
+ */
 async function crosslockOf(kind, url, opts) {
   const { connect } = require(ROOT);
-  const options = opts.watchdogMs ? { watchdogTimeout: opts.watchdogMs } : undefined;
+  const options = {};
+  if (opts.watchdogMs) options.watchdogTimeout = opts.watchdogMs;
+  if (opts.metrics) options.metrics = sdkMeterProvider();
   const client = await connect(url, options);
   return {
     make(name) { return new CrosslockHandle(client[kind](name)); },
@@ -69,6 +89,9 @@ async function crosslockOf(kind, url, opts) {
 
 const LIBS = {
   crosslock(url, opts = {}) { return crosslockOf('lock', url, opts); },
+
+  // crosslock with its OpenTelemetry metrics on, recorded on an SDK MeterProvider.
+  'crosslock+metrics'(url, opts = {}) { return crosslockOf('lock', url, { ...opts, metrics: true }); },
 
   // crosslock's FairLock: waiters served in the order they asked, each woken on its own channel.
   'crosslock-fair'(url, opts = {}) { return crosslockOf('fairLock', url, opts); },

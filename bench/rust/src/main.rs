@@ -6,13 +6,14 @@
 //! application calls crosslock instead: from a task of its own multi-thread tokio runtime (what
 //! `#[tokio::main]` builds), while the connection's I/O stays on crosslock's runtime. `bench/harness.py` runs it; each subcommand prints JSON
 //! (one object per line) or speaks the small line protocol the harness uses for multi-process
-//! scenarios.
+//! scenarios. `--metrics otel` (uncontended and handoff: the harness's `crosslock+metrics` rows)
+//! connects with crosslock's OpenTelemetry metrics on, recorded on an SDK meter.
 //!
 //! ```text
-//! crosslock-bench uncontended URL --name N --seconds S --repeats R --warmup-batch B [--runtime app]
+//! crosslock-bench uncontended URL --name N --seconds S --repeats R --warmup-batch B [--runtime app] [--metrics otel]
 //! crosslock-bench contended   URL --name N --workers W --iters K
 //! crosslock-bench holders     URL --name N --n COUNT --watchdog-ms MS      (line protocol)
-//! crosslock-bench handoff     URL --name N                                 (line protocol)
+//! crosslock-bench handoff     URL --name N [--metrics otel]                (line protocol)
 //! crosslock-bench rtt         URL --name N --calls C --repeats R             (per-call breakdown)
 //! ```
 
@@ -21,10 +22,13 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use crosslock::telemetry::OpenTelemetry;
 use crosslock::{AcquireOptions, Client, ClientOptions, Owner};
+use opentelemetry::metrics::MeterProvider as _;
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -49,6 +53,14 @@ fn main() {
         opts.insert(key.to_owned(), value);
     }
     let opt = |k: &str, d: &str| opts.get(k).cloned().unwrap_or_else(|| d.to_owned());
+    let metrics = match opt("metrics", "off").as_str() {
+        "off" => false,
+        "otel" => true,
+        other => {
+            eprintln!("--metrics is off or otel, not {other}");
+            std::process::exit(2);
+        }
+    };
     let result = match command.as_str() {
         "uncontended" => uncontended(
             url,
@@ -64,6 +76,7 @@ fn main() {
                     std::process::exit(2);
                 }
             },
+            metrics,
         ),
         "contended" => contended(
             url,
@@ -77,7 +90,7 @@ fn main() {
             opt("n", "100").parse().unwrap(),
             opt("watchdog-ms", "3000").parse().unwrap(),
         ),
-        "handoff" => handoff(url, opt("name", "bench:rust:handoff")),
+        "handoff" => handoff(url, opt("name", "bench:rust:handoff"), metrics),
         "rtt" => rtt(
             url,
             opt("name", "bench:rust:rtt"),
@@ -90,6 +103,27 @@ fn main() {
         eprintln!("crosslock-bench {command}: {e}");
         std::process::exit(1);
     }
+}
+
+/// Connects to `url`; with `metrics`, with crosslock's OpenTelemetry metrics recorded on a meter
+/// of the SDK (its periodic reader exports to memory, once a minute: nothing leaves the process,
+/// what is measured is the recording). The provider lives as long as the process.
+async fn connect(url: &str, metrics: bool) -> crosslock::Result<Client> {
+    if !metrics {
+        return Client::connect(url).await;
+    }
+    static PROVIDER: OnceLock<SdkMeterProvider> = OnceLock::new();
+    let provider = PROVIDER.get_or_init(|| {
+        SdkMeterProvider::builder()
+            .with_reader(PeriodicReader::builder(InMemoryMetricExporter::default()).build())
+            .build()
+    });
+    let meter = provider.meter("crosslock-bench");
+    Client::connect_with(
+        url,
+        ClientOptions::new().telemetry(OpenTelemetry::new(&meter).into()),
+    )
+    .await
 }
 
 /// Runs `fut` as a task of a runtime of the application's own, as `#[tokio::main]` builds it (a
@@ -158,9 +192,10 @@ fn uncontended(
     repeats: usize,
     batch: usize,
     in_app: bool,
+    metrics: bool,
 ) -> Res<()> {
     let bench = async move {
-        let client = Client::connect(&url).await?;
+        let client = connect(&url, metrics).await?;
         let lock = client.lock(&name)?;
         // Warm up until two consecutive batches run within 5% of each other.
         let mut rates = Vec::new();
@@ -342,8 +377,8 @@ fn holders(url: String, name: String, n: usize, watchdog_ms: u64) -> Res<()> {
     Ok(())
 }
 
-fn handoff(url: String, name: String) -> Res<()> {
-    let client = run(async move { Client::connect(&url).await })?;
+fn handoff(url: String, name: String, metrics: bool) -> Res<()> {
+    let client = run(async move { connect(&url, metrics).await })?;
     let lock = client.lock(&name)?;
     let owner = Owner::new(1);
     say("ready");
