@@ -19,7 +19,9 @@ pub(crate) mod spans;
 pub use instruments::{Instrument, InstrumentKind, Measurement, attribute};
 #[cfg(feature = "opentelemetry")]
 pub use otel::OpenTelemetry;
-pub use spans::SpanLevel;
+pub use spans::{
+    SpanData, SpanExporter, SpanKind, SpanLevel, SpanParent, SpanValue, with_span_parent,
+};
 
 /// Why a hold was found lost.
 ///
@@ -462,8 +464,7 @@ pub trait Recorder: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct Telemetry {
     recorder: Arc<dyn Recorder>,
-    /// What spans are made with, if any ([`OpenTelemetry::with_tracer`]).
-    #[cfg(feature = "opentelemetry")]
+    /// What spans are made with, if any ([`Telemetry::with_spans`]).
     pub(crate) spans: Option<Arc<spans::Spans>>,
 }
 
@@ -482,7 +483,6 @@ impl Telemetry {
     pub fn new(recorder: impl Recorder) -> Self {
         Telemetry {
             recorder: Arc::new(recorder),
-            #[cfg(feature = "opentelemetry")]
             spans: None,
         }
     }
@@ -504,6 +504,37 @@ impl Telemetry {
             }
         }
         Telemetry::new(FnRecorder(f))
+    }
+
+    /// Makes spans too, for the operations `level` names, and hands each to `exporter` once it
+    /// has ended (see [`SpanExporter`] for the spans, [`SpanData`] for what each carries); `names`: the
+    /// attribute `crosslock.lock.name` on the spans of an object. Spans are made only where
+    /// events are, so a host that wants spans alone gives a recorder that ignores events.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use crosslock::telemetry::{Event, SpanData, SpanExporter, SpanLevel, Telemetry};
+    /// struct Print;
+    /// impl SpanExporter for Print {
+    ///     fn export(&self, span: SpanData) { println!("{}", span.name); }
+    /// }
+    /// let telemetry = Telemetry::from_fn(|_: &Event<'_>| {})
+    ///     .with_spans(Print, SpanLevel::Acquires, false);
+    /// # let _ = telemetry;
+    /// ```
+    pub fn with_spans(
+        mut self,
+        exporter: impl SpanExporter,
+        level: SpanLevel,
+        names: bool,
+    ) -> Self {
+        self.spans = Some(Arc::new(spans::Spans {
+            exporter: Arc::new(exporter),
+            level,
+            names,
+        }));
+        self
     }
 
     pub(crate) fn record(&self, event: &Event<'_>) {

@@ -5,11 +5,14 @@ use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
 
 use super::instruments::{Instrument, InstrumentKind, attribute};
-use super::{Event, Recorder, SpanLevel, Telemetry};
+use super::{
+    Event, Recorder, SpanData, SpanExporter, SpanKind, SpanLevel, SpanParent, SpanValue, Telemetry,
+};
 use std::sync::Arc;
 
+use opentelemetry::Context;
 use opentelemetry::global::BoxedTracer;
-use opentelemetry::trace::Tracer;
+use opentelemetry::trace::{self, SpanBuilder, Status, TraceContextExt, Tracer};
 
 /// One instrument as made on the meter.
 #[derive(Debug, Clone)]
@@ -163,15 +166,64 @@ impl Recorder for OpenTelemetry {
 impl From<OpenTelemetry> for Telemetry {
     /// The recorder as [`ClientOptions::telemetry`](crate::ClientOptions::telemetry) takes it.
     fn from(recorder: OpenTelemetry) -> Self {
-        let spans = recorder.tracer.clone().map(|(tracer, level)| {
-            Arc::new(super::spans::Spans {
-                tracer,
-                level,
-                names: recorder.names,
+        let names = recorder.names;
+        let tracer = recorder.tracer.clone();
+        let telemetry = Telemetry::new(recorder);
+        match tracer {
+            Some((tracer, level)) => telemetry.with_spans(Replay { tracer }, level, names),
+            None => telemetry,
+        }
+    }
+}
+
+/// Core's ended spans replayed on an OpenTelemetry tracer, with their times: the caller's span
+/// is OpenTelemetry's current context where a span began.
+struct Replay {
+    tracer: Arc<BoxedTracer>,
+}
+
+impl Replay {
+    fn replay(&self, span: SpanData, parent: &Context) {
+        let attributes: Vec<KeyValue> = span
+            .attributes
+            .into_iter()
+            .map(|(key, value)| match value {
+                SpanValue::Str(s) => KeyValue::new(key, s),
+                SpanValue::Int(i) => KeyValue::new(key, i),
+                SpanValue::Float(f) => KeyValue::new(key, f),
             })
-        });
-        let mut telemetry = Telemetry::new(recorder);
-        telemetry.spans = spans;
-        telemetry
+            .collect();
+        let kind = match span.kind {
+            SpanKind::Client => trace::SpanKind::Client,
+            _ => trace::SpanKind::Internal,
+        };
+        let builder = SpanBuilder::from_name(span.name)
+            .with_kind(kind)
+            .with_start_time(span.start)
+            .with_attributes(attributes);
+        let made = self.tracer.build_with_context(builder, parent);
+        let cx = parent.with_span(made);
+        if let Some(error) = span.error {
+            cx.span().set_status(Status::error(error));
+        }
+        for child in span.children {
+            self.replay(child, &cx);
+        }
+        cx.span().end_with_timestamp(span.end);
+    }
+}
+
+impl SpanExporter for Replay {
+    fn parent(&self) -> Option<SpanParent> {
+        Some(SpanParent::new(Context::current()))
+    }
+
+    fn export(&self, mut span: SpanData) {
+        let parent = span
+            .parent
+            .take()
+            .and_then(|p| p.downcast_ref::<Context>().cloned())
+            .unwrap_or_default();
+        self.replay(span, &parent);
     }
 }
