@@ -159,20 +159,29 @@ impl Named for PyClient {
 
 /// The telemetry of `connect(telemetry=sink)`: events to `sink` in batches on a thread of their
 /// own (see [`crate::telemetry`]).
+/// `spans`: `(sink, every, names)`, spans to `sink`, at the level `all` when `every`.
 fn telemetry_of(
     sink: Option<Py<PyAny>>,
     names: bool,
+    spans: Option<(Py<PyAny>, bool, bool)>,
 ) -> PyResult<(
     Option<crosslock::telemetry::Telemetry>,
     Option<crate::telemetry::Dispatcher>,
 )> {
-    Ok(match sink {
-        Some(sink) => {
-            let (telemetry, dispatcher) = crate::telemetry::telemetry(sink, names)?;
-            (Some(telemetry), Some(dispatcher))
-        }
-        None => (None, None),
-    })
+    if sink.is_none() && spans.is_none() {
+        return Ok((None, None));
+    }
+    let spans = spans.map(|(sink, every, names)| crate::telemetry::SpanSink {
+        sink,
+        level: if every {
+            crosslock::telemetry::SpanLevel::All
+        } else {
+            crosslock::telemetry::SpanLevel::Acquires
+        },
+        names,
+    });
+    let (telemetry, dispatcher) = crate::telemetry::telemetry(sink, names, spans)?;
+    Ok((Some(telemetry), Some(dispatcher)))
 }
 
 py_twins! {
@@ -181,7 +190,7 @@ py_twins! {
         /// the server cannot be reached within `connect_timeout` seconds. An option left `None`
         /// keeps core's default (`CONNECT_DEFAULTS`, `DEFAULT_LANES`).
         #[staticmethod]
-        #[pyo3(signature = (url, connect_timeout = None, response_timeout = None, watchdog_timeout = None, fair_lock_wait_timeout = None, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = None, client_name = None, lanes = None, telemetry = None, telemetry_names = false))]
+        #[pyo3(signature = (url, connect_timeout = None, response_timeout = None, watchdog_timeout = None, fair_lock_wait_timeout = None, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = None, client_name = None, lanes = None, telemetry = None, telemetry_names = false, spans = None))]
         #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
         fn connect(
             py: Python<'_>,
@@ -197,8 +206,9 @@ py_twins! {
             lanes: Option<&str>,
             telemetry: Option<Py<PyAny>>,
             telemetry_names: bool,
+            spans: Option<(Py<PyAny>, bool, bool)>,
         ) -> PyResult<PyClient> {
-            let (recorder, dispatcher) = telemetry_of(telemetry, telemetry_names)?;
+            let (recorder, dispatcher) = telemetry_of(telemetry, telemetry_names, spans)?;
             let options = options(
                 connect_timeout,
                 response_timeout,
@@ -223,7 +233,7 @@ py_twins! {
 
         /// As `connect`, as an awaitable.
         #[staticmethod]
-        #[pyo3(signature = (url, connect_timeout = None, response_timeout = None, watchdog_timeout = None, fair_lock_wait_timeout = None, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = None, client_name = None, lanes = None, telemetry = None, telemetry_names = false))]
+        #[pyo3(signature = (url, connect_timeout = None, response_timeout = None, watchdog_timeout = None, fair_lock_wait_timeout = None, tls_ca_cert = None, wait_for_replicas = None, replica_wait_timeout = None, client_name = None, lanes = None, telemetry = None, telemetry_names = false, spans = None))]
         #[allow(clippy::too_many_arguments)] // one parameter per keyword argument of connect()
         fn connect_async<'py>(
             py: Python<'py>,
@@ -239,8 +249,9 @@ py_twins! {
             lanes: Option<&str>,
             telemetry: Option<Py<PyAny>>,
             telemetry_names: bool,
+            spans: Option<(Py<PyAny>, bool, bool)>,
         ) -> PyResult<Bound<'py, PyAny>> {
-            let (recorder, dispatcher) = telemetry_of(telemetry, telemetry_names)?;
+            let (recorder, dispatcher) = telemetry_of(telemetry, telemetry_names, spans)?;
             let options = options(
                 connect_timeout,
                 response_timeout,

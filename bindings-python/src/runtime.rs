@@ -76,6 +76,7 @@ where
     // An uncontended call finishes right here, its round trip made on this thread (a lane). One
     // that has to wait goes on being polled on this thread too, between its waits on core's
     // runtime, so its result reaches this thread without a hand-off from a runtime task.
+    let future = crate::telemetry::traced(py, future);
     let mut call = match py.detach(move || crosslock::host::begin_here(future)) {
         Ok(result) => return result.map_err(|e| to_py_err(py, e, lock_name)),
         Err(call) => call,
@@ -201,6 +202,7 @@ where
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
     let lock_name = lock_name.map(str::to_owned);
+    let future = crate::telemetry::traced(py, future);
     crate::asyncio::future(py, async move {
         Converted {
             result: future.await,

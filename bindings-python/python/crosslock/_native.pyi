@@ -48,6 +48,9 @@ TELEMETRY_INSTRUMENTS: tuple[tuple[str, str, str, str, tuple[float, ...], tuple[
 # One measurement as a telemetry sink gets it: (index into TELEMETRY_INSTRUMENTS, value,
 # ((attribute key, value), ...), the object's name or None).
 _Measurement = tuple[int, float, tuple[tuple[str, str], ...], str | None]
+# One ended span as a span sink gets it: (name, kind "internal" or "client", start ns, end ns,
+# attributes, error description or None, children, the caller's OpenTelemetry context or None).
+_Span = tuple[str, str, int, int, dict[str, str | int | float], str | None, list["_Span"], Any]
 
 @final
 class Client:
@@ -66,6 +69,7 @@ class Client:
         lanes: Literal["all", "sync", "none"] | None = None,
         telemetry: Callable[[list[_Measurement]], None] | None = None,
         telemetry_names: bool = False,
+        spans: tuple[Callable[[list[_Span]], None], bool, bool] | None = None,
     ) -> Client: ...
     @staticmethod
     def connect_async(
@@ -81,6 +85,7 @@ class Client:
         lanes: Literal["all", "sync", "none"] | None = None,
         telemetry: Callable[[list[_Measurement]], None] | None = None,
         telemetry_names: bool = False,
+        spans: tuple[Callable[[list[_Span]], None], bool, bool] | None = None,
     ) -> Awaitable[Client]: ...
     @property
     def id(self) -> str: ...

@@ -1,8 +1,11 @@
 """A client's waits, holds, renewals, subscriptions and connections as OpenTelemetry metrics:
-``connect(url, metrics=True)`` (the global MeterProvider) or ``connect(url, metrics=provider)``.
-Core measures; the native module hands the measurements here in batches on a thread of its own
-(``crosslock-telemetry``), and this module records them on the instruments of core's table
-(``_native.TELEMETRY_INSTRUMENTS``). Nothing is measured without ``metrics``, and
+``connect(url, metrics=True)`` (the global MeterProvider) or ``connect(url, metrics=provider)``;
+its acquires (with their script calls) as spans: ``connect(url, spans=True)`` (the global
+TracerProvider) or ``connect(url, spans=provider)``. Core measures and makes the spans; the native
+module hands them here in batches on a thread of its own (``crosslock-telemetry``), and this module
+records the measurements on the instruments of core's table (``_native.TELEMETRY_INSTRUMENTS``) and
+replays each ended span, with its times, under the context that was current where its call was
+made. Nothing is measured without ``metrics``, no span is made without ``spans``, and
 ``opentelemetry-api`` is imported only then."""
 
 from __future__ import annotations
@@ -15,6 +18,11 @@ __all__: list[str] = []
 #: value, ((attribute key, value), ...), the object's name or None). See
 #: ``bindings-python/src/telemetry.rs``.
 Measurement = Tuple[int, float, Tuple[Tuple[str, str], ...], Optional[str]]
+
+#: One ended span as the native module hands it over: (name, "internal" or "client", start ns,
+#: end ns, attributes, error description or None, children, the caller's context or None). See
+#: ``bindings-python/src/telemetry.rs``.
+Span = Tuple[str, str, int, int, Dict[str, Union[str, int, float]], Optional[str], List[Any], Any]
 
 #: The attribute an object's name goes under (``metrics_with_names=True``).
 LOCK_NAME = "crosslock.lock.name"
@@ -89,3 +97,66 @@ def sink(metrics: Union[bool, Any, None]) -> Optional[_Metrics]:
     from . import __version__
 
     return _Metrics(provider.get_meter("crosslock", __version__))
+
+
+class _Spans:
+    """Replays a client's ended spans on a tracer: each under the context its call was made in
+    (a root's parent), its script calls under it, with the times core measured."""
+
+    __slots__ = ("_tracer", "_kinds", "_trace", "_root")
+
+    def __init__(self, tracer: Any) -> None:
+        from opentelemetry import context, trace
+
+        self._tracer = tracer
+        self._trace = trace
+        self._kinds = {"internal": trace.SpanKind.INTERNAL, "client": trace.SpanKind.CLIENT}
+        self._root = context.Context()
+
+    def __call__(self, spans: List[Span]) -> None:
+        for span in spans:
+            self._replay(span, None)
+
+    def _replay(self, span: Span, inside: Any) -> None:
+        name, kind, start, end, attributes, error, children, parent = span
+        if inside is None:
+            inside = parent if parent is not None else self._root
+        made = self._tracer.start_span(
+            name, context=inside, kind=self._kinds[kind], attributes=attributes, start_time=start,
+        )
+        if error is not None:
+            made.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error))
+        if children:
+            within = self._trace.set_span_in_context(made, inside)
+            for child in children:
+                self._replay(child, within)
+        made.end(end_time=end)
+
+
+#: The values of ``connect(spans_level=...)``.
+SPAN_LEVELS = ("acquires", "all")
+
+
+def span_sink(spans: Union[bool, Any, None]) -> Optional[_Spans]:
+    """What replays the spans of a client connected with ``spans``: ``None`` when no span is to be
+    made (``None`` or ``False``), the global TracerProvider's tracer for ``True``, a given
+    TracerProvider's otherwise."""
+    if spans is None or spans is False:
+        return None
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        raise ImportError(
+            "crosslock: connect(spans=...) makes OpenTelemetry spans and needs the "
+            "opentelemetry-api package: pip install opentelemetry-api (and an SDK, e.g. "
+            "opentelemetry-sdk, to export them)"
+        ) from None
+    provider = trace.get_tracer_provider() if spans is True else spans
+    if not callable(getattr(provider, "get_tracer", None)):
+        raise TypeError(
+            f"crosslock: spans must be True (OpenTelemetry's global TracerProvider), False, or a "
+            f"TracerProvider; got {type(provider).__name__}"
+        )
+    from . import __version__
+
+    return _Spans(provider.get_tracer("crosslock", __version__))

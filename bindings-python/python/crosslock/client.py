@@ -82,12 +82,28 @@ def _options(
     )
 
 
-def _metrics(metrics: Any, with_names: object) -> dict[str, Any]:
-    """The native connect's telemetry arguments for ``connect(metrics=…, metrics_with_names=…)``."""
-    if not isinstance(with_names, bool):
-        raise InvalidArgumentTypeError(f"metrics_with_names must be a bool, got {type(with_names).__name__}")
+def _metrics(
+    metrics: Any, with_names: object, spans: Any = None, level: object = "acquires",
+    spans_with_names: object = False,
+) -> dict[str, Any]:
+    """The native connect's telemetry arguments for ``connect(metrics=…, metrics_with_names=…,
+    spans=…, spans_level=…, spans_with_names=…)``."""
+    for flag, value in (("metrics_with_names", with_names), ("spans_with_names", spans_with_names)):
+        if not isinstance(value, bool):
+            raise InvalidArgumentTypeError(f"{flag} must be a bool, got {type(value).__name__}")
+    if level not in _telemetry.SPAN_LEVELS:
+        raise InvalidArgumentError(
+            f"spans_level must be 'acquires' (acquires and their script calls) or 'all' (releases, "
+            f"watchdog rounds and every script call too), got {level!r}"
+        )
+    arguments: dict[str, Any] = {}
     sink = _telemetry.sink(metrics)
-    return {"telemetry": sink, "telemetry_names": with_names} if sink is not None else {}
+    if sink is not None:
+        arguments.update(telemetry=sink, telemetry_names=with_names)
+    replay = _telemetry.span_sink(spans)
+    if replay is not None:
+        arguments["spans"] = (replay, level == "all", spans_with_names)
+    return arguments
 
 
 # The values of connect()'s ``lanes``.
@@ -154,6 +170,9 @@ def connect(
     lanes: Lanes = _native.DEFAULT_LANES,
     metrics: Any = None,
     metrics_with_names: bool = False,
+    spans: Any = None,
+    spans_level: Literal["acquires", "all"] = "acquires",
+    spans_with_names: bool = False,
 ) -> Client:
     """Connects to Redis and returns a :class:`Client` (one per process is the usual shape).
 
@@ -203,6 +222,17 @@ def connect(
             own that ``close()`` stops once it has told them all.
         metrics_with_names: add each lock's name as the attribute ``crosslock.lock.name`` (one
             series per name: only where names are few). Default ``False``.
+        spans: make OpenTelemetry spans of this client's acquires: a ``crosslock.acquire`` span
+            per acquire (a child of the span current where it is called; its object type,
+            outcome, attempts and wait) with an ``EVALSHA <script>`` client span per script call
+            under it (docs/api.md lists them): ``True`` for OpenTelemetry's global
+            TracerProvider, or a TracerProvider. Default ``None``: no span is made. Needs the
+            ``opentelemetry-api`` package; the spans reach the tracer once ended, with their
+            times, on the client's telemetry thread.
+        spans_level: ``"acquires"`` (the default) or ``"all"``: releases, watchdog rounds and
+            every other script call get spans too.
+        spans_with_names: add each lock's name to its spans as ``crosslock.lock.name``.
+            Default ``False``.
 
     Raises:
         RedisUnavailableError: the server cannot be reached within ``connect_timeout`` (the
@@ -234,7 +264,7 @@ def connect(
             client_name,
             lanes,
         ),
-        **_metrics(metrics, metrics_with_names),
+        **_metrics(metrics, metrics_with_names, spans, spans_level, spans_with_names),
     )
     return Client(native)
 
@@ -253,6 +283,9 @@ async def connect_async(
     lanes: Lanes = _native.DEFAULT_LANES,
     metrics: Any = None,
     metrics_with_names: bool = False,
+    spans: Any = None,
+    spans_level: Literal["acquires", "all"] = "acquires",
+    spans_with_names: bool = False,
 ) -> Client:
     """:func:`connect` for asyncio.
 
@@ -276,7 +309,7 @@ async def connect_async(
             client_name,
             lanes,
         ),
-        **_metrics(metrics, metrics_with_names),
+        **_metrics(metrics, metrics_with_names, spans, spans_level, spans_with_names),
     )
     return Client(native)
 

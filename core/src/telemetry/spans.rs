@@ -197,6 +197,22 @@ tokio::task_local! {
     static OPEN: Arc<Open>;
 }
 
+/// `f` in the span (and the caller's span) the code calling this is in, for a task it spawns:
+/// task-locals stay with their task. (Not an `async fn`: they are read here, not where the
+/// task first polls it.)
+pub(crate) fn inherited<F: Future>(f: F) -> impl Future<Output = F::Output> {
+    let parent = PARENT.try_with(SpanParent::clone).ok();
+    let open = OPEN.try_with(Arc::clone).ok();
+    async move {
+        match (open, parent) {
+            (Some(open), Some(parent)) => PARENT.scope(parent, OPEN.scope(open, f)).await,
+            (Some(open), None) => OPEN.scope(open, f).await,
+            (None, Some(parent)) => PARENT.scope(parent, f).await,
+            (None, None) => f.await,
+        }
+    }
+}
+
 /// What a client's spans are made with.
 pub(crate) struct Spans {
     pub(crate) exporter: Arc<dyn SpanExporter>,

@@ -312,7 +312,11 @@ pub(crate) async fn acquire<P: Protocol>(a: Acquire<P>) -> Result<Outcome<P::Won
 
     // The rest runs as its own task; dropping this future cancels it and gives back its win.
     let s = Arc::new(s);
-    let task = runtime::spawn(run(s.clone(), start_with));
+    // In the acquire's span, if any: its attempts are the span's.
+    let task = runtime::spawn(crate::telemetry::spans::inherited(run(
+        s.clone(),
+        start_with,
+    )));
     let mut call = Call {
         task: Some(task),
         shared: s.clone(),
