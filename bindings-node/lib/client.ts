@@ -22,9 +22,9 @@ import { PermitExpirableSemaphore, Permits } from './permit_expirable_semaphore'
 import { Semaphore } from './semaphore'
 import { SpinLock, type SpinLockOptions } from './spin_lock'
 import { Watch } from './watch'
-import { sink, type MetricsMeterProvider } from './telemetry'
+import { capture, sink, spanSink, SPAN_LEVELS, type MetricsMeterProvider, type SpansTracerProvider } from './telemetry'
 
-export type { MetricsMeterProvider } from './telemetry'
+export type { MetricsMeterProvider, SpansTracerProvider } from './telemetry'
 
 /** Options of {@link Client.groupLock}. */
 export interface GroupLockOptions {
@@ -124,6 +124,23 @@ export interface ConnectOptions {
    * well-known locks, not for names made per job). Default `false`.
    */
   metricsWithNames?: boolean | undefined
+  /**
+   * Make OpenTelemetry spans of this client's acquires: a `crosslock.acquire` span per acquire
+   * (a child of the span active where it is called; its object type, outcome, attempts and wait)
+   * with an `EVALSHA <script>` client span per script call under it (docs/api.md "Spans"):
+   * `true` for `@opentelemetry/api`'s global TracerProvider, or a `TracerProvider`. Needs
+   * `@opentelemetry/api` (its context finds the caller's span); the spans reach the tracer once
+   * ended, with their times, in batches on this thread; `close()` hands over every one. Default:
+   * no span is made.
+   */
+  spans?: boolean | SpansTracerProvider | undefined
+  /**
+   * `'acquires'` (the default) or `'all'`: releases, watchdog rounds and every other script call
+   * get spans too.
+   */
+  spansLevel?: 'acquires' | 'all' | undefined
+  /** Add each lock's name to its spans as `crosslock.lock.name`. Default `false`. */
+  spansWithNames?: boolean | undefined
 }
 
 /** The keys of {@link ConnectOptions}. */
@@ -140,6 +157,9 @@ const CONNECT_KEYS = [
   'lanes',
   'metrics',
   'metricsWithNames',
+  'spans',
+  'spansLevel',
+  'spansWithNames',
 ] as const
 
 /** The values of {@link ConnectOptions.lanes}. */
@@ -183,7 +203,31 @@ function checkConnectOptions(options: unknown): native.ConnectOptions {
   }
   delete (out as Record<string, unknown>).metrics
   delete (out as Record<string, unknown>).metricsWithNames
+  delete (out as Record<string, unknown>).spans
+  delete (out as Record<string, unknown>).spansLevel
+  delete (out as Record<string, unknown>).spansWithNames
   return out
+}
+
+/** The native connect's span options for `connect(url, { spans, spansLevel, spansWithNames })`. */
+function spansOf (options: ConnectOptions | undefined): native.SpanOptions | undefined {
+  const level = options?.spansLevel ?? 'acquires'
+  if (!(SPAN_LEVELS as readonly unknown[]).includes(level)) {
+    throw invalidArgument('range', `spansLevel must be 'acquires' (acquires and their script calls) or 'all' (releases, watchdog rounds and every script call too), got ${typeof level === 'string' ? `'${level}'` : typeof level}`)
+  }
+  const names = options?.spansWithNames ?? false
+  if (typeof names !== 'boolean') throw invalidArgument('type', `spansWithNames must be a boolean, got ${typeof names}`)
+  const replay = spanSink(options?.spans)
+  if (replay === undefined) return undefined
+  const onSpans = (batch: native.TelemetrySpan[]) => {
+    if (batch.length === 0) return
+    try {
+      replay(batch)
+    } catch (e) {
+      process.emitWarning(`crosslock: making spans failed: ${String(e)}`)
+    }
+  }
+  return { onSpans, capture, all: level === 'all', names }
 }
 
 /**
@@ -217,6 +261,8 @@ export class Client implements AsyncDisposable {
   readonly #native: native.Client
   /** What records this client's measurements (`connect` with `metrics`). */
   #record: ((batch: native.TelemetryMeasurement[]) => void) | undefined
+  /** What replays this client's spans (`connect` with `spans`). */
+  #replay: ((batch: native.TelemetrySpan[]) => void) | undefined
 
   /** @internal The native client, for the `crosslock` command (lib/cli.ts). */
   get _native(): native.Client {
@@ -253,6 +299,7 @@ export class Client implements AsyncDisposable {
             process.emitWarning(`crosslock: recording metrics failed: ${String(e)}`)
           }
         }
+    const spanOptions = spansOf(options as ConnectOptions | undefined)
     if (debuglog('crosslock').enabled) native.enableDebugLog()
     let self: WeakRef<Client> | undefined
     const onLost = (event: native.LostLockEvent) => {
@@ -260,8 +307,9 @@ export class Client implements AsyncDisposable {
       if (event.kind === LockKind.Permit) client?._permits.onLost(event.name, event.holder)
       else client?._holds.onLost(client.id, event.name, event.owner, event.kind)
     }
-    const client = new Client(await viaNative(() => native.connect(url, opts, onLost, onMeasurements, withNames === true)))
+    const client = new Client(await viaNative(() => native.connect(url, opts, onLost, onMeasurements, withNames === true, spanOptions)))
     client.#record = onMeasurements
+    client.#replay = spanOptions?.onSpans
     self = new WeakRef(client)
     closeAtExit()
     return client
@@ -574,6 +622,7 @@ export class Client implements AsyncDisposable {
     await viaNative(() => this.#native.close())
     // Every measurement core made before its close was done, and nothing after.
     if (this.#record !== undefined) this.#record(this.#native.takeMeasurements(true))
+    if (this.#replay !== undefined) this.#replay(this.#native.takeSpans(true))
   }
 
   /**

@@ -28,7 +28,7 @@
  */
 import { Client, type ConnectOptions } from './client'
 
-export { Client, type ConnectOptions, type GroupLockOptions, type MetricsMeterProvider } from './client'
+export { Client, type ConnectOptions, type GroupLockOptions, type MetricsMeterProvider, type SpansTracerProvider } from './client'
 export type { Inspection, HolderInfo, ProcessInfo, QueuedWaiter, PermitInfo, WatchEvent } from '../native'
 export { Watch } from './watch'
 export { Lockable, type AcquireOptions, type OwnerOptions } from './lockable'

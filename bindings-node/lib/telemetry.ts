@@ -99,3 +99,94 @@ export function sink (metrics: unknown): ((batch: native.TelemetryMeasurement[])
     }
   }
 }
+
+/**
+ * What `spans` takes besides `true`: an OpenTelemetry `TracerProvider` (`@opentelemetry/api`'s
+ * interface, e.g. `@opentelemetry/sdk-trace-base`'s `BasicTracerProvider`), typed by its shape.
+ */
+export interface SpansTracerProvider {
+  getTracer(name: string, version?: string, options?: object): unknown
+}
+
+/** The values of `spansLevel`. */
+export const SPAN_LEVELS = ['acquires', 'all'] as const
+
+interface SpanLike {
+  setStatus(status: { code: number, message?: string }): unknown
+  end(endTime?: [number, number]): void
+}
+
+interface TracerLike {
+  startSpan(name: string, options: object, context: unknown): SpanLike
+}
+
+interface TraceApi {
+  context: { active(): unknown }
+  trace: { getTracerProvider(): unknown, setSpan(context: unknown, span: SpanLike): unknown }
+  ROOT_CONTEXT: unknown
+  SpanKind: { INTERNAL: number, CLIENT: number }
+  SpanStatusCode: { ERROR: number }
+}
+
+/** `@opentelemetry/api`, once a client makes spans. */
+let traceApi: TraceApi | undefined
+
+/** The active contexts where calls were made while spans were on, by the number `capture` gave. */
+const contexts = new Map<number, unknown>()
+let lastContext = 0
+
+/**
+ * @internal Keeps the active OpenTelemetry context under a new number, the parent of the spans
+ * of the call being made, and forgets the contexts numbered `forgotten` (no span can name them
+ * any more). Called by the native module as a call is made, while a client makes spans.
+ */
+export function capture (forgotten: number[]): number {
+  for (const id of forgotten) contexts.delete(id)
+  lastContext = (lastContext % 0xffff_ffff) + 1
+  contexts.set(lastContext, traceApi!.context.active())
+  return lastContext
+}
+
+/** Makes `span` (and its children) on `tracer`, inside `inside` or its call's context. */
+function replay (api: TraceApi, tracer: TracerLike, span: native.TelemetrySpan, inside?: unknown): void {
+  const context = inside ?? (span.parent != null ? contexts.get(span.parent) : undefined) ?? api.ROOT_CONTEXT
+  const attributes: Record<string, string | number> = {}
+  span.attributeKeys.forEach((key, k) => { attributes[key] = span.attributeValues[k]! })
+  const kind = span.kind === 'client' ? api.SpanKind.CLIENT : api.SpanKind.INTERNAL
+  const made = tracer.startSpan(span.name, { kind, attributes, startTime: span.start }, context)
+  if (span.error != null) made.setStatus({ code: api.SpanStatusCode.ERROR, message: span.error })
+  if (span.children.length > 0) {
+    const within = api.trace.setSpan(context, made)
+    for (const child of span.children) replay(api, tracer, child, within)
+  }
+  made.end(span.end)
+}
+
+/**
+ * What replays the spans of a client connected with `spans`: `undefined` when no span is to be
+ * made (`undefined`, `null` or `false`), the global TracerProvider's tracer for `true`, the given
+ * TracerProvider's otherwise. `@opentelemetry/api` is needed either way: its context is where the
+ * caller's span is found.
+ */
+export function spanSink (spans: unknown): ((batch: native.TelemetrySpan[]) => void) | undefined {
+  if (spans === undefined || spans === null || spans === false) return undefined
+  let api: TraceApi
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    api = require('@opentelemetry/api')
+  } catch {
+    throw new Error(
+      'crosslock: connect(url, { spans }) makes OpenTelemetry spans and needs the ' +
+      '@opentelemetry/api package: npm install @opentelemetry/api (and an SDK, e.g. ' +
+      '@opentelemetry/sdk-trace-base, to export them)')
+  }
+  const provider = spans === true ? api.trace.getTracerProvider() : spans
+  if (typeof provider !== 'object' || provider === null || typeof (provider as SpansTracerProvider).getTracer !== 'function') {
+    throw invalidArgument('type', `spans must be true (OpenTelemetry's global TracerProvider), false, or a TracerProvider, got ${provider === null ? 'null' : typeof provider}`)
+  }
+  traceApi = api
+  const tracer = (provider as SpansTracerProvider).getTracer('crosslock', version()) as TracerLike
+  return (batch) => {
+    for (const span of batch) replay(api, tracer, span)
+  }
+}

@@ -131,6 +131,19 @@ fn options(options: Option<ConnectOptions>) -> crosslock::Result<crosslock::Clie
     Ok(out)
 }
 
+/// `connect`'s spans: ended spans to `onSpans`, in batches on this thread; `capture(forgotten)`
+/// numbers the active context where a call is made; `all`: the level `all`; `names`: spans name
+/// their object.
+#[napi(object)]
+pub struct SpanOptions<'env> {
+    #[napi(ts_type = "(batch: TelemetrySpan[]) => void")]
+    pub on_spans: Function<'env, Vec<crate::telemetry::TelemetrySpan>, ()>,
+    #[napi(ts_type = "(forgotten: number[]) => number")]
+    pub capture: Function<'env, Vec<u32>, u32>,
+    pub all: bool,
+    pub names: bool,
+}
+
 /// Connects to `url`; `onLockLost` is called (on this thread, never keeping it alive) for every
 /// lock of the client that a renewal finds gone. With `onMeasurements`, core's telemetry is on:
 /// its measurements come to it in batches, on this thread, never keeping it alive (see
@@ -143,6 +156,7 @@ pub fn connect<'env>(
     on_lock_lost: Function<'env, LostLockEvent, ()>,
     on_measurements: Option<Function<'env, Vec<crate::telemetry::TelemetryMeasurement>, ()>>,
     measurement_names: Option<bool>,
+    spans: Option<SpanOptions<'env>>,
 ) -> Result<Object<'env>> {
     let lost = on_lock_lost
         .build_threadsafe_function::<LostLockEvent>()
@@ -150,11 +164,26 @@ pub fn connect<'env>(
         .weak::<true>()
         .build()?;
     let mut options = self::options(options);
-    let mut queue = None;
-    if let Some(sink) = on_measurements {
-        let (telemetry, q) = crate::telemetry::telemetry(sink, measurement_names.unwrap_or(false))?;
+    let (mut queue, mut span_queue) = (None, None);
+    if on_measurements.is_some() || spans.is_some() {
+        let spans = spans.map(|s| crate::telemetry::SpanSink {
+            sink: s.on_spans,
+            capture: s.capture,
+            level: if s.all {
+                crosslock::telemetry::SpanLevel::All
+            } else {
+                crosslock::telemetry::SpanLevel::Acquires
+            },
+            names: s.names,
+        });
+        let (telemetry, q, s) = crate::telemetry::telemetry(
+            on_measurements,
+            measurement_names.unwrap_or(false),
+            spans,
+        )?;
         options = options.map(|o| o.telemetry(telemetry));
         queue = Some(q);
+        span_queue = s;
     }
     runtime::promise_with(
         env,
@@ -177,6 +206,7 @@ pub fn connect<'env>(
                 inner: client,
                 registration,
                 telemetry: queue,
+                spans: span_queue,
             })
         },
     )
@@ -211,8 +241,10 @@ pub struct JsClient {
     /// `close()`, the client is dropped like core's: its connections close and renewal stops
     /// (its locks expire after the watchdog timeout).
     registration: runtime::Registration,
-    /// The measurements queued for `onMeasurements` (`connect` with metrics).
-    telemetry: Option<std::sync::Arc<crate::telemetry::Queue>>,
+    /// The measurements queued for `onMeasurements` (`connect` with metrics or spans).
+    telemetry: Option<std::sync::Arc<crate::telemetry::Measurements>>,
+    /// The spans queued for `onSpans` (`connect` with spans).
+    spans: Option<std::sync::Arc<crate::telemetry::Spans>>,
 }
 
 impl JsClient {
@@ -291,8 +323,16 @@ impl JsClient {
     #[napi]
     pub fn take_measurements(&self, stop: bool) -> Vec<crate::telemetry::TelemetryMeasurement> {
         match &self.telemetry {
-            Some(q) if stop => q.stop(),
-            Some(q) => q.take(),
+            Some(q) => q.take_js(stop),
+            None => Vec::new(),
+        }
+    }
+
+    /// The spans queued and not yet handed to `onSpans`; with `stop`, the last ones (`close()`).
+    #[napi]
+    pub fn take_spans(&self, stop: bool) -> Vec<crate::telemetry::TelemetrySpan> {
+        match &self.spans {
+            Some(q) => q.take_js(stop),
             None => Vec::new(),
         }
     }

@@ -185,6 +185,7 @@ where
     R: ToNapiValue + 'static,
     G: FnOnce(Env, T) -> napi::Result<R> + Send + 'static,
 {
+    let work = crate::telemetry::traced(env, work);
     let state = env_state(env)?;
     let mut deferred = ptr::null_mut();
     let mut promise = ptr::null_mut();

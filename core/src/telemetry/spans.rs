@@ -57,6 +57,12 @@ pub enum SpanKind {
 
 impl SpanKind {
     /// `internal` or `client`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(crosslock::telemetry::SpanKind::Internal.as_str(), "internal");
+    /// ```
     pub const fn as_str(self) -> &'static str {
         match self {
             SpanKind::Internal => "internal",
@@ -98,11 +104,26 @@ pub struct SpanParent(Arc<dyn Any + Send + Sync>);
 
 impl SpanParent {
     /// `value` as a parent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let parent = crosslock::telemetry::SpanParent::new(String::from("request 7"));
+    /// # let _ = parent;
+    /// ```
     pub fn new(value: impl Any + Send + Sync) -> Self {
         SpanParent(Arc::new(value))
     }
 
     /// The value, if it is a `T`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let parent = crosslock::telemetry::SpanParent::new(7_u32);
+    /// assert_eq!(parent.downcast_ref::<u32>(), Some(&7));
+    /// assert_eq!(parent.downcast_ref::<u64>(), None);
+    /// ```
     pub fn downcast_ref<T: Any>(&self) -> Option<&T> {
         self.0.downcast_ref()
     }
@@ -162,6 +183,28 @@ pub struct SpanData {
 ///
 /// `export` is called on the thread where the span ends (a caller's, or one of crosslock's
 /// runtime threads): keep it short, never block, never call crosslock from it.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use crosslock::telemetry::{Event, SpanData, SpanExporter, SpanLevel, Telemetry};
+///
+/// #[derive(Default, Clone)]
+/// struct Names(Arc<Mutex<Vec<String>>>);
+///
+/// impl SpanExporter for Names {
+///     fn export(&self, span: SpanData) {
+///         self.0.lock().unwrap().push(span.name);
+///     }
+/// }
+///
+/// let names = Names::default();
+/// let telemetry = Telemetry::from_fn(|_: &Event<'_>| {})
+///     .with_spans(names.clone(), SpanLevel::Acquires, false);
+/// let options = crosslock::ClientOptions::new().telemetry(telemetry);
+/// # let _ = options;
+/// ```
 pub trait SpanExporter: Send + Sync + 'static {
     /// The caller's span as a span begins outside a [`with_span_parent`] scope (called on the
     /// caller's thread, where its future is polled); `None` by default.
@@ -176,6 +219,10 @@ pub trait SpanExporter: Send + Sync + 'static {
 /// Runs `operation` with `parent` as the caller's span: the spans it makes carry it in
 /// [`SpanData::parent`]. For hosts that know the caller's span where the call is made but not
 /// where its future is polled.
+///
+/// # Cancel safety
+///
+/// As `operation`'s: dropping this drops it.
 ///
 /// # Examples
 ///

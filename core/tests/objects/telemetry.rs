@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crosslock::telemetry::{
-    ConnectionChange, ConnectionRole, Event, HoldEnd, ObjectType, Telemetry, WaitOutcome, WakeCause,
+    ConnectionChange, ConnectionRole, Event, HoldEnd, ObjectType, SpanData, SpanExporter, SpanKind,
+    SpanLevel, SpanParent, SpanValue, Telemetry, WaitOutcome, WakeCause, with_span_parent,
 };
 use crosslock::{AcquireOptions, Client, ClientOptions, LockKind, LostReason, Owner};
 use support::{RedisServer, until};
@@ -148,7 +149,7 @@ async fn a_contended_wait_and_a_re_entrant_hold_are_told_once_each() {
     let held_by_them = theirs.acquire().await.unwrap();
 
     let lock = client.lock("orders:1").unwrap();
-    let owner = Owner::new(3);
+    let owner = Owner::unique();
     let waiter = {
         let lock = lock.clone();
         tokio::spawn(async move { lock.acquire_as(owner, &AcquireOptions::new()).await })
@@ -205,11 +206,11 @@ async fn timeouts_cancels_and_every_waiting_object_type_are_told() {
 
     let lock = client.lock("busy").unwrap();
     let short = AcquireOptions::new().wait(Duration::from_millis(100));
-    assert!(!lock.acquire_as(Owner::new(1), &short).await.unwrap());
+    assert!(!lock.acquire_as(Owner::unique(), &short).await.unwrap());
     // A caller that drops its acquire is a cancelled wait.
     let dropped = tokio::time::timeout(
         Duration::from_millis(100),
-        lock.acquire_as(Owner::new(2), &AcquireOptions::new()),
+        lock.acquire_as(Owner::unique(), &AcquireOptions::new()),
     )
     .await;
     assert!(dropped.is_err());
@@ -238,7 +239,7 @@ async fn timeouts_cancels_and_every_waiting_object_type_are_told() {
     // A spin lock waits by backing off, each step a wake-up.
     let spin = client.spin_lock("busy").unwrap();
     let longer = AcquireOptions::new().wait(Duration::from_millis(300));
-    assert!(!spin.acquire_as(Owner::new(3), &longer).await.unwrap());
+    assert!(!spin.acquire_as(Owner::unique(), &longer).await.unwrap());
     assert!(events.wakeups(WakeCause::Backoff) > 0, "{:?}", events.0);
 
     let ended: Vec<(ObjectType, WaitOutcome)> = events
@@ -324,7 +325,7 @@ async fn a_lost_hold_ends_once_with_its_reason_and_its_release_ends_nothing_more
     // A lease that runs out is lost as expired.
     let leased = client.lock("orders:3").unwrap();
     let options = AcquireOptions::new().lease(Duration::from_millis(200));
-    let owner = Owner::new(5);
+    let owner = Owner::unique();
     assert!(leased.acquire_as(owner, &options).await.unwrap());
     until("the lease to run out", async || leased.is_lost(owner)).await;
 
@@ -397,7 +398,7 @@ async fn subscriptions_are_told_up_and_down_and_down_at_close() {
     let waiter = {
         let lock = lock.clone();
         tokio::spawn(async move {
-            let owner = Owner::new(2);
+            let owner = Owner::unique();
             assert!(
                 lock.acquire_as(owner, &AcquireOptions::new())
                     .await
@@ -446,7 +447,10 @@ async fn a_waiter_woken_by_its_subscription_coming_back_is_told_so() {
     let guard = lock.acquire().await.unwrap();
     let waiter = {
         let lock = lock.clone();
-        tokio::spawn(async move { lock.acquire_as(Owner::new(2), &AcquireOptions::new()).await })
+        tokio::spawn(async move {
+            lock.acquire_as(Owner::unique(), &AcquireOptions::new())
+                .await
+        })
     };
     until("the waiter's subscription", async || {
         events.subscribed() == 1
@@ -496,6 +500,82 @@ async fn a_connection_lost_and_back_is_told_once_each() {
 }
 
 /// The same events as OpenTelemetry metrics, read back through the SDK.
+/// Ended spans as a host's exporter gets them.
+#[derive(Clone, Default)]
+struct Exported(Arc<Mutex<Vec<SpanData>>>);
+
+impl SpanExporter for Exported {
+    fn export(&self, span: SpanData) {
+        self.0.lock().unwrap().push(span);
+    }
+}
+
+fn attribute<'s>(span: &'s SpanData, key: &str) -> Option<&'s SpanValue> {
+    span.attributes
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_s_exporter_gets_each_acquire_with_its_caller_s_span_and_every_attempt() {
+    let server = RedisServer::start();
+    let exported = Exported::default();
+    let telemetry = Telemetry::from_fn(|_: &Event<'_>| {}).with_spans(
+        exported.clone(),
+        SpanLevel::Acquires,
+        true,
+    );
+    let options = ClientOptions::new().telemetry(telemetry);
+    let client = Client::connect_with(&server.url(), options).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    // Held elsewhere for 300 ms: the acquire waits (in a task of its own) and tries again.
+    let leased = AcquireOptions::new().lease(Duration::from_millis(300));
+    assert!(
+        other
+            .lock("orders:7")
+            .unwrap()
+            .acquire_as(Owner::unique(), &leased)
+            .await
+            .unwrap()
+    );
+    let lock = client.lock("orders:7").unwrap();
+    let request = SpanParent::new("request 7");
+    let guard = with_span_parent(request, lock.acquire()).await.unwrap();
+    guard.release().await.unwrap();
+
+    let spans = std::mem::take(&mut *exported.0.lock().unwrap());
+    assert_eq!(spans.len(), 1, "{spans:#?}");
+    let acquire = &spans[0];
+    assert_eq!(acquire.name, "crosslock.acquire");
+    assert_eq!(acquire.kind, SpanKind::Internal);
+    let parent = acquire.parent.as_ref().expect("the caller's span");
+    assert_eq!(parent.downcast_ref::<&str>(), Some(&"request 7"));
+    assert_eq!(
+        attribute(acquire, "crosslock.lock.name"),
+        Some(&SpanValue::Str("orders:7".into()))
+    );
+    assert_eq!(
+        attribute(acquire, "crosslock.outcome"),
+        Some(&SpanValue::Str("acquired".into()))
+    );
+    let Some(SpanValue::Int(attempts)) = attribute(acquire, "crosslock.attempts") else {
+        panic!("{acquire:#?}")
+    };
+    // The first attempt inline and at least one from the waiting task, each a child.
+    assert!(*attempts >= 2, "{acquire:#?}");
+    assert_eq!(acquire.children.len() as i64, *attempts);
+    for call in &acquire.children {
+        assert_eq!(call.name, "EVALSHA lock/acquire");
+        assert_eq!(call.kind, SpanKind::Client);
+        assert!(call.parent.is_none());
+        assert!(acquire.start <= call.start && call.end <= acquire.end);
+    }
+    assert!(acquire.end.duration_since(acquire.start).unwrap() >= Duration::from_millis(250));
+    client.close().await;
+    other.close().await;
+}
+
 #[cfg(feature = "opentelemetry")]
 mod opentelemetry_metrics {
     use super::*;
@@ -586,7 +666,7 @@ mod opentelemetry_metrics {
         let guard = lock.acquire().await.unwrap();
         // Held now, and a second owner's wait times out.
         let short = AcquireOptions::new().wait(Duration::from_millis(50));
-        assert!(!lock.acquire_as(Owner::new(77), &short).await.unwrap());
+        assert!(!lock.acquire_as(Owner::unique(), &short).await.unwrap());
         let metrics = sdk.last();
         let lock_type = ("crosslock.object.type", "lock");
         assert_eq!(
@@ -611,7 +691,7 @@ mod opentelemetry_metrics {
         // A spin lock's back-off steps are wake-ups.
         let spin = client.spin_lock("orders:9").unwrap();
         let longer = AcquireOptions::new().wait(Duration::from_millis(300));
-        assert!(!spin.acquire_as(Owner::new(78), &longer).await.unwrap());
+        assert!(!spin.acquire_as(Owner::unique(), &longer).await.unwrap());
         let (unit, wakeups) = points(&sdk.last(), "crosslock.wait.wakeups");
         assert_eq!(unit, "{wakeup}");
         assert!(
@@ -726,7 +806,7 @@ mod opentelemetry_metrics {
             let guard = lock.acquire().with_context(cx.clone()).await.unwrap();
             let short = AcquireOptions::new().wait(Duration::from_millis(50));
             let busy = lock
-                .acquire_as(Owner::new(8), &short)
+                .acquire_as(Owner::unique(), &short)
                 .with_context(cx.clone());
             assert!(!busy.await.unwrap());
             guard.release().with_context(cx.clone()).await.unwrap();
