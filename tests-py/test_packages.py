@@ -44,19 +44,22 @@ await held.release()
 await client.close()
 """
 
-# Metrics asked for where the OpenTelemetry API is not installed (an optional dependency in both
-# packages): refused, saying what to install, before anything connects.
+# Metrics or spans asked for where the OpenTelemetry API is not installed (an optional dependency
+# in both packages): refused, saying what to install, before anything connects.
 PY_METRICS_PROGRAM = """
 import sys, crosslock
-try:
-    crosslock.connect(sys.argv[1], metrics=True)
-except ImportError as e:
-    print(e)
+for asked in ({"metrics": True}, {"spans": True}):
+    try:
+        crosslock.connect(sys.argv[1], **asked)
+    except ImportError as e:
+        print(e)
 """
 
 MJS_METRICS_PROGRAM = """
 import { connect } from 'crosslock'
-await connect(process.argv[2], { metrics: true }).then(() => console.log('connected'), (e) => console.log(e.message))
+for (const asked of [{ metrics: true }, { spans: true }]) {
+  await connect(process.argv[2], asked).then(() => console.log('connected'), (e) => console.log(e.message))
+}
 """
 
 CJS_PROGRAM = """
@@ -87,8 +90,9 @@ def test_the_wheel_installs_into_a_fresh_venv_without_rust_and_works(url, raw, t
     clean["PATH"] = f"{env_dir / 'bin'}:/usr/bin:/bin"  # no cargo, no rustc
     run([str(python), "-m", "pip", "install", "-q", "--no-index", str(wheel)], tmp_path, env=clean)
     assert run([str(python), "-c", PY_PROGRAM, url], tmp_path, env=clean).split() == ["held", "1"]
-    refused = run([str(python), "-c", PY_METRICS_PROGRAM, url], tmp_path, env=clean)
-    assert "pip install opentelemetry-api" in refused, refused
+    refused = run([str(python), "-c", PY_METRICS_PROGRAM, url], tmp_path, env=clean).splitlines()
+    assert len(refused) == 2 and all("pip install opentelemetry-api" in r for r in refused), refused
+    assert "connect(metrics=...)" in refused[0] and "connect(spans=...)" in refused[1], refused
     listed = run([str(env_dir / "bin" / "crosslock"), "--url", url, "list", "--json"], tmp_path, env=clean)
     assert listed == ""  # nothing left: the program released its lock
     assert raw.command("KEYS", "*") == []
@@ -109,8 +113,9 @@ def test_the_npm_tarball_installs_into_a_fresh_project_offline_and_works(url, ra
     assert run(["node", "program.mjs", url], project).split() == ["held", "1"]
     assert run(["node", "program.cjs", url], project).split() == ["held"]
     (project / "metrics.mjs").write_text(MJS_METRICS_PROGRAM)
-    refused = run(["node", "metrics.mjs", url], project)
-    assert "npm install @opentelemetry/api" in refused, refused
+    refused = run(["node", "metrics.mjs", url], project).splitlines()
+    assert len(refused) == 2 and all("npm install @opentelemetry/api" in r for r in refused), refused
+    assert "{ metrics }" in refused[0] and "{ spans }" in refused[1], refused
     # Bun and Deno (the checkout's dev dependencies) run the installed package as it is; Deno also
     # as `npm:crosslock`, resolved from the project's node_modules (its package.json lists it).
     bun, deno = ROOT / "node_modules" / ".bin" / "bun", ROOT / "node_modules" / ".bin" / "deno"
