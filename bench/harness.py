@@ -40,6 +40,9 @@ NODE_WORKER = str(BENCH / "node" / "worker.js")
 # MeterProvider })), in scenarios 1 and 2 only, beside plain crosslock: the cost of metrics as a
 # paired ratio.
 METRICS_LIB = "crosslock+metrics"
+# crosslock with its OpenTelemetry spans on (an SDK TracerProvider whose simple processor hands
+# every ended span to an exporter that drops it: what is measured is making them), likewise.
+SPANS_LIB = "crosslock+spans"
 PY_LIBS = ["crosslock", "crosslock-asyncio", "redis-py", "redis-py-asyncio", "python-redis-lock", "pottery"]
 NODE_LIBS = ["crosslock", "redis-semaphore", "redlock"]
 # The JavaScript runtimes the Node worker runs on (Bun and Deno: the repo's dev dependencies, the
@@ -94,7 +97,9 @@ class Runner:
             app = ["--runtime", "app"] if lib == "crosslock-app" else []
             # crosslock+metrics: its OpenTelemetry metrics on, recorded on an SDK meter.
             metrics = ["--metrics", "otel"] if lib == METRICS_LIB else []
-            return [self.rust_bin, scenario, self.url, *flags, *app, *metrics]
+            # crosslock+spans: its OpenTelemetry spans on, made on an SDK tracer.
+            spans = ["--spans", "otel"] if lib == SPANS_LIB else []
+            return [self.rust_bin, scenario, self.url, *flags, *app, *metrics, *spans]
         raise ValueError(lang)
 
 
@@ -249,9 +254,11 @@ def uncontended(cfg, runner: Runner, plan: list[tuple[str, str]] | None = None,
     (FLOOR_KEY: redis-benchmark, one client, pairs/s = EVALSHA rate ÷ 2), so the Rust core's share
     of the floor is a per-round ratio like every other."""
     if plan is None:
-        plan = [("rust", "crosslock"), ("rust", METRICS_LIB), ("rust", "crosslock-app")]
-        plan += [("python", "crosslock"), ("python", METRICS_LIB)] + [("python", lib) for lib in PY_LIBS[1:]]
-        plan += [("node", "crosslock"), ("node", METRICS_LIB)] + [("node", lib) for lib in NODE_LIBS[1:]]
+        plan = [("rust", "crosslock"), ("rust", METRICS_LIB), ("rust", SPANS_LIB), ("rust", "crosslock-app")]
+        plan += [("python", "crosslock"), ("python", METRICS_LIB), ("python", SPANS_LIB)]
+        plan += [("python", lib) for lib in PY_LIBS[1:]]
+        plan += [("node", "crosslock"), ("node", METRICS_LIB), ("node", SPANS_LIB)]
+        plan += [("node", lib) for lib in NODE_LIBS[1:]]
     plan = [(lang, lib) for lang, lib in plan if cfg.want(lang, lib)]
     if floor_at and ("rust", "crosslock") in plan:
         plan.insert(plan.index(("rust", "crosslock")) + 1, FLOOR_KEY)
@@ -386,10 +393,10 @@ def handoff_pair(cfg, cmd_a, cmd_b, what, rounds, repeats, span_ms) -> list[list
 def handoff(cfg, runner: Runner, plan: list[tuple[str, str, str, str]] | None = None) -> list[dict]:
     out = []
     if plan is None:
-        plan = [("rust", "crosslock", "rust", "crosslock"), ("rust", METRICS_LIB, "rust", METRICS_LIB)]
-        plan += [("python", "crosslock", "python", "crosslock"), ("python", METRICS_LIB, "python", METRICS_LIB)]
+        plan = [("rust", lib, "rust", lib) for lib in ("crosslock", METRICS_LIB, SPANS_LIB)]
+        plan += [("python", lib, "python", lib) for lib in ("crosslock", METRICS_LIB, SPANS_LIB)]
         plan += [("python", lib, "python", lib) for lib in PY_LIBS[1:]]
-        plan += [("node", "crosslock", "node", "crosslock"), ("node", METRICS_LIB, "node", METRICS_LIB)]
+        plan += [("node", lib, "node", lib) for lib in ("crosslock", METRICS_LIB, SPANS_LIB)]
         plan += [("node", lib, "node", lib) for lib in NODE_LIBS[1:]]
         plan += [("python", "crosslock", "node", "crosslock")]  # one lock, two languages
     for lang_a, lib_a, lang_b, lib_b in plan:

@@ -108,6 +108,8 @@ def table(head, rows):
 FLOOR = ("floor", "redis-benchmark")
 # crosslock with its OpenTelemetry metrics on (harness.METRICS_LIB), beside plain crosslock.
 METRICS = "crosslock+metrics"
+# crosslock with its OpenTelemetry spans on (harness.SPANS_LIB), likewise.
+SPANS = "crosslock+spans"
 LANG_NAME = {"rust": "Rust", "python": "Python", "node": "Node", "python->node": "Python → Node"}
 
 
@@ -371,9 +373,9 @@ def main():
       "application's own multi-thread tokio runtime, as `#[tokio::main]` builds it: how a Rust "
       "program calls it (its round trips go over lanes that runtime's reactor watches).")
     w("")
-    for lang, libs in [("rust", ["crosslock", METRICS, "crosslock-app"]),
-                       ("python", ["crosslock", METRICS, "crosslock-asyncio", "redis-py", "redis-py-asyncio", "python-redis-lock", "pottery"]),
-                       ("node", ["crosslock", METRICS, "redis-semaphore", "redlock"])]:
+    for lang, libs in [("rust", ["crosslock", METRICS, SPANS, "crosslock-app"]),
+                       ("python", ["crosslock", METRICS, SPANS, "crosslock-asyncio", "redis-py", "redis-py-asyncio", "python-redis-lock", "pottery"]),
+                       ("node", ["crosslock", METRICS, SPANS, "redis-semaphore", "redlock"])]:
         mine = unc_rate(lang, "crosslock")
         rows = []
         for lib in libs:
@@ -466,29 +468,38 @@ def main():
     w("")
     if hand:
         figure("handoff-cdf.svg", "Handoff latency CDF per library")
-    rows = []
-    for lang in ("rust", "python", "node"):
-        um, hp, hm = per_round(unc, (lang, METRICS), (lang, "crosslock")), hand.get((lang, "crosslock")), hand.get((lang, METRICS))
-        if not um and not (hp and hm):
+    for lib, what, how in [
+        (METRICS, "metrics",
+         "crosslock with its OpenTelemetry metrics on (Python: `crosslock.connect(url, metrics=provider)`, "
+         "an SDK `MeterProvider` with an in-memory reader; Rust: `crosslock::telemetry::OpenTelemetry` on "
+         "an SDK meter read by a periodic reader into an in-memory exporter; Node: `connect(url, { metrics: provider })`, "
+         "an SDK `MeterProvider` with a periodic reader into an in-memory exporter; nothing leaves the process)"),
+        (SPANS, "spans",
+         "crosslock with its OpenTelemetry spans on at the default level, an acquire span and a script "
+         "span per pair (Python: `crosslock.connect(url, spans=provider)`; Rust: "
+         "`OpenTelemetry::with_tracer(tracer, SpanLevel::Acquires)`; Node: `connect(url, { spans: provider })`; "
+         "each an SDK `TracerProvider` whose simple processor hands every ended span to an exporter that drops it)"),
+    ]:
+        rows = []
+        for lang in ("rust", "python", "node"):
+            um, hp, hm = per_round(unc, (lang, lib), (lang, "crosslock")), hand.get((lang, "crosslock")), hand.get((lang, lib))
+            if not um and not (hp and hm):
+                continue
+            sp, sm = (hand_stats(hp), hand_stats(hm)) if hp and hm else (None, None)
+            rows.append([LANG_NAME[lang], f0(unc_rate(lang, "crosslock")), f0(unc_rate(lang, lib)), frr(um),
+                         ms(sp["p50"]) if sp else "–", ms(sm["p50"]) if sm else "–", fr(ratio(sm["p50"], sp["p50"])) if sp else "–",
+                         ms(sp["p99"]) if sp else "–", ms(sm["p99"]) if sm else "–", fr(ratio(sm["p99"], sp["p99"])) if sp else "–"])
+        if not rows:
             continue
-        sp, sm = (hand_stats(hp), hand_stats(hm)) if hp and hm else (None, None)
-        rows.append([LANG_NAME[lang], f0(unc_rate(lang, "crosslock")), f0(unc_rate(lang, METRICS)), frr(um),
-                     ms(sp["p50"]) if sp else "–", ms(sm["p50"]) if sm else "–", fr(ratio(sm["p50"], sp["p50"])) if sp else "–",
-                     ms(sp["p99"]) if sp else "–", ms(sm["p99"]) if sm else "–", fr(ratio(sm["p99"], sp["p99"])) if sp else "–"])
-    if rows:
-        w("### The cost of metrics: `crosslock+metrics` against `crosslock`")
+        w(f"### The cost of {what}: `{lib}` against `crosslock`")
         w("")
-        w("crosslock with its OpenTelemetry metrics on (Python: `crosslock.connect(url, metrics=provider)`, "
-          "an SDK `MeterProvider` with an in-memory reader; Rust: `crosslock::telemetry::OpenTelemetry` on "
-          "an SDK meter read by a periodic reader into an in-memory exporter; Node: `connect(url, { metrics: provider })`, "
-          "an SDK `MeterProvider` with a periodic reader into an in-memory exporter; nothing leaves the process), "
-          "beside plain crosslock in the same run: scenario 1's pairs/s as the median (min–max) of "
+        w(f"{how}, beside plain crosslock in the same run: scenario 1's pairs/s as the median (min–max) of "
           "per-round ratios (the two run in the same rotation), and scenario 2's percentiles of the two, "
-          "measured one after the other. A ratio of 1 is free metrics: pairs/s below 1 and latency above 1 "
+          f"measured one after the other. A ratio of 1 is free {what}: pairs/s below 1 and latency above 1 "
           "are their cost.")
         w("")
-        w(table(["language", "pairs/s", "pairs/s with metrics", "with ÷ without (per round)",
-                 "handoff p50 (ms)", "with metrics", "with ÷ without", "handoff p99 (ms)", "with metrics",
+        w(table(["language", "pairs/s", f"pairs/s with {what}", "with ÷ without (per round)",
+                 "handoff p50 (ms)", f"with {what}", "with ÷ without", "handoff p99 (ms)", f"with {what}",
                  "with ÷ without"], rows))
         w("")
     if hand_load:

@@ -11,7 +11,7 @@
 //   node worker.js holders     LIB URL --name N --n COUNT --watchdog-ms MS
 //   node worker.js rtt         crosslock URL --name N --calls C --repeats R   (per-call breakdown)
 //
-// LIB: crosslock, crosslock+metrics (its OpenTelemetry metrics on), redlock (v4, with ioredis), redis-semaphore (Mutex, with ioredis). Each runs with
+// LIB: crosslock, crosslock+metrics (its OpenTelemetry metrics on), crosslock+spans (its spans on), redlock (v4, with ioredis), redis-semaphore (Mutex, with ioredis). Each runs with
 // its own defaults for waiting; see LIBS below for the two settings we change and why.
 
 const path = require('node:path');
@@ -71,14 +71,30 @@ function sdkMeterProvider() {
 }
 
 /**
+ * An SDK TracerProvider whose simple processor hands every ended span to an exporter that drops
+ * it (what the crosslock+spans rows measure is making them), made once per process.
+ */
+let tracerProvider;
+function sdkTracerProvider() {
+  if (tracerProvider === undefined) {
+    const { BasicTracerProvider, SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base');
+    const dropped = { export(spans, done) { done({ code: 0 }); }, async shutdown() {} };
+    tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(dropped)] });
+  }
+  return tracerProvider;
+}
+
+/**
  * crosslock's `kind` of lock (`lock`, `fairLock`) with the interface the scenarios use; with
- * `opts.metrics`, connected with its OpenTelemetry metrics on (`connect(url, { metrics })`).
+ * `opts.metrics`, connected with its OpenTelemetry metrics on (`connect(url, { metrics })`); with
+ * `opts.spans`, with its spans on (`connect(url, { spans })`).
  */
 async function crosslockOf(kind, url, opts) {
   const { connect } = require(ROOT);
   const options = {};
   if (opts.watchdogMs) options.watchdogTimeout = opts.watchdogMs;
   if (opts.metrics) options.metrics = sdkMeterProvider();
+  if (opts.spans) options.spans = sdkTracerProvider();
   const client = await connect(url, options);
   return {
     make(name) { return new CrosslockHandle(client[kind](name)); },
@@ -92,6 +108,9 @@ const LIBS = {
 
   // crosslock with its OpenTelemetry metrics on, recorded on an SDK MeterProvider.
   'crosslock+metrics'(url, opts = {}) { return crosslockOf('lock', url, { ...opts, metrics: true }); },
+
+  // crosslock with its OpenTelemetry spans on, made on an SDK TracerProvider.
+  'crosslock+spans'(url, opts = {}) { return crosslockOf('lock', url, { ...opts, spans: true }); },
 
   // crosslock's FairLock: waiters served in the order they asked, each woken on its own channel.
   'crosslock-fair'(url, opts = {}) { return crosslockOf('fairLock', url, opts); },

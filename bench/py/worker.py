@@ -11,6 +11,7 @@ object; multi-process scenarios speak a line protocol on stdin/stdout (see bench
     worker.py rtt         crosslock URL --name N --calls C --repeats R  (per-call breakdown)
 
 LIB is one of: crosslock, crosslock+metrics (crosslock with its OpenTelemetry metrics on),
+crosslock+spans (with its OpenTelemetry spans on),
 crosslock-asyncio, redis-py, redis-py-asyncio, python-redis-lock, pottery. Every library runs with its own defaults (wait strategy, retry delays); only where a
 default is "never expires" do we give a 10 s lease, as any real user would.
 """
@@ -76,6 +77,31 @@ class CrosslockMetricsSync(CrosslockSync):
         self.provider = MeterProvider(metric_readers=[self.reader])
         kwargs = {} if watchdog_ms is None else {"watchdog_timeout": watchdog_ms / 1000}
         self.client = crosslock.connect(url, metrics=self.provider, **kwargs)
+
+    def close(self):
+        self.client.close()
+        self.provider.shutdown()
+
+
+class CrosslockSpansSync(CrosslockSync):
+    """crosslock with its OpenTelemetry spans on: `connect(url, spans=provider)`, an SDK
+    TracerProvider whose simple processor hands every ended span to an exporter that drops it
+    (nothing exported: the cost measured is making them)."""
+
+    def __init__(self, url, watchdog_ms=None):
+        Lib.__init__(self, url)
+        import crosslock
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+        class Dropped(SpanExporter):
+            def export(self, spans):
+                return SpanExportResult.SUCCESS
+
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(Dropped()))
+        kwargs = {} if watchdog_ms is None else {"watchdog_timeout": watchdog_ms / 1000}
+        self.client = crosslock.connect(url, spans=self.provider, **kwargs)
 
     def close(self):
         self.client.close()
@@ -201,6 +227,7 @@ LIBS = {
     "crosslock": CrosslockSync,
     "crosslock-asyncio": CrosslockAsync,
     "crosslock+metrics": CrosslockMetricsSync,
+    "crosslock+spans": CrosslockSpansSync,
     "crosslock-fair": CrosslockFairSync,
     "crosslock-semaphore": CrosslockSemaphore,
     "redis-py": RedisPySync,

@@ -7,13 +7,15 @@
 //! `#[tokio::main]` builds), while the connection's I/O stays on crosslock's runtime. `bench/harness.py` runs it; each subcommand prints JSON
 //! (one object per line) or speaks the small line protocol the harness uses for multi-process
 //! scenarios. `--metrics otel` (uncontended and handoff: the harness's `crosslock+metrics` rows)
-//! connects with crosslock's OpenTelemetry metrics on, recorded on an SDK meter.
+//! connects with crosslock's OpenTelemetry metrics on, recorded on an SDK meter; `--spans otel`
+//! (the `crosslock+spans` rows) with its spans on, made on an SDK tracer whose simple processor
+//! hands each to an exporter that drops it.
 //!
 //! ```text
-//! crosslock-bench uncontended URL --name N --seconds S --repeats R --warmup-batch B [--runtime app] [--metrics otel]
+//! crosslock-bench uncontended URL --name N --seconds S --repeats R --warmup-batch B [--runtime app] [--metrics otel | --spans otel]
 //! crosslock-bench contended   URL --name N --workers W --iters K
 //! crosslock-bench holders     URL --name N --n COUNT --watchdog-ms MS      (line protocol)
-//! crosslock-bench handoff     URL --name N [--metrics otel]                (line protocol)
+//! crosslock-bench handoff     URL --name N [--metrics otel | --spans otel] (line protocol)
 //! crosslock-bench rtt         URL --name N --calls C --repeats R             (per-call breakdown)
 //! ```
 
@@ -25,10 +27,21 @@ use std::io::{BufRead, Write};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crosslock::telemetry::OpenTelemetry;
+use crosslock::telemetry::{OpenTelemetry, SpanLevel};
 use crosslock::{AcquireOptions, Client, ClientOptions, Owner};
 use opentelemetry::metrics::MeterProvider as _;
+use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::testing::trace::NoopSpanExporter;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+
+/// What a client measures: nothing, its metrics, or its spans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Otel {
+    Off,
+    Metrics,
+    Spans,
+}
 
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -53,11 +66,12 @@ fn main() {
         opts.insert(key.to_owned(), value);
     }
     let opt = |k: &str, d: &str| opts.get(k).cloned().unwrap_or_else(|| d.to_owned());
-    let metrics = match opt("metrics", "off").as_str() {
-        "off" => false,
-        "otel" => true,
-        other => {
-            eprintln!("--metrics is off or otel, not {other}");
+    let metrics = match (opt("metrics", "off").as_str(), opt("spans", "off").as_str()) {
+        ("off", "off") => Otel::Off,
+        ("otel", "off") => Otel::Metrics,
+        ("off", "otel") => Otel::Spans,
+        (m, t) => {
+            eprintln!("--metrics otel or --spans otel (or neither), not --metrics {m} --spans {t}");
             std::process::exit(2);
         }
     };
@@ -105,13 +119,16 @@ fn main() {
     }
 }
 
-/// Connects to `url`; with `metrics`, with crosslock's OpenTelemetry metrics recorded on a meter
-/// of the SDK (its periodic reader exports to memory, once a minute: nothing leaves the process,
-/// what is measured is the recording). The provider lives as long as the process.
-async fn connect(url: &str, metrics: bool) -> crosslock::Result<Client> {
-    if !metrics {
+/// Connects to `url`; with `Otel::Metrics`, with crosslock's OpenTelemetry metrics recorded on a
+/// meter of the SDK (its periodic reader exports to memory, once a minute: nothing leaves the
+/// process, what is measured is the recording); with `Otel::Spans`, with its spans made on a tracer
+/// of the SDK (each ended span handed to an exporter that drops it). The providers live as long as
+/// the process.
+async fn connect(url: &str, otel: Otel) -> crosslock::Result<Client> {
+    if otel == Otel::Off {
         return Client::connect(url).await;
     }
+    static TRACERS: OnceLock<SdkTracerProvider> = OnceLock::new();
     static PROVIDER: OnceLock<SdkMeterProvider> = OnceLock::new();
     let provider = PROVIDER.get_or_init(|| {
         SdkMeterProvider::builder()
@@ -119,11 +136,16 @@ async fn connect(url: &str, metrics: bool) -> crosslock::Result<Client> {
             .build()
     });
     let meter = provider.meter("crosslock-bench");
-    Client::connect_with(
-        url,
-        ClientOptions::new().telemetry(OpenTelemetry::new(&meter).into()),
-    )
-    .await
+    let mut recorder = OpenTelemetry::new(&meter);
+    if otel == Otel::Spans {
+        let tracers = TRACERS.get_or_init(|| {
+            SdkTracerProvider::builder()
+                .with_simple_exporter(NoopSpanExporter::new())
+                .build()
+        });
+        recorder = recorder.with_tracer(tracers.tracer("crosslock-bench"), SpanLevel::Acquires);
+    }
+    Client::connect_with(url, ClientOptions::new().telemetry(recorder.into())).await
 }
 
 /// Runs `fut` as a task of a runtime of the application's own, as `#[tokio::main]` builds it (a
@@ -192,7 +214,7 @@ fn uncontended(
     repeats: usize,
     batch: usize,
     in_app: bool,
-    metrics: bool,
+    metrics: Otel,
 ) -> Res<()> {
     let bench = async move {
         let client = connect(&url, metrics).await?;
@@ -377,7 +399,7 @@ fn holders(url: String, name: String, n: usize, watchdog_ms: u64) -> Res<()> {
     Ok(())
 }
 
-fn handoff(url: String, name: String, metrics: bool) -> Res<()> {
+fn handoff(url: String, name: String, metrics: Otel) -> Res<()> {
     let client = run(async move { connect(&url, metrics).await })?;
     let lock = client.lock(&name)?;
     let owner = Owner::new(1);
