@@ -24,12 +24,6 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 /// How many measurements one call of the Python callable gets at most.
 const BATCH: usize = 512;
 
-/// How long the thread gathers after the first item of a batch before it takes the GIL (unless
-/// the client closes first): one GIL acquisition per burst of events rather
-/// than per event, so a busy client's threads wait for the GIL less often (each time they do is
-/// latency: a hand-off measured ~1.5× slower at the median with one acquisition per event).
-const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
-
 /// `_native.TELEMETRY_INSTRUMENTS`: core's instruments, by index, as `(name, kind, unit,
 /// description, bounds, attribute keys)`; kind is `histogram`, `counter` or `up_down_counter`.
 pub(crate) fn instruments(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
@@ -203,7 +197,6 @@ impl Dispatcher {
             return None;
         }
         let _ = self.sender.send(None);
-        self.thread.thread().unpark();
         Some(self.thread)
     }
 }
@@ -234,13 +227,7 @@ pub(crate) fn telemetry(
         .name("crosslock-telemetry".into())
         .spawn(move || {
             let mut stopping = false;
-            let mut behind = false;
             while let Ok(first) = receiver.recv() {
-                // Lingers (without waking per item) unless this is the stop, which also
-                // unparks the thread ([`Dispatcher::stop`]), or the last batch was full.
-                if first.is_some() && !behind {
-                    std::thread::park_timeout(LINGER);
-                }
                 let mut batch = vec![first];
                 while batch.len() < BATCH {
                     match receiver.try_recv() {
@@ -248,7 +235,6 @@ pub(crate) fn telemetry(
                         Err(_) => break,
                     }
                 }
-                behind = batch.len() == BATCH;
                 if let Some(at) = batch.iter().position(Option::is_none) {
                     batch.truncate(at);
                     stopping = true;

@@ -4,6 +4,7 @@ import {
   Client, Lock, HeldLock, CrosslockError, NotHeldError, LockTimeoutError, LockLostError,
   RedisUnavailableError, WrongTypeError, InvalidArgumentError,
   type AcquireOptions, type OwnerOptions, type ConnectOptions, type ErrorCode, type MetricsMeterProvider,
+  type SpansTracerProvider,
 } from '../..'
 
 export async function usage (url: string): Promise<number> {
@@ -11,6 +12,11 @@ export async function usage (url: string): Promise<number> {
   const provider: MetricsMeterProvider = { getMeter: () => ({}) }
   const measured: ConnectOptions[] = [{ metrics: true, metricsWithNames: true }, { metrics: provider }, { metrics: false }]
   void measured
+  const tracers: SpansTracerProvider = { getTracer: () => ({}) }
+  const traced: ConnectOptions[] = [
+    { spans: true, spansLevel: 'all', spansWithNames: true }, { spans: tracers, spansLevel: 'acquires' }, { spans: false },
+  ]
+  void traced
   const client: Client = await connect(url, options)
   const id: string = client.id
   const lock: Lock = client.lock('orders:42')
