@@ -64,9 +64,10 @@ export function optionsObject(options: unknown, what: string, allowed: readonly 
 
 /**
  * The allowed key a misspelled one most likely meant: the same letters in another case, or the
- * closest within one edit per three letters (at most two; an edit is a letter added, dropped,
- * changed, or two neighbours swapped), so `connectTimout` finds `connectTimeout` and `ownr` finds
- * `owner` while an unrelated key finds nothing.
+ * closest within one edit per three letters (at most two, and two only for a key with the same
+ * first letter; an edit is a letter added, dropped, changed, or two neighbours swapped), so
+ * `connectTimout` finds `connectTimeout` and `ownr` finds `owner` while an unrelated key
+ * (`retries` beside `metrics`) finds nothing.
  */
 function nearest(key: string, allowed: readonly string[]): string | undefined {
   const lower = key.toLowerCase()
@@ -77,6 +78,8 @@ function nearest(key: string, allowed: readonly string[]): string | undefined {
   let bestDistance = limit + 1
   for (const k of allowed) {
     const d = editDistance(lower, k.toLowerCase())
+    // Two edits away only with the same first letter: 'retries' is not a typo of 'metrics'.
+    if (d >= 2 && k[0]!.toLowerCase() !== lower[0]) continue
     if (d < bestDistance) {
       best = k
       bestDistance = d
