@@ -133,6 +133,9 @@ echo '{"name": "app", "version": "1.0.0", "private": true}' >"$app/package.json"
 ( cd "$app" && npm install --offline --no-audit --no-fund --ignore-scripts --loglevel=error "$(tarball)" >/dev/null )
 pkg=$app/node_modules/crosslock
 cp -r tests-js "$pkg/tests-js"
+# The suites' own test dependencies: the OpenTelemetry API and SDKs that the telemetry and spans
+# suites import (crosslock's optional peer dependency among them), as the checkout has them.
+cp -r node_modules/@opentelemetry "$app/node_modules/"
 cp tests-versions/smoke.mjs "$app/smoke.mjs"
 
 # The glibc floor of both binaries: auditwheel's report for the wheel, and no symbol version above
