@@ -10,6 +10,7 @@ made. Nothing is measured without ``metrics``, no span is made without ``spans``
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 __all__: list[str] = []
@@ -78,22 +79,10 @@ def sink(metrics: Union[bool, Any, None]) -> Optional[_Metrics]:
     """What records the events of a client connected with ``metrics``: ``None`` when nothing is to
     be measured (``None`` or ``False``), the global MeterProvider's instruments for ``True``, a
     given MeterProvider's otherwise."""
-    if metrics is None or metrics is False:
+    what = "connect(metrics=...) records OpenTelemetry metrics"
+    provider = _provider(metrics, "metrics", what, "MeterProvider")
+    if provider is None:
         return None
-    try:
-        from opentelemetry import metrics as otel
-    except ImportError:
-        raise ImportError(
-            "crosslock: connect(metrics=...) records OpenTelemetry metrics and needs the "
-            "opentelemetry-api package: pip install opentelemetry-api (and an SDK, e.g. "
-            "opentelemetry-sdk, to export them)"
-        ) from None
-    provider = otel.get_meter_provider() if metrics is True else metrics
-    if not callable(getattr(provider, "get_meter", None)):
-        raise TypeError(
-            f"crosslock: metrics must be True (OpenTelemetry's global MeterProvider), False, or a "
-            f"MeterProvider; got {type(provider).__name__}"
-        )
     from . import __version__
 
     return _Metrics(provider.get_meter("crosslock", __version__))
@@ -141,22 +130,33 @@ def span_sink(spans: Union[bool, Any, None]) -> Optional[_Spans]:
     """What replays the spans of a client connected with ``spans``: ``None`` when no span is to be
     made (``None`` or ``False``), the global TracerProvider's tracer for ``True``, a given
     TracerProvider's otherwise."""
-    if spans is None or spans is False:
+    what = "connect(spans=...) makes OpenTelemetry spans"
+    provider = _provider(spans, "trace", what, "TracerProvider")
+    if provider is None:
         return None
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        raise ImportError(
-            "crosslock: connect(spans=...) makes OpenTelemetry spans and needs the "
-            "opentelemetry-api package: pip install opentelemetry-api (and an SDK, e.g. "
-            "opentelemetry-sdk, to export them)"
-        ) from None
-    provider = trace.get_tracer_provider() if spans is True else spans
-    if not callable(getattr(provider, "get_tracer", None)):
-        raise TypeError(
-            f"crosslock: spans must be True (OpenTelemetry's global TracerProvider), False, or a "
-            f"TracerProvider; got {type(provider).__name__}"
-        )
     from . import __version__
 
     return _Spans(provider.get_tracer("crosslock", __version__))
+
+
+def _provider(asked: Union[bool, Any, None], api: str, what: str, kind: str) -> Any:
+    """The provider ``connect`` was asked for: ``None`` for ``None`` or ``False``, OpenTelemetry's
+    global one of ``kind`` (``opentelemetry.<api>``) for ``True``, else ``asked`` itself, once it is
+    shaped as a ``kind``. ``what`` says what needs the API when it is not installed."""
+    if asked is None or asked is False:
+        return None
+    try:
+        module = importlib.import_module(f"opentelemetry.{api}")
+    except ImportError:
+        raise ImportError(
+            f"crosslock: {what} and needs the opentelemetry-api package: pip install "
+            f"opentelemetry-api (and an SDK, e.g. opentelemetry-sdk, to export them)"
+        ) from None
+    getter = "get_meter" if api == "metrics" else "get_tracer"
+    provider = getattr(module, f"{getter}_provider")() if asked is True else asked
+    if not callable(getattr(provider, getter, None)):
+        raise TypeError(
+            f"crosslock: {'spans' if api == 'trace' else 'metrics'} must be True (OpenTelemetry's "
+            f"global {kind}), False, or a {kind}; got {type(provider).__name__}"
+        )
+    return provider

@@ -285,6 +285,24 @@ impl Spans {
         attributes
     }
 
+    /// A root span `span` of `object` named `name`, under the caller's span; `attempts`: it
+    /// counts its acquisition scripts.
+    fn object_root(
+        &self,
+        span: &'static str,
+        object: ObjectType,
+        name: &str,
+        attempts: bool,
+    ) -> Root<'_> {
+        Root::begin(
+            self,
+            span,
+            self.object(object, name),
+            self.parent(),
+            attempts,
+        )
+    }
+
     /// The caller's span, as a span begins here.
     fn parent(&self) -> Option<SpanParent> {
         PARENT
@@ -435,13 +453,7 @@ pub(crate) async fn acquire<T>(
     let Some(spans) = telemetry.spans.as_deref() else {
         return wait.await;
     };
-    let root = Root::begin(
-        spans,
-        "crosslock.acquire",
-        spans.object(object, name),
-        spans.parent(),
-        true,
-    );
+    let root = spans.object_root("crosslock.acquire", object, name, true);
     let open = root.open.clone();
     let mut acquiring = Acquiring {
         root: Some(root),
@@ -466,13 +478,7 @@ pub(crate) async fn release<T>(
     else {
         return release.await;
     };
-    let root = Root::begin(
-        spans,
-        "crosslock.release",
-        spans.object(object, name),
-        spans.parent(),
-        false,
-    );
+    let root = spans.object_root("crosslock.release", object, name, false);
     let result = root.within(release).await;
     let error = result.as_ref().err().map(ToString::to_string);
     root.end(Vec::new(), error);
