@@ -71,23 +71,10 @@ function version (): string | undefined {
  */
 export function sink (metrics: unknown): ((batch: native.TelemetryMeasurement[]) => void) | undefined {
   if (metrics === undefined || metrics === null || metrics === false) return undefined
-  let provider: unknown = metrics
-  if (metrics === true) {
-    let api: { metrics: { getMeterProvider(): unknown } }
-    try {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      api = require('@opentelemetry/api')
-    } catch {
-      throw new Error(
-        'crosslock: connect(url, { metrics }) records OpenTelemetry metrics and needs the ' +
-        '@opentelemetry/api package: npm install @opentelemetry/api (and an SDK, e.g. ' +
-        '@opentelemetry/sdk-metrics, to export them)')
-    }
-    provider = api.metrics.getMeterProvider()
-  }
-  if (typeof provider !== 'object' || provider === null || typeof (provider as MetricsMeterProvider).getMeter !== 'function') {
-    throw invalidArgument('type', `metrics must be true (OpenTelemetry's global MeterProvider), false, or a MeterProvider, got ${provider === null ? 'null' : typeof provider}`)
-  }
+  const provider = metrics === true
+    ? load<{ metrics: { getMeterProvider(): unknown } }>('metrics', 'records OpenTelemetry metrics', 'sdk-metrics').metrics.getMeterProvider()
+    : metrics
+  checkProvider(provider, 'metrics', 'MeterProvider', 'getMeter')
   const record = instruments((provider as MetricsMeterProvider).getMeter('crosslock', version()) as MeterLike)
   return (batch) => {
     for (const m of batch) {
@@ -170,23 +157,32 @@ function replay (api: TraceApi, tracer: TracerLike, span: native.TelemetrySpan, 
  */
 export function spanSink (spans: unknown): ((batch: native.TelemetrySpan[]) => void) | undefined {
   if (spans === undefined || spans === null || spans === false) return undefined
-  let api: TraceApi
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    api = require('@opentelemetry/api')
-  } catch {
-    throw new Error(
-      'crosslock: connect(url, { spans }) makes OpenTelemetry spans and needs the ' +
-      '@opentelemetry/api package: npm install @opentelemetry/api (and an SDK, e.g. ' +
-      '@opentelemetry/sdk-trace-base, to export them)')
-  }
+  const api = load<TraceApi>('spans', 'makes OpenTelemetry spans', 'sdk-trace-base')
   const provider = spans === true ? api.trace.getTracerProvider() : spans
-  if (typeof provider !== 'object' || provider === null || typeof (provider as SpansTracerProvider).getTracer !== 'function') {
-    throw invalidArgument('type', `spans must be true (OpenTelemetry's global TracerProvider), false, or a TracerProvider, got ${provider === null ? 'null' : typeof provider}`)
-  }
+  checkProvider(provider, 'spans', 'TracerProvider', 'getTracer')
   traceApi = api
   const tracer = (provider as SpansTracerProvider).getTracer('crosslock', version()) as TracerLike
   return (batch) => {
     for (const span of batch) replay(api, tracer, span)
+  }
+}
+
+/** `@opentelemetry/api`, for `connect(url, { <option> })`, which `does` with it: an error saying what to install without it. */
+function load<T> (option: string, does: string, sdk: string): T {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require('@opentelemetry/api') as T
+  } catch {
+    throw new Error(
+      `crosslock: connect(url, { ${option} }) ${does} and needs the ` +
+      '@opentelemetry/api package: npm install @opentelemetry/api (and an SDK, e.g. ' +
+      `@opentelemetry/${sdk}, to export them)`)
+  }
+}
+
+/** Refuses, as `option`, anything but an object shaped as a `kind` (one with a `method`). */
+function checkProvider (provider: unknown, option: string, kind: string, method: string): void {
+  if (typeof provider !== 'object' || provider === null || typeof (provider as Record<string, unknown>)[method] !== 'function') {
+    throw invalidArgument('type', `${option} must be true (OpenTelemetry's global ${kind}), false, or a ${kind}, got ${provider === null ? 'null' : typeof provider}`)
   }
 }
