@@ -1,7 +1,7 @@
 // Input: no credential of any URL form in an error (message, stack, util.inspect, toString), a
 // log line (NODE_DEBUG=crosslock) or a CLI message; every limit of core's table refused before
 // anything is sent, null and non-integers included; a database index no Redis has is an invalid
-// argument; a release on another kind's key is WRONG_TYPE (core/tests/input.rs has the whole
+// argument; a release on another kind's key is WRONG_TYPE (core/tests/alone/input.rs has the whole
 // matrix, tests-py/test_input.py the same cases for Python).
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'

@@ -1,6 +1,6 @@
 """Input: no credential of any URL form in an error, a log line, a ``repr`` or a CLI message;
 every limit of core's table refused before anything is sent; a database index no Redis has is an
-invalid argument; a release on another kind's key is ``WRONG_TYPE`` (core/tests/input.rs has the
+invalid argument; a release on another kind's key is ``WRONG_TYPE`` (core/tests/alone/input.rs has the
 whole matrix; tests-js/input.test.mjs the same cases for Node)."""
 
 from __future__ import annotations

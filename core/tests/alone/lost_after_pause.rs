@@ -6,12 +6,10 @@
 //! (`tests-faults/test_lost_after_pause.py` and `tests-js/lost_after_pause.test.mjs` SIGSTOP whole
 //! holder processes.)
 //!
-//! Its own test binary: holding crosslock's runtime still would stall any test running beside it.
+//! Each test runs in a process of its own (`alone!`): holding crosslock's runtime still would
+//! stall any test running beside it.
 
-// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
@@ -56,15 +54,6 @@ impl Drop for Frozen {
     }
 }
 
-/// The tests hold the runtime still one at a time: another's freeze would stall their holds.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn alone() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// A lease short enough to wait out, long enough that an acquire on a busy machine is confirmed
 /// well within it.
 const LEASE: Duration = Duration::from_millis(400);
@@ -106,7 +95,7 @@ async fn told_once(events: &AtomicUsize, what: &str) {
 
 #[test]
 fn lost_is_true_on_the_first_read_after_a_pause_past_the_lease() {
-    let _alone = alone();
+    alone!();
     let server = RedisServer::start();
     let rt = runtime();
     for (kind, lease) in [
@@ -159,7 +148,7 @@ fn lost_is_true_on_the_first_read_after_a_pause_past_the_lease() {
 
 #[test]
 fn a_guard_a_permit_and_a_red_lock_say_lost_on_the_first_read_after_a_pause() {
-    let _alone = alone();
+    alone!();
     let server = RedisServer::start();
     let rt = runtime();
     let events = Arc::new(AtomicUsize::new(0));

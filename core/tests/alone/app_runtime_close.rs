@@ -1,11 +1,8 @@
-//! Closing a client while its calls open lanes on an application's own tokio runtime. Its own
-//! test binary: the tests of `app_runtime.rs` count the context switches of crosslock's threads,
-//! which the many clients here would add to.
+//! Closing a client while its calls open lanes on an application's own tokio runtime. Each test
+//! runs in a process of its own (`alone!`): the tests of `app_runtime.rs` count the context
+//! switches of crosslock's threads, which the many clients here would add to.
 
-// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -25,6 +22,7 @@ async fn connect(server: &RedisServer) -> Client {
 /// a closed socket is never cleared) and held up the runtime's shutdown.
 #[test]
 fn a_client_closed_while_its_calls_open_lanes_leaves_no_task_behind() {
+    alone!();
     let server = RedisServer::start();
     for round in 0..60u64 {
         let runtime = support::app_runtime();
@@ -69,6 +67,7 @@ fn a_client_closed_while_its_calls_open_lanes_leaves_no_task_behind() {
 /// runtime's thread: the process's life), one more for every client closed so.
 #[test]
 fn a_lane_opened_for_a_loop_but_never_used_closes_with_the_client() {
+    alone!();
     let server = RedisServer::start();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

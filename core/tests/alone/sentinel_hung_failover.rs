@@ -4,14 +4,11 @@
 //! there, even with a request left unanswered on the stopped master, and a waiter acquires
 //! there once the stopped master's lock runs out.
 //!
-//! Its own group, and the only test of its binary, a process of its own: it stops a master, and it
-//! counts the context switches of crosslock's runtime threads to see calls go over a lane
+//! Its own group, in a process of its own (`alone!`): it stops a master, and it counts the context
+//! switches of crosslock's runtime threads to see calls go over a lane
 //! (`support::until_on_a_lane`), which the clients of any other test would add to.
 
-// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -20,6 +17,7 @@ use support::SentinelGroup;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_master_once_failed_over_is_left_behind() {
+    alone!();
     let group = SentinelGroup::start();
     let response_timeout = Duration::from_secs(2);
     let options = ClientOptions::new()

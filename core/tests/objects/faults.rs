@@ -3,10 +3,7 @@
 //! bad durations never reach Redis; error kinds say what happened. (The end-to-end fault suite,
 //! with Python and Node holder processes, is `tests-faults/`.)
 
-// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -4,13 +4,10 @@
 //! crosslock's own question, caught, not the application's. A panic of the application's still
 //! reaches the application's hook.
 //!
-//! A binary of its own: the test sets the process's panic hook first, before crosslock's first
-//! call, as an application's `main` would.
+//! In a process of its own (`alone!`): the test sets the process's panic hook first, before
+//! crosslock's first call, as an application's `main` would.
 
-// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -51,6 +48,7 @@ fn run(runtime: &Runtime, server: &RedisServer, name: &str) {
 
 #[test]
 fn a_runtime_without_io_gets_its_calls_done_and_nothing_printed() {
+    alone!();
     // The application's hook, set before anything else: every panic it is handed, by message,
     // then reported as usual (so this test's own failures show).
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();

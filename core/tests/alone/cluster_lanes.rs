@@ -2,13 +2,9 @@
 //! lane of that runtime to the master serving their slot, and follow the slot when it moves.
 //!
 //! The test counts the context switches of crosslock's own threads, which every other test of a
-//! binary would add to: it is the only test of its binary (cargo runs test binaries one at a
-//! time).
+//! process would add to: it runs in a process of its own (`alone!`).
 
-// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -36,6 +32,7 @@ async fn pairs_on_a_lane(cluster: &Cluster, port: u16, client: &Client, lock: &L
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_go_over_a_lane_to_the_master_of_their_slot_and_follow_the_slot_when_it_moves() {
+    alone!();
     // Its own cluster: a slot moves. Calls from an application's runtime make their round trips
     // over a lane of that runtime to the master serving the slot; when the slot moves, the lane's
     // reply is a redirect, the call goes the routed way (no error, the hold intact), and the next

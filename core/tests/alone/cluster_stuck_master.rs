@@ -3,13 +3,10 @@
 //! that nothing overtakes it), and the commands, watchdog renewals and releases on close for the
 //! other masters' slots go on as before.
 //!
-//! Its own cluster, and the only test of its binary: it stops a master, and it counts the context
-//! switches of crosslock's threads to see calls go over a lane.
+//! Its own cluster, in a process of its own (`alone!`): it stops a master, and it counts the
+//! context switches of crosslock's threads to see calls go over a lane.
 
-// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +16,7 @@ use support::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_that_stops_answering_holds_back_nothing_of_the_other_masters() {
+    alone!();
     let cluster = Cluster::start();
     let response_timeout = Duration::from_secs(4);
     // Shorter than the response timeout: a round that waited out the stopped master's response

@@ -3,14 +3,11 @@
 //! slots reach the replica, the routed way too, and a request of it left unanswered on a lane
 //! no longer makes every command wait, and fail, until the lane is given up a minute later.
 //!
-//! Its own cluster, and the only test of its binary, a process of its own: it stops a master, and
-//! it counts the context switches of crosslock's runtime threads to see calls go over a lane
+//! Its own cluster, in a process of its own (`alone!`): it stops a master, and it counts the
+//! context switches of crosslock's runtime threads to see calls go over a lane
 //! (`support::until_on_a_lane`), which the clients of any other test would add to.
 
-// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +32,7 @@ fn master_seen_by(cluster: &Cluster, via: u16, name: &str) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_master_once_failed_over_holds_back_no_command() {
+    alone!();
     let cluster = Cluster::start();
     let response_timeout = Duration::from_secs(2);
     let options = ClientOptions::new().response_timeout(response_timeout);

@@ -2,10 +2,7 @@
 //! type. A new type is added to `KINDS`, not re-tested by copy (type-specific behaviour lives in
 //! `<stem>.rs`).
 
-// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

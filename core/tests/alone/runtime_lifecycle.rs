@@ -1,13 +1,10 @@
 //! The process runtime lives while a client does: after the last close its threads are joined,
 //! and the next connect builds it again.
 //!
-//! A binary of its own, with one test: it counts every thread of the process named after
+//! In a process of its own (`alone!`): the test counts every thread of the process named after
 //! crosslock, which the clients of other tests would add to.
 
-// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -57,6 +54,7 @@ async fn use_a_lock(client: &Client, name: &str) {
 
 #[test]
 fn the_runtime_threads_end_after_the_last_close_and_come_back_on_the_next_connect() {
+    alone!();
     let server = RedisServer::start();
 
     // Two clients: closing the first leaves the runtime to the second.

@@ -3,14 +3,11 @@
 //! no Redis has is an invalid argument; a release or force-unlock on another kind's key is
 //! `WrongType` and changes nothing.
 //!
-//! A binary of its own: its tests install the process's global `tracing` subscriber (one per
-//! process, set once) to capture every log line, so no other test's logs mix in, and no other
-//! test binary's subscriber (`logging.rs`) can clash with it.
+//! Each test runs in a process of its own (`alone!`): it installs the process's global `tracing`
+//! subscriber (one per process, set once) to capture every log line, so no other test's logs mix
+//! in, and no other test's subscriber (`logging.rs`) can clash with it.
 
-// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::sync::{Mutex, Once};
 use std::time::Duration;
@@ -100,6 +97,7 @@ fn all_text(err: &crosslock::Error) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_credential_of_any_url_form_reaches_an_error_a_log_line_or_debug() {
+    alone!();
     capture_logs();
     let server = RedisServer::start_with(&["--requirepass", "right-password"]);
     let options = ClientOptions::new().connect_timeout(Duration::from_millis(500));
@@ -151,6 +149,7 @@ async fn no_credential_of_any_url_form_reaches_an_error_a_log_line_or_debug() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_index_no_redis_has_is_an_invalid_argument_naming_it_and_the_range() {
+    alone!();
     let server = RedisServer::start();
     let options = ClientOptions::new().connect_timeout(Duration::from_millis(500));
     for db in ["99999999999", "2147483648", "-1"] {
@@ -204,6 +203,7 @@ fn footprint(server: &RedisServer) -> (u64, Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_limit_is_refused_before_anything_is_sent() {
+    alone!();
     let server = RedisServer::start();
     let client = Client::connect(&server.url()).await.unwrap();
     let sem = client.semaphore("limits:sem").unwrap();
@@ -445,6 +445,7 @@ fn releases() -> Vec<(&'static str, Layout, Release)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_release_and_force_unlock_on_another_kinds_key_is_wrong_type_and_changes_nothing() {
+    alone!();
     let server = RedisServer::start();
     let client = Client::connect(&server.url()).await.unwrap();
     let mut wrong = Vec::new();

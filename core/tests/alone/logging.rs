@@ -1,13 +1,10 @@
 //! Logging: core reports reconnects, renewal failures, lost locks and subscription changes as
 //! `tracing` events under the target `crosslock`, and never a credential.
 //!
-//! A binary of its own: the test installs the process's global `tracing` subscriber (there is one
-//! per process, set once), and it would capture the events of every test running beside it.
+//! In a process of its own (`alone!`): the test installs the process's global `tracing` subscriber
+//! (there is one per process, set once), and it would capture the events of every test beside it.
 
-// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
-#![allow(clippy::unwrap_used)]
-
-mod support;
+use crate::support;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -53,6 +50,7 @@ fn wait_for_event(what: &str, matches: impl Fn(&tracing::Level, &str) -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnects_lost_locks_and_subscriptions_are_logged_without_the_password() {
+    alone!();
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Capture)).unwrap();
     let server = RedisServer::start_with(&["--requirepass", "s3cret-pw"]);
     let url = format!("redis://:s3cret-pw@127.0.0.1:{}/0", server.port);

@@ -4,34 +4,17 @@
 //! after the server killed connections or timed them out, when a reply is lost, and when the
 //! runtime or the client goes away.
 //!
-//! A binary of its own: two of its tests count the context switches of crosslock's runtime
-//! threads, which the clients of any test outside this file would add to (within the file they
-//! run alone, under `COUNTING`).
+//! Each test runs in a process of its own (`alone!`): two of them count the context switches of
+//! crosslock's runtime threads, which the clients of any test beside them would add to.
 
-// Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
-#![allow(clippy::unwrap_used)]
+use crate::support;
 
-mod support;
-
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, Lock, Owner};
 use redis::Commands;
 use support::RedisServer;
 use tokio::runtime::{Builder, Runtime};
-
-/// The tests that count the context switches of crosslock's own threads run alone: every other
-/// test of this binary would add to them.
-static COUNTING: RwLock<()> = RwLock::new(());
-
-fn alone() -> RwLockWriteGuard<'static, ()> {
-    COUNTING.write().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn alongside_others() -> RwLockReadGuard<'static, ()> {
-    COUNTING.read().unwrap_or_else(PoisonError::into_inner)
-}
 
 fn current_thread() -> Runtime {
     Builder::new_current_thread().enable_all().build().unwrap()
@@ -99,19 +82,19 @@ fn round_trips_stay_on(runtime: Runtime) {
 
 #[test]
 fn a_current_thread_runtime_makes_its_round_trips_itself() {
-    let _counting = alone();
+    alone!();
     round_trips_stay_on(current_thread());
 }
 
 #[test]
 fn a_multi_thread_runtime_makes_its_round_trips_itself() {
-    let _counting = alone();
+    alone!();
     round_trips_stay_on(support::app_runtime());
 }
 
 #[test]
 fn many_tasks_at_once_each_get_their_own_reply() {
-    let _counting = alongside_others();
+    alone!();
     let server = RedisServer::start();
     let runtime = support::app_runtime();
     runtime.block_on(async {
@@ -173,7 +156,7 @@ fn many_tasks_at_once_each_get_their_own_reply() {
 
 #[test]
 fn many_first_calls_of_a_script_at_once_all_succeed() {
-    let _counting = alongside_others();
+    alone!();
     // A script's first calls go out as EVALSHA on a lane before its first, whole, run (sent on
     // another lane or connection) has reached the server: those answered NOSCRIPT are sent
     // whole. With more calls than their lane takes at once, or the lane gone, that resend goes
@@ -207,7 +190,7 @@ fn many_first_calls_of_a_script_at_once_all_succeed() {
 
 #[test]
 fn connections_the_server_kills_or_times_out_cost_no_error() {
-    let _counting = alongside_others();
+    alone!();
     let server = RedisServer::start_with(&["--timeout", "1"]);
     current_thread().block_on(async {
         let client = connect(&server, ClientOptions::new()).await;
@@ -230,7 +213,7 @@ fn connections_the_server_kills_or_times_out_cost_no_error() {
 
 #[test]
 fn an_acquire_whose_reply_is_lost_holds_the_lock_once_or_not_at_all() {
-    let _counting = alongside_others();
+    alone!();
     let server = RedisServer::start();
     current_thread().block_on(async {
         let options = ClientOptions::new().response_timeout(Duration::from_millis(300));
@@ -273,7 +256,7 @@ fn an_acquire_whose_reply_is_lost_holds_the_lock_once_or_not_at_all() {
 
 #[test]
 fn lanes_close_with_their_runtime_and_connections_with_the_client() {
-    let _counting = alongside_others();
+    alone!();
     let server = RedisServer::start();
     let client = crosslock::runtime::block_on(connect(&server, ClientOptions::new()));
     let lock = client.lock("app:closing").unwrap();
