@@ -9,7 +9,6 @@
 use crate::support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind};
@@ -58,32 +57,7 @@ async fn eight_workers_exclude_each_other_exactly() {
         client(group, Duration::from_secs(30)).await,
         client(group, Duration::from_secs(30)).await,
     ];
-    let inside = Arc::new(AtomicBool::new(false));
-    let counter = Arc::new(AtomicUsize::new(0));
-    let mut workers = Vec::new();
-    for w in 0..8 {
-        let lock = clients[w % 2].lock("sentinel:counter").unwrap();
-        let inside = inside.clone();
-        let counter = counter.clone();
-        workers.push(tokio::spawn(async move {
-            for _ in 0..25 {
-                let guard = lock.acquire().await.unwrap();
-                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
-                let seen = counter.load(Ordering::SeqCst);
-                tokio::task::yield_now().await;
-                counter.store(seen + 1, Ordering::SeqCst);
-                inside.store(false, Ordering::SeqCst);
-                guard.release().await.unwrap();
-            }
-        }));
-    }
-    for w in workers {
-        tokio::time::timeout(Duration::from_secs(60), w)
-            .await
-            .unwrap()
-            .unwrap();
-    }
-    assert_eq!(counter.load(Ordering::SeqCst), 200);
+    support::eight_workers_exclude_each_other(&clients, "sentinel:counter").await;
     for c in clients {
         c.close().await;
     }
