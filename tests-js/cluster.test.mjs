@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 
 import { startCluster } from './helpers/cluster.mjs'
 import { RawRedis } from './helpers/resp.mjs'
-import { crosslock, eightWorkersExcludeEachOther, unique, waitUntil } from './helpers/util.mjs'
+import { crosslock, eightWorkersExcludeEachOther, releaseWakesEveryKind, unique, waitUntil } from './helpers/util.mjs'
 
 const { InvalidArgumentError, RedisUnavailableError } = crosslock
 
@@ -69,44 +69,13 @@ describe('one cluster', () => {
     await eightWorkersExcludeEachOther([await connect(), await connect()], unique('js:cluster:counter'))
   })
 
-
   test('a release wakes the waiter of every kind, through sharded pub/sub', async () => {
-    const a = await connect()
-    const b = await connect()
-    // Leases far longer than the test: only a release (a message) lets the waiter in.
-    const kinds = [
-      [(c, n) => c.lock(n), (n) => `redisson_lock__channel:{${n}}`],
-      [(c, n) => c.fairLock(n), null],
-      [(c, n) => c.readWriteLock(n).writeLock(), (n) => `redisson_rwlock:{${n}}`]
-    ]
-    for (const [make, channelOf] of kinds) {
-      const name = unique('js:cluster:wake')
-      const held = await make(a, name).acquire({ lease: 120_000 })
-      const waiter = make(b, name).acquire({ wait: 20_000 })
-      if (channelOf) {
-        // Redis 7 everywhere: SSUBSCRIBE on the node owning the channel, as Redisson's default
-        // (AUTO) does.
-        const channel = channelOf(name)
-        await waitUntil(async () => JSON.stringify(await subscribers(cluster, channel)) === '[1,0]', channel, 5000, 50)
-      } else {
-        await sleep(200)
-      }
-      await held.release()
-      await (await waiter).release()
-    }
-    const semName = unique('js:cluster:sem')
-    assert.equal(await a.semaphore(semName).trySetPermits(0), true)
-    const taker = b.semaphore(semName).tryAcquire({ wait: 20_000 })
-    await sleep(200)
-    await a.semaphore(semName).release()
-    assert.equal(await taker, true)
-
-    const latchName = unique('js:cluster:latch')
-    assert.equal(await a.countDownLatch(latchName).trySetCount(1), true)
-    const opened = b.countDownLatch(latchName).wait({ wait: 20_000 })
-    await sleep(200)
-    await a.countDownLatch(latchName).countDown()
-    await opened
+    // Redis 7 everywhere: SSUBSCRIBE on the node owning the channel, as Redisson's default (AUTO)
+    // does (the fair lock's waiters each have a channel of their own).
+    const subscribed = (channel) => channel === null
+      ? sleep(200)
+      : waitUntil(async () => JSON.stringify(await subscribers(cluster, channel)) === '[1,0]', channel, 5000, 50)
+    await releaseWakesEveryKind(await connect(), await connect(), unique('js:cluster:wake'), subscribed)
   })
 
   test('plain pub/sub when asked', async () => {

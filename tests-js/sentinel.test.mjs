@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { freePort } from './helpers/redis-server.mjs'
 import { RawRedis } from './helpers/resp.mjs'
 import { startSentinelGroup } from './helpers/sentinel.mjs'
-import { crosslock, eightWorkersExcludeEachOther, unique, waitUntil } from './helpers/util.mjs'
+import { crosslock, eightWorkersExcludeEachOther, releaseWakesEveryKind, unique, waitUntil } from './helpers/util.mjs'
 
 const { InvalidArgumentError, RedisUnavailableError } = crosslock
 
@@ -51,37 +51,8 @@ describe('one sentinel group', () => {
     await eightWorkersExcludeEachOther([await connect(), await connect()], unique('js:sentinel:counter'))
   })
 
-
   test('a release wakes the waiter of every kind', async () => {
-    const a = await connect()
-    const b = await connect()
-    // Leases far longer than the test: only a release (a message) lets the waiter in.
-    const kinds = [
-      (c, n) => c.lock(n),
-      (c, n) => c.fairLock(n),
-      (c, n) => c.readWriteLock(n).writeLock()
-    ]
-    for (const make of kinds) {
-      const name = unique('js:sentinel:wake')
-      const held = await make(a, name).acquire({ lease: 120_000 })
-      const waiter = make(b, name).acquire({ wait: 20_000 })
-      await sleep(200)
-      await held.release()
-      await (await waiter).release()
-    }
-    const semName = unique('js:sentinel:sem')
-    assert.equal(await a.semaphore(semName).trySetPermits(0), true)
-    const taker = b.semaphore(semName).tryAcquire({ wait: 20_000 })
-    await sleep(200)
-    await a.semaphore(semName).release()
-    assert.equal(await taker, true)
-
-    const latchName = unique('js:sentinel:latch')
-    assert.equal(await a.countDownLatch(latchName).trySetCount(1), true)
-    const opened = b.countDownLatch(latchName).wait({ wait: 20_000 })
-    await sleep(200)
-    await a.countDownLatch(latchName).countDown()
-    await opened
+    await releaseWakesEveryKind(await connect(), await connect(), unique('js:sentinel:wake'))
   })
 
   test('the watchdog renews, and a deleted lock is reported lost', async () => {

@@ -692,6 +692,51 @@ def eight_workers_exclude_each_other(clients: list[Any], name: str) -> None:
     assert counter[0] == 200
 
 
+def release_wakes_every_kind(a: Any, b: Any, prefix: str,
+                             while_waiting: Callable[[Optional[str]], None] = lambda _channel: time.sleep(0.2)) -> None:
+    """The wake-up check every topology runs: for a lock, a fair lock, a write lock, a semaphore and
+    a count-down latch named ``<prefix>:<kind>``, ``a`` holds (a lock with a lease far longer than
+    the test, so only a release's message lets the waiter in), ``b`` waits 20 s at most and must get
+    in once ``a`` releases. ``while_waiting`` runs with ``b``'s lock waiter started, given the lock's
+    shared channel (``None`` for the fair lock, whose waiters each have their own); by default it
+    gives the waiter 0.2 s to subscribe."""
+    for kind, make, channel in (
+            ("lock", lambda c: c.lock(f"{prefix}:lock"), f"redisson_lock__channel:{{{prefix}:lock}}"),
+            ("fair", lambda c: c.fair_lock(f"{prefix}:fair"), None),
+            ("rw", lambda c: c.read_write_lock(f"{prefix}:rw").write_lock(), f"redisson_rwlock:{{{prefix}:rw}}")):
+        held = make(a)
+        assert held.acquire(lease=120)
+        got: list[bool] = []
+        waiter = threading.Thread(target=lambda: got.append(make(b).acquire(timeout=20) and (make(b).release() or True)))
+        waiter.start()
+        while_waiting(channel)
+        held.release()
+        waiter.join(25)
+        assert got == [True], kind
+
+    semaphore = a.semaphore(f"{prefix}:sem")
+    semaphore.delete()
+    assert semaphore.try_set_permits(0)
+    took: list[bool] = []
+    taker = threading.Thread(target=lambda: took.append(b.semaphore(f"{prefix}:sem").acquire(timeout=20)))
+    taker.start()
+    time.sleep(0.2)
+    semaphore.release()
+    taker.join(25)
+    assert took == [True]
+
+    latch = a.count_down_latch(f"{prefix}:latch")
+    latch.delete()
+    assert latch.try_set_count(1)
+    opened: list[bool] = []
+    watcher = threading.Thread(target=lambda: opened.append(b.count_down_latch(f"{prefix}:latch").wait(20)))
+    watcher.start()
+    time.sleep(0.2)
+    latch.count_down()
+    watcher.join(25)
+    assert opened == [True]
+
+
 def loop_factory_hook() -> bool:
     """Whether pytest-asyncio takes the loops from its ``pytest_asyncio_loop_factories`` hook and
     its marker's ``loop_factories``: 1.3 and later (1.2 is the newest that installs on CPython

@@ -17,7 +17,7 @@ from typing import Iterator
 import pytest
 
 import crosslock
-from support import Cluster, Raw, eight_workers_exclude_each_other, wait_until
+from support import Cluster, Raw, eight_workers_exclude_each_other, release_wakes_every_kind, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -84,47 +84,17 @@ def subscribers(cluster: Cluster, channel: str) -> tuple[int, int]:
 
 
 def test_a_release_wakes_the_waiter_of_every_kind_through_sharded_pubsub(cluster):
+    def subscribed(channel: str | None) -> None:
+        if channel is None:  # the fair lock: each waiter has a channel of its own
+            time.sleep(0.2)
+        else:
+            # Redis 7 everywhere: SSUBSCRIBE on the node owning the channel, as Redisson's default
+            # (AUTO) does.
+            wait_until(lambda: subscribers(cluster, channel) == (1, 0), timeout=5, what=channel)
+
     a, b = connect(cluster), connect(cluster)
     try:
-        # Leases far longer than the test: only a release (a message) lets the waiter in.
-        for make, channel in (
-                (lambda c: c.lock("py:cluster:wake:lock"), "redisson_lock__channel:{py:cluster:wake:lock}"),
-                (lambda c: c.fair_lock("py:cluster:wake:fair"), None),
-                (lambda c: c.read_write_lock("py:cluster:wake:rw").write_lock(), "redisson_rwlock:{py:cluster:wake:rw}")):
-            held = make(a)
-            assert held.acquire(lease=120)
-            got: list[bool] = []
-            waiter = threading.Thread(target=lambda: got.append(make(b).acquire(timeout=20) and (make(b).release() or True)))
-            waiter.start()
-            if channel:
-                # Redis 7 everywhere: SSUBSCRIBE on the node owning the channel, as Redisson's
-                # default (AUTO) does.
-                wait_until(lambda: subscribers(cluster, channel) == (1, 0), timeout=5, what=channel)
-            else:
-                time.sleep(0.2)
-            held.release()
-            waiter.join(25)
-            assert got == [True], held.name
-
-        semaphore = a.semaphore("py:cluster:wake:sem")
-        assert semaphore.try_set_permits(0)
-        took: list[bool] = []
-        taker = threading.Thread(target=lambda: took.append(b.semaphore("py:cluster:wake:sem").acquire(timeout=20)))
-        taker.start()
-        time.sleep(0.2)
-        semaphore.release()
-        taker.join(25)
-        assert took == [True]
-
-        latch = a.count_down_latch("py:cluster:wake:latch")
-        assert latch.try_set_count(1)
-        opened: list[bool] = []
-        watcher = threading.Thread(target=lambda: opened.append(b.count_down_latch("py:cluster:wake:latch").wait(20)))
-        watcher.start()
-        time.sleep(0.2)
-        latch.count_down()
-        watcher.join(25)
-        assert opened == [True]
+        release_wakes_every_kind(a, b, "py:cluster:wake", subscribed)
     finally:
         a.close()
         b.close()

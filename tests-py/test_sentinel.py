@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 
 import crosslock
-from support import RedisServer, SentinelGroup, eight_workers_exclude_each_other, wait_until
+from support import RedisServer, SentinelGroup, eight_workers_exclude_each_other, release_wakes_every_kind, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -60,41 +60,7 @@ def test_eight_workers_exclude_each_other_exactly(group):
 def test_a_release_wakes_the_waiter_of_every_kind(group):
     a, b = connect(group), connect(group)
     try:
-        # Leases far longer than the test: only a release (a message) lets the waiter in.
-        for make in (lambda c: c.lock("py:sentinel:wake:lock"),
-                     lambda c: c.fair_lock("py:sentinel:wake:fair"),
-                     lambda c: c.read_write_lock("py:sentinel:wake:rw").write_lock()):
-            held = make(a)
-            assert held.acquire(lease=120)
-            got: list[bool] = []
-            waiter = threading.Thread(target=lambda: got.append(make(b).acquire(timeout=20) and (make(b).release() or True)))
-            waiter.start()
-            time.sleep(0.2)
-            held.release()
-            waiter.join(25)
-            assert got == [True], held.name
-
-        semaphore = a.semaphore("py:sentinel:wake:sem")
-        semaphore.delete()
-        assert semaphore.try_set_permits(0)
-        took: list[bool] = []
-        taker = threading.Thread(target=lambda: took.append(b.semaphore("py:sentinel:wake:sem").acquire(timeout=20)))
-        taker.start()
-        time.sleep(0.2)
-        semaphore.release()
-        taker.join(25)
-        assert took == [True]
-
-        latch = a.count_down_latch("py:sentinel:wake:latch")
-        latch.delete()
-        assert latch.try_set_count(1)
-        opened: list[bool] = []
-        watcher = threading.Thread(target=lambda: opened.append(b.count_down_latch("py:sentinel:wake:latch").wait(20)))
-        watcher.start()
-        time.sleep(0.2)
-        latch.count_down()
-        watcher.join(25)
-        assert opened == [True]
+        release_wakes_every_kind(a, b, "py:sentinel:wake")
     finally:
         a.close()
         b.close()

@@ -143,6 +143,44 @@ export function background (lock, options) {
 }
 
 /**
+ * The wake-up check every topology runs: for a lock, a fair lock, a write lock, a semaphore and a
+ * count-down latch named `<prefix>:<kind>`, `a` holds (a lock with a lease far longer than the
+ * test, so only a release's message lets the waiter in), `b` waits 20 s at most and must get in
+ * once `a` releases. `whileWaiting(channel)` runs with `b`'s lock waiter started, given the
+ * lock's shared channel (`null` for the fair lock, whose waiters each have their own); by default
+ * it gives the waiter 200 ms to subscribe.
+ */
+export async function releaseWakesEveryKind (a, b, prefix, whileWaiting = () => delay(200)) {
+  const kinds = [
+    ['lock', (c) => c.lock(`${prefix}:lock`), `redisson_lock__channel:{${prefix}:lock}`],
+    ['fair', (c) => c.fairLock(`${prefix}:fair`), null],
+    ['rw', (c) => c.readWriteLock(`${prefix}:rw`).writeLock(), `redisson_rwlock:{${prefix}:rw}`]
+  ]
+  for (const [, make, channel] of kinds) {
+    const held = await make(a).acquire({ lease: 120_000 })
+    const waiter = make(b).acquire({ wait: 20_000 })
+    await whileWaiting(channel)
+    await held.release()
+    await (await waiter).release()
+  }
+  const semName = `${prefix}:sem`
+  await a.semaphore(semName).delete()
+  assert.equal(await a.semaphore(semName).trySetPermits(0), true)
+  const taker = b.semaphore(semName).tryAcquire({ wait: 20_000 })
+  await delay(200)
+  await a.semaphore(semName).release()
+  assert.equal(await taker, true)
+
+  const latchName = `${prefix}:latch`
+  await a.countDownLatch(latchName).delete()
+  assert.equal(await a.countDownLatch(latchName).trySetCount(1), true)
+  const opened = b.countDownLatch(latchName).wait({ wait: 20_000 })
+  await delay(200)
+  await a.countDownLatch(latchName).countDown()
+  await opened
+}
+
+/**
  * Eight workers spread over `clients` each take lock `name` 25 times and bump a counter inside,
  * yielding between read and write: no two are ever inside at once and the count is exactly 200.
  */
