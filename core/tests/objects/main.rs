@@ -1,8 +1,8 @@
 //! One test binary for the objects: what only each object type does, a module per type
-//! (`<stem>.rs`, named as in `src/objects/`); what every lock of the family shares
-//! (`lock_family.rs`, the conformance suite over every kind); and faults at the core
-//! (`faults.rs`). One binary links once: cargo links each file of `tests/` as a binary of its
-//! own. Run one type's tests with `cargo test -p crosslock --test objects fair_lock::`.
+//! (`<stem>.rs`, named as in `src/objects/`), and faults at the core (`faults.rs`); what every
+//! lock of the family shares is `../lock_family.rs`, a binary of its own (see there). One binary
+//! links once: cargo links each file of `tests/` as a binary of its own. Run one type's tests
+//! with `cargo test -p crosslock --test objects fair_lock::`.
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
@@ -16,7 +16,6 @@ mod faults;
 mod fenced_lock;
 mod group_lock;
 mod lock;
-mod lock_family;
 mod multi_lock;
 mod permit_expirable_semaphore;
 mod read_write_lock;
