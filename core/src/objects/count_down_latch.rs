@@ -1,11 +1,9 @@
 //! [`CountDownLatch`]: Redisson's `RCountDownLatch`.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::AcquireOptions;
-use crate::client::Client;
 use crate::engine::unowned;
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
@@ -14,7 +12,7 @@ use crate::session::Ctx;
 use crate::telemetry::{self, ObjectType};
 use crate::transport::ToArg;
 
-use super::{check_name_with, state_for};
+use super::{check_name_with, object_type};
 use crate::layout;
 
 const KIND: &str = "latch";
@@ -103,52 +101,53 @@ impl Protocol for Open {
     }
 }
 
-/// A count-down latch shared by every process on the same Redis, stored exactly as Redisson's
-/// `RCountDownLatch`: a string at the name holding the count, and the channel
-/// `redisson_countdownlatch__channel__{name}`, on which `0` is published when the count reaches
-/// zero (every waiter wakes) and `1` when a count is set.
-///
-/// Waiters wait for zero; anyone may count down (a latch has no owner). An absent count means
-/// open.
-///
-/// What it does that Redisson's does not: a waiter subscribes and then looks at the count, so a
-/// latch that opens while the subscription is being set up is never missed (Redisson's untimed
-/// `await()` can miss that `0` and wait for ever).
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-/// let ready = client.count_down_latch("workers-ready")?;
-/// ready.try_set_count(3).await?;   // the coordinator
-/// ready.count_down().await?;       // each of 3 workers, from any process or language
-/// ready.wait().await?;             // anyone: returns once all 3 counted down
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct CountDownLatch {
-    client: Client,
-    keys: Arc<Keys>,
-}
-
-impl CountDownLatch {
-    /// The latch's name: its key in Redis.
+object_type! {
+    /// A count-down latch shared by every process on the same Redis, stored exactly as Redisson's
+    /// `RCountDownLatch`: a string at the name holding the count, and the channel
+    /// `redisson_countdownlatch__channel__{name}`, on which `0` is published when the count reaches
+    /// zero (every waiter wakes) and `1` when a count is set.
+    ///
+    /// Waiters wait for zero; anyone may count down (a latch has no owner). An absent count means
+    /// open.
+    ///
+    /// What it does that Redisson's does not: a waiter subscribes and then looks at the count, so a
+    /// latch that opens while the subscription is being set up is never missed (Redisson's untimed
+    /// `await()` can miss that `0` and wait for ever).
     ///
     /// # Examples
     ///
     /// ```no_run
     /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// assert_eq!(client.count_down_latch("batch:7")?.name(), "batch:7");
+    /// let ready = client.count_down_latch("workers-ready")?;
+    /// ready.try_set_count(3).await?;   // the coordinator
+    /// ready.count_down().await?;       // each of 3 workers, from any process or language
+    /// ready.wait().await?;             // anyone: returns once all 3 counted down
     /// # Ok(()) }
     /// ```
-    pub fn name(&self) -> &str {
-        &self.keys.name
-    }
+    pub struct CountDownLatch { keys: Keys }
+    what = "latch", example = "batch:7";
+    /// A [`CountDownLatch`] (Redisson `RCountDownLatch`) named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let latch = client.count_down_latch("batch:7")?; // Redisson's getCountDownLatch
+    /// latch.try_set_count(2).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn count_down_latch = |client, name| {
+        let channel = layout::latch_channel(name);
+        let name = check_name_with(client, name, "latch", [channel.clone()])?;
+        Ok(Keys { name, channel })
+    };
+}
 
-    async fn cx(&self) -> Result<Arc<Ctx>> {
-        state_for(&self.client, self.name()).await
-    }
-
+impl CountDownLatch {
     /// Sets the count to `count` (at least 1) unless the latch is already counting; `Ok(false)`
     /// if it was.
     ///
@@ -371,38 +370,5 @@ impl CountDownLatch {
             .eval_publishing(&cx, &scripts::LATCH_DELETE, &[])
             .await?;
         Ok(deleted == 1)
-    }
-}
-
-impl fmt::Debug for CountDownLatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CountDownLatch")
-            .field("name", &self.name())
-            .finish()
-    }
-}
-
-impl Client {
-    /// A [`CountDownLatch`] (Redisson `RCountDownLatch`) named `name`.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::InvalidArgument`] for an empty name.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// let latch = client.count_down_latch("batch:7")?; // Redisson's getCountDownLatch
-    /// latch.try_set_count(2).await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn count_down_latch(&self, name: &str) -> Result<CountDownLatch> {
-        let channel = layout::latch_channel(name);
-        let name = check_name_with(self, name, "latch", [channel.clone()])?;
-        Ok(CountDownLatch {
-            client: self.clone(),
-            keys: Arc::new(Keys { name, channel }),
-        })
     }
 }

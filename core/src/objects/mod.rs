@@ -675,3 +675,68 @@ macro_rules! lock_type {
 }
 
 pub(crate) use lock_type;
+
+/// Declares a public synchronizer type whose holds belong to nobody (a semaphore, a latch): the
+/// struct (its client and its keys, shared by its clones), `name()`, `cx()` (the client's state
+/// for the name), `Debug`, and its factory on [`Client`](crate::Client), which makes the keys
+/// from the checked name with `$make` (`|client, name| -> Result<keys>`).
+macro_rules! object_type {
+    (
+        $(#[$meta:meta])*
+        pub struct $ty:ident { $keys:ident: $keys_ty:ty }
+        what = $what:literal, example = $example:literal;
+        $(#[$factory_meta:meta])*
+        pub fn $factory:ident = $make:expr;
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone)]
+        pub struct $ty {
+            client: crate::client::Client,
+            $keys: std::sync::Arc<$keys_ty>,
+        }
+
+        impl $ty {
+            #[doc = concat!("The ", $what, "'s name: its key in Redis.")]
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+            #[doc = concat!(
+                "assert_eq!(client.", stringify!($factory), "(\"", $example, "\")?.name(), \"",
+                $example, "\");"
+            )]
+            /// # Ok(()) }
+            /// ```
+            pub fn name(&self) -> &str {
+                &self.$keys.name
+            }
+
+            async fn cx(&self) -> crate::error::Result<std::sync::Arc<crate::session::Ctx>> {
+                crate::objects::state_for(&self.client, self.name()).await
+            }
+        }
+
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("name", &self.name())
+                    .finish()
+            }
+        }
+
+        impl crate::client::Client {
+            $(#[$factory_meta])*
+            pub fn $factory(&self, name: &str) -> crate::error::Result<$ty> {
+                let make: fn(&crate::client::Client, &str) -> crate::error::Result<$keys_ty> =
+                    $make;
+                Ok($ty {
+                    client: self.clone(),
+                    $keys: std::sync::Arc::new(make(self, name)?),
+                })
+            }
+        }
+    };
+}
+
+pub(crate) use object_type;

@@ -1,11 +1,9 @@
 //! [`Semaphore`]: Redisson's `RSemaphore`.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::AcquireOptions;
-use crate::client::Client;
 use crate::engine::unowned;
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
@@ -13,7 +11,7 @@ use crate::scripts;
 use crate::session::Ctx;
 use crate::telemetry::{self, ObjectType};
 
-use super::{check_name, state_for};
+use super::{check_name, object_type};
 use crate::layout;
 
 const KIND: &str = "semaphore";
@@ -121,56 +119,53 @@ impl Protocol for Take {
     }
 }
 
-/// A counting semaphore shared by every process on the same Redis, stored exactly as Redisson's
-/// `RSemaphore`: a string at the name holding the number of available permits, and the channel
-/// `redisson_sc:{name}`, on which every release publishes how many are now available.
-///
-/// Permits belong to nobody: any client, in any language, may release them, and they do not
-/// expire. **A process that crashes while it has permits never gives them back**: use a
-/// [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) when that matters.
-///
-/// An absent counter has no permits: set some with [`try_set_permits`](Self::try_set_permits) (or
-/// [`add_permits`](Self::add_permits), [`release`](Self::release)) before anyone acquires.
-///
-/// What it does that Redisson's does not: waiters of one process take their turns in order (a
-/// local FIFO queue), so a waiter for several permits is never starved by later ones taking
-/// single permits; and a release wakes one waiter per process, not every one.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-/// let slots = client.semaphore("render-slots")?;
-/// slots.try_set_permits(4).await?;        // once, by whoever sets it up
-/// slots.acquire(1).await?;                // waits for a permit
-/// // ... at most 4 of these run at once, across every process ...
-/// slots.release(1).await?;
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct Semaphore {
-    client: Client,
-    counter: Arc<Counter>,
-}
-
-impl Semaphore {
-    /// The semaphore's name: its key in Redis.
+object_type! {
+    /// A counting semaphore shared by every process on the same Redis, stored exactly as Redisson's
+    /// `RSemaphore`: a string at the name holding the number of available permits, and the channel
+    /// `redisson_sc:{name}`, on which every release publishes how many are now available.
+    ///
+    /// Permits belong to nobody: any client, in any language, may release them, and they do not
+    /// expire. **A process that crashes while it has permits never gives them back**: use a
+    /// [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) when that matters.
+    ///
+    /// An absent counter has no permits: set some with [`try_set_permits`](Self::try_set_permits) (or
+    /// [`add_permits`](Self::add_permits), [`release`](Self::release)) before anyone acquires.
+    ///
+    /// What it does that Redisson's does not: waiters of one process take their turns in order (a
+    /// local FIFO queue), so a waiter for several permits is never starved by later ones taking
+    /// single permits; and a release wakes one waiter per process, not every one.
     ///
     /// # Examples
     ///
     /// ```no_run
     /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// assert_eq!(client.semaphore("pool")?.name(), "pool");
+    /// let slots = client.semaphore("render-slots")?;
+    /// slots.try_set_permits(4).await?;        // once, by whoever sets it up
+    /// slots.acquire(1).await?;                // waits for a permit
+    /// // ... at most 4 of these run at once, across every process ...
+    /// slots.release(1).await?;
     /// # Ok(()) }
     /// ```
-    pub fn name(&self) -> &str {
-        &self.counter.name
-    }
+    pub struct Semaphore { counter: Counter }
+    what = "semaphore", example = "pool";
+    /// A [`Semaphore`] (Redisson `RSemaphore`) named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let pool = client.semaphore("pool")?; // Redisson's getSemaphore("pool")
+    /// pool.try_set_permits(3).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore = |client, name| Ok(Counter::new(check_name(client, name, "semaphore")?));
+}
 
-    async fn cx(&self) -> Result<Arc<Ctx>> {
-        state_for(&self.client, self.name()).await
-    }
-
+impl Semaphore {
     /// Sets the number of permits if the semaphore has none set yet; `Ok(false)` if it had.
     ///
     /// # Errors
@@ -577,37 +572,5 @@ impl Semaphore {
             )
             .await?;
         Ok(deleted == 1)
-    }
-}
-
-impl fmt::Debug for Semaphore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Semaphore")
-            .field("name", &self.name())
-            .finish()
-    }
-}
-
-impl Client {
-    /// A [`Semaphore`] (Redisson `RSemaphore`) named `name`.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::InvalidArgument`] for an empty name.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// let pool = client.semaphore("pool")?; // Redisson's getSemaphore("pool")
-    /// pool.try_set_permits(3).await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn semaphore(&self, name: &str) -> Result<Semaphore> {
-        let name = check_name(self, name, "semaphore")?;
-        Ok(Semaphore {
-            client: self.clone(),
-            counter: Arc::new(Counter::new(name)),
-        })
     }
 }

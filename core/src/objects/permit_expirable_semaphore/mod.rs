@@ -4,7 +4,6 @@
 
 mod permit;
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,7 +11,6 @@ use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::AcquireOptions;
-use crate::client::Client;
 use crate::engine::holds::{Acquired, HoldKey, PermitId, Releaser, RenewKind};
 use crate::engine::unowned;
 use crate::engine::wait::{self, Keeper, Outcome};
@@ -24,7 +22,7 @@ use crate::session::Ctx;
 use crate::telemetry::{self, ObjectType};
 use crate::util::RetryPause;
 
-use super::{check_name, ms, state_for};
+use super::{check_name, ms, object_type};
 use crate::layout;
 
 pub use permit::Permit;
@@ -250,55 +248,52 @@ impl Keeper<Arc<str>> for PermitKeeper {
     }
 }
 
-/// A semaphore whose permits have ids and leases, stored exactly as Redisson's
-/// `RPermitExpirableSemaphore`: the available count at the name (shared with
-/// [`Semaphore`](crate::Semaphore)), each taken permit in the sorted set `{name}:timeout` (its 16
-/// random bytes → its expiry), and the channel `redisson_sc:{name}`. An expired permit goes back
-/// to the count at the next operation that looks (any client's).
-///
-/// A permit is released by its id, by anyone (the id can travel to another process or
-/// language). Taken with a lease, it expires after it. **Taken without one, it is kept by this
-/// client's watchdog** (its expiry is pushed back every third of the watchdog timeout) while this
-/// process lives: a crashed holder's permit comes back after the watchdog timeout, a live
-/// holder's never expires, and if it is lost anyway (released by someone else, Redis out of reach
-/// past its expiry) the holder is told, as for a lock ([`Permit::lost`]). Redisson's permits
-/// without a lease never expire, so a crashed holder's never come back.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-/// let seats = client.permit_expirable_semaphore("licences")?;
-/// seats.try_set_permits(10).await?;
-/// let permit = seats.acquire().await?;          // renewed while this process lives
-/// println!("holding {}", permit.id());          // 32 hex characters
-/// permit.release().await?;
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct PermitExpirableSemaphore {
-    client: Client,
-    keys: Arc<Keys>,
-}
-
-impl PermitExpirableSemaphore {
-    /// The semaphore's name: its key in Redis.
+object_type! {
+    /// A semaphore whose permits have ids and leases, stored exactly as Redisson's
+    /// `RPermitExpirableSemaphore`: the available count at the name (shared with
+    /// [`Semaphore`](crate::Semaphore)), each taken permit in the sorted set `{name}:timeout` (its 16
+    /// random bytes → its expiry), and the channel `redisson_sc:{name}`. An expired permit goes back
+    /// to the count at the next operation that looks (any client's).
+    ///
+    /// A permit is released by its id, by anyone (the id can travel to another process or
+    /// language). Taken with a lease, it expires after it. **Taken without one, it is kept by this
+    /// client's watchdog** (its expiry is pushed back every third of the watchdog timeout) while this
+    /// process lives: a crashed holder's permit comes back after the watchdog timeout, a live
+    /// holder's never expires, and if it is lost anyway (released by someone else, Redis out of reach
+    /// past its expiry) the holder is told, as for a lock ([`Permit::lost`]). Redisson's permits
+    /// without a lease never expire, so a crashed holder's never come back.
     ///
     /// # Examples
     ///
     /// ```no_run
     /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// assert_eq!(client.permit_expirable_semaphore("slots")?.name(), "slots");
+    /// let seats = client.permit_expirable_semaphore("licences")?;
+    /// seats.try_set_permits(10).await?;
+    /// let permit = seats.acquire().await?;          // renewed while this process lives
+    /// println!("holding {}", permit.id());          // 32 hex characters
+    /// permit.release().await?;
     /// # Ok(()) }
     /// ```
-    pub fn name(&self) -> &str {
-        &self.keys.name
-    }
+    pub struct PermitExpirableSemaphore { keys: Keys }
+    what = "semaphore", example = "slots";
+    /// A [`PermitExpirableSemaphore`] (Redisson `RPermitExpirableSemaphore`) named `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
+    /// let slots = client.permit_expirable_semaphore("slots")?; // Redisson's getPermitExpirableSemaphore
+    /// slots.try_set_permits(2).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn permit_expirable_semaphore = |client, name| Ok(Keys::new(check_name(client, name, "semaphore")?));
+}
 
-    async fn cx(&self) -> Result<Arc<Ctx>> {
-        state_for(&self.client, self.name()).await
-    }
-
+impl PermitExpirableSemaphore {
     fn semaphore(&self) -> crate::Semaphore {
         self.client.semaphore(self.name()).expect("a checked name")
     }
@@ -803,36 +798,4 @@ fn check_id(name: &str, id: &str) -> Result<Arc<str>> {
         .with_lock(name));
     }
     Ok(Arc::from(id))
-}
-
-impl fmt::Debug for PermitExpirableSemaphore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PermitExpirableSemaphore")
-            .field("name", &self.name())
-            .finish()
-    }
-}
-
-impl Client {
-    /// A [`PermitExpirableSemaphore`] (Redisson `RPermitExpirableSemaphore`) named `name`.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::InvalidArgument`] for an empty name.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # async fn example(client: &crosslock::Client) -> crosslock::Result<()> {
-    /// let slots = client.permit_expirable_semaphore("slots")?; // Redisson's getPermitExpirableSemaphore
-    /// slots.try_set_permits(2).await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn permit_expirable_semaphore(&self, name: &str) -> Result<PermitExpirableSemaphore> {
-        let name = check_name(self, name, "semaphore")?;
-        Ok(PermitExpirableSemaphore {
-            client: self.clone(),
-            keys: Arc::new(Keys::new(name)),
-        })
-    }
 }
