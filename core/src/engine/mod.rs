@@ -83,6 +83,17 @@ pub(crate) enum Waiting {
     Backoff(Backoff),
 }
 
+impl Waiting {
+    /// Subscribe to `channel`, waking as `wake` says, and keep no subscription after a won wait.
+    pub(crate) fn on(channel: &str, wake: WakePolicy) -> Self {
+        Waiting::PubSub {
+            channel: channel.to_owned(),
+            wake,
+            linger: None,
+        }
+    }
+}
+
 /// Pauses between the attempts of a waiter that does not subscribe.
 ///
 /// Redisson's spin lock default is exponential: 1 ms, doubling (plus a little jitter) up to

@@ -72,11 +72,7 @@ impl Protocol for Open {
     }
 
     fn waiting(&self, _holder: &str) -> Waiting {
-        Waiting::PubSub {
-            channel: self.keys.channel.clone(),
-            wake: WakePolicy::Latch,
-            linger: None,
-        }
+        Waiting::on(&self.keys.channel, WakePolicy::Latch)
     }
 
     async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, _request: Request) -> Result<Attempt<()>> {

@@ -88,11 +88,7 @@ pub(crate) fn settled(info: &Info, recorded: usize) -> Option<()> {
 
 /// Waiting on `channel`, woken one waiter at a time by the releases published there.
 pub(crate) fn woken_on(channel: &str) -> Waiting {
-    Waiting::PubSub {
-        channel: channel.to_owned(),
-        wake: WakePolicy::Lock,
-        linger: None,
-    }
+    Waiting::on(channel, WakePolicy::Lock)
 }
 
 /// The script side of a [`Release`].

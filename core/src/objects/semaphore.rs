@@ -73,11 +73,7 @@ impl Protocol for Take {
     }
 
     fn waiting(&self, _holder: &str) -> Waiting {
-        Waiting::PubSub {
-            channel: self.counter.channel.clone(),
-            wake: WakePolicy::Permits,
-            linger: None,
-        }
+        Waiting::on(&self.counter.channel, WakePolicy::Permits)
     }
 
     async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<()>> {

@@ -144,11 +144,7 @@ impl Protocol for Take {
     }
 
     fn waiting(&self, _holder: &str) -> Waiting {
-        Waiting::PubSub {
-            channel: self.keys.channel.clone(),
-            wake: WakePolicy::Permits,
-            linger: None,
-        }
+        Waiting::on(&self.keys.channel, WakePolicy::Permits)
     }
 
     async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<Arc<str>>> {
