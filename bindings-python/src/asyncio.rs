@@ -28,11 +28,9 @@ use std::future::Future;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::task::{Context, Wake, Waker};
 
+use crosslock::host::Ran;
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -432,10 +430,11 @@ impl LaneReader {
 }
 
 /// A core future polled on its event loop's thread: woken from any thread through the queue.
-struct LoopTask {
-    future: Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+type LoopTask = crosslock::host::LoopTask<PyHost>;
+
+/// A [`LoopTask`]'s loop: its queue, and the asyncio future the task completes.
+struct PyHost {
     queue: Arc<Queue>,
-    scheduled: AtomicBool,
     /// The asyncio future, for a poll that panics: it gets a `RuntimeError` rather than never
     /// completing. Let go of on the loop's thread as soon as the core future is done or dropped:
     /// the task itself may be dropped where pyo3 does not know the GIL is held (the destructor of
@@ -445,67 +444,34 @@ struct LoopTask {
     target: Mutex<Option<Py<PyAny>>>,
 }
 
-impl Wake for LoopTask {
-    fn wake(self: Arc<Self>) {
-        if !self.scheduled.swap(true, Ordering::AcqRel) {
-            let task = self.clone();
-            self.queue.push(Box::new(move |_| task.run()));
-        }
+impl crosslock::host::Schedule for PyHost {
+    fn schedule(&self, task: Arc<LoopTask>) {
+        self.queue.push(Box::new(move |_| run(&task)));
     }
 }
 
-impl LoopTask {
-    /// Polls the future once (on the loop's thread); drops it once finished.
-    fn run(self: &Arc<Self>) {
-        self.scheduled.store(false, Ordering::Release);
-        let mut slot = self.future.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(future) = slot.as_mut() else { return };
-        let waker = Waker::from(self.clone());
-        let mut cx = Context::from_waker(&waker);
-        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            match self.queue.lanes.get() {
-                Some(lanes) => lanes.poll(future.as_mut(), &mut cx),
-                None => future.as_mut().poll(&mut cx),
-            }
-        }));
-        match polled {
-            Ok(std::task::Poll::Pending) => {}
-            Ok(std::task::Poll::Ready(())) => {
-                *slot = None;
-                drop(slot);
-                let target = self.target.lock().unwrap_or_else(|e| e.into_inner()).take();
-                if let Some(target) = target {
-                    Python::attach(|py| {
-                        wake_awaiter(py, &self.queue, target.bind(py));
-                        drop(target);
-                    });
-                }
-            }
-            Err(_) => {
-                *slot = None;
-                drop(slot);
-                let target = self.target.lock().unwrap_or_else(|e| e.into_inner()).take();
-                let Some(target) = target else { return };
-                Python::attach(|py| {
-                    settle(py, target.clone_ref(py), |_| {
-                        Err(PyRuntimeError::new_err(
-                            "crosslock: the operation ended without a result (a panic in the \
-                             native module)",
-                        ))
-                    });
-                    wake_awaiter(py, &self.queue, target.bind(py));
-                    drop(target);
-                });
-            }
+/// Polls `task` once (on the loop's thread); once its future is done, wakes the awaiter, and
+/// after a panic fails the asyncio future first.
+fn run(task: &Arc<LoopTask>) {
+    let host = task.host();
+    let ran = task.run(host.queue.lanes.get());
+    if ran == Ran::Pending {
+        return;
+    }
+    let target = host.target.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Some(target) = target else { return };
+    Python::attach(|py| {
+        if ran == Ran::Panicked {
+            settle(py, target.clone_ref(py), |_| {
+                Err(PyRuntimeError::new_err(
+                    "crosslock: the operation ended without a result (a panic in the native \
+                     module)",
+                ))
+            });
         }
-    }
-
-    /// Drops the future now (its caller cancelled): core's cancel-safety cleans up.
-    fn cancel(&self) {
-        let future = self.future.lock().unwrap_or_else(|e| e.into_inner()).take();
-        drop(future);
-        drop(self.target.lock().unwrap_or_else(|e| e.into_inner()).take());
-    }
+        wake_awaiter(py, &host.queue, target.bind(py));
+        drop(target);
+    });
 }
 
 /// Returns an `asyncio.Future` of `future`'s output: the core future is polled on the running
@@ -523,22 +489,23 @@ where
     kwargs.set_item(pyo3::intern!(py, "loop"), &event_loop)?;
     let awaited = future_type.call((), Some(&kwargs))?;
     let target = awaited.clone().unbind();
-    let task = Arc::new(LoopTask {
-        future: Mutex::new(Some(Box::pin(async move {
+    let task = LoopTask::new(
+        async move {
             let output = future.await;
             // On the loop's thread, in a poll: the GIL is this thread's to take.
             Python::attach(|py| settle(py, target, |py| output.into_bound_py_any(py)));
-        }))),
-        queue,
-        scheduled: AtomicBool::new(false),
-        target: Mutex::new(Some(awaited.clone().unbind())),
-    });
+        },
+        PyHost {
+            queue,
+            target: Mutex::new(Some(awaited.clone().unbind())),
+        },
+    );
     awaited.setattr(
         pyo3::intern!(py, "_crosslock_call"),
         Call { task: task.clone() },
     )?;
     awaited.setattr(pyo3::intern!(py, "_crosslock_wakeup"), py.None())?;
-    task.run();
+    run(&task);
     Ok(awaited)
 }
 
@@ -553,5 +520,13 @@ impl Call {
     /// The future was cancelled (not completed): drop the core future now.
     fn cancel(&self) {
         self.task.cancel();
+        let target = self
+            .task
+            .host()
+            .target
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        drop(target);
     }
 }

@@ -39,8 +39,7 @@
 
 use std::future::Future;
 use std::ptr;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{Env, sys};
@@ -57,7 +56,7 @@ pub(crate) mod uv;
 use env::{EnvState, env_state};
 pub(crate) use env::{Registration, close_env_clients, register};
 use queue::{Completion, POLLING_IN, Queue};
-use task::JsTask;
+use task::{JsHost, JsTask};
 
 /// A promise on its way to be settled: settles it exactly once, with `resolve`/`reject`, or, if
 /// the task is dropped without either (it panicked), with an internal error, so no promise is left
@@ -201,19 +200,20 @@ where
     let settle = Settle {
         pending: Some((RawDeferred(deferred), state.queue.clone())),
     };
-    let task = Arc::new(JsTask {
-        future: Mutex::new(Some(Box::pin(async move {
+    let task = JsTask::new(
+        async move {
             let result = work.await;
             settle.with(move |env| {
                 let value = finish(env, result.map_err(|e| error::to_napi(&e))?)?;
                 // SAFETY: on the JavaScript thread (the completion runs there).
                 unsafe { R::to_napi_value(env.raw(), value) }
             });
-        }))),
-        queue: state.queue.clone(),
-        event_loop: state.event_loop.clone(),
-        scheduled: AtomicBool::new(false),
-    });
-    task.run(env);
+        },
+        JsHost {
+            queue: state.queue.clone(),
+            event_loop: state.event_loop.clone(),
+        },
+    );
+    task::run(&task, env);
     Ok(Object::from_raw(env.raw(), promise))
 }

@@ -10,7 +10,7 @@ use napi::{Env, sys};
 
 use super::env::EnvState;
 use super::nudge::{Pace, Paced};
-use super::task::JsTask;
+use super::task::{self, JsTask};
 
 /// Work for the JavaScript thread: poll a woken task (the common case, with no allocation of
 /// its own), or run anything else (settle a promise, let go of a lane's handle).
@@ -22,7 +22,7 @@ pub(super) enum Completion {
 impl Completion {
     fn run(self, env: Env) {
         match self {
-            Completion::Poll(task) => task.run(&env),
+            Completion::Poll(t) => task::run(&t, &env),
             Completion::Run(work) => work(env),
         }
     }

@@ -2,8 +2,11 @@
 //!
 //! A sync binding method starts its call on the caller's thread ([`begin_here`]) and waits for it
 //! there ([`Here::wait`]); a binding's event loop polls core futures on its own thread
-//! ([`EventLoop::poll`]) and watches the sockets core hands it ([`Watcher`], [`Readable`]). An
-//! application that only `.await`s core's futures needs none of this.
+//! ([`EventLoop::poll`], as a [`LoopTask`] woken back onto that thread) and watches the sockets
+//! core hands it ([`Watcher`], [`Readable`]). An application that only `.await`s core's futures
+//! needs none of this.
+
+mod loop_task;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,6 +16,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 
 pub use crate::transport::lane::event_loop::{EventLoop, Readable, Watcher};
+pub use loop_task::{LoopTask, Ran, Schedule};
 
 /// A call [`begin_here`] started on its caller's thread that has to wait.
 ///
