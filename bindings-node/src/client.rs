@@ -72,7 +72,7 @@ pub fn client_defaults() -> ClientDefaults {
 pub struct LostLockEvent {
     /// The lock's name.
     pub name: String,
-    /// The owner number that held it.
+    /// The owner number that held it (0 for a permit, which has none: found by its id).
     pub owner: f64,
     /// The kind of lock (`LockKind.Lock`, `LockKind.WriteLock`, …, `LockKind.Permit`).
     pub kind: crate::lock::LockKind,
@@ -192,7 +192,7 @@ pub fn connect<'env>(
             client.on_lock_lost(move |event| {
                 let event = LostLockEvent {
                     name: event.name,
-                    owner: event.owner.get() as f64,
+                    owner: event.owner.map_or(0.0, |o| o.get() as f64),
                     kind: event.kind.into(),
                     holder: event.holder,
                 };

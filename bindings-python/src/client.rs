@@ -546,7 +546,8 @@ py_twins! {
                             let listener = listener.bind(py);
                             let args = (
                                 lost.name.as_str(),
-                                lost.owner.get(),
+                                // A permit has none: the host finds it by its id.
+                                lost.owner.map_or(0, crosslock::Owner::get),
                                 lost.kind.as_str(),
                                 lost.holder.as_str(),
                             );

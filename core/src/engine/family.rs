@@ -32,6 +32,9 @@ use crate::kinds::LockKind;
 use crate::options::AcquireOptions;
 use crate::telemetry::{self, ObjectType};
 
+/// Why a lock-family hold key has an owner: the family records its holds with `HoldKey::of_owner`.
+const FAMILY_KEY: &str = "a lock-family hold is keyed by its owner";
+
 /// Checks the lease an extend sets, naming the lock in the message.
 pub(crate) fn check_extend_lease(name: &str, lease: Duration) -> Result<()> {
     if lease < Duration::from_millis(1) || lease > MAX_DURATION {
@@ -444,7 +447,7 @@ impl<P: Family> LockCore<P> {
     /// Redis answers; the release script still runs, in the background and bounded, as a
     /// clean-up (on a lock another holder took meanwhile it changes nothing).
     fn release_lost(self: &Arc<Self>, cx: &Arc<Ctx>, key: HoldKey) -> Error {
-        let holder = cx.holder(key.owner(), self.proto.suffix());
+        let holder = cx.holder(key.owner().expect(FAMILY_KEY), self.proto.suffix());
         let before = cx.holds.count(&key).max(1);
         let lease_after = cx.holds.lease_after_release(&key);
         let on_watchdog = cx.holds.on_watchdog(&key);
@@ -515,7 +518,7 @@ impl<P: Family> LockCore<P> {
                 *lock(last) = Some(e.message().to_owned());
             }
         };
-        let holder = cx.holder(key.owner(), self.proto.suffix());
+        let holder = cx.holder(key.owner().expect(FAMILY_KEY), self.proto.suffix());
         let was_lost = cx.holds.is_lost(key);
         let on_watchdog = cx.holds.on_watchdog(key);
         let lease_after = cx.holds.lease_after_release(key);

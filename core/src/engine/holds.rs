@@ -166,12 +166,12 @@ impl HoldKey {
         }
     }
 
-    /// The owner of a lock-family hold. A permit has none: its loss is reported
-    /// ([`LostLock::owner`]) under the number the first 16 hex digits of its id spell.
-    pub(crate) fn owner(&self) -> Owner {
+    /// The owner of a lock-family hold; `None` for a permit, which belongs to nobody (its loss
+    /// is reported with no [`LostLock::owner`], its id as the holder).
+    pub(crate) fn owner(&self) -> Option<Owner> {
         match &self.by {
-            HeldBy::Owner(owner, _) => *owner,
-            HeldBy::Permit(id) => Owner::new((*id.0 >> 64) as u64),
+            HeldBy::Owner(owner, _) => Some(*owner),
+            HeldBy::Permit(_) => None,
         }
     }
 }

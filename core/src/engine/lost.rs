@@ -22,9 +22,12 @@ pub(crate) use crate::telemetry::LostReason;
 pub struct LostLock {
     /// The lock's name.
     pub name: String,
-    /// The owner that held it.
-    pub owner: Owner,
-    /// The holder string Redis stored (`<client-uuid>:<n>`, `…:write` for a write lock).
+    /// The owner that held it; `None` for a permit of a
+    /// [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore), which belongs to nobody
+    /// (`holder` is its id).
+    pub owner: Option<Owner>,
+    /// The holder string Redis stored (`<client-uuid>:<n>`, `…:write` for a write lock; a
+    /// permit's id).
     pub holder: String,
     /// The kind of lock.
     pub kind: LockKind,

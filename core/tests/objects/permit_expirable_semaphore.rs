@@ -8,7 +8,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind};
+use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind, LockKind, LostReason};
 use support::RedisServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,6 +75,9 @@ async fn the_watchdog_keeps_a_live_holders_permit_and_an_expired_one_comes_back(
     )
     .await
     .unwrap();
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let heard = events.clone();
+    client.on_lock_lost(move |lost| heard.lock().unwrap().push(lost));
     let sem = client.permit_expirable_semaphore("kept").unwrap();
     assert!(sem.try_set_permits(2).await.unwrap());
     let kept = sem.acquire().await.unwrap();
@@ -84,6 +87,7 @@ async fn the_watchdog_keeps_a_live_holders_permit_and_an_expired_one_comes_back(
         .unwrap()
         .unwrap();
     let leased_lost = leased.lost().clone();
+    let leased_id = leased.id().to_owned();
     tokio::time::sleep(Duration::from_millis(900)).await;
     assert!(
         !kept.lost().is_cancelled(),
@@ -119,6 +123,25 @@ async fn the_watchdog_keeps_a_live_holders_permit_and_an_expired_one_comes_back(
         .await
         .expect("no lost signal");
     assert!(!lost.is_cancelled());
+    // The listener heard of both (it runs on a runtime thread, after the token): a permit has no
+    // owner, and its holder is its id.
+    support::until("the listener heard of both permits", async || {
+        events.lock().unwrap().len() == 2
+    })
+    .await;
+    let events = events.lock().unwrap();
+    let by_holder = |id: &str| events.iter().find(|e| e.holder == id).cloned();
+    for (id, reason) in [
+        (&*leased_id, LostReason::Expired),
+        (kept.id(), LostReason::Gone),
+    ] {
+        let event = by_holder(id).unwrap_or_else(|| panic!("no event for {id}: {events:?}"));
+        assert_eq!(
+            (event.name.as_str(), event.owner, event.kind, event.reason),
+            ("kept", None, LockKind::Permit, reason),
+            "{event:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
