@@ -516,12 +516,18 @@ async fn another_type_of_value_under_the_name_is_a_wrong_type_and_stays_untouche
                 ErrorKind::WrongType,
                 "{kind} on a {what}: {err}"
             );
-            let err = lock.force_unlock().await.unwrap_err();
-            assert_eq!(
-                err.kind(),
-                ErrorKind::WrongType,
-                "{kind} on a {what}: {err}"
-            );
+            for err in [
+                lock.release_as(Owner::new(1)).await.unwrap_err(),
+                lock.force_unlock().await.unwrap_err(),
+                lock.is_locked().await.unwrap_err(),
+            ] {
+                assert_eq!(
+                    err.kind(),
+                    ErrorKind::WrongType,
+                    "{kind} on a {what}: {err}"
+                );
+                assert!(err.to_string().contains(&name), "{err}");
+            }
             let dumped: Vec<u8> = redis::cmd("DUMP").arg(&name).query(&mut raw).unwrap();
             assert!(!dumped.is_empty());
             let ttl: i64 = redis::cmd("PTTL").arg(&name).query(&mut raw).unwrap();

@@ -433,59 +433,6 @@ async fn release_by_non_holder_changes_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wrong_type_key_is_reported_and_untouched() {
-    let server = RedisServer::start();
-    let client = client(&server).await;
-    let _: () = server.raw().set("plain", "data").unwrap();
-    let lock = client.lock("plain").unwrap();
-    for err in [
-        lock.acquire_as(Owner::new(1), &AcquireOptions::new())
-            .await
-            .unwrap_err(),
-        lock.release_as(Owner::new(1)).await.unwrap_err(),
-        lock.force_unlock().await.unwrap_err(),
-        lock.is_locked().await.unwrap_err(),
-    ] {
-        assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
-        assert!(err.to_string().contains("plain"));
-    }
-    let v: String = server.raw().get("plain").unwrap();
-    assert_eq!(v, "data");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancelled_wait_leaves_nothing_behind() {
-    let server = RedisServer::start();
-    let client = client(&server).await;
-    let lock = client.lock("cancel").unwrap();
-    lock.acquire_as(Owner::new(1), &AcquireOptions::new())
-        .await
-        .unwrap();
-    let token = crosslock::CancellationToken::new();
-    let waiter = {
-        let lock = lock.clone();
-        let options = AcquireOptions::new().cancel(token.clone());
-        tokio::spawn(async move { lock.acquire_as(Owner::new(2), &options).await })
-    };
-    while client.subscribed_channels() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    token.cancel();
-    let err = waiter.await.unwrap().unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Cancelled);
-    lock.release_as(Owner::new(1)).await.unwrap();
-    assert!(
-        !lock.is_locked().await.unwrap(),
-        "the cancelled waiter must not take the lock"
-    );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while client.subscribed_channels() != 0 {
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_server_fails_within_connect_timeout() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
