@@ -304,6 +304,22 @@ class Raw:
             return None
 
 
+def hold_in_thread(lock: Any, **acquire: Any) -> tuple[threading.Event, threading.Event, threading.Thread]:
+    """Acquires ``lock`` in another thread (another holder); set ``release`` to let it go."""
+    held, release = threading.Event(), threading.Event()
+
+    def run():
+        assert lock.acquire(**acquire)
+        held.set()
+        release.wait(30)
+        lock.release()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    assert held.wait(10)
+    return held, release, t
+
+
 def channel(name: str) -> str:
     """Redisson's release channel of lock ``name``."""
     return f"redisson_lock__channel:{{{name}}}" if "{" not in name else f"redisson_lock__channel:{name}"

@@ -3,6 +3,8 @@ import assert from 'node:assert/strict'
 import { createRequire } from 'node:module'
 import { after, before } from 'node:test'
 import { setTimeout as delay } from 'node:timers/promises'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 
 import { startRedis } from './redis-server.mjs'
 import { RawRedis } from './resp.mjs'
@@ -201,4 +203,12 @@ export async function eightWorkersExcludeEachOther (clients, name) {
     }
   }))
   assert.equal(counter, 200)
+}
+
+/** A full garbage collection (V8's `gc()`, exposed; Bun's own), for tests that check what it frees. */
+export function exposedGc () {
+  // Bun's JavaScriptCore takes no V8 flags; its own call collects at once.
+  if (globalThis.Bun) return () => globalThis.Bun.gc(true)
+  setFlagsFromString('--expose-gc')
+  return runInNewContext('gc')
 }
