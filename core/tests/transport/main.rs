@@ -1,5 +1,5 @@
 //! One test binary for how calls reach Redis and what the client sees of it, a module per
-//! concern: a blocking caller's own lane (`begin_here`), which callers get lanes (`lanes`),
+//! concern: the client's connections (`client`), a blocking caller's own lane (`begin_here`), which callers get lanes (`lanes`),
 //! Sentinel and Cluster (failovers, renewal retries), TLS, replica acknowledgements, failures
 //! found in review, the inspector and the watcher. One binary links once: cargo links each file
 //! of `tests/` as a binary of its own. Run one module's tests with
@@ -16,6 +16,7 @@
 mod support;
 
 mod begin_here;
+mod client;
 mod cluster;
 mod cluster_renewal_retries;
 mod failure;
