@@ -358,6 +358,33 @@ pub(crate) fn entered<R>(f: impl FnOnce() -> R) -> R {
     })
 }
 
+/// `future`, polled inside the process runtime's context whoever polls it, so that what it
+/// spawns and the timers and sockets it makes belong to crosslock's runtime rather than to the
+/// caller's. For redis-rs's futures: a connection manager spawns its reconnect (and the new
+/// connection's driver) on the runtime that polls the call that found the connection broken,
+/// and a timer of a runtime that has since shut down panics when polled, which left a client
+/// whose reconnect an application's runtime began failing every later call once that runtime
+/// ended.
+pub(crate) fn in_context<F: Future + Unpin>(future: F) -> InContext<F> {
+    InContext { future }
+}
+
+/// See [`in_context`].
+pub(crate) struct InContext<F> {
+    future: F,
+}
+
+impl<F: Future + Unpin> Future for InContext<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        entered(|| std::pin::Pin::new(&mut self.future).poll(cx))
+    }
+}
+
 /// Whether `handle` is the process runtime's (a task of crosslock's own, where the multiplexed
 /// connections' drivers run), not an application's.
 pub(crate) fn is_process_runtime(handle: &Handle) -> bool {

@@ -179,9 +179,13 @@ impl Client {
         // a release's) does not carry the connect's state inline: 5 KB more per call, allocated
         // and moved each time, and per spawned task.
         Box::pin(async {
+            // In crosslock's runtime, whoever calls (a connect after a fork is made by the first
+            // call): the connections' driver tasks live there (see `runtime::in_context`).
             let state = generation
                 .state
-                .get_or_try_init(|| self.connect_state(&generation))
+                .get_or_try_init(|| {
+                    crate::runtime::in_context(Box::pin(self.connect_state(&generation)))
+                })
                 .await?;
             Ok(state.clone())
         })

@@ -161,10 +161,11 @@ impl redis::aio::ConnectionLike for Handle {
         &'a mut self,
         cmd: &'a redis::Cmd,
     ) -> redis::RedisFuture<'a, redis::Value> {
-        match self {
+        // In crosslock's runtime, whoever calls: see `runtime::in_context`.
+        Box::pin(crate::runtime::in_context(match self {
             Handle::Node(m) => m.req_packed_command(cmd),
             Handle::Cluster(c) => c.req_packed_command(cmd),
-        }
+        }))
     }
 
     fn req_packed_commands<'a>(
@@ -173,10 +174,10 @@ impl redis::aio::ConnectionLike for Handle {
         offset: usize,
         count: usize,
     ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
-        match self {
+        Box::pin(crate::runtime::in_context(match self {
             Handle::Node(m) => m.req_packed_commands(pipeline, offset, count),
             Handle::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
+        }))
     }
 
     fn get_db(&self) -> i64 {
@@ -593,6 +594,7 @@ impl Conn {
                         .and_then(redis::Value::extract_error)
                         .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
                 };
+                let ask = crate::runtime::in_context(Box::pin(ask));
                 tokio::time::timeout(self.inner.response_timeout, ask).await
             }
             mut manager => {

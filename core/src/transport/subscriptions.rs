@@ -65,7 +65,9 @@ impl Conn {
     {
         let manager = self.manager();
         self.touch();
-        match tokio::time::timeout(self.inner.response_timeout, command(manager)).await {
+        // In crosslock's runtime, whoever calls: see `runtime::in_context`.
+        let command = crate::runtime::in_context(Box::pin(command(manager)));
+        match tokio::time::timeout(self.inner.response_timeout, command).await {
             Ok(reply) => reply.map_err(|e| Error::from_redis(e, What::Connection)),
             Err(_) => Err(Error::no_answer(
                 What::Connection,

@@ -253,3 +253,64 @@ async fn a_script_flushed_from_redis_is_sent_whole_again() {
         "and by its SHA1 after that"
     );
 }
+
+/// A reconnect a call begins is crosslock's own work, whichever runtime polls the call: the
+/// application's runtime ending while the reconnect waits for the server (a test's runtime, a
+/// short-lived one) must leave the client working for the calls after it, on any runtime, and
+/// crosslock's own tasks unharmed. (redis-rs spawns a reconnect, and the new connection's
+/// driver, on the runtime that polls the call that found the connection broken; a timer of a
+/// runtime that has shut down panics when polled again, and the shared reconnect then fails
+/// every later call with "inner future panicked".)
+#[test]
+fn a_reconnect_begun_on_a_runtime_that_then_ends_leaves_the_client_working() {
+    let mut server = RedisServer::start();
+    let port = server.port;
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let second = runtime();
+    // Every call on the client's own connection (no lanes), where reconnects happen.
+    let options = ClientOptions::new()
+        .lanes(crosslock::Lanes::Off)
+        .connect_timeout(Duration::from_secs(5));
+    let client = second
+        .block_on(Client::connect_with(&server.url(), options))
+        .unwrap();
+    let lock = client.lock("reconnect-runtime").unwrap();
+    second.block_on(lock.is_locked()).unwrap();
+    server.kill();
+    // The reconnects the lost connection began by itself give up meanwhile (the server is down).
+    std::thread::sleep(Duration::from_secs(1));
+    let first = runtime();
+    first.block_on(async {
+        // Calls that find the connection broken and begin reconnects, which wait for the server.
+        for _ in 0..40 {
+            let _ = tokio::time::timeout(Duration::from_millis(10), lock.is_locked()).await;
+            tokio::time::sleep(Duration::from_millis(15)).await;
+        }
+    });
+    drop(first);
+    let _server = RedisServer::start_on(port);
+    let answered = second.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            match tokio::time::timeout(Duration::from_secs(2), lock.is_locked()).await {
+                Ok(Ok(locked)) => return locked,
+                _ if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                other => panic!("the client never answered again: {other:?}"),
+            }
+        }
+    });
+    assert!(!answered);
+    // And a hold still renews: crosslock's own tasks were not left on the ended runtime either.
+    let guard = second
+        .block_on(lock.acquire_with(AcquireOptions::new().owner(Owner::new(1))))
+        .unwrap();
+    second.block_on(guard.release()).unwrap();
+}

@@ -194,6 +194,7 @@ pub(in crate::transport) async fn ask_one_master(
             .await
             .and_then(redis::Value::extract_error)
     };
+    let asked = crate::runtime::in_context(Box::pin(asked));
     match tokio::time::timeout(response, asked).await {
         Ok(Ok(_)) => Ok(None),
         Ok(Err(e)) if e.code().is_some() => Ok(Some(e)),

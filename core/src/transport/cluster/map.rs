@@ -135,6 +135,7 @@ impl Conn {
             let reply = cluster.route_command(cmd, routing).await;
             reply.and_then(redis::Value::extract_error)
         };
+        let ask = crate::runtime::in_context(Box::pin(ask));
         tokio::time::timeout(self.inner.response_timeout, ask)
             .await
             .ok()
