@@ -2,9 +2,11 @@
 //! type. A new type is added to `KINDS`, not re-tested by copy (type-specific behaviour lives in
 //! `objects/<stem>.rs`).
 //!
-//! A binary of its own, not a module of `objects`: its watchdog cases renew every 100 ms, and run
-//! beside the object suites in one process they saw the renewal loop held up past a lease (about
-//! 1 run in 15; the object suites share crosslock's runtime threads with them).
+//! A binary of its own, not a module of `objects`: its watchdog cases renew every 100 ms, the
+//! suite most sensitive to anything else holding crosslock's runtime threads. Run beside the
+//! object suites they once saw the renewal loop held up past a lease (about 1 run in 15), traced
+//! to redis-rs reconnects begun on test runtimes that then ended (fixed: `runtime::in_context`;
+//! `transport/client.rs` has the case).
 
 // Tests fail loudly: an unwrap outside a #[test] fn is still a test helper.
 #![allow(clippy::unwrap_used)]
