@@ -16,7 +16,7 @@ use crate::runtime;
 use crate::session::Ctx;
 use crate::transport::ReplicaAcks;
 
-use super::settle::give_back_settled;
+use super::settle::{give_back_settled, settle_and_give_back};
 use super::{Heard, Keeper, Outcome, Shared};
 
 impl<P: Protocol> Shared<P> {
@@ -140,20 +140,16 @@ impl<P: Protocol> InFlight<P> {
             let _running = running;
             let result = future.await;
             heard.note(&result, true);
-            let won = match result {
-                Ok(Attempt::Won(_)) => true,
+            let deadline = Instant::now() + cx.outage_tolerance;
+            match result {
+                Ok(Attempt::Won(_)) => {
+                    give_back_settled(&proto, &cx, &request, &keeper, deadline).await;
+                }
                 // The reply was lost: ask Redis (on the same connection, after the attempt).
                 Err(e) if e.is_unanswered() && proto.can_settle() => {
-                    matches!(
-                        proto.settle(&cx, &request.holder, keeper.recorded()).await,
-                        Ok(Some(_))
-                    )
+                    settle_and_give_back(&proto, &cx, &request, &keeper, deadline).await;
                 }
-                _ => false,
-            };
-            if won {
-                let deadline = Instant::now() + cx.outage_tolerance;
-                give_back_settled(&proto, &cx, &request, &keeper, deadline).await;
+                _ => {}
             }
             let _ = proto.give_up(cx, request).await;
         }))

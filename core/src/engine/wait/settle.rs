@@ -1,7 +1,7 @@
 //! Settling what an attempt whose reply was lost may have won: asking Redis before trying again
 //! ([`settle_unanswered`]), settling in the background once the wait ends first
-//! ([`abandon_unsettled`]), and giving back such a win without giving it back twice
-//! ([`give_back_settled`]).
+//! ([`abandon_unsettled`], [`settle_and_give_back`]), and giving back such a win without giving it
+//! back twice ([`give_back_settled`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -164,21 +164,30 @@ fn abandon_unsettled<P: Protocol>(s: &Shared<P>) -> JoinHandle<()> {
     runtime::spawn(async move {
         let _running = running;
         let deadline = Instant::now() + cx.outage_tolerance;
-        loop {
-            match proto.settle(&cx, &request.holder, keeper.recorded()).await {
-                Ok(Some(_)) => {
-                    give_back_settled(&proto, &cx, &request, &keeper, deadline).await;
-                    break;
-                }
-                Ok(None) => break,
-                Err(e) if e.is_unavailable() && Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(_) => break,
-            }
-        }
+        settle_and_give_back(&proto, &cx, &request, &keeper, deadline).await;
         let _ = proto.give_up(cx, request).await;
     })
+}
+
+/// Asks Redis whether an abandoned attempt whose answer was lost won, again while Redis does not
+/// answer (the question's own answer can be lost too: a pause longer than two response timeouts
+/// loses both), until `deadline`; gives back a win.
+pub(super) async fn settle_and_give_back<P: Protocol>(
+    proto: &Arc<P>,
+    cx: &Arc<Ctx>,
+    request: &Request,
+    keeper: &Arc<dyn Keeper<P::Won>>,
+    deadline: Instant,
+) {
+    loop {
+        match proto.settle(cx, &request.holder, keeper.recorded()).await {
+            Ok(Some(_)) => return give_back_settled(proto, cx, request, keeper, deadline).await,
+            Err(e) if e.is_unavailable() && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            _ => return,
+        }
+    }
 }
 
 /// Gives back the hold an abandoned attempt won. A give-back that gets no answer may or may not
