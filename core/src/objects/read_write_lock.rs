@@ -79,35 +79,34 @@ impl Rw {
     }
 }
 
-/// The read lock's protocol.
+/// One half of a read-write lock: the read lock ([`Read`]) or the write lock ([`Write`], whose
+/// holder strings end in `:write`). The halves share the name, the channel and the info and
+/// force-unlock scripts; they differ in their acquire and release scripts, the write lock's
+/// suffix and upgrade check, and how a read hold is renewed (its timeout key too).
 #[derive(Debug)]
-pub(crate) struct Read {
+pub(crate) struct Half<const WRITE: bool> {
     rw: Rw,
 }
 
-impl Read {
-    /// The caller's timeout-key prefix: `<{name}>:<holder>:rwlock_timeout`.
+/// The read lock's protocol.
+pub(crate) type Read = Half<false>;
+
+/// The write lock's protocol.
+pub(crate) type Write = Half<true>;
+
+impl<const WRITE: bool> Half<WRITE> {
+    /// The half's word in the shared scripts' arguments.
+    const WHICH: &'static str = if WRITE { "write" } else { "read" };
+
+    /// A reader's timeout-key prefix: `<{name}>:<holder>:rwlock_timeout`.
     fn timeout_prefix(&self, holder: &str) -> String {
         layout::rw_timeout_prefix(&self.rw.name, holder)
     }
-}
 
-impl Protocol for Read {
-    type Won = ();
-
-    fn name(&self) -> &Arc<str> {
-        &self.rw.name
-    }
-
-    fn waiting(&self, _holder: &str) -> Waiting {
-        self.rw.waiting()
-    }
-
-    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<()>> {
+    async fn acquire_read(&self, cx: &Ctx, request: &Request) -> Result<Option<i64>> {
         let prefix = self.timeout_prefix(&request.holder);
         let write = format!("{}:write", request.holder);
-        let reply: Option<i64> = cx
-            .conn
+        cx.conn
             .eval_synced(
                 &request.acks,
                 &scripts::READ_ACQUIRE,
@@ -115,37 +114,32 @@ impl Protocol for Read {
                 &[&ms(request.lease), &&*request.holder, &write],
                 Some(&self.rw.name),
             )
-            .await?;
-        Ok(won_or_busy(reply))
+            .await
     }
 
-    async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<()>> {
-        Ok(settled(&self.rw.info(cx, holder, "read").await?, recorded))
+    async fn acquire_write(&self, cx: &Ctx, request: &Request) -> Result<Option<i64>> {
+        let reader = request
+            .holder
+            .strip_suffix(":write")
+            .unwrap_or(&request.holder)
+            .to_owned();
+        cx.conn
+            .eval_synced(
+                &request.acks,
+                &scripts::WRITE_ACQUIRE,
+                &[&self.rw.name],
+                &[&ms(request.lease), &&*request.holder, &reader],
+                Some(&self.rw.name),
+            )
+            .await
     }
 
-    give_back_by_release!();
-}
-
-impl Family for Read {
-    const KIND: LockKind = LockKind::ReadLock;
-
-    fn for_name(name: Arc<str>) -> Self {
-        Read { rw: Rw::new(name) }
-    }
-
-    fn renew_kind(name: &Arc<str>) -> RenewKind {
-        RenewKind::Read {
-            prefix: read_key_prefix(name),
-        }
-    }
-
-    /// Runs the read release script (a read hold's lease is its timeout key's: `lease_after`
-    /// is not used).
-    async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
+    /// The read release script (a read hold's lease is its timeout key's: `lease_after` is not
+    /// used).
+    async fn release_read(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<i64>> {
         let (_, retry, count) = release.args();
         let prefix = self.timeout_prefix(holder);
-        let reply: Option<i64> = cx
-            .conn
+        cx.conn
             .eval(
                 &scripts::READ_RELEASE,
                 &[
@@ -157,78 +151,30 @@ impl Family for Read {
                 &[&"0", &holder, &cx.conn.publish_command(), &retry, &count],
                 Some(&self.rw.name),
             )
-            .await?;
-        Ok(reply.map(|r| r == 1))
+            .await
     }
 
-    async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
-        self.rw.force_unlock(cx, "read").await
-    }
-
-    async fn info(&self, cx: &Ctx, holder: &str) -> Result<Info> {
-        self.rw.info(cx, holder, "read").await
-    }
-
-    fn token(_won: &()) -> Option<u64> {
-        None
-    }
-}
-
-/// The write lock's protocol (holder strings end in `:write`).
-#[derive(Debug)]
-pub(crate) struct Write {
-    rw: Rw,
-}
-
-impl Protocol for Write {
-    type Won = ();
-
-    fn name(&self) -> &Arc<str> {
-        &self.rw.name
-    }
-
-    fn waiting(&self, _holder: &str) -> Waiting {
-        self.rw.waiting()
-    }
-
-    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<()>> {
-        let reader = request
-            .holder
-            .strip_suffix(":write")
-            .unwrap_or(&request.holder)
-            .to_owned();
-        let reply: Option<i64> = cx
-            .conn
-            .eval_synced(
-                &request.acks,
-                &scripts::WRITE_ACQUIRE,
-                &[&self.rw.name],
-                &[&ms(request.lease), &&*request.holder, &reader],
+    async fn release_write(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<i64>> {
+        let (lease_after, retry, count) = release.args();
+        cx.conn
+            .eval(
+                &scripts::WRITE_RELEASE,
+                &[&self.rw.name, &self.rw.channel],
+                &[
+                    &"1",
+                    &lease_after,
+                    &holder,
+                    &cx.conn.publish_command(),
+                    &retry,
+                    &count,
+                ],
                 Some(&self.rw.name),
             )
-            .await?;
-        Ok(won_or_busy(reply))
+            .await
     }
 
-    async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<()>> {
-        Ok(settled(&self.rw.info(cx, holder, "write").await?, recorded))
-    }
-
-    give_back_by_release!();
-}
-
-impl Family for Write {
-    const KIND: LockKind = LockKind::WriteLock;
-
-    fn for_name(name: Arc<str>) -> Self {
-        Write { rw: Rw::new(name) }
-    }
-
-    fn suffix(&self) -> Suffix {
-        Suffix::Write
-    }
-
-    fn precheck(&self, cx: &Ctx, owner: Owner) -> Result<()> {
+    /// The write lock refuses an upgrade: its owner holding the read lock but not the write lock.
+    fn refuse_upgrade(&self, cx: &Ctx, owner: Owner) -> Result<()> {
         let read = HoldKey::of_owner(self.rw.name.clone(), owner, Suffix::None);
         let write = HoldKey::of_owner(self.rw.name.clone(), owner, Suffix::Write);
         if cx.holds.count(&read) > 0 && cx.holds.count(&write) == 0 && !cx.holds.is_lost(&read) {
@@ -245,35 +191,82 @@ impl Family for Write {
         }
         Ok(())
     }
+}
 
-    /// Runs the write release script.
+impl<const WRITE: bool> Protocol for Half<WRITE> {
+    type Won = ();
+
+    fn name(&self) -> &Arc<str> {
+        &self.rw.name
+    }
+
+    fn waiting(&self, _holder: &str) -> Waiting {
+        self.rw.waiting()
+    }
+
+    async fn attempt(self: Arc<Self>, cx: Arc<Ctx>, request: Request) -> Result<Attempt<()>> {
+        let reply = match WRITE {
+            true => self.acquire_write(&cx, &request).await?,
+            false => self.acquire_read(&cx, &request).await?,
+        };
+        Ok(won_or_busy(reply))
+    }
+
+    async fn settle(&self, cx: &Ctx, holder: &str, recorded: usize) -> Result<Option<()>> {
+        Ok(settled(
+            &self.rw.info(cx, holder, Self::WHICH).await?,
+            recorded,
+        ))
+    }
+
+    give_back_by_release!();
+}
+
+impl<const WRITE: bool> Family for Half<WRITE> {
+    const KIND: LockKind = if WRITE {
+        LockKind::WriteLock
+    } else {
+        LockKind::ReadLock
+    };
+
+    fn for_name(name: Arc<str>) -> Self {
+        Half { rw: Rw::new(name) }
+    }
+
+    fn suffix(&self) -> Suffix {
+        if WRITE { Suffix::Write } else { Suffix::None }
+    }
+
+    fn renew_kind(name: &Arc<str>) -> RenewKind {
+        match WRITE {
+            true => RenewKind::Hash,
+            false => RenewKind::Read {
+                prefix: read_key_prefix(name),
+            },
+        }
+    }
+
+    fn precheck(&self, cx: &Ctx, owner: Owner) -> Result<()> {
+        match WRITE {
+            true => self.refuse_upgrade(cx, owner),
+            false => Ok(()),
+        }
+    }
+
     async fn release(&self, cx: &Ctx, holder: &str, release: Release) -> Result<Option<bool>> {
-        let (lease_after, retry, count) = release.args();
-        let reply: Option<i64> = cx
-            .conn
-            .eval(
-                &scripts::WRITE_RELEASE,
-                &[&self.rw.name, &self.rw.channel],
-                &[
-                    &"1",
-                    &lease_after,
-                    &holder,
-                    &cx.conn.publish_command(),
-                    &retry,
-                    &count,
-                ],
-                Some(&self.rw.name),
-            )
-            .await?;
+        let reply = match WRITE {
+            true => self.release_write(cx, holder, release).await?,
+            false => self.release_read(cx, holder, release).await?,
+        };
         Ok(reply.map(|r| r == 1))
     }
 
     async fn force_unlock(&self, cx: &Ctx) -> Result<bool> {
-        self.rw.force_unlock(cx, "write").await
+        self.rw.force_unlock(cx, Self::WHICH).await
     }
 
     async fn info(&self, cx: &Ctx, holder: &str) -> Result<Info> {
-        self.rw.info(cx, holder, "write").await
+        self.rw.info(cx, holder, Self::WHICH).await
     }
 
     fn token(_won: &()) -> Option<u64> {
