@@ -24,7 +24,7 @@ use crate::session::Client;
 use crate::session::Ctx;
 use crate::util::{RetryPause, lock};
 
-use super::holds::{Acquired, HoldKey, Releaser, RenewKind, Suffix};
+use super::holds::{Acquired, Closing, HoldKey, Releaser, RenewKind, Suffix};
 use super::lost::LostReason;
 use super::wait::{self, Keeper, Outcome};
 use super::{MAX_DURATION, Protocol, Request};
@@ -164,12 +164,7 @@ impl<P: Family> Releaser for ByName<P> {
         P::renew_kind(name)
     }
 
-    fn release_on_close(
-        &self,
-        cx: Arc<Ctx>,
-        name: Arc<str>,
-        holder: Arc<str>,
-    ) -> BoxFuture<'static, Result<()>> {
+    fn release_on_close(&self, cx: Arc<Ctx>, name: Arc<str>, holder: Arc<str>) -> Closing {
         Box::pin(async move {
             let proto = P::for_name(name);
             proto.release(&cx, &holder, Release::All).await.map(|_| ())

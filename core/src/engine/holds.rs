@@ -63,13 +63,11 @@ pub(crate) trait Releaser: Send + Sync + 'static {
     /// How a hold of the object named `name` is renewed.
     fn renew_kind(&self, name: &Arc<str>) -> RenewKind;
     /// Drops every hold of `holder` on the object named `name` at once (the client is closing).
-    fn release_on_close(
-        &self,
-        cx: Arc<Ctx>,
-        name: Arc<str>,
-        holder: Arc<str>,
-    ) -> BoxFuture<'static, Result<()>>;
+    fn release_on_close(&self, cx: Arc<Ctx>, name: Arc<str>, holder: Arc<str>) -> Closing;
 }
+
+/// A [`Releaser::release_on_close`] under way.
+pub(crate) type Closing = BoxFuture<'static, Result<()>>;
 
 /// A hold taken away by [`Holds::drain`]: what releasing it takes.
 pub(crate) struct Drained {

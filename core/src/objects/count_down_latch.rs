@@ -7,55 +7,23 @@ use crate::AcquireOptions;
 use crate::engine::unowned;
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy};
 use crate::error::{Error, ErrorKind, Result};
-use crate::scripts::{self, Lua};
+use crate::scripts;
 use crate::session::Ctx;
 use crate::telemetry::{self, ObjectType};
-use crate::transport::ToArg;
 
+use super::keyed::Keyed;
 use super::{check_name_with, object_type};
 use crate::layout;
 
 const KIND: &str = "latch";
 
-#[derive(Debug)]
-struct Keys {
-    name: Arc<str>,
-    /// `redisson_countdownlatch__channel__{name}`: braces always added, as Redisson does.
-    channel: String,
-}
+/// A latch's count (at its name) and channel.
+type Keys = Keyed;
 
-impl Keys {
+impl Keyed {
     /// The count now (none: 0, open).
     async fn count(&self, cx: &Ctx) -> Result<i64> {
-        cx.conn
-            .eval(
-                &scripts::LATCH_COUNT,
-                &[&self.name],
-                &[],
-                (KIND, &*self.name),
-            )
-            .await
-    }
-
-    /// Runs a script that may publish on the channel: keys `[name, channel]`, then `args` and
-    /// the publish command.
-    async fn eval_publishing<T: redis::FromRedisValue>(
-        &self,
-        cx: &Ctx,
-        script: &Lua,
-        args: &[&dyn ToArg],
-    ) -> Result<T> {
-        let publish = cx.conn.publish_command();
-        let mut args = args.to_vec();
-        args.push(&publish);
-        cx.conn
-            .eval(
-                script,
-                &[&self.name, &self.channel],
-                &args,
-                (KIND, &*self.name),
-            )
-            .await
+        self.eval(cx, &scripts::LATCH_COUNT, &[]).await
     }
 }
 
@@ -139,7 +107,7 @@ object_type! {
     pub fn count_down_latch = |client, name| {
         let channel = layout::latch_channel(name);
         let name = check_name_with(client, name, "latch", [channel.clone()])?;
-        Ok(Keys { name, channel })
+        Ok(Keyed::new(name, channel, KIND))
     };
 }
 
@@ -168,11 +136,7 @@ impl CountDownLatch {
         crate::limits::LATCH_COUNT
             .check(count, &format!("the count of latch '{}'", self.name()))
             .map_err(|e| e.with_lock(self.name()))?;
-        let cx = self.cx().await?;
-        let set: i64 = self
-            .keys
-            .eval_publishing(&cx, &scripts::LATCH_TRY_SET, &[&count])
-            .await?;
+        let set: i64 = self.publishing(&scripts::LATCH_TRY_SET, &[&count]).await?;
         Ok(set == 1)
     }
 
@@ -195,11 +159,7 @@ impl CountDownLatch {
     /// # Ok(()) }
     /// ```
     pub async fn count_down(&self) -> Result<u64> {
-        let cx = self.cx().await?;
-        let left: i64 = self
-            .keys
-            .eval_publishing(&cx, &scripts::LATCH_COUNT_DOWN, &[])
-            .await?;
+        let left: i64 = self.publishing(&scripts::LATCH_COUNT_DOWN, &[]).await?;
         Ok(left.max(0) as u64)
     }
 
@@ -360,11 +320,17 @@ impl CountDownLatch {
     /// # Ok(()) }
     /// ```
     pub async fn delete(&self) -> Result<bool> {
-        let cx = self.cx().await?;
-        let deleted: i64 = self
-            .keys
-            .eval_publishing(&cx, &scripts::LATCH_DELETE, &[])
-            .await?;
+        let deleted: i64 = self.publishing(&scripts::LATCH_DELETE, &[]).await?;
         Ok(deleted == 1)
+    }
+
+    /// Runs one of the latch's publishing scripts ([`Keyed::eval_publishing`]).
+    async fn publishing<T: redis::FromRedisValue>(
+        &self,
+        script: &crate::scripts::Lua,
+        args: &[&dyn crate::transport::ToArg],
+    ) -> Result<T> {
+        let cx = self.cx().await?;
+        self.keys.eval_publishing(&cx, script, args).await
     }
 }

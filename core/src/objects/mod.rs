@@ -6,6 +6,7 @@ pub(crate) mod fair_lock;
 pub(crate) mod fenced_lock;
 pub(crate) mod group_lock;
 pub(crate) mod hash;
+pub(crate) mod keyed;
 pub(crate) mod lock;
 pub(crate) mod multi_lock;
 pub(crate) mod non_reentrant_lock;

@@ -11,49 +11,36 @@ use crate::scripts;
 use crate::session::Ctx;
 use crate::telemetry::{self, ObjectType};
 
+use super::keyed::Keyed;
 use super::{check_name, object_type};
 use crate::layout;
 
 const KIND: &str = "semaphore";
 
-/// The counter and channel of one semaphore.
-#[derive(Debug)]
-pub(crate) struct Counter {
-    pub(crate) name: Arc<str>,
-    /// `redisson_sc:{name}`: the permits available after each release.
-    pub(crate) channel: String,
-}
+/// A semaphore's counter (at its name) and channel.
+pub(crate) type Counter = Keyed;
 
-impl Counter {
-    pub(crate) fn new(name: Arc<str>) -> Self {
+impl Keyed {
+    /// The counter of the semaphore named `name` (a checked name).
+    fn counter(name: Arc<str>) -> Self {
         let channel = layout::semaphore_channel(&name);
-        Counter { name, channel }
+        Keyed::new(name, channel, KIND)
     }
 
-    pub(crate) async fn release(&self, cx: &Ctx, permits: u32, kind: &'static str) -> Result<i64> {
-        cx.conn
-            .eval(
-                &scripts::SEMAPHORE_RELEASE,
-                &[&self.name, &self.channel],
-                &[&permits, &cx.conn.publish_command()],
-                (kind, &*self.name),
-            )
+    /// Gives `permits` back, creating the counter; the permits available after.
+    async fn release(&self, cx: &Ctx, permits: u32) -> Result<i64> {
+        self.eval_publishing(cx, &scripts::SEMAPHORE_RELEASE, &[&permits])
             .await
     }
 
     /// As [`release`](Self::release), but an absent counter stays absent: `None` then.
-    pub(crate) async fn release_if_exists(
-        &self,
-        cx: &Ctx,
-        permits: u32,
-        kind: &'static str,
-    ) -> Result<Option<i64>> {
+    async fn release_if_exists(&self, cx: &Ctx, permits: u32) -> Result<Option<i64>> {
         cx.conn
             .eval(
                 &scripts::SEMAPHORE_RELEASE,
                 &[&self.name, &self.channel],
                 &[&permits, &cx.conn.publish_command(), &"if_exists"],
-                (kind, &*self.name),
+                (KIND, &*self.name),
             )
             .await
     }
@@ -102,16 +89,8 @@ impl Protocol for Take {
         Ok(None)
     }
 
-    async fn give_back(
-        self: Arc<Self>,
-        cx: Arc<Ctx>,
-        _holder: Arc<str>,
-        _lease: Duration,
-    ) -> Result<()> {
-        self.counter
-            .release(&cx, self.permits, KIND)
-            .await
-            .map(|_| ())
+    async fn give_back(self: Arc<Self>, cx: Arc<Ctx>, _: Arc<str>, _: Duration) -> Result<()> {
+        self.counter.release(&cx, self.permits).await.map(|_| ())
     }
 }
 
@@ -158,7 +137,7 @@ object_type! {
     /// pool.try_set_permits(3).await?;
     /// # Ok(()) }
     /// ```
-    pub fn semaphore = |client, name| Ok(Counter::new(check_name(client, name, "semaphore")?));
+    pub fn semaphore = |client, name| Ok(Keyed::counter(check_name(client, name, "semaphore")?));
 }
 
 impl Semaphore {
@@ -185,14 +164,9 @@ impl Semaphore {
     /// ```
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         let cx = self.cx().await?;
-        let set: i64 = cx
-            .conn
-            .eval(
-                &scripts::SEMAPHORE_TRY_SET,
-                &[&self.counter.name, &self.counter.channel],
-                &[&permits, &cx.conn.publish_command()],
-                (KIND, self.name()),
-            )
+        let set: i64 = self
+            .counter
+            .eval_publishing(&cx, &scripts::SEMAPHORE_TRY_SET, &[&permits])
             .await?;
         Ok(set == 1)
     }
@@ -226,13 +200,8 @@ impl Semaphore {
             )
             .map_err(|e| e.with_lock(self.name()))?;
         let cx = self.cx().await?;
-        cx.conn
-            .eval(
-                &scripts::SEMAPHORE_ADD,
-                &[&self.counter.name, &self.counter.channel],
-                &[&permits, &cx.conn.publish_command()],
-                (KIND, self.name()),
-            )
+        self.counter
+            .eval_publishing(&cx, &scripts::SEMAPHORE_ADD, &[&permits])
             .await
     }
 
@@ -255,13 +224,8 @@ impl Semaphore {
     /// ```
     pub async fn available_permits(&self) -> Result<i64> {
         let cx = self.cx().await?;
-        cx.conn
-            .eval(
-                &scripts::SEMAPHORE_AVAILABLE,
-                &[&self.counter.name],
-                &[],
-                (KIND, self.name()),
-            )
+        self.counter
+            .eval(&cx, &scripts::SEMAPHORE_AVAILABLE, &[])
             .await
     }
 
@@ -285,14 +249,7 @@ impl Semaphore {
     /// ```
     pub async fn drain_permits(&self) -> Result<i64> {
         let cx = self.cx().await?;
-        cx.conn
-            .eval(
-                &scripts::SEMAPHORE_DRAIN,
-                &[&self.counter.name],
-                &[],
-                (KIND, self.name()),
-            )
-            .await
+        self.counter.eval(&cx, &scripts::SEMAPHORE_DRAIN, &[]).await
     }
 
     /// Gives `permits` back (anyone may: permits have no owner) and wakes waiters.
@@ -319,7 +276,7 @@ impl Semaphore {
     pub async fn release(&self, permits: u32) -> Result<()> {
         self.check_release(permits)?;
         let cx = self.cx().await?;
-        self.counter.release(&cx, permits, KIND).await.map(|_| ())
+        self.counter.release(&cx, permits).await.map(|_| ())
     }
 
     /// Gives `permits` back only if the semaphore exists (Redisson's `releaseIfExists`): whether
@@ -348,7 +305,7 @@ impl Semaphore {
         self.check_release(permits)?;
         let cx = self.cx().await?;
         self.counter
-            .release_if_exists(&cx, permits, KIND)
+            .release_if_exists(&cx, permits)
             .await
             .map(|available| available.is_some())
     }
@@ -558,14 +515,9 @@ impl Semaphore {
     /// ```
     pub async fn delete(&self) -> Result<bool> {
         let cx = self.cx().await?;
-        let deleted: i64 = cx
-            .conn
-            .eval(
-                &scripts::COUNTER_DELETE,
-                &[&self.counter.name],
-                &[&"a permit count"],
-                (KIND, self.name()),
-            )
+        let deleted: i64 = self
+            .counter
+            .eval(&cx, &scripts::COUNTER_DELETE, &[&"a permit count"])
             .await?;
         Ok(deleted == 1)
     }

@@ -50,12 +50,7 @@ impl Releaser for NoRelease {
     fn renew_kind(&self, _: &Arc<str>) -> RenewKind {
         RenewKind::Hash
     }
-    fn release_on_close(
-        &self,
-        _: Arc<Ctx>,
-        _: Arc<str>,
-        _: Arc<str>,
-    ) -> BoxFuture<'static, Result<()>> {
+    fn release_on_close(&self, _: Arc<Ctx>, _: Arc<str>, _: Arc<str>) -> Closing {
         Box::pin(async { Ok(()) })
     }
 }

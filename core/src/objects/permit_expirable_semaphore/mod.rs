@@ -11,7 +11,7 @@ use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::AcquireOptions;
-use crate::engine::holds::{Acquired, HoldKey, PermitId, Releaser, RenewKind};
+use crate::engine::holds::{Acquired, Closing, HoldKey, PermitId, Releaser, RenewKind};
 use crate::engine::unowned;
 use crate::engine::wait::{self, Keeper, Outcome};
 use crate::engine::{Attempt, Protocol, Request, Waiting, WakePolicy, epoch_ms};
@@ -175,12 +175,7 @@ impl Protocol for Take {
         Ok((expiry >= 0).then(|| self.id.clone()))
     }
 
-    async fn give_back(
-        self: Arc<Self>,
-        cx: Arc<Ctx>,
-        _holder: Arc<str>,
-        _lease: Duration,
-    ) -> Result<()> {
+    async fn give_back(self: Arc<Self>, cx: Arc<Ctx>, _: Arc<str>, _: Duration) -> Result<()> {
         self.keys.release(&cx, &self.id).await.map(|_| ())
     }
 }
@@ -196,12 +191,7 @@ impl Releaser for PermitReleaser {
         }
     }
 
-    fn release_on_close(
-        &self,
-        cx: Arc<Ctx>,
-        name: Arc<str>,
-        holder: Arc<str>,
-    ) -> BoxFuture<'static, Result<()>> {
+    fn release_on_close(&self, cx: Arc<Ctx>, name: Arc<str>, holder: Arc<str>) -> Closing {
         Box::pin(async move { Keys::new(name).release(&cx, &holder).await.map(|_| ()) })
     }
 }
