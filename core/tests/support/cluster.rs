@@ -264,18 +264,13 @@ impl Cluster {
         (old, new)
     }
 
-    /// kill -9 of the master serving `key`; waits until its replica took over. Returns (old
-    /// master, new master).
-    pub fn kill_master_of(&mut self, key: &str) -> (u16, u16) {
-        let old = self.master_of(key);
-        let new = self.replica_of(key);
+    /// kill -9 of the node at `port`.
+    pub fn kill_node(&mut self, port: u16) {
         self.nodes
             .iter_mut()
-            .find(|n| n.port == old)
+            .find(|n| n.port == port)
             .unwrap()
             .kill();
-        self.wait_for_master(key, new);
-        (old, new)
     }
 
     /// The ports of the masters, as the cluster says now.
@@ -346,7 +341,8 @@ impl Cluster {
         self.wait_until_stable();
     }
 
-    fn wait_for_master(&self, key: &str, port: u16) {
+    /// Waits until every live node says `port` serves `key` as its master.
+    pub fn wait_for_master(&self, key: &str, port: u16) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let slot = self.key_slot(key);

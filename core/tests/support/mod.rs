@@ -1,6 +1,6 @@
 //! The fixtures of core's integration tests, shared by every test binary (each includes this
-//! module): servers, a proxy, Sentinel groups, clusters, lane probes, and the wake-up and
-//! exclusion checks of every topology. Everything is re-exported here, so a test names `support::RedisServer`.
+//! module): servers, a proxy, Sentinel groups, clusters, lane probes, and the wake-up,
+//! exclusion and failover checks of every topology. Everything is re-exported here, so a test names `support::RedisServer`.
 
 #![allow(dead_code)]
 // Test helpers fail loudly: an unwrap here is a failed test, not a library panic.
@@ -8,6 +8,7 @@
 
 pub mod cluster;
 pub mod exclusion;
+pub mod failover;
 pub mod lanes;
 pub mod proxy;
 pub mod sentinel;
@@ -16,7 +17,7 @@ pub mod wake;
 
 // Every binary uses some of these, none all of them.
 #[allow(unused_imports)]
-pub use {cluster::*, exclusion::*, lanes::*, proxy::*, sentinel::*, server::*};
+pub use {cluster::*, exclusion::*, failover::*, lanes::*, proxy::*, sentinel::*, server::*};
 
 use std::time::{Duration, Instant};
 

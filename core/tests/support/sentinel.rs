@@ -130,6 +130,17 @@ impl SentinelGroup {
 
     /// Waits until every sentinel names a master other than `before` and it serves writes.
     pub fn wait_for_new_master(&self, before: u16) -> u16 {
+        self.wait_for(|now| now != before)
+    }
+
+    /// Waits until every sentinel names the node at `port` the master and it serves writes.
+    pub fn wait_until_master(&self, port: u16) {
+        self.wait_for(|now| now == port);
+    }
+
+    /// Waits until every sentinel names the same master, one that `wanted` accepts, and it
+    /// serves writes; its port.
+    fn wait_for(&self, wanted: impl Fn(u16) -> bool) -> u16 {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let ports: Vec<Option<u16>> = self
@@ -142,7 +153,7 @@ impl SentinelGroup {
                 })
                 .collect();
             if let Some(Some(now)) = ports.first()
-                && *now != before
+                && wanted(*now)
                 && ports.iter().all(|p| *p == Some(*now))
             {
                 let role: Vec<redis::Value> = redis::cmd("ROLE")

@@ -437,68 +437,16 @@ async fn names_that_would_split_an_object_over_two_slots_are_refused() {
     client.close().await;
 }
 
-/// `CLUSTER FAILOVER` while locks are held and a waiter waits: the lock that reached the
-/// replica stays held, the lock that did not is reported lost, and the waiter acquires once the
-/// holder releases on the new master.
+/// `CLUSTER FAILOVER` while locks are held and a waiter waits (support's shared case), then a
+/// failback.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_failover_keeps_replicated_holds_and_reports_the_others_lost() {
     let cluster = Cluster::start();
-    // Both names on one master, so that one failover moves both.
-    let kept_name = "{failover}:kept";
-    let dropped_name = "{failover}:dropped";
-    let holder = client(&cluster, Duration::from_secs(6)).await;
-    let other = client(&cluster, Duration::from_secs(6)).await;
-    let dropped = holder.lock(dropped_name).unwrap().acquire().await.unwrap();
-    cluster.sync(dropped_name);
-    // The replica (the next master) loses the first lock: as if the master failed before
-    // replicating it. (A cluster replica redirects keyed writes; FLUSHALL names no key.)
-    let replica = cluster.replica_of(kept_name);
-    let mut raw = cluster.node(replica).raw();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("replica-read-only")
-        .arg("no")
-        .query(&mut raw)
-        .unwrap();
-    let _: () = redis::cmd("FLUSHALL").query(&mut raw).unwrap();
-    let kept = holder.lock(kept_name).unwrap().acquire().await.unwrap();
-    cluster.sync(kept_name);
-    // What the next master has: the second lock, not the first.
-    let _: () = redis::cmd("READONLY").query(&mut raw).unwrap();
-    let on_replica: HashMap<String, i64> = raw.hgetall(kept_name).unwrap();
-    assert_eq!(on_replica.len(), 1);
-    let gone: i64 = raw.exists(dropped_name).unwrap();
-    assert_eq!(gone, 0);
-
-    let waiter = {
-        let lock = other.lock(kept_name).unwrap();
-        tokio::spawn(async move {
-            lock.acquire_with(AcquireOptions::new().wait(Duration::from_secs(30)))
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let (before, after) = cluster.failover(kept_name);
-    assert_ne!(before, after);
-
-    tokio::time::timeout(Duration::from_secs(10), dropped.lost().cancelled())
-        .await
-        .expect("the hold that never reached the new master is reported lost");
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(!kept.is_lost());
-    assert!(
-        !waiter.is_finished(),
-        "the waiter got in while the lock was held"
-    );
-    assert_eq!(hash_on_its_master(&cluster, kept_name).len(), 1);
-
-    kept.release().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
-        .await
-        .expect("the waiter acquires after the release on the new master")
-        .unwrap()
-        .unwrap();
-    guard.release().await.unwrap();
+    let support::FailedOver {
+        holder,
+        other,
+        before,
+    } = support::a_failover_keeps_replicated_holds_and_reports_the_others_lost(&cluster).await;
 
     // A waiter that started waiting before the failover is woken by a release after it: its
     // subscription followed the slot to the new master (a 60 s lease outlasts the wait, so
@@ -517,7 +465,7 @@ async fn cluster_failover_keeps_replicated_holds_and_reports_the_others_lost() {
         })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let (_, back) = cluster.failover(kept_name);
+    let (_, back) = cluster.failover("{failover}:wake");
     assert_eq!(back, before, "failed back to the first master");
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!waiter.is_finished());
@@ -532,76 +480,8 @@ async fn cluster_failover_keeps_replicated_holds_and_reports_the_others_lost() {
     other.close().await;
 }
 
-/// kill -9 of a master: calls during the outage end within their limits, the waiter keeps
-/// waiting through it and acquires on the new master once the lock is free there.
+/// kill -9 of a master (support's shared case).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_a_master_is_survived_by_waiters() {
-    let mut cluster = Cluster::start();
-    let name = "kill:lock";
-    let options = ClientOptions::new()
-        .connect_timeout(Duration::from_secs(20))
-        .response_timeout(Duration::from_secs(1));
-    let holder = Client::connect_with(&cluster.url(), options.clone())
-        .await
-        .unwrap();
-    let other = Client::connect_with(&cluster.url(), options).await.unwrap();
-    let held = holder
-        .lock(name)
-        .unwrap()
-        .acquire_with(AcquireOptions::new().lease(Duration::from_secs(60)))
-        .await
-        .unwrap();
-    cluster.sync(name);
-    let waiter = {
-        let lock = other.lock(name).unwrap();
-        tokio::spawn(async move {
-            lock.acquire_with(AcquireOptions::new().wait(Duration::from_secs(40)))
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-
-    let started = Instant::now();
-    let (before, after) = cluster.kill_master_of(name);
-    assert_ne!(before, after);
-    // A call during (or right after) the outage ends within its limits.
-    let probe = Instant::now();
-    let _ = holder.lock(name).unwrap().try_acquire().await;
-    assert!(
-        probe.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        probe.elapsed()
-    );
-
-    // Long enough for the waiter to be waiting again, on a subscription that must have moved to
-    // the new master: the lease (60 s) outlasts its wait, so only the release message lets it in.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(
-        !waiter.is_finished(),
-        "the waiter got in while the lock was held"
-    );
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let lock = holder.lock(name).unwrap();
-    loop {
-        match lock.release_as(held.owner()).await {
-            Ok(_) => break,
-            Err(e) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "the release never reached the new master: {e}"
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    }
-    let guard = tokio::time::timeout(Duration::from_secs(15), waiter)
-        .await
-        .expect("the waiter acquires on the new master")
-        .unwrap()
-        .unwrap();
-    guard.release().await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(40));
-    drop(held);
-    holder.close().await;
-    other.close().await;
+    support::killing_the_master_is_survived_by_waiters(&mut Cluster::start()).await;
 }

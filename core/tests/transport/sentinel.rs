@@ -8,10 +8,9 @@
 
 use crate::support;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crosslock::{AcquireOptions, Client, ClientOptions, ErrorKind};
+use crosslock::{Client, ClientOptions, ErrorKind};
 use redis::Commands;
 use support::SentinelGroup;
 
@@ -131,160 +130,20 @@ async fn a_wrong_master_name_or_no_sentinel_is_a_clear_error() {
     assert!(err.to_string().contains("master"), "{err}");
 }
 
-/// `SENTINEL FAILOVER` while locks are held and a waiter waits: the lock that reached the
-/// replica stays held (its holder keeps renewing it on the new master and the waiter stays
-/// out), the lock that did not is reported lost, and the waiter acquires once the holder
-/// releases on the new master.
+/// `SENTINEL FAILOVER` while locks are held and a waiter waits (support's shared case).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_failover_keeps_replicated_holds_and_reports_the_others_lost() {
     let group = SentinelGroup::start();
-    // A lease that outlasts the failover (renewed every 2 s): a hold is lost only because the
-    // new master does not have it.
-    let holder = client(&group, Duration::from_secs(6)).await;
-    let other = client(&group, Duration::from_secs(6)).await;
-    let reasons = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = reasons.clone();
-    holder.on_lock_lost(move |lost| {
-        seen.lock()
-            .unwrap()
-            .push(format!("{}: {}", lost.name, lost.reason))
-    });
-
-    let kept = holder
-        .lock("failover:kept")
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
-    let dropped = holder
-        .lock("failover:dropped")
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
-    group.sync();
-    // The replica (the next master) never got `failover:dropped`: as if the master failed
-    // before replicating it.
-    let mut replica = group.replica().raw();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("replica-read-only")
-        .arg("no")
-        .query(&mut replica)
-        .unwrap();
-    let _: () = replica.del("failover:dropped").unwrap();
-
-    let waiter = {
-        let lock = other.lock("failover:kept").unwrap();
-        tokio::spawn(async move {
-            lock.acquire_with(AcquireOptions::new().wait(Duration::from_secs(30)))
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let before = group.master_port();
-    let after = group.failover();
-    assert_ne!(before, after);
-
-    tokio::time::timeout(Duration::from_secs(10), dropped.lost().cancelled())
-        .await
-        .expect("the hold that never reached the new master is reported lost");
-    // Several renewal periods on the new master: the replicated hold is still ours, and the
-    // waiter is still out.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(!kept.is_lost(), "{:?}", reasons.lock().unwrap());
-    assert!(
-        !waiter.is_finished(),
-        "the waiter got in while the lock was held"
-    );
-    let fields: std::collections::HashMap<String, i64> =
-        support_raw(after).hgetall("failover:kept").unwrap();
-    assert_eq!(fields.len(), 1, "{fields:?}");
-
-    kept.release().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
-        .await
-        .expect("the waiter acquires after the release on the new master")
-        .unwrap()
-        .unwrap();
-    guard.release().await.unwrap();
-    holder.close().await;
-    other.close().await;
+    let failed =
+        support::a_failover_keeps_replicated_holds_and_reports_the_others_lost(&group).await;
+    failed.holder.close().await;
+    failed.other.close().await;
 }
 
-/// kill -9 of the master: calls during the outage fail within their limits (none hangs), the
-/// waiter keeps waiting through it and acquires on the new master once the lock is free there.
+/// kill -9 of the master (support's shared case).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_master_is_survived_by_waiters() {
-    let mut group = SentinelGroup::start();
-    let options = ClientOptions::new()
-        .connect_timeout(Duration::from_secs(20))
-        .response_timeout(Duration::from_secs(1));
-    let holder = Client::connect_with(&group.url(), options.clone())
-        .await
-        .unwrap();
-    let other = Client::connect_with(&group.url(), options).await.unwrap();
-
-    let held = holder
-        .lock("kill:lock")
-        .unwrap()
-        .acquire_with(AcquireOptions::new().lease(Duration::from_secs(60)))
-        .await
-        .unwrap();
-    group.sync();
-    let waiter = {
-        let lock = other.lock("kill:lock").unwrap();
-        tokio::spawn(async move {
-            lock.acquire_with(AcquireOptions::new().wait(Duration::from_secs(40)))
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-
-    let before = group.master_port();
-    let index = group.nodes.iter().position(|n| n.port == before).unwrap();
-    group.nodes[index].kill();
-    // A call during the outage ends within its limits.
-    let started = Instant::now();
-    let _ = holder.lock("kill:probe").unwrap().try_acquire().await;
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
-
-    group.wait_for_new_master(before);
-    // The release reaches the new master (retrying until the client has followed it).
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let lock = holder.lock("kill:lock").unwrap();
-    loop {
-        match lock.release_as(held.owner()).await {
-            Ok(_) => break,
-            Err(e) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "release never reached the new master: {e}"
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    }
-    let guard = tokio::time::timeout(Duration::from_secs(15), waiter)
-        .await
-        .expect("the waiter acquires on the new master")
-        .unwrap()
-        .unwrap();
-    guard.release().await.unwrap();
-    drop(held);
-    holder.close().await;
-    other.close().await;
-}
-
-fn support_raw(port: u16) -> redis::Connection {
-    redis::Client::open(format!("redis://127.0.0.1:{port}/0"))
-        .unwrap()
-        .get_connection()
-        .unwrap()
+    support::killing_the_master_is_survived_by_waiters(&mut SentinelGroup::start()).await;
 }
 
 /// The client's connections to the sentinels are named as its connections to the data nodes
