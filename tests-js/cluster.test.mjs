@@ -10,6 +10,7 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 
 import { startCluster } from './helpers/cluster.mjs'
+import { aFailoverKeepsReplicatedHoldsAndReportsTheOthersLost, killingTheMasterIsSurvivedByWaiters } from './helpers/failover.mjs'
 import { RawRedis } from './helpers/resp.mjs'
 import { crosslock, eightWorkersExcludeEachOther, releaseWakesEveryKind, unique, waitUntil } from './helpers/util.mjs'
 
@@ -207,72 +208,18 @@ describe('cluster lanes', () => {
 describe('cluster failover', () => {
   test('CLUSTER FAILOVER keeps the replicated hold and reports the other lost', async () => {
     const cluster = await startCluster()
-    const keptName = '{js:failover}:kept'
-    const droppedName = '{js:failover}:dropped'
-    const holder = await crosslock.connect(cluster.url, { connectTimeout: 8000, watchdogTimeout: 6000 })
-    const other = await crosslock.connect(cluster.url, { connectTimeout: 8000, watchdogTimeout: 6000 })
     try {
-      const dropped = await holder.lock(droppedName).acquire()
-      await cluster.sync(droppedName)
-      // The replica (the next master) loses the first lock: as if the master failed before
-      // replicating it (a cluster replica redirects keyed writes; FLUSHALL names no key).
-      await onNode(await cluster.replicaOf(keptName), async (r) => {
-        await r.command('CONFIG', 'SET', 'replica-read-only', 'no')
-        await r.command('FLUSHALL')
-      })
-      const kept = await holder.lock(keptName).acquire()
-      await cluster.sync(keptName)
-      let waiterDone = false
-      const waiter = other.lock(keptName).acquire({ wait: 30_000 }).finally(() => { waiterDone = true })
-      await sleep(200)
-      const [, newMaster] = await cluster.failover(keptName)
-
-      await waitUntil(() => dropped.lost, 'the hold that never reached the new master to be reported lost', 10_000)
-      await sleep(5000) // renewals on the new master
-      assert.equal(kept.lost, false)
-      assert.equal(waiterDone, false, 'the waiter got in while the lock was held')
-      assert.deepEqual(Object.keys(await onNode(newMaster, (r) => r.hgetall(keptName))), [kept.holder])
-      await kept.release()
-      await (await waiter).release()
+      await aFailoverKeepsReplicatedHoldsAndReportsTheOthersLost(cluster)
     } finally {
-      await holder.close()
-      await other.close()
       await cluster.stop()
     }
   })
 
   test('kill -9 of a master is survived by waiters, and no call hangs', async () => {
     const cluster = await startCluster()
-    const options = { connectTimeout: 20_000, responseTimeout: 1000 }
-    const holder = await crosslock.connect(cluster.url, options)
-    const other = await crosslock.connect(cluster.url, options)
     try {
-      const name = unique('js:cluster:kill')
-      const held = await holder.lock(name).acquire({ lease: 60_000 })
-      await cluster.sync(name)
-      let waiterDone = false
-      const waiter = other.lock(name).acquire({ wait: 40_000 }).finally(() => { waiterDone = true })
-      await sleep(200)
-
-      const [before, after] = await cluster.killMasterOf(name)
-      assert.notEqual(before, after)
-      // Long enough for the waiter to wait again, on a subscription that must have moved to the
-      // new master: the 60 s lease outlasts its wait, so only the release's message lets it in.
-      await sleep(3000)
-      assert.equal(waiterDone, false, 'the waiter got in while the lock was held')
-      await waitUntil(async () => {
-        try {
-          await held.release()
-          return true
-        } catch (e) {
-          if (e instanceof RedisUnavailableError) return false
-          throw e
-        }
-      }, 'the release to reach the new master', 15_000, 200)
-      await (await waiter).release()
+      await killingTheMasterIsSurvivedByWaiters(cluster)
     } finally {
-      await holder.close()
-      await other.close()
       await cluster.stop()
     }
   })

@@ -9,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 
 import { freePort } from './helpers/redis-server.mjs'
 import { RawRedis } from './helpers/resp.mjs'
+import { aFailoverKeepsReplicatedHoldsAndReportsTheOthersLost, killingTheMasterIsSurvivedByWaiters } from './helpers/failover.mjs'
 import { startSentinelGroup } from './helpers/sentinel.mjs'
 import { crosslock, eightWorkersExcludeEachOther, releaseWakesEveryKind, unique, waitUntil } from './helpers/util.mjs'
 
@@ -122,73 +123,18 @@ describe('one sentinel group', () => {
 describe('failover', () => {
   test('SENTINEL FAILOVER keeps the replicated hold and reports the other lost', async () => {
     const group = await startSentinelGroup()
-    // A lease that outlasts the failover (renewed every 2 s): a hold is lost only because the
-    // new master does not have it.
-    const holder = await crosslock.connect(group.url, { connectTimeout: 8000, watchdogTimeout: 6000 })
-    const other = await crosslock.connect(group.url, { connectTimeout: 8000, watchdogTimeout: 6000 })
     try {
-      const kept = await holder.lock('js:failover:kept').acquire()
-      const dropped = await holder.lock('js:failover:dropped').acquire()
-      await group.sync()
-      // The replica (the next master) never got the second lock: as if the master failed before
-      // replicating it.
-      await onNode((await group.replica()).port, async (r) => {
-        await r.command('CONFIG', 'SET', 'replica-read-only', 'no')
-        await r.command('DEL', 'js:failover:dropped')
-      })
-      let waiterDone = false
-      const waiter = other.lock('js:failover:kept').acquire({ wait: 30_000 }).finally(() => { waiterDone = true })
-      await sleep(200)
-      const newMaster = await group.failover()
-
-      await waitUntil(() => dropped.lost, 'the hold that never reached the new master to be reported lost', 10_000)
-      await sleep(5000) // renewals on the new master
-      assert.equal(kept.lost, false)
-      assert.equal(waiterDone, false, 'the waiter got in while the lock was held')
-      assert.deepEqual(Object.keys(await onNode(newMaster, (r) => r.hgetall('js:failover:kept'))), [kept.holder])
-      await kept.release()
-      await (await waiter).release()
+      await aFailoverKeepsReplicatedHoldsAndReportsTheOthersLost(group)
     } finally {
-      await holder.close()
-      await other.close()
       await group.stop()
     }
   })
 
   test('kill -9 of the master is survived by waiters, and no call hangs', async () => {
     const group = await startSentinelGroup()
-    const options = { connectTimeout: 20_000, responseTimeout: 1000 }
-    const holder = await crosslock.connect(group.url, options)
-    const other = await crosslock.connect(group.url, options)
     try {
-      const name = unique('js:kill')
-      const held = await holder.lock(name).acquire({ lease: 60_000 })
-      await group.sync()
-      const waiter = other.lock(name).acquire({ wait: 40_000 })
-      await sleep(200)
-
-      const before = await group.masterPort()
-      await group.node(before).kill()
-      const started = Date.now()
-      await holder.lock(unique('js:kill:probe')).tryAcquire().catch((e) => {
-        if (!(e instanceof RedisUnavailableError)) throw e
-      })
-      assert.ok(Date.now() - started < 5000, 'a call during the outage ends within its limits')
-
-      await group.waitForNewMaster(before)
-      await waitUntil(async () => {
-        try {
-          await held.release()
-          return true
-        } catch (e) {
-          if (e instanceof RedisUnavailableError) return false
-          throw e
-        }
-      }, 'the release to reach the new master', 15_000, 200)
-      await (await waiter).release()
+      await killingTheMasterIsSurvivedByWaiters(group)
     } finally {
-      await holder.close()
-      await other.close()
       await group.stop()
     }
   })

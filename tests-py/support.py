@@ -463,22 +463,35 @@ class SentinelGroup:
         port = self.master_port()
         return next(n for n in self.nodes if n.port != port)
 
-    def sync(self) -> None:
+    def sync(self, _key: str = "") -> None:
         """Waits until the replica has applied every write the master made so far."""
         replica_caught_up(self.master().port, self.replica().port)
 
-    def failover(self) -> int:
-        """``SENTINEL FAILOVER``; returns the new master's port once every sentinel names it and it
-        takes writes."""
+    def writable_successor(self, _key: str = "") -> Raw:
+        """A connection to the replica (the next master), made writable."""
+        r = Raw(self.replica().port)
+        r.command("CONFIG", "SET", "replica-read-only", "no")
+        return r
+
+    def failover(self, _key: str = "") -> tuple[int, int]:
+        """``SENTINEL FAILOVER``; returns (old, new) master ports once every sentinel names the new
+        one and it takes writes."""
         before = self.master_port()
         with Raw(self.sentinels[0][0]) as r:
             r.command("SENTINEL", "FAILOVER", self.name)
-        return self.wait_for_new_master(before)
+        return before, self.wait_for_new_master(before)
 
     def wait_for_new_master(self, before: int) -> int:
+        return self._wait_for(lambda port: port != before)
+
+    def wait_for_master(self, _key: str, port: int) -> None:
+        """Waits until every sentinel names the node at ``port`` the master and it takes writes."""
+        self._wait_for(lambda now: now == port)
+
+    def _wait_for(self, wanted: Callable[[int], bool]) -> int:
         def moved() -> Optional[int]:
             ports = {self.sentinel_master(p).get("port") for p, _ in self.sentinels}
-            if len(ports) != 1 or None in ports or str(before) in ports:
+            if len(ports) != 1 or None in ports or not wanted(int(next(iter(ports)))):
                 return None
             port = int(ports.pop())
             try:
@@ -509,6 +522,11 @@ class SentinelGroup:
         node.process.kill()
         node.process.wait()
         return port
+
+    def kill_master_of(self, _key: str = "") -> tuple[int, int]:
+        """kill -9 of the master, returning at once: (its port, the replica's)."""
+        successor = self.replica().port
+        return self.kill_master(), successor
 
     def stop(self) -> None:
         for _, process in self.sentinels:
@@ -618,22 +636,28 @@ class Cluster:
         """Waits until the replica of ``key``'s master has applied every write it made so far."""
         replica_caught_up(self.master_of(key), self.replica_of(key))
 
+    def writable_successor(self, key: str) -> Raw:
+        """A connection to the replica of ``key``'s master, made writable (a cluster replica still
+        redirects keyed writes: ``FLUSHALL`` names no key)."""
+        r = Raw(self.replica_of(key))
+        r.command("CONFIG", "SET", "replica-read-only", "no")
+        return r
+
     def failover(self, key: str) -> tuple[int, int]:
         """``CLUSTER FAILOVER`` on the replica of ``key``'s master; returns (old, new) master ports
         once every node agrees."""
         old, new = self.master_of(key), self.replica_of(key)
         with Raw(new) as r:
             r.command("CLUSTER", "FAILOVER")
-        self._wait_for_master(key, new)
+        self.wait_for_master(key, new)
         return old, new
 
     def kill_master_of(self, key: str) -> tuple[int, int]:
-        """kill -9 of the master serving ``key``; returns (old, new) once its replica took over."""
+        """kill -9 of the master serving ``key``, returning at once: (its port, its replica's)."""
         old, new = self.master_of(key), self.replica_of(key)
         node = self.node(old)
         node.process.kill()
         node.process.wait()
-        self._wait_for_master(key, new)
         return old, new
 
     def move_slot(self, key: str, to: int) -> None:
@@ -656,9 +680,10 @@ class Cluster:
             if port not in (to, source):
                 with Raw(port) as r:
                     r.command("CLUSTER", "SETSLOT", str(slot), "NODE", target_id)
-        self._wait_for_master(key, to)
+        self.wait_for_master(key, to)
 
-    def _wait_for_master(self, key: str, port: int) -> None:
+    def wait_for_master(self, key: str, port: int) -> None:
+        """Waits until every live node says the node at ``port`` serves ``key`` as its master."""
         slot = self.key_slot(key)
 
         def agreed() -> bool:
@@ -751,6 +776,99 @@ def release_wakes_every_kind(a: Any, b: Any, prefix: str,
     latch.count_down()
     watcher.join(25)
     assert opened == [True]
+
+
+Topology = Any
+"""A deployment whose masters fail over, :class:`SentinelGroup` or :class:`Cluster`: ``url``, and
+``sync``, ``writable_successor``, ``failover``, ``kill_master_of`` and ``wait_for_master`` of a key
+(a Sentinel group has one master for every key)."""
+
+
+def a_failover_keeps_replicated_holds_and_reports_the_others_lost(topology: Topology) -> None:
+    """A graceful failover while locks are held and a waiter waits: the lock that reached the next
+    master stays held (its holder renews it there, the waiter stays out), the lock that did not is
+    reported lost, and the waiter acquires once the holder releases on the new master. The names
+    share a hash tag, so that one failover moves both on a cluster."""
+    import crosslock
+
+    kept_name, dropped_name = "{py:failover}:kept", "{py:failover}:dropped"
+    # A lease that outlasts the failover (renewed every 2 s): a hold is lost only because the new
+    # master does not have it.
+    holder, other = (crosslock.connect(topology.url, connect_timeout=8, watchdog_timeout=6) for _ in range(2))
+    try:
+        lost = threading.Event()
+        kept = holder.lock(kept_name)
+        dropped = holder.lock(dropped_name, on_lost=lambda _lock: lost.set())
+        dropped.acquire()
+        topology.sync(dropped_name)
+        # The next master loses the first lock: as if the master failed before replicating it.
+        with topology.writable_successor(kept_name) as r:
+            r.command("FLUSHALL")
+        kept.acquire()
+        topology.sync(kept_name)
+        got: list[bool] = []
+        waiter = threading.Thread(target=lambda: got.append(other.lock(kept_name).acquire(timeout=30)))
+        waiter.start()
+        time.sleep(0.2)
+        old, new = topology.failover(kept_name)
+        assert old != new
+
+        assert lost.wait(10), "the hold that never reached the new master is reported lost"
+        time.sleep(5)  # renewals on the new master
+        assert not kept.lost
+        assert waiter.is_alive(), "the waiter got in while the lock was held"
+        with Raw(new) as r:
+            assert len(r.hgetall(kept_name)) == 1
+        kept.release()
+        waiter.join(10)
+        assert got == [True], "the waiter acquires after the release on the new master"
+    finally:
+        holder.close()
+        other.close()
+
+
+def killing_the_master_is_survived_by_waiters(topology: Topology) -> None:
+    """kill -9 of the master while a lock is held and a waiter waits: a call during the outage ends
+    within its limits, the waiter keeps waiting through it, on a subscription that follows the lock
+    to the new master (the 60 s lease outlasts its wait, so only the release's message lets it in),
+    and acquires there once the lock is released."""
+    import crosslock
+
+    name = "py:kill:lock"
+    holder, other = (crosslock.connect(topology.url, connect_timeout=20, response_timeout=1) for _ in range(2))
+    try:
+        lock = holder.lock(name)
+        assert lock.acquire(lease=60)
+        topology.sync(name)
+        got: list[bool] = []
+        waiter = threading.Thread(target=lambda: got.append(other.lock(name).acquire(timeout=40)))
+        waiter.start()
+        time.sleep(0.2)
+
+        _, successor = topology.kill_master_of(name)
+        started = time.monotonic()
+        try:
+            holder.lock("{py:kill:lock}:probe").acquire(blocking=False)  # on the same master
+        except crosslock.RedisUnavailableError:
+            pass
+        assert time.monotonic() - started < 5, "a call during the outage ends within its limits"
+        topology.wait_for_master(name, successor)
+        time.sleep(3)  # long enough for the waiter to wait again, on the new master
+        assert waiter.is_alive(), "the waiter got in while the lock was held"
+
+        def released() -> bool:
+            try:
+                lock.release()
+                return True
+            except crosslock.RedisUnavailableError:
+                return False
+
+        wait_until(released, timeout=15, interval=0.2, what="the release to reach the new master")
+        waiter.join(15)
+        assert got == [True], "the waiter acquires on the new master"
+    finally:
+        holder.close()
+        other.close()
 
 
 def loop_factory_hook() -> bool:

@@ -17,7 +17,8 @@ from typing import Iterator
 import pytest
 
 import crosslock
-from support import Cluster, Raw, eight_workers_exclude_each_other, release_wakes_every_kind, wait_until
+from support import (Cluster, Raw, a_failover_keeps_replicated_holds_and_reports_the_others_lost, eight_workers_exclude_each_other,
+                     killing_the_master_is_survived_by_waiters, release_wakes_every_kind, wait_until)
 
 
 @pytest.fixture(scope="module")
@@ -150,77 +151,11 @@ def test_names_that_would_split_an_object_over_two_slots_are_refused(cluster):
 
 
 def test_cluster_failover_keeps_replicated_holds_and_reports_the_others_lost(fresh_cluster):
-    cluster = fresh_cluster
-    kept_name, dropped_name = "{py:failover}:kept", "{py:failover}:dropped"
-    holder, other = connect(cluster, watchdog_timeout=6), connect(cluster, watchdog_timeout=6)
-    try:
-        lost = threading.Event()
-        kept = holder.lock(kept_name)
-        dropped = holder.lock(dropped_name, on_lost=lambda _lock: lost.set())
-        dropped.acquire()
-        cluster.sync(dropped_name)
-        # The replica (the next master) loses the first lock: as if the master failed before
-        # replicating it (a cluster replica redirects keyed writes; FLUSHALL names no key).
-        with Raw(cluster.replica_of(kept_name)) as r:
-            r.command("CONFIG", "SET", "replica-read-only", "no")
-            r.command("FLUSHALL")
-        kept.acquire()
-        cluster.sync(kept_name)
-        got: list[bool] = []
-        waiter = threading.Thread(target=lambda: got.append(other.lock(kept_name).acquire(timeout=30)))
-        waiter.start()
-        time.sleep(0.2)
-        old, new = cluster.failover(kept_name)
-        assert old != new
-
-        assert lost.wait(10), "the hold that never reached the new master is reported lost"
-        time.sleep(5)  # renewals on the new master
-        assert not kept.lost
-        assert waiter.is_alive(), "the waiter got in while the lock was held"
-        with Raw(new) as r:
-            assert len(r.hgetall(kept_name)) == 1
-        kept.release()
-        waiter.join(10)
-        assert got == [True], "the waiter acquires after the release on the new master"
-    finally:
-        holder.close()
-        other.close()
+    a_failover_keeps_replicated_holds_and_reports_the_others_lost(fresh_cluster)
 
 
 def test_killing_a_master_is_survived_by_waiters(fresh_cluster):
-    cluster = fresh_cluster
-    name = "py:kill:lock"
-    holder = connect(cluster, connect_timeout=20, response_timeout=1)
-    other = connect(cluster, connect_timeout=20, response_timeout=1)
-    try:
-        lock = holder.lock(name)
-        assert lock.acquire(lease=60)
-        cluster.sync(name)
-        got: list[bool] = []
-        waiter = threading.Thread(target=lambda: got.append(other.lock(name).acquire(timeout=40)))
-        waiter.start()
-        time.sleep(0.2)
-
-        old, new = cluster.kill_master_of(name)
-        assert old != new
-        # Long enough for the waiter to wait again, on a subscription that must have moved to the
-        # new master: the 60 s lease outlasts its wait, so only the release's message lets it in.
-        time.sleep(3)
-        assert waiter.is_alive(), "the waiter got in while the lock was held"
-
-        def released() -> bool:
-            try:
-                lock.release()
-                return True
-            except crosslock.RedisUnavailableError:
-                return False
-
-        wait_until(released, timeout=15, interval=0.2, what="the release to reach the new master")
-        waiter.join(15)
-        assert got == [True], "the waiter acquires on the new master"
-    finally:
-        holder.close()
-        other.close()
+    killing_the_master_is_survived_by_waiters(fresh_cluster)
 
 
 def connections(port: int) -> dict[str, str]:

@@ -12,7 +12,8 @@ from typing import Iterator
 import pytest
 
 import crosslock
-from support import RedisServer, SentinelGroup, eight_workers_exclude_each_other, release_wakes_every_kind, wait_until
+from support import (RedisServer, SentinelGroup, a_failover_keeps_replicated_holds_and_reports_the_others_lost,
+                     eight_workers_exclude_each_other, killing_the_master_is_survived_by_waiters, release_wakes_every_kind)
 
 
 @pytest.fixture(scope="module")
@@ -123,78 +124,11 @@ def test_wait_for_replicas_is_checked(group):
 
 
 def test_sentinel_failover_keeps_replicated_holds_and_reports_the_others_lost(fresh_group):
-    group = fresh_group
-    # A lease that outlasts the failover (renewed every 2 s): a hold is lost only because the new
-    # master does not have it.
-    holder, other = connect(group, watchdog_timeout=6), connect(group, watchdog_timeout=6)
-    try:
-        lost = threading.Event()
-        kept = holder.lock("py:failover:kept")
-        dropped = holder.lock("py:failover:dropped", on_lost=lambda _lock: lost.set())
-        kept.acquire()
-        dropped.acquire()
-        group.sync()
-        # The replica (the next master) never got the second lock: as if the master failed
-        # before replicating it.
-        with group.replica().raw() as r:
-            r.command("CONFIG", "SET", "replica-read-only", "no")
-            r.command("DEL", "py:failover:dropped")
-        got: list[bool] = []
-        waiter = threading.Thread(target=lambda: got.append(other.lock("py:failover:kept").acquire(timeout=30)))
-        waiter.start()
-        time.sleep(0.2)
-        new_master = group.failover()
-
-        assert lost.wait(10), "the hold that never reached the new master is reported lost"
-        time.sleep(5)  # renewals on the new master
-        assert not kept.lost
-        assert waiter.is_alive(), "the waiter got in while the lock was held"
-        with group.node(new_master).raw() as r:
-            assert len(r.hgetall("py:failover:kept")) == 1
-        kept.release()
-        waiter.join(10)
-        assert got == [True], "the waiter acquires after the release on the new master"
-    finally:
-        holder.close()
-        other.close()
+    a_failover_keeps_replicated_holds_and_reports_the_others_lost(fresh_group)
 
 
 def test_killing_the_master_is_survived_by_waiters(fresh_group):
-    group = fresh_group
-    holder = connect(group, connect_timeout=20, response_timeout=1)
-    other = connect(group, connect_timeout=20, response_timeout=1)
-    try:
-        lock = holder.lock("py:kill:lock")
-        assert lock.acquire(lease=60)
-        group.sync()
-        got: list[bool] = []
-        waiter = threading.Thread(target=lambda: got.append(other.lock("py:kill:lock").acquire(timeout=40)))
-        waiter.start()
-        time.sleep(0.2)
-
-        before = group.kill_master()
-        started = time.monotonic()
-        try:
-            holder.lock("py:kill:probe").acquire(blocking=False)
-        except crosslock.RedisUnavailableError:
-            pass
-        assert time.monotonic() - started < 5, "a call during the outage ends within its limits"
-
-        group.wait_for_new_master(before)
-
-        def released() -> bool:
-            try:
-                lock.release()
-                return True
-            except crosslock.RedisUnavailableError:
-                return False
-
-        wait_until(released, timeout=15, interval=0.2, what="the release to reach the new master")
-        waiter.join(15)
-        assert got == [True], "the waiter acquires on the new master"
-    finally:
-        holder.close()
-        other.close()
+    killing_the_master_is_survived_by_waiters(fresh_group)
 
 
 def test_the_readme_deployments_example_runs(group, capsys):

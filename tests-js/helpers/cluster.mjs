@@ -32,6 +32,8 @@ export async function startCluster () {
     },
     async masterOf (key) { return (await cluster.rangeOf(key))[2] },
     async replicaOf (key) { return (await cluster.rangeOf(key))[3][0] },
+    /** The node that takes over from `key`'s master: its replica. */
+    async successorOf (key) { return cluster.replicaOf(key) },
     async masters () { return (await cluster.slots()).map((r) => r[2]) },
     node (port) { return nodes.find((n) => n.port === port) },
     /** Waits until the replica of `key`'s master has applied every write it made so far. */
@@ -82,11 +84,11 @@ export async function startCluster () {
       await cluster.waitForMaster(key, to)
     },
     /** kill -9 of the master serving `key`; resolves to [old, new] once its replica took over. */
+    /** kill -9 of `key`'s master, resolving at once to [its port, its replica's]. */
     async killMasterOf (key) {
       const [old, neu] = [await cluster.masterOf(key), await cluster.replicaOf(key)]
       await cluster.node(old).kill()
       dead.add(old)
-      await cluster.waitForMaster(key, neu)
       return [old, neu]
     },
     async stop () {

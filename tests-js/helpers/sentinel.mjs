@@ -85,22 +85,36 @@ export async function startSentinelGroup () {
     async sync () {
       await replicaCaughtUp((await group.master()).port, (await group.replica()).port)
     },
-    async waitForNewMaster (before) {
+    /** The node that takes over from the master (the group's one master: any key). */
+    async successorOf () { return (await group.replica()).port },
+    /**
+     * Resolves to the port of the master every sentinel names once `wanted(port)` holds of it
+     * and it takes writes.
+     */
+    async waitFor (wanted) {
       return waitUntil(async () => {
         const ports = new Set()
         for (const s of sentinels) ports.add((await sentinelMaster(s.port)).port)
         if (ports.size !== 1) return null
         const port = Number([...ports][0])
-        if (!port || port === before) return null
+        if (!port || !wanted(port)) return null
         const role = await ask(port, 'ROLE')
         return Array.isArray(role) && role[0] === 'master' ? port : null
       }, 'the failover', 30_000, 50)
     },
-    /** `SENTINEL FAILOVER`; resolves to the new master's port once it takes writes. */
+    async waitForNewMaster (before) { return group.waitFor((port) => port !== before) },
+    async waitForMaster (_key, port) { await group.waitFor((now) => now === port) },
+    /** `SENTINEL FAILOVER`; resolves to [old, new] master ports once the new one takes writes. */
     async failover () {
       const before = await group.masterPort()
       await ask(sentinels[0].port, 'SENTINEL', 'FAILOVER', NAME)
-      return group.waitForNewMaster(before)
+      return [before, await group.waitForNewMaster(before)]
+    },
+    /** kill -9 of the master, resolving at once to [its port, the replica's]. */
+    async killMasterOf () {
+      const [before, successor] = [await group.masterPort(), await group.successorOf()]
+      await group.node(before).kill()
+      return [before, successor]
     },
     async stop () {
       for (const s of sentinels) {

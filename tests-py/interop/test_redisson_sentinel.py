@@ -151,7 +151,7 @@ def test_both_follow_a_failover(java_built):
         waiter.start()
         time.sleep(0.2)
         old_master = group.master_port()
-        new_master = group.failover()
+        _, new_master = group.failover()
         assert not got, "our waiter got the lock Redisson holds"
         # Until the sentinels turn the old master into a replica it still takes writes (any
         # client that has not yet heard of the failover can write there, and loses it): wait for
