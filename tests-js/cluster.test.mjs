@@ -11,19 +11,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 
 import { startCluster } from './helpers/cluster.mjs'
 import { aFailoverKeepsReplicatedHoldsAndReportsTheOthersLost, killingTheMasterIsSurvivedByWaiters } from './helpers/failover.mjs'
-import { RawRedis } from './helpers/resp.mjs'
-import { crosslock, eightWorkersExcludeEachOther, releaseWakesEveryKind, unique, waitUntil } from './helpers/util.mjs'
+import { crosslock, eightWorkersExcludeEachOther, onNode, releaseWakesEveryKind, unique, waitUntil } from './helpers/util.mjs'
 
 const { InvalidArgumentError, RedisUnavailableError } = crosslock
-
-async function onNode (port, fn) {
-  const raw = await RawRedis.connect(`redis://127.0.0.1:${port}/0`)
-  try {
-    return await fn(raw)
-  } finally {
-    await raw.close()
-  }
-}
 
 /** [sharded subscribers on the master owning `channel`, plain subscribers on every master]. */
 async function subscribers (cluster, channel) {

@@ -8,21 +8,11 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 
 import { freePort } from './helpers/redis-server.mjs'
-import { RawRedis } from './helpers/resp.mjs'
 import { aFailoverKeepsReplicatedHoldsAndReportsTheOthersLost, killingTheMasterIsSurvivedByWaiters } from './helpers/failover.mjs'
 import { startSentinelGroup } from './helpers/sentinel.mjs'
-import { crosslock, eightWorkersExcludeEachOther, releaseWakesEveryKind, unique, waitUntil } from './helpers/util.mjs'
+import { crosslock, eightWorkersExcludeEachOther, onNode, releaseWakesEveryKind, unique, waitUntil } from './helpers/util.mjs'
 
 const { InvalidArgumentError, RedisUnavailableError } = crosslock
-
-async function onNode (port, fn) {
-  const raw = await RawRedis.connect(`redis://127.0.0.1:${port}/0`)
-  try {
-    return await fn(raw)
-  } finally {
-    await raw.close()
-  }
-}
 
 describe('one sentinel group', () => {
   let group

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 
 def _server_tool(name: str) -> str:
@@ -778,10 +778,17 @@ def release_wakes_every_kind(a: Any, b: Any, prefix: str,
     assert opened == [True]
 
 
-Topology = Any
-"""A deployment whose masters fail over, :class:`SentinelGroup` or :class:`Cluster`: ``url``, and
-``sync``, ``writable_successor``, ``failover``, ``kill_master_of`` and ``wait_for_master`` of a key
-(a Sentinel group has one master for every key)."""
+class Topology(Protocol):
+    """A deployment whose masters fail over, :class:`SentinelGroup` or :class:`Cluster` (a Sentinel
+    group has one master for every key, and ignores the key)."""
+
+    @property
+    def url(self) -> str: ...
+    def sync(self, key: str) -> None: ...
+    def writable_successor(self, key: str) -> Raw: ...
+    def failover(self, key: str) -> tuple[int, int]: ...
+    def kill_master_of(self, key: str) -> tuple[int, int]: ...
+    def wait_for_master(self, key: str, port: int) -> None: ...
 
 
 def a_failover_keeps_replicated_holds_and_reports_the_others_lost(topology: Topology) -> None:

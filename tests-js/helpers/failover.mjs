@@ -7,19 +7,9 @@
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 
-import { RawRedis } from './resp.mjs'
-import { crosslock, unique, waitUntil } from './util.mjs'
+import { crosslock, onNode, unique, waitUntil } from './util.mjs'
 
 const { RedisUnavailableError } = crosslock
-
-async function onNode (port, fn) {
-  const raw = await RawRedis.connect(`redis://127.0.0.1:${port}/0`)
-  try {
-    return await fn(raw)
-  } finally {
-    await raw.close()
-  }
-}
 
 /** Retries `held.release()` until the client has followed the master to the new one. */
 async function releaseOnTheNewMaster (held) {

@@ -41,6 +41,16 @@ export async function waitUntil (condition, what, ms = 10_000, every = 20) {
   }
 }
 
+/** `fn(raw)` on a fresh connection to the server at `port`, closed afterwards. */
+export async function onNode (port, fn) {
+  const raw = await RawRedis.connect(`redis://127.0.0.1:${port}/0`)
+  try {
+    return await fn(raw)
+  } finally {
+    await raw.close()
+  }
+}
+
 /** One command on a fresh connection to the server at `port`; `null` if it fails. */
 export async function ask (port, ...args) {
   let raw

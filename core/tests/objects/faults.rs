@@ -27,7 +27,7 @@ async fn a_wait_limit_is_a_deadline_while_redis_is_paused_asleep_or_stopped() {
     let wait = Duration::from_millis(500);
     for (what, start, stop) in [
         // Under CLIENT PAUSE ALL every client's commands wait, CLIENT UNPAUSE's too: each fault
-        // but SIGSTOP is waited out.
+        // but SIGSTOP is waited out (by a PING, answered once it is over).
         ("CLIENT PAUSE", "pause", ""),
         ("DEBUG SLEEP", "sleep", ""),
         ("SIGSTOP", "stop", "cont"),
@@ -73,7 +73,8 @@ async fn a_wait_limit_is_a_deadline_while_redis_is_paused_asleep_or_stopped() {
             );
             server.signal(libc::SIGCONT);
         } else {
-            std::thread::sleep(Duration::from_millis(1600));
+            // Returns once Redis runs commands again (the pause or the sleep is over).
+            server.command(&["PING"]);
         }
         // Whatever the attempt did once Redis answered, nothing is left.
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -107,8 +108,9 @@ async fn an_abandoned_attempt_is_given_back_when_asking_redis_about_it_goes_unan
         matches!(&got, Err(e) if e.kind() == ErrorKind::Unavailable),
         "{got:?}"
     );
-    // Under CLIENT PAUSE ALL every client's commands wait, CLIENT UNPAUSE's too: wait it out.
-    std::thread::sleep(Duration::from_millis(1800));
+    // Under CLIENT PAUSE ALL every client's commands wait, CLIENT UNPAUSE's too: a PING is
+    // answered once the pause is over.
+    server.command(&["PING"]);
     let deadline = Instant::now() + Duration::from_secs(5);
     while lock.is_locked().await.unwrap_or(true) {
         assert!(

@@ -101,6 +101,13 @@ impl Topology for Cluster {
     }
 }
 
+/// A holder's client and a waiter's, both with `options`.
+async fn two_clients(topology: &impl Topology, options: ClientOptions) -> [Client; 2] {
+    let url = topology.url();
+    let holder = Client::connect_with(&url, options.clone()).await.unwrap();
+    [holder, Client::connect_with(&url, options).await.unwrap()]
+}
+
 /// The two clients of [`a_failover_keeps_replicated_holds_and_reports_the_others_lost`], with
 /// the master it failed over from, for what a topology checks after it.
 pub struct FailedOver {
@@ -119,15 +126,13 @@ pub async fn a_failover_keeps_replicated_holds_and_reports_the_others_lost(
     let (kept_name, dropped_name) = ("{failover}:kept", "{failover}:dropped");
     // A lease that outlasts the failover (renewed every 2 s): a hold is lost only because the
     // new master does not have it.
-    let options = ClientOptions::new()
-        .watchdog_timeout(Duration::from_secs(6))
-        .connect_timeout(Duration::from_secs(8));
-    let holder = Client::connect_with(&topology.url(), options.clone())
-        .await
-        .unwrap();
-    let other = Client::connect_with(&topology.url(), options)
-        .await
-        .unwrap();
+    let [holder, other] = two_clients(
+        topology,
+        ClientOptions::new()
+            .watchdog_timeout(Duration::from_secs(6))
+            .connect_timeout(Duration::from_secs(8)),
+    )
+    .await;
     let reasons = Arc::new(Mutex::new(Vec::new()));
     let seen = reasons.clone();
     holder.on_lock_lost(move |lost| {
@@ -193,15 +198,13 @@ pub async fn a_failover_keeps_replicated_holds_and_reports_the_others_lost(
 /// message lets it in), and acquires there once the lock is released.
 pub async fn killing_the_master_is_survived_by_waiters(topology: &mut impl Topology) {
     let name = "kill:lock";
-    let options = ClientOptions::new()
-        .connect_timeout(Duration::from_secs(20))
-        .response_timeout(Duration::from_secs(1));
-    let holder = Client::connect_with(&topology.url(), options.clone())
-        .await
-        .unwrap();
-    let other = Client::connect_with(&topology.url(), options)
-        .await
-        .unwrap();
+    let [holder, other] = two_clients(
+        topology,
+        ClientOptions::new()
+            .connect_timeout(Duration::from_secs(20))
+            .response_timeout(Duration::from_secs(1)),
+    )
+    .await;
     let held = holder
         .lock(name)
         .unwrap()
